@@ -1,0 +1,72 @@
+import { z } from 'zod';
+
+/**
+ * All configuration, parsed once per process from the environment (STYLE.md rule 3).
+ * Nothing else reads process.env; the parsed object is passed down.
+ */
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const vendorName = z.enum(['openai', 'anthropic', 'google']);
+
+export const configSchema = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  HOST: z.string().default('0.0.0.0'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATABASE_URL: z.url().default('postgres://postgres@127.0.0.1:5432/lenstack'),
+  REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
+  /** Redis key prefix; tests give each run its own so runs can overlap. */
+  REDIS_PREFIX: z.string().default('lenstack:'),
+  TEMPORAL_ADDRESS: z.string().optional(),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().default('lenstack-analyze'),
+  /** Shared secret for server-to-server calls (x-internal-secret). Unset = internal auth disabled. */
+  INTERNAL_SECRET: z.string().min(32, 'INTERNAL_SECRET must be at least 32 characters').optional(),
+  BLOB_DIR: z.string().default('.data/blobs'),
+  /** Trusted reverse proxies (comma-separated IPs/CIDRs) whose X-Forwarded-For is honoured. */
+  TRUSTED_PROXIES: z.string().default(''),
+  /** Maximum decoded image size in bytes (fetched or base64). */
+  IMAGE_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
+  /** Maximum decoded pixel count (decompression-bomb guard). */
+  IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
+  /** Allow fetching images from private/loopback addresses. Only for tests of the fetcher itself. */
+  SSRF_ALLOW_PRIVATE: bool.default(false),
+
+  OPENAI_BASE_URL: z.url().optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  OPENAI_MODEL: z.string().default('gpt-4.1-mini'),
+  ANTHROPIC_BASE_URL: z.url().optional(),
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-5'),
+  GEMINI_BASE_URL: z.url().optional(),
+  GEMINI_API_KEY: z.string().min(1).optional(),
+  GEMINI_MODEL: z.string().default('gemini-2.5-flash'),
+  /** Fallback order of vendors, first tried first. */
+  VENDOR_ORDER: z
+    .string()
+    .default('openai,anthropic,google')
+    .transform((s) => s.split(',').map((v) => v.trim()).filter(Boolean))
+    .pipe(z.array(vendorName).min(1)),
+  /** When set, every vendor without its own key is pointed at this simulated vendor server. */
+  SIM_VENDOR_URL: z.url().optional(),
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type VendorName = z.infer<typeof vendorName>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // Empty strings mean "unset" so `FOO= npm start` behaves like leaving FOO out.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = configSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,90 @@
+/**
+ * One enum of error codes, one error class, one envelope (SPEC "Errors").
+ * Everything the service can fail with is an AppError; the API's error handler renders it.
+ */
+export const ERROR_STATUS = {
+  VALIDATION_FAILED: 400,
+  AUTH_FAILED: 401,
+  PLAN_LIMIT_EXCEEDED: 402,
+  SCHEMA_NOT_FOUND: 404,
+  PHOTO_NOT_IN_REGISTRY: 404,
+  NOT_FOUND: 404,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  IMAGE_INVALID: 422,
+  IMAGE_TOO_LARGE: 422,
+  RATE_LIMITED: 429,
+  INTERNAL_ERROR: 500,
+  PROVIDER_UNAVAILABLE: 502,
+  PROVIDER_ERROR: 502,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'RATE_LIMITED',
+  'INTERNAL_ERROR',
+  'PROVIDER_UNAVAILABLE',
+  'PROVIDER_ERROR',
+]);
+
+export interface CreditShortfall {
+  needed: number;
+  community: number;
+  purchased: number;
+  total: number;
+  resetsInDays: number;
+}
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryable: boolean;
+  /** Extra fields merged into `error` (e.g. `credits` on 402). */
+  readonly details: Record<string, unknown> | undefined;
+  /** Extra response headers (e.g. Retry-After on 429). */
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { details?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    this.retryable = RETRYABLE.has(code);
+    this.details = opts.details;
+    this.headers = opts.headers;
+  }
+}
+
+export const validationFailed = (message: string) => new AppError('VALIDATION_FAILED', message);
+export const imageInvalid = (message: string) => new AppError('IMAGE_INVALID', message);
+export const imageTooLarge = (message: string) => new AppError('IMAGE_TOO_LARGE', message);
+export const authFailed = (message = 'Missing or invalid API key') => new AppError('AUTH_FAILED', message);
+
+export function planLimitExceeded(credits: CreditShortfall): AppError {
+  return new AppError(
+    'PLAN_LIMIT_EXCEEDED',
+    `Insufficient credits: this call needs ${credits.needed}, ${credits.total} available`,
+    { details: { credits }, headers: { 'cache-control': 'no-store, private' } },
+  );
+}
+
+export interface ErrorEnvelope {
+  error: { code: string; message: string; retryable: boolean; requestId: string } & Record<string, unknown>;
+}
+
+export function envelope(err: AppError, requestId: string): ErrorEnvelope {
+  return { error: { code: err.code, message: err.message, retryable: err.retryable, requestId, ...(err.details ?? {}) } };
+}
+
+/**
+ * Errors crossing the Temporal boundary lose their class; they travel as ApplicationFailure with
+ * `type` = our code and `details[0]` = our details. These helpers keep that mapping in one place.
+ */
+export function isErrorCode(s: unknown): s is ErrorCode {
+  return typeof s === 'string' && Object.prototype.hasOwnProperty.call(ERROR_STATUS, s);
+}

@@ -1,0 +1,51 @@
+import type { z } from 'zod';
+
+/** Column of a lens's default tabular projection (SPEC "Lens catalog entry"). */
+export interface Column {
+  label: string;
+  /** Dotted path into the analysis result, e.g. `output.estimatedDate.year`. */
+  jsonPath: string;
+  format?: 'string' | 'number' | 'date' | 'percentage' | 'tags' | 'hex';
+}
+
+export const LENS_NAMES = [
+  'dating',
+  'people',
+  'location',
+  'atmosphere',
+  'entities',
+  'accessibility',
+  'photo-quality',
+  'text-content',
+  'composition',
+  'moderation',
+  'describe',
+  'condition',
+  'authenticity',
+  'color-palette',
+  'automobile',
+  'vehicle-condition',
+] as const;
+export type LensName = (typeof LENS_NAMES)[number];
+
+/**
+ * A lens is data: one module per lens under lenses/. Everything else (catalog, OpenAPI, vendor
+ * JSON schema, output validation, export columns, llms.txt, sandbox fixtures) is derived from it.
+ */
+export interface Lens<Shape extends z.ZodRawShape = z.ZodRawShape> {
+  name: LensName;
+  description: string;
+  category: string;
+  billable: boolean;
+  /** Only reachable through a stack of the same name. */
+  internal?: true;
+  /** Version of the lens (prompt + schema); stored with each lens record. Bump on any change. */
+  version: string;
+  /** Zod object whose top-level keys are exactly the lens's `outputFields`. */
+  output: z.ZodObject<Shape>;
+  /** Instruction text for the vision model, specific to this lens. */
+  prompt: string;
+  defaultColumns: Column[];
+  /** Deterministic sandbox output (svc_test_ keys); must validate against `output`. */
+  fixture: z.infer<z.ZodObject<Shape>>;
+}

@@ -1,0 +1,37 @@
+import type { VendorName } from '../core/config.ts';
+
+/** One vision call: one image, one instruction, one JSON schema the answer must satisfy. */
+export interface VisionRequest {
+  /** Image bytes, any format sharp reads; the adapter resizes/re-encodes to what the vendor bills. */
+  image: Buffer;
+  /** System / developer instructions. */
+  system: string;
+  /** User turn text (sent together with the image). */
+  prompt: string;
+  /** Name for the structured-output schema (^[a-zA-Z0-9_-]{1,64}$). */
+  schemaName: string;
+  /** JSON Schema (draft 2020-12 subset, object root) the answer must conform to. */
+  jsonSchema: Record<string, unknown>;
+  /** Abort the call (activity cancellation / timeout). */
+  signal?: AbortSignal;
+}
+
+export interface VisionResult {
+  /** Parsed JSON answer (not yet validated against the lens zod schemas: the caller does that). */
+  json: unknown;
+  vendor: VendorName;
+  /** Model name as reported by the vendor response. */
+  model: string;
+  /** Human-readable provider label; contains "simulated" when the answer came from sim/. */
+  provider: string;
+  simulated: boolean;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface VisionClient {
+  readonly vendor: VendorName;
+  readonly model: string;
+  readonly simulated: boolean;
+  analyze(req: VisionRequest): Promise<VisionResult>;
+}
