@@ -1,0 +1,45 @@
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { runner } from 'node-pg-migrate';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations', import.meta.url));
+
+/** Create the database named in `databaseUrl` when it does not exist yet (first `npm start`). */
+export async function createDatabaseIfMissing(databaseUrl: string): Promise<boolean> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  if (!name) throw new Error(`DATABASE_URL has no database name: ${url.origin}`);
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount) return false;
+    try {
+      await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+    } catch (err) {
+      // Another process created it between our check and our CREATE.
+      if ((err as { code?: string }).code !== '42P04') throw err;
+      return false;
+    }
+    return true;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Apply every pending migration (node-pg-migrate, SQL files under db/migrations). */
+export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<void> {
+  await runner({
+    databaseUrl,
+    dir: MIGRATIONS_DIR,
+    direction: 'up',
+    migrationsTable: 'pgmigrations',
+    count: Infinity,
+    singleTransaction: true,
+    checkOrder: true,
+    log,
+    noLock: false,
+  });
+}

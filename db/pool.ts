@@ -1,0 +1,36 @@
+import pg from 'pg';
+
+// int8 (bigint) columns carry credits and counts far below 2^53; read them as numbers.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+
+export type Db = pg.Pool;
+export type DbClient = pg.PoolClient;
+
+export function createPool(databaseUrl: string, opts: { max?: number; application?: string } = {}): Db {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: opts.max ?? 10,
+    application_name: opts.application ?? 'lenstack',
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Run `fn` in a transaction; rolls back on any throw. */
+export async function inTransaction<T>(db: Db, fn: (c: DbClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
