@@ -138,9 +138,22 @@ CREATE TABLE lens_records (
   version       text NOT NULL,
   co_run_hash   text NOT NULL,
   provider      text NOT NULL,
+  vendor        text NOT NULL,
+  model         text NOT NULL,
   produced_at   timestamptz NOT NULL,
   PRIMARY KEY (user_id, sha256, lens),
   FOREIGN KEY (user_id, sha256) REFERENCES photos (user_id, sha256) ON DELETE CASCADE
+);
+
+-- One row per analysis whose results were persisted: makes the persist step exactly-once
+-- per workflow even when Temporal runs the activity again.
+CREATE TABLE analysis_runs (
+  workflow_id     text PRIMARY KEY,
+  user_id         text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  request_id      text NOT NULL,
+  image_count     integer NOT NULL CHECK (image_count > 0),
+  credits         bigint NOT NULL CHECK (credits >= 0),
+  persisted_at    timestamptz NOT NULL DEFAULT now()
 );
 
 -- Saved bespoke extraction schemas (bsk_ + 32 hex), private to their user.
@@ -156,6 +169,7 @@ CREATE TABLE bespoke_schemas (
 
 -- Down Migration
 DROP TABLE bespoke_schemas;
+DROP TABLE analysis_runs;
 DROP TABLE lens_records;
 DROP TABLE lens_events;
 DROP TABLE photos;

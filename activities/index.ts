@@ -1,0 +1,130 @@
+import { createHash } from 'node:crypto';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Config } from '../core/config.ts';
+import { AppError } from '../core/errors.ts';
+import { release, reserve, settle } from '../credits/ledger.ts';
+import type { Db } from '../db/pool.ts';
+import { fingerprint } from '../images/fingerprint.ts';
+import type { BlobStore } from '../images/blobstore.ts';
+import { getLens } from '../lenses/index.ts';
+import { buildPrompt } from '../lenses/prompt.ts';
+import { jsonSchemaFor, validateOutput } from '../lenses/schema.ts';
+import { cachedLenses, persistAnalysis, type PersistImage } from '../registry/photos.ts';
+import { VendorError } from '../vendors/errors.ts';
+import type { VisionClient } from '../vendors/types.ts';
+import type { Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
+import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from '../workflows/types.ts';
+
+export interface ActivityDeps {
+  config: Config;
+  db: Db;
+  blobs: BlobStore;
+  vision: Map<Vendor, VisionClient>;
+}
+
+/** Our domain errors cross into Temporal as non-retryable failures typed by their code. */
+function rethrowDomain(err: unknown): never {
+  if (err instanceof AppError) {
+    throw ApplicationFailure.create({
+      message: err.message,
+      type: err.code,
+      nonRetryable: !err.retryable,
+      details: err.details ? [err.details] : [],
+    });
+  }
+  throw err;
+}
+
+/** Which lenses ran together in one vendor call (stored on each lens record). */
+export function coRunHash(lenses: string[]): string {
+  return createHash('sha256').update([...lenses].sort().join(',')).digest('hex').slice(0, 16);
+}
+
+/** Activities are built from their dependencies once per worker (STYLE.md). */
+export function createActivities(deps: ActivityDeps) {
+  async function callVendor(v: Vendor, input: VendorCallInput): Promise<VendorCallResult> {
+    const client = deps.vision.get(v);
+    if (!client) throw ApplicationFailure.nonRetryable(`${v} is not configured on this worker`, VENDOR_NOT_CONFIGURED);
+    const ctx = Context.current();
+    const image = await deps.blobs.get(input.sha256);
+    const { system, prompt, promptHash } = buildPrompt({
+      lenses: input.lenses as never,
+      context: input.context ?? {},
+      moduleOptions: input.moduleOptions ?? {},
+    });
+    const jsonSchema = jsonSchemaFor(input.lenses as never);
+    // Heartbeats let Temporal notice a dead worker within the heartbeat timeout.
+    const beat = setInterval(() => ctx.heartbeat(), 1000);
+    let res;
+    try {
+      res = await client.analyze({ image, system, prompt, schemaName: 'lenstack_analysis', jsonSchema, signal: ctx.cancellationSignal });
+    } catch (err) {
+      if (err instanceof VendorError && !err.retryable) {
+        throw ApplicationFailure.nonRetryable(`${v}: ${err.message}`, err.kind === 'invalid_output' ? VENDOR_INVALID_OUTPUT : VENDOR_REJECTED);
+      }
+      throw err; // transient: the activity retry policy handles it
+    } finally {
+      clearInterval(beat);
+    }
+    const checked = validateOutput(input.lenses as never, res.json);
+    if (!checked.ok) {
+      throw ApplicationFailure.nonRetryable(`${v} answered outside the lens schemas: ${checked.errors.slice(0, 3).join('; ')}`, VENDOR_INVALID_OUTPUT);
+    }
+    const versions = Object.fromEntries(input.lenses.map((l) => [l, getLens(l as never).version]));
+    return {
+      outputs: checked.perLens as Record<string, Record<string, unknown>>,
+      versions,
+      vendor: v,
+      model: res.model,
+      provider: res.provider,
+      simulated: res.simulated,
+      promptHash,
+      inputTokens: res.inputTokens,
+      outputTokens: res.outputTokens,
+    };
+  }
+
+  return {
+    async fingerprintImage(input: { sha256: string }): Promise<{ pHash: string; dHash: string }> {
+      const bytes = await deps.blobs.get(input.sha256);
+      const fp = await fingerprint(bytes).catch(rethrowDomain);
+      return { pHash: fp.pHash, dHash: fp.dHash };
+    },
+
+    async cachedLenses(input: { userId: string; sha256s: string[]; lenses: string[] }): Promise<Record<string, string[]>> {
+      return cachedLenses(deps.db, input);
+    },
+
+    async reserveCredits(input: { id: string; userId: string; amount: number; ttlMs: number; workflowId: string }): Promise<void> {
+      await reserve(deps.db, { ...input, reason: 'analyze' }).catch(rethrowDomain);
+    },
+
+    async settleCredits(input: { id: string; charge: number }): Promise<void> {
+      await settle(deps.db, input);
+    },
+
+    async releaseCredits(input: { id: string; reason: string }): Promise<void> {
+      await release(deps.db, input);
+    },
+
+    async persistAnalysis(input: {
+      workflowId: string;
+      requestId: string;
+      userId: string;
+      images: Array<Omit<PersistImage, 'coRunHash'> & { lenses: string[] }>;
+    }): Promise<{ applied: boolean }> {
+      return persistAnalysis(deps.db, {
+        workflowId: input.workflowId,
+        requestId: input.requestId,
+        userId: input.userId,
+        images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
+      });
+    },
+
+    callOpenAI: (input: VendorCallInput) => callVendor('openai', input),
+    callAnthropic: (input: VendorCallInput) => callVendor('anthropic', input),
+    callGoogle: (input: VendorCallInput) => callVendor('google', input),
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,73 @@
+import { ANONYMOUS_SANDBOX_KEY } from '../auth/keys.ts';
+import { buildCatalog } from '../lenses/catalog.ts';
+
+export const DISCOVERY_PATH = '/.well-known/lenstack.json';
+
+/** The plain-text description for AI agents (SPEC GET /v1/llms.txt), generated from the catalog. */
+export function buildLlmsTxt(): string {
+  const { modules, presets } = buildCatalog();
+  const lensLines = modules.map(
+    (m) =>
+      `- ${m.name}${m.internal ? ' (internal: only through the stack of the same name)' : ''} [${m.category}, ${m.billable ? '1 credit per image' : 'free'}]: ${m.description} Output fields: ${m.outputFields.join(', ')}.`,
+  );
+  const stackLines = presets.map((p) => `- ${p.name}: ${p.description} Lenses: ${p.modules.join(', ')}.`);
+  return `# Lenstack
+
+> Photo analysis API: send a photo (or up to 50), pick lenses one by one or as a curated stack, get structured JSON from AI vision models. Every photo is remembered per user, so asking again never bills a lens twice.
+
+## Endpoints
+- POST /v1/analyze — analyze (Bearer key). Body: imageUrl | imageBase64 | images[{url|base64}] (1-50), preset, modules, modulesAdd, modulesRemove, moduleOptions, context {knownPeople, vehicle, customInstructions}, options {includeEmbedding, includeFingerprint}, refresh.
+- POST /v2/analyze — analyze plus bespoke extraction (extract: prompt | schema | schemaId), 5 credits per extraction.
+- POST /v2/lookup — look up earlier results by image (free). GET /v2/lookup?sha256=… or ?pHash=…&threshold=5 — by fingerprint (free).
+- POST /v2/enrich — write cached lens output into the photo's EXIF/IPTC/XMP (5 credits).
+- GET /v1/modules — this catalog as JSON.
+- GET /v1/usage — credit balance.
+- GET /v1/health, GET /v1/openapi.json (OpenAPI 3.1), GET /v1/docs (interactive docs), GET /v1/llms.txt (this file), GET ${DISCOVERY_PATH} (discovery index).
+
+## Authentication
+Authorization: Bearer <key>. Live keys start with svc_live_, sandbox keys with svc_test_ (fixtures, instant, nothing billed).
+Anonymous sandbox key (public, 2 requests/minute and 10/day per IP): ${ANONYMOUS_SANDBOX_KEY}
+
+## Billing
+1 credit per billable lens per image (0.01 USD per credit). moderation always runs and is free.
+Delta billing: a lens already run on the same photo (same SHA-256, same account) is served from the registry for 0 credits; only new lenses are sent to the AI provider. refresh: true re-runs and bills every requested lens.
+Lookups and cache hits are free. Packs: Starter 1,000 credits 10 USD, Pro 10,000 100 USD, Business 100,000 1,000 USD; the first pack gives 2x. No subscriptions; credits never expire.
+
+## Lenses
+${lensLines.join('\n')}
+
+## Stacks
+${stackLines.join('\n')}
+
+## Errors
+Every error is {"error": {"code", "message", "retryable", "requestId"}}. 402 PLAN_LIMIT_EXCEEDED carries error.credits {needed, community, purchased, total, resetsInDays}. 429 RATE_LIMITED carries Retry-After.
+
+## Install
+No SDK is required: any HTTP client works. Example:
+curl -s https://<base_url>/v1/analyze -H "Authorization: Bearer ${ANONYMOUS_SANDBOX_KEY}" -H "Content-Type: application/json" -d '{"imageUrl":"https://example.com/photo.jpg","preset":"quick-scan"}'
+`;
+}
+
+export function buildDiscovery() {
+  return {
+    name: 'Lenstack',
+    description: 'Photo analysis API with AI vision lenses, a per-user photo registry and prepaid credits.',
+    docs: '/v1/docs',
+    openapi: '/v1/openapi.json',
+    health: '/v1/health',
+    llms: '/v1/llms.txt',
+    operations: {
+      analyze: { method: 'POST', path: '/v1/analyze' },
+      analyzeV2: { method: 'POST', path: '/v2/analyze' },
+      lookup: [
+        { method: 'POST', path: '/v2/lookup' },
+        { method: 'GET', path: '/v2/lookup' },
+      ],
+      enrich: { method: 'POST', path: '/v2/enrich' },
+      modules: { method: 'GET', path: '/v1/modules' },
+      usage: { method: 'GET', path: '/v1/usage' },
+      docs: { method: 'GET', path: '/v1/docs' },
+      llmsTxt: { method: 'GET', path: '/v1/llms.txt' },
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { AppError, envelope } from '../../core/errors.ts';
+
+/** Human message for a request validation failure, naming the field. */
+function validationMessage(err: FastifyError & { validation?: unknown; validationContext?: string }): string {
+  const issues = Array.isArray(err.validation) ? (err.validation as Array<{ instancePath?: string; message?: string; params?: { issue?: { path?: unknown[] } } }>) : [];
+  const where = err.validationContext ?? 'body';
+  const parts = issues.slice(0, 5).map((i) => {
+    const path = i.params?.issue?.path?.map(String).join('.') ?? (i.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
+    return `${where}${path ? '.' + path : ''}: ${i.message ?? 'invalid'}`;
+  });
+  return parts.length ? parts.join('; ') : err.message;
+}
+
+/** Map anything thrown to an AppError; unknown faults become 500 without internals. */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const e = err as FastifyError & { validation?: unknown; validationContext?: string; status?: number };
+  if (hasZodFastifySchemaValidationErrors(e) || e?.validation) return new AppError('VALIDATION_FAILED', validationMessage(e));
+  switch (e?.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type: send application/json');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('PAYLOAD_TOO_LARGE', 'Request body exceeds the size limit of this endpoint');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError('VALIDATION_FAILED', 'Request body is empty: send a JSON object');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError('VALIDATION_FAILED', 'Malformed JSON body');
+    default:
+      break;
+  }
+  if (e instanceof SyntaxError || e?.statusCode === 400) return new AppError('VALIDATION_FAILED', `Malformed request: ${e.message}`);
+  if (e?.statusCode === 404) return new AppError('NOT_FOUND', 'Not found');
+  if (e?.statusCode === 413) return new AppError('PAYLOAD_TOO_LARGE', 'Request body exceeds the size limit of this endpoint');
+  if (e?.statusCode === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type: send application/json');
+  return new AppError('INTERNAL_ERROR', 'Internal server error');
+}
+
+export function sendError(reply: FastifyReply, request: FastifyRequest, appErr: AppError): FastifyReply {
+  if (appErr.headers) for (const [k, v] of Object.entries(appErr.headers)) reply.header(k, v);
+  return reply.code(appErr.status).type('application/json; charset=utf-8').send(envelope(appErr, request.id));
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err, request, reply) => {
+    const appErr = toAppError(err);
+    if (appErr.status >= 500) {
+      request.log.error({ err, code: appErr.code, serialization: isResponseSerializationError(err) }, 'request failed');
+    } else {
+      request.log.info({ code: appErr.code, msg: appErr.message }, 'request rejected');
+    }
+    return sendError(reply, request, appErr);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, request, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)),
+  );
+}

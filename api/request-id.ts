@@ -1,0 +1,11 @@
+import { randomBytes } from 'node:crypto';
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export const newRequestId = () => `req_${randomBytes(12).toString('hex')}`;
+
+/** Honour a caller's x-request-id when it is safe to echo and log; otherwise mint one. */
+export function requestIdFrom(header: string | string[] | undefined): string {
+  const v = Array.isArray(header) ? header[0] : header;
+  return v && SAFE_REQUEST_ID.test(v) ? v : newRequestId();
+}

@@ -1,0 +1,29 @@
+import { z } from 'zod';
+
+/** The error envelope (SPEC "Errors"), used in every route's documented responses. */
+export const errorEnvelopeSchema = z
+  .object({
+    error: z
+      .object({
+        code: z.string(),
+        message: z.string(),
+        retryable: z.boolean(),
+        requestId: z.string(),
+        credits: z
+          .object({
+            needed: z.number().int(),
+            community: z.number().int(),
+            purchased: z.number().int(),
+            total: z.number().int(),
+            resetsInDays: z.number().int(),
+          })
+          .optional(),
+      })
+      .loose(),
+  })
+  .meta({ id: 'ErrorEnvelope' });
+
+/** Documented error responses for a route, by status. */
+export function errorResponses(...statuses: number[]): Record<number, typeof errorEnvelopeSchema> {
+  return Object.fromEntries(statuses.map((s) => [s, errorEnvelopeSchema]));
+}

@@ -1,0 +1,48 @@
+import { createClient } from 'redis';
+import type { KeyCache } from './cache.ts';
+
+export type Eviction = { keyHash: string } | { userId: string };
+
+/**
+ * Key eviction fan-out over Redis pub/sub (DESIGN "Where it goes next"): every API process
+ * subscribes and drops the key from its own cache. A lost message is bounded by the cache TTL.
+ */
+export class EvictionBus {
+  private constructor(
+    private readonly pub: ReturnType<typeof createClient>,
+    private readonly sub: ReturnType<typeof createClient>,
+    private readonly channel: string,
+  ) {}
+
+  static async start(redisUrl: string, prefix: string, cache: KeyCache): Promise<EvictionBus> {
+    const pub = createClient({ url: redisUrl });
+    const sub = pub.duplicate();
+    // Connection errors are retried by the client; they must not crash the process.
+    pub.on('error', () => {});
+    sub.on('error', () => {});
+    await Promise.all([pub.connect(), sub.connect()]);
+    const channel = `${prefix}key-evictions`;
+    await sub.subscribe(channel, (message) => {
+      try {
+        applyEviction(cache, JSON.parse(message) as Eviction);
+      } catch {
+        // A malformed message is ignored; the TTL still bounds staleness.
+      }
+    });
+    return new EvictionBus(pub, sub, channel);
+  }
+
+  async publish(e: Eviction): Promise<void> {
+    await this.pub.publish(this.channel, JSON.stringify(e));
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([this.sub.quit(), this.pub.quit()]);
+  }
+}
+
+export function applyEviction(cache: KeyCache, e: Eviction): number {
+  if ('keyHash' in e && typeof e.keyHash === 'string') return cache.evictKey(e.keyHash) ? 1 : 0;
+  if ('userId' in e && typeof e.userId === 'string') return cache.evictUser(e.userId);
+  return 0;
+}

@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../db/pool.ts';
+import { generateKey, hashKey, keyDisplay, type KeyKind } from './keys.ts';
+
+export interface KeyRecord {
+  id: string;
+  keyHash: string;
+  userId: string | null;
+  kind: KeyKind;
+  revoked: boolean;
+}
+
+export interface KeyListing {
+  id: string;
+  kind: KeyKind;
+  prefix: string;
+  last4: string;
+  name: string | null;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
+
+export async function createUser(db: Db, email: string): Promise<{ userId: string }> {
+  const userId = newId('usr');
+  await db.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, email.trim()]);
+  await db.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [userId]);
+  return { userId };
+}
+
+export async function findUserByEmail(db: Db, email: string): Promise<string | null> {
+  const r = await db.query<{ id: string }>('SELECT id FROM users WHERE lower(email) = lower($1)', [email.trim()]);
+  return r.rows[0]?.id ?? null;
+}
+
+export async function userExists(db: Db, userId: string): Promise<boolean> {
+  const r = await db.query('SELECT 1 FROM users WHERE id = $1', [userId]);
+  return (r.rowCount ?? 0) > 0;
+}
+
+/** Issue a key; the plaintext is returned once and never stored. */
+export async function issueKey(
+  db: Db,
+  userId: string,
+  kind: KeyKind,
+  name: string | null = null,
+): Promise<{ keyId: string; key: string; keyHash: string }> {
+  const key = generateKey(kind);
+  const keyHash = hashKey(key);
+  const { prefix, last4 } = keyDisplay(key);
+  const keyId = newId('key');
+  await db.query(
+    'INSERT INTO api_keys (id, user_id, key_hash, kind, prefix, last4, name) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+    [keyId, userId, keyHash, kind, prefix, last4, name],
+  );
+  return { keyId, key, keyHash };
+}
+
+export async function findKeyByHash(db: Db, keyHash: string): Promise<KeyRecord | null> {
+  const r = await db.query<{ id: string; key_hash: string; user_id: string | null; kind: KeyKind; revoked_at: Date | null }>(
+    'SELECT id, key_hash, user_id, kind, revoked_at FROM api_keys WHERE key_hash = $1',
+    [keyHash],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  return { id: row.id, keyHash: row.key_hash, userId: row.user_id, kind: row.kind, revoked: row.revoked_at !== null };
+}
+
+export async function listKeys(db: Db, userId: string): Promise<KeyListing[]> {
+  const r = await db.query<{
+    id: string; kind: KeyKind; prefix: string; last4: string; name: string | null; created_at: Date; revoked_at: Date | null;
+  }>('SELECT id, kind, prefix, last4, name, created_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at', [userId]);
+  return r.rows.map((k) => ({
+    id: k.id,
+    kind: k.kind,
+    prefix: k.prefix,
+    last4: k.last4,
+    name: k.name,
+    createdAt: k.created_at.toISOString(),
+    revokedAt: k.revoked_at?.toISOString() ?? null,
+  }));
+}
+
+/** Revoke by key id; returns the key hash so callers can evict it from every cache. */
+export async function revokeKey(db: Db, keyId: string): Promise<{ keyHash: string; userId: string | null } | null> {
+  const r = await db.query<{ key_hash: string; user_id: string | null }>(
+    'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING key_hash, user_id',
+    [keyId],
+  );
+  const row = r.rows[0];
+  return row ? { keyHash: row.key_hash, userId: row.user_id } : null;
+}

@@ -1,0 +1,186 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../db/pool.ts';
+import { inTransaction } from '../db/pool.ts';
+import { hashChunks, hexToSigned64, signed64ToHex } from './hashes.ts';
+
+/** Latest output of one lens on one photo (SPEC "Photo record" → lens record). */
+export interface LensRecord {
+  eventId: string;
+  output: Record<string, unknown>;
+  version: string;
+  producedAt: string;
+  coRunHash: string;
+  provider: string;
+}
+
+export interface PhotoRecord {
+  sha256: string;
+  pHash: string;
+  dHash: string;
+  firstAnalyzedAt: string;
+  lastAnalyzedAt: string;
+  totalCreditsSpent: number;
+  analyzeCallCount: number;
+  lenses: Record<string, LensRecord>;
+}
+
+/** Internal companion of a lens record: which vendor/model produced it. */
+export interface LensOrigin {
+  vendor: string;
+  model: string;
+}
+
+/** For each photo, which of `lenses` the caller's projection already holds. */
+export async function cachedLenses(
+  db: Db,
+  args: { userId: string; sha256s: string[]; lenses: string[] },
+): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
+  if (!args.sha256s.length || !args.lenses.length) return out;
+  const r = await db.query<{ sha256: string; lens: string }>(
+    'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
+    [args.userId, args.sha256s, args.lenses],
+  );
+  for (const row of r.rows) out[row.sha256]!.push(row.lens);
+  return out;
+}
+
+/** The registry projection of photos, scoped to one user. Missing photos are absent from the map. */
+export async function getPhotos(
+  db: Db,
+  userId: string,
+  sha256s: string[],
+): Promise<Map<string, PhotoRecord & { origins: Record<string, LensOrigin> }>> {
+  const result = new Map<string, PhotoRecord & { origins: Record<string, LensOrigin> }>();
+  if (!sha256s.length) return result;
+  const photos = await db.query<{
+    sha256: string; phash: string; dhash: string; first_analyzed_at: Date; last_analyzed_at: Date;
+    total_credits_spent: number; analyze_call_count: number;
+  }>(
+    `SELECT sha256, phash::text, dhash::text, first_analyzed_at, last_analyzed_at, total_credits_spent, analyze_call_count
+       FROM photos WHERE user_id = $1 AND sha256 = ANY($2)`,
+    [userId, sha256s],
+  );
+  for (const p of photos.rows) {
+    result.set(p.sha256, {
+      sha256: p.sha256,
+      pHash: signed64ToHex(p.phash),
+      dHash: signed64ToHex(p.dhash),
+      firstAnalyzedAt: p.first_analyzed_at.toISOString(),
+      lastAnalyzedAt: p.last_analyzed_at.toISOString(),
+      totalCreditsSpent: p.total_credits_spent,
+      analyzeCallCount: p.analyze_call_count,
+      lenses: {},
+      origins: {},
+    });
+  }
+  if (!result.size) return result;
+  const lenses = await db.query<{
+    sha256: string; lens: string; event_id: string; output: Record<string, unknown>; version: string;
+    produced_at: Date; co_run_hash: string; provider: string; vendor: string; model: string;
+  }>(
+    `SELECT sha256, lens, event_id, output, version, produced_at, co_run_hash, provider, vendor, model
+       FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) ORDER BY lens`,
+    [userId, [...result.keys()]],
+  );
+  for (const l of lenses.rows) {
+    const photo = result.get(l.sha256)!;
+    photo.lenses[l.lens] = {
+      eventId: l.event_id,
+      output: l.output,
+      version: l.version,
+      producedAt: l.produced_at.toISOString(),
+      coRunHash: l.co_run_hash,
+      provider: l.provider,
+    };
+    photo.origins[l.lens] = { vendor: l.vendor, model: l.model };
+  }
+  return result;
+}
+
+/** A full cache hit still counts as an analyze call on each photo. */
+export async function recordCacheHit(db: Db, userId: string, sha256s: string[]): Promise<void> {
+  await db.query(
+    `UPDATE photos SET analyze_call_count = analyze_call_count + 1, last_analyzed_at = now()
+      WHERE user_id = $1 AND sha256 = ANY($2)`,
+    [userId, [...new Set(sha256s)]],
+  );
+}
+
+export interface PersistImage {
+  sha256: string;
+  pHash: string;
+  dHash: string;
+  /** Credits billed for this image in this run. */
+  credits: number;
+  /** Lens name → validated output of this run (empty when everything was cached). */
+  outputs: Record<string, Record<string, unknown>>;
+  versions: Record<string, string>;
+  /** Lenses of `outputs` that were billed (1 credit each). */
+  billed: string[];
+  coRunHash: string;
+  provider: string;
+  vendor: string;
+  model: string;
+}
+
+export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
+
+/**
+ * Persist one analysis: photos upserted, one event per lens run, latest records replaced,
+ * counters bumped. Exactly once per workflow id (analysis_runs), whatever Temporal retries.
+ */
+export async function persistAnalysis(
+  db: Db,
+  args: { workflowId: string; requestId: string; userId: string; images: PersistImage[] },
+): Promise<{ applied: boolean }> {
+  return inTransaction(db, async (c) => {
+    const credits = args.images.reduce((n, i) => n + i.credits, 0);
+    const run = await c.query(
+      `INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits)
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workflow_id) DO NOTHING`,
+      [args.workflowId, args.userId, args.requestId, args.images.length, credits],
+    );
+    if (!run.rowCount) return { applied: false };
+    // Lock photos in a stable order so concurrent analyses of the same photos cannot deadlock.
+    const images = [...args.images].sort((a, b) => a.sha256.localeCompare(b.sha256));
+    const seen = new Set<string>();
+    for (const img of images) {
+      const [c0, c1, c2, c3] = hashChunks(img.pHash);
+      // The same photo twice in one request counts as one call.
+      const calls = seen.has(img.sha256) ? 0 : 1;
+      seen.add(img.sha256);
+      await c.query(
+        `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, total_credits_spent, analyze_call_count)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (user_id, sha256) DO UPDATE SET
+           last_analyzed_at = now(),
+           total_credits_spent = photos.total_credits_spent + EXCLUDED.total_credits_spent,
+           analyze_call_count = photos.analyze_call_count + EXCLUDED.analyze_call_count`,
+        [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, img.credits, calls],
+      );
+      for (const [lens, output] of Object.entries(img.outputs).sort(([a], [b]) => a.localeCompare(b))) {
+        const eventId = newEventId();
+        const version = img.versions[lens] ?? '0';
+        const ev = await c.query<{ id: string; produced_at: Date }>(
+          `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+           ON CONFLICT (workflow_id, sha256, lens) DO NOTHING RETURNING id, produced_at`,
+          [eventId, args.userId, img.sha256, lens, args.workflowId, output, version, img.coRunHash, img.provider, img.vendor, img.model, img.billed.includes(lens) ? 1 : 0],
+        );
+        const row = ev.rows[0];
+        if (!row) continue; // the same photo twice in one request: first copy wins
+        await c.query(
+          `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+           ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
+             event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
+             co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
+             model = EXCLUDED.model, produced_at = EXCLUDED.produced_at`,
+          [args.userId, img.sha256, lens, row.id, output, version, img.coRunHash, img.provider, img.vendor, img.model, row.produced_at],
+        );
+      }
+    }
+    return { applied: true };
+  });
+}

@@ -1,0 +1,1 @@
+export { analyzeWorkflow } from './analyze.ts';

@@ -1,0 +1,86 @@
+/** Inputs and results of AnalyzeWorkflow. Pure types: safe to import from workflow code. */
+export type Vendor = 'openai' | 'anthropic' | 'google';
+
+export interface AnalyzeContext {
+  knownPeople?: Array<{ name: string; birthYear?: number; deathYear?: number; role?: string }>;
+  vehicle?: { vin?: string; mileage?: number; year?: number; make?: string; model?: string };
+  customInstructions?: string;
+}
+
+export interface ImageRef {
+  sha256: string;
+  format: string;
+  width: number;
+  height: number;
+}
+
+export interface AnalyzeInput {
+  requestId: string;
+  userId: string;
+  stack: string | null;
+  images: ImageRef[];
+  /** Resolved lenses (moderation included). */
+  lenses: string[];
+  /** The subset of `lenses` that costs a credit per image. */
+  billable: string[];
+  refresh: boolean;
+  context?: AnalyzeContext;
+  moduleOptions?: Record<string, Record<string, unknown>>;
+  /** Vendors to try, in order (configured ones only). */
+  vendors: Vendor[];
+  /** How long the credit reservation may stay open before the sweeper releases it. */
+  reservationTtlMs: number;
+  /** At most this many images are sent to vendors at once. */
+  imageConcurrency: number;
+}
+
+export interface VendorCallInput {
+  userId: string;
+  sha256: string;
+  lenses: string[];
+  context?: AnalyzeContext;
+  moduleOptions?: Record<string, Record<string, unknown>>;
+}
+
+export interface VendorCallResult {
+  outputs: Record<string, Record<string, unknown>>;
+  versions: Record<string, string>;
+  vendor: Vendor;
+  model: string;
+  provider: string;
+  simulated: boolean;
+  promptHash: string;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface ImageResult {
+  sha256: string;
+  pHash: string;
+  dHash: string;
+  /** Lenses sent to a vendor in this run. */
+  ran: string[];
+  /** Lenses of `ran` that were billed. */
+  billed: string[];
+  credits: number;
+  vendor: Vendor | null;
+  model: string | null;
+  provider: string | null;
+  simulated: boolean;
+  promptHash: string | null;
+  inputTokens: number;
+  outputTokens: number;
+  /** Vendors that failed before one answered (for warnings). */
+  fellBackFrom: Vendor[];
+}
+
+export interface AnalyzeResult {
+  workflowId: string;
+  images: ImageResult[];
+  creditsCharged: number;
+}
+
+/** Error types (ApplicationFailure.type) that cross the workflow boundary. */
+export const VENDOR_REJECTED = 'VENDOR_REJECTED';
+export const VENDOR_INVALID_OUTPUT = 'VENDOR_INVALID_OUTPUT';
+export const VENDOR_NOT_CONFIGURED = 'VENDOR_NOT_CONFIGURED';
