@@ -3,8 +3,13 @@ import type { z } from 'zod';
 /** Column of a lens's default tabular projection (SPEC "Lens catalog entry"). */
 export interface Column {
   label: string;
-  /** Dotted path into the analysis result, e.g. `output.estimatedDate.year`. */
+  /**
+   * Dotted path into the analysis result, e.g. `output.estimatedDate.year`. A numeric segment
+   * indexes an array (`output.dominantColors.0.hex`); a `*` segment maps over an array
+   * (`output.landmarks.*.name` → list of names). Resolved by `resolveJsonPath` in columns.ts.
+   */
   jsonPath: string;
+  /** `percentage` columns hold a 0..1 fraction; exporters render it ×100. */
   format?: 'string' | 'number' | 'date' | 'percentage' | 'tags' | 'hex';
 }
 
@@ -41,11 +46,22 @@ export interface Lens<Shape extends z.ZodRawShape = z.ZodRawShape> {
   internal?: true;
   /** Version of the lens (prompt + schema); stored with each lens record. Bump on any change. */
   version: string;
-  /** Zod object whose top-level keys are exactly the lens's `outputFields`. */
-  output: z.ZodObject<Shape>;
+  /**
+   * Strict zod object whose top-level keys are exactly the lens's `outputFields`. Strict all the
+   * way down (z.strictObject), so a vendor answer with stray keys fails validation.
+   */
+  output: z.ZodObject<Shape, z.core.$strict>;
   /** Instruction text for the vision model, specific to this lens. */
   prompt: string;
   defaultColumns: Column[];
   /** Deterministic sandbox output (svc_test_ keys); must validate against `output`. */
-  fixture: z.infer<z.ZodObject<Shape>>;
+  fixture: z.infer<z.ZodObject<Shape, z.core.$strict>>;
+}
+
+/**
+ * Checks a lens literal against its own schema type (the fixture must fit the shape), then
+ * widens it so lenses of different shapes sit in one registry array.
+ */
+export function defineLens<Shape extends z.ZodRawShape>(lens: Lens<Shape>): Lens {
+  return lens as unknown as Lens;
 }
