@@ -11,6 +11,7 @@ import type { AppDeps } from './deps.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { requestIdFrom } from './request-id.ts';
+import { analyzeRoutes } from './routes/analyze.ts';
 import { healthRoutes } from './routes/health.ts';
 import { internalRoutes } from './routes/internal.ts';
 import { metaRoutes } from './routes/meta.ts';
@@ -79,5 +80,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(modulesRoutes);
   await app.register(usageRoutes(deps));
   await app.register(internalRoutes(deps));
+  await app.register(analyzeRoutes(deps));
   return app;
 }

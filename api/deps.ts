@@ -3,6 +3,10 @@ import type { Config } from '../core/config.ts';
 import type { Db } from '../db/pool.ts';
 import type { KeyCache } from '../auth/cache.ts';
 import type { EvictionBus } from '../auth/eviction-bus.ts';
+import type { Client } from '@temporalio/client';
+import type { BlobStore } from '../images/blobstore.ts';
+import type { FetchImageOptions } from '../images/fetch.ts';
+import type { Vendor } from '../workflows/types.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
 export interface AppDeps {
@@ -12,4 +16,12 @@ export interface AppDeps {
   /** Fans evictions out to every API process; absent in single-process tests. */
   evictionBus?: EvictionBus;
   logger?: Logger | boolean;
+  blobs: BlobStore;
+  /** Temporal client; analyze answers 503-free 502 PROVIDER_UNAVAILABLE without it. */
+  temporal?: Client;
+  /** Configured vendors in fallback order, and which of them are the simulator. */
+  vendors: Vendor[];
+  simulated: Vendor[];
+  /** Test hook for the image fetcher. */
+  fetchOptions?: Partial<FetchImageOptions>;
 }

@@ -4,6 +4,10 @@ import { KeyCache } from '../auth/cache.ts';
 import { EvictionBus } from '../auth/eviction-bus.ts';
 import { loadConfig, type Config } from '../core/config.ts';
 import { createPool } from '../db/pool.ts';
+import { Client, Connection } from '@temporalio/client';
+import { FsBlobStore } from '../images/blobstore.ts';
+import { createVisionClients } from '../vendors/index.ts';
+import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
 
 export interface RunningApi {
@@ -17,7 +21,21 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
   const db = createPool(config.DATABASE_URL, { application: 'lenstack-api' });
   const keyCache = new KeyCache();
   const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
-  const app = await buildApp({ config, db, keyCache, evictionBus, logger: opts.logger ?? true });
+  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
+  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const vision = createVisionClients(config);
+  const app = await buildApp({
+    config,
+    db,
+    keyCache,
+    evictionBus,
+    logger: opts.logger ?? true,
+    blobs: new FsBlobStore(config.BLOB_DIR),
+    temporal,
+    vendors: vision.clients.map((c) => c.vendor),
+    simulated: vision.simulated,
+  });
+  for (const w of vision.warnings) app.log.warn(w);
   const address = await app.listen({ host: config.HOST, port: config.PORT });
   return {
     app,
@@ -25,6 +43,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     async close() {
       await app.close();
       await evictionBus.close();
+      await connection.close();
       await db.end();
     },
   };

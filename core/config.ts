@@ -29,6 +29,8 @@ export const configSchema = z.object({
   TRUSTED_PROXIES: z.string().default(''),
   /** Maximum decoded image size in bytes (fetched or base64). */
   IMAGE_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
+  /** Largest request body accepted by the image-carrying endpoints (analyze, lookup, enrich). */
+  MAX_BODY_BYTES: z.coerce.number().int().positive().default(100 * 1024 * 1024),
   /** Maximum decoded pixel count (decompression-bomb guard). */
   IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
   /** Allow fetching images from private/loopback addresses. Only for tests of the fetcher itself. */

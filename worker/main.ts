@@ -8,9 +8,9 @@ import { createVisionClients } from '../vendors/index.ts';
 import type { Vendor } from '../workflows/types.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import { createActivities } from '../activities/index.ts';
+import { DEFAULT_TEMPORAL_ADDRESS } from './address.ts';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
-export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
 
 export interface RunningWorker {
   worker: Worker;

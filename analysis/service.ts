@@ -1,0 +1,271 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import type { Principal } from '../auth/authenticate.ts';
+import type { Config } from '../core/config.ts';
+import { AppError, isErrorCode, validationFailed } from '../core/errors.ts';
+import type { Db } from '../db/pool.ts';
+import type { BlobStore } from '../images/blobstore.ts';
+import { intakeImage } from '../images/intake.ts';
+import type { FetchImageOptions } from '../images/fetch.ts';
+import { sandboxOutput } from '../lenses/fixtures.ts';
+import { resolveLenses } from '../lenses/resolve.ts';
+import { getPhotos, recordCacheHit } from '../registry/photos.ts';
+import type { AnalyzeBody, Analysis } from '../api/schemas/analyze.ts';
+import { analyzeWorkflow } from '../workflows/analyze.ts';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import type { AnalyzeInput, AnalyzeResult, ImageRef, Vendor } from '../workflows/types.ts';
+import { analysisEnvelope, assembleOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
+
+export interface AnalyzeDeps {
+  config: Config;
+  db: Db;
+  blobs: BlobStore;
+  temporal: Client;
+  /** Vendors configured in this deployment, in fallback order. */
+  vendors: Vendor[];
+  /** Vendors answered by the simulator (labelled in meta.provider and warnings). */
+  simulated: Vendor[];
+  /** Test hook for the image fetcher (e.g. treat a loopback test server as public). */
+  fetchOptions?: Partial<FetchImageOptions>;
+}
+
+/** How long a workflow may run, and how long its reservation may stay open before the sweeper. */
+export const WORKFLOW_TIMEOUT_MS = 10 * 60 * 1000;
+export const RESERVATION_TTL_MS = WORKFLOW_TIMEOUT_MS + 5 * 60 * 1000;
+const INTAKE_CONCURRENCY = 4;
+
+type ImageInput = { url?: string; base64?: string };
+
+/** SPEC analyze rule 1: exactly one input style; each item must carry an image. */
+export function imageInputs(body: AnalyzeBody): { inputs: ImageInput[]; multi: boolean } {
+  const single = body.imageUrl !== undefined || body.imageBase64 !== undefined;
+  if (single && body.images) throw validationFailed('body: use either imageUrl/imageBase64 or images, not both');
+  if (body.imageUrl !== undefined && body.imageBase64 !== undefined) throw validationFailed('body: use either imageUrl or imageBase64, not both');
+  if (single) return { inputs: [body.imageUrl !== undefined ? { url: body.imageUrl } : { base64: body.imageBase64! }], multi: false };
+  if (!body.images) throw validationFailed('body: an image is required (imageUrl, imageBase64 or images)');
+  const inputs = body.images.map((item, i) => {
+    // An item may carry both; the bytes we were given win over a fetch.
+    if (item.base64 !== undefined) return { base64: item.base64 };
+    if (item.url !== undefined) return { url: item.url };
+    throw validationFailed(`body.images.${i}: each item needs url or base64`);
+  });
+  return { inputs, multi: true };
+}
+
+async function mapBounded<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!, i);
+      }
+    }),
+  );
+  return out;
+}
+
+/** Find our error code in a workflow failure's cause chain and turn it back into an AppError. */
+export function appErrorFromWorkflow(err: unknown): AppError {
+  let cur: unknown = err instanceof WorkflowFailedError ? err.cause : err;
+  while (cur instanceof TemporalFailure) {
+    if (cur instanceof ApplicationFailure && isErrorCode(cur.type)) {
+      const details = (cur.details?.[0] ?? undefined) as Record<string, unknown> | undefined;
+      return new AppError(cur.type, cur.message, {
+        ...(details ? { details } : {}),
+        ...(cur.type === 'PLAN_LIMIT_EXCEEDED' ? { headers: { 'cache-control': 'no-store, private' } } : {}),
+      });
+    }
+    cur = cur.cause;
+  }
+  return new AppError('INTERNAL_ERROR', 'Analysis failed unexpectedly');
+}
+
+export async function analyze(
+  deps: AnalyzeDeps,
+  principal: Principal,
+  body: AnalyzeBody,
+  requestId: string,
+  startedAt: number,
+): Promise<Analysis> {
+  const { inputs, multi } = imageInputs(body);
+  const resolved = resolveLenses({ preset: body.preset, modules: body.modules, modulesAdd: body.modulesAdd, modulesRemove: body.modulesRemove });
+  for (const lens of Object.keys(body.moduleOptions ?? {})) {
+    if (!resolved.lenses.includes(lens as never)) throw validationFailed(`body.moduleOptions.${lens}: not a lens of this request`);
+  }
+  const lenses: string[] = resolved.lenses;
+  const warnings = [...resolved.warnings];
+  const includeFingerprint = body.options?.includeFingerprint === true;
+
+  if (principal.sandbox) return sandboxAnalysis(deps, principal, lenses, resolved.outputSchema, inputs.length, multi, requestId, startedAt, warnings);
+  const userId = principal.userId!;
+
+  const refs: ImageRef[] = await mapBounded(inputs, INTAKE_CONCURRENCY, async (input) => {
+    const img = await intakeImage(input, {
+      blobs: deps.blobs,
+      maxBytes: deps.config.IMAGE_MAX_BYTES,
+      maxPixels: deps.config.IMAGE_MAX_PIXELS,
+      fetchOptions: { ...(deps.config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...deps.fetchOptions },
+    });
+    return { sha256: img.sha256, format: img.format, width: img.width, height: img.height };
+  });
+  const shas = refs.map((r) => r.sha256);
+
+  // A full cache hit needs no vendor and no credits: answer from the registry without a workflow.
+  if (!body.refresh) {
+    const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
+    const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
+    if (complete) {
+      await recordCacheHit(deps.db, userId, shas);
+      const list = shas.map((s) => photos.get(s)!);
+      const origin = originOf(list, lenses);
+      const perImage: PerImage[] = list.map((p) => ({ sha256: p.sha256, pHash: p.pHash, dHash: p.dHash, output: photoOutput(p, lenses), cacheHit: true, creditsCharged: 0 }));
+      const first = perImage[0]!;
+      return analysisEnvelope({
+        id: newAnalysisId(),
+        createdAt: new Date().toISOString(),
+        output: assembleOutput(perImage, multi, includeFingerprint, false),
+        outputSchema: resolved.outputSchema,
+        usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, modulesUsed: lenses, creditsCharged: 0 },
+        warnings,
+        meta: {
+          processingTimeMs: Math.round(performance.now() - startedAt),
+          provider: origin?.provider ?? 'registry',
+          promptHash: null,
+          requestId,
+          ai_generated: true,
+          model: origin?.model ?? 'registry',
+          vendor: origin?.vendor ?? deps.vendors[0] ?? 'openai',
+          cacheHit: true,
+        },
+        ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
+      });
+    }
+  }
+
+  if (!deps.vendors.length) throw new AppError('PROVIDER_UNAVAILABLE', 'No AI provider is configured');
+  const input: AnalyzeInput = {
+    requestId,
+    userId,
+    stack: resolved.stack,
+    images: refs,
+    lenses,
+    billable: resolved.billable,
+    refresh: body.refresh,
+    ...(body.context ? { context: body.context } : {}),
+    ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
+    vendors: deps.vendors,
+    reservationTtlMs: RESERVATION_TTL_MS,
+    imageConcurrency: 8,
+  };
+  const result = await runWorkflow(deps, input);
+
+  const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
+  const perImage: PerImage[] = result.images.map((r) => {
+    const p = photos.get(r.sha256);
+    if (!p) throw new AppError('INTERNAL_ERROR', 'Analysis finished but its photo is missing from the registry');
+    return { sha256: r.sha256, pHash: r.pHash, dHash: r.dHash, output: photoOutput(p, lenses), cacheHit: r.ran.length === 0, creditsCharged: r.credits };
+  });
+  const ran = result.images.filter((r) => r.vendor);
+  const lead = ran[0];
+  const origin = lead ? { vendor: lead.vendor!, model: lead.model!, provider: lead.provider! } : originOf([...photos.values()], lenses);
+  const inputTokens = result.images.reduce((n, r) => n + r.inputTokens, 0);
+  const outputTokens = result.images.reduce((n, r) => n + r.outputTokens, 0);
+  for (const r of result.images) {
+    if (r.fellBackFrom.length) warnings.push(`image ${r.sha256.slice(0, 12)}: ${r.fellBackFrom.join(', ')} failed; answered by ${r.vendor}`);
+  }
+  if (ran.some((r) => r.simulated)) warnings.push('simulated: answered by the Lenstack vendor simulator, not a real AI model (no vendor API key configured)');
+  const providers = [...new Set(ran.map((r) => r.provider))];
+  const first = perImage[0]!;
+  return analysisEnvelope({
+    id: newAnalysisId(),
+    createdAt: new Date().toISOString(),
+    output: assembleOutput(perImage, multi, includeFingerprint, false),
+    outputSchema: resolved.outputSchema,
+    usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, modulesUsed: lenses, creditsCharged: result.creditsCharged },
+    warnings,
+    meta: {
+      processingTimeMs: Math.round(performance.now() - startedAt),
+      provider: providers.length > 1 ? providers.join(', ') : (origin?.provider ?? 'registry'),
+      promptHash: lead?.promptHash ?? null,
+      requestId,
+      ai_generated: true,
+      model: origin?.model ?? 'registry',
+      vendor: origin?.vendor ?? deps.vendors[0]!,
+      cacheHit: false,
+    },
+    ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
+  });
+}
+
+/** Start the saga (or attach to the one this request id already started) and await it. */
+async function runWorkflow(deps: AnalyzeDeps, input: AnalyzeInput): Promise<AnalyzeResult> {
+  const workflowId = `analyze:${input.userId}:${input.requestId}`;
+  try {
+    return await deps.temporal.workflow.execute(analyzeWorkflow, {
+      taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
+      workflowId,
+      args: [input],
+      workflowExecutionTimeout: WORKFLOW_TIMEOUT_MS,
+      // A retried request (same x-request-id) gets the first run's answer instead of a second bill.
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.userId, value: input.userId },
+        { key: SEARCH_ATTRIBUTES.requestId, value: input.requestId },
+        { key: SEARCH_ATTRIBUTES.stack, value: input.stack ?? 'custom' },
+        { key: SEARCH_ATTRIBUTES.imageCount, value: input.images.length },
+      ],
+    });
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      try {
+        return (await deps.temporal.workflow.getHandle(workflowId).result()) as AnalyzeResult;
+      } catch (inner) {
+        throw appErrorFromWorkflow(inner);
+      }
+    }
+    throw appErrorFromWorkflow(err);
+  }
+}
+
+const ANON_CREATED_AT = '2026-01-01T00:00:00.000Z';
+
+/** svc_test_ keys: fixtures, instantly, no workflow, no vendor, nothing billed or stored. */
+function sandboxAnalysis(
+  deps: AnalyzeDeps,
+  principal: Principal,
+  lenses: string[],
+  outputSchema: 'photo' | 'vehicle',
+  imageCount: number,
+  multi: boolean,
+  requestId: string,
+  startedAt: number,
+  warnings: string[],
+): Analysis {
+  // The public anonymous key always gets the same fixed payload, whatever it asks for.
+  const effective = principal.anonymous ? ['moderation', 'describe', 'dating'] : lenses;
+  const fixture = sandboxOutput(effective as never) as Record<string, unknown>;
+  const output = multi && !principal.anonymous
+    ? { images: Array.from({ length: imageCount }, (_, index) => ({ index, sha256: null, cacheHit: false, creditsCharged: 0, ...fixture })) }
+    : fixture;
+  return analysisEnvelope({
+    id: principal.anonymous ? 'ana_sandbox_anonymous' : newAnalysisId(),
+    createdAt: principal.anonymous ? ANON_CREATED_AT : new Date().toISOString(),
+    output,
+    outputSchema: principal.anonymous ? 'photo' : outputSchema,
+    usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, modulesUsed: effective, creditsCharged: 0 },
+    warnings: [...(principal.anonymous ? [] : warnings), 'sandbox: fixture data from a svc_test_ key; no AI call was made and nothing was billed'],
+    meta: {
+      processingTimeMs: principal.anonymous ? 0 : Math.round(performance.now() - startedAt),
+      provider: 'sandbox',
+      promptHash: null,
+      requestId,
+      ai_generated: true,
+      model: 'sandbox-fixtures',
+      vendor: deps.vendors[0] ?? 'openai',
+      cacheHit: false,
+    },
+  });
+}
