@@ -14,6 +14,8 @@ export interface VisionRequest {
   jsonSchema: Record<string, unknown>;
   /** Abort the call (activity cancellation / timeout). */
   signal?: AbortSignal;
+  /** Cap on answer tokens (Anthropic requires one); the adapter's default when omitted. */
+  maxOutputTokens?: number;
 }
 
 export interface VisionResult {
@@ -27,6 +29,8 @@ export interface VisionResult {
   simulated: boolean;
   inputTokens: number;
   outputTokens: number;
+  /** Size of the image as uploaded (after the vendor-specific resize) and the tokens it bills. */
+  image?: { width: number; height: number; tokens: number };
 }
 
 export interface VisionClient {

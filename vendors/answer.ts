@@ -1,0 +1,56 @@
+import type { VendorName } from '../core/config.ts';
+import { abortedError, invalidOutput, messageOf, networkError, VendorError } from './errors.ts';
+import { checkAgainstSchema } from './output-schema.ts';
+
+/** Steps every adapter shares once the vendor has answered or failed. */
+
+/** Header the sim sets on every response: a result that carries it is labelled simulated. */
+export const SIMULATED_HEADER = 'x-lenstack-simulated';
+
+export const DEFAULT_MAX_OUTPUT_TOKENS = 8192;
+/** Backstop per call; the activity's own timeout normally ends the call first (via `signal`). */
+export const DEFAULT_TIMEOUT_MS = 120_000;
+
+export interface AdapterOptions {
+  apiKey: string;
+  /** Undefined = the SDK's public default endpoint. */
+  baseURL?: string | undefined;
+  model: string;
+  /** Pointed at sim/ on purpose (no key of our own). Results are labelled simulated either way
+   * when the answer carries the sim's header. */
+  simulated: boolean;
+  timeoutMs?: number;
+}
+
+export function providerLabel(vendor: VendorName, simulated: boolean): string {
+  return simulated ? `${vendor} (simulated)` : vendor;
+}
+
+/** Parses the model's text answer and checks it against the requested schema. */
+export function parseAnswer(vendor: VendorName, text: string | null | undefined, schema: Record<string, unknown>): unknown {
+  if (text === null || text === undefined || text.trim() === '') throw invalidOutput(vendor, 'empty answer');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw invalidOutput(vendor, `answer is not JSON: ${messageOf(e)}`, e);
+  }
+  return checkAnswer(vendor, value, schema);
+}
+
+export function checkAnswer(vendor: VendorName, value: unknown, schema: Record<string, unknown>): unknown {
+  const check = checkAgainstSchema(schema, value);
+  if (!check.ok) throw invalidOutput(vendor, `answer does not match the schema: ${check.errors.join('; ')}`);
+  return value;
+}
+
+/**
+ * Last resort for errors an SDK did not classify: our own VendorError passes through; the caller's
+ * abort wins; anything else (fetch failures, a non-JSON body on a 2xx) is the vendor being unable
+ * to answer now, which retrying may fix.
+ */
+export function unclassified(vendor: VendorName, e: unknown, signal: AbortSignal | undefined): VendorError {
+  if (e instanceof VendorError) return e;
+  if (signal?.aborted) return abortedError(vendor, e);
+  return networkError(vendor, messageOf(e), e);
+}

@@ -1,0 +1,113 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
+import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
+import { prepareImage } from './resize.ts';
+import { safeSchemaName, toAnthropicSchema } from './schema-dialect.ts';
+import {
+  checkAnswer,
+  DEFAULT_MAX_OUTPUT_TOKENS,
+  DEFAULT_TIMEOUT_MS,
+  providerLabel,
+  SIMULATED_HEADER,
+  unclassified,
+  type AdapterOptions,
+} from './answer.ts';
+
+const VENDOR = 'anthropic' as const;
+export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+
+/**
+ * Anthropic Messages with one tool whose `input_schema` is the answer schema, forced with
+ * `tool_choice: {type: 'tool'}`: the answer is the tool_use block's `input`, already parsed JSON.
+ * The tool is not `strict` (strict tools reject numeric and length bounds our lens schemas use);
+ * the answer is checked against the schema here instead.
+ */
+export function createAnthropicClient(opts: AdapterOptions): VisionClient {
+  const client = new Anthropic({
+    apiKey: opts.apiKey,
+    baseURL: opts.baseURL ?? ANTHROPIC_DEFAULT_BASE_URL,
+    // Temporal's activity retry policy owns retries.
+    maxRetries: 0,
+    timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+  });
+
+  return {
+    vendor: VENDOR,
+    model: opts.model,
+    simulated: opts.simulated,
+    async analyze(req: VisionRequest): Promise<VisionResult> {
+      const image = await prepareImage(VENDOR, req.image);
+      const toolName = safeSchemaName(req.schemaName);
+      let message: Anthropic.Message;
+      let simulatedAnswer: boolean;
+      try {
+        const { data, response } = await client.messages
+          .create(
+            {
+              model: opts.model,
+              max_tokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+              system: req.system,
+              messages: [
+                {
+                  role: 'user',
+                  content: [
+                    // Image before text: Anthropic's documented best order for vision prompts.
+                    {
+                      type: 'image',
+                      source: { type: 'base64', media_type: image.mimeType, data: image.data.toString('base64') },
+                    },
+                    { type: 'text', text: req.prompt },
+                  ],
+                },
+              ],
+              tools: [
+                {
+                  name: toolName,
+                  description: 'Record the analysis of the image. The input is the complete answer.',
+                  input_schema: toAnthropicSchema(req.jsonSchema) as Anthropic.Tool.InputSchema,
+                },
+              ],
+              tool_choice: { type: 'tool', name: toolName },
+            },
+            { signal: req.signal },
+          )
+          .withResponse();
+        message = data;
+        simulatedAnswer = response.headers.get(SIMULATED_HEADER) !== null;
+      } catch (e) {
+        throw fromAnthropicError(e, req.signal);
+      }
+
+      if (message.stop_reason === 'refusal') throw refused(VENDOR, 'model refused to answer');
+      if (message.stop_reason === 'max_tokens') throw invalidOutput(VENDOR, 'answer truncated at max_tokens');
+      const toolUse = message.content.find(
+        (block): block is Anthropic.ToolUseBlock => block.type === 'tool_use' && block.name === toolName,
+      );
+      if (!toolUse) throw invalidOutput(VENDOR, `no ${toolName} tool call in the answer (stop_reason ${message.stop_reason})`);
+      const json = checkAnswer(VENDOR, toolUse.input, req.jsonSchema);
+
+      const usage = message.usage;
+      const simulated = opts.simulated || simulatedAnswer;
+      return {
+        json,
+        vendor: VENDOR,
+        model: message.model,
+        provider: providerLabel(VENDOR, simulated),
+        simulated,
+        // Cache writes and reads are input tokens too (billed at other rates).
+        inputTokens: usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0),
+        outputTokens: usage.output_tokens,
+        image: { width: image.width, height: image.height, tokens: image.tokens },
+      };
+    },
+  };
+}
+
+/** Anthropic SDK error classes → VendorError (429, 529 overloaded and 5xx are retryable). */
+export function fromAnthropicError(e: unknown, signal: AbortSignal | undefined): VendorError {
+  if (e instanceof Anthropic.APIUserAbortError) return abortedError(VENDOR, e);
+  if (e instanceof Anthropic.APIConnectionTimeoutError) return networkError(VENDOR, 'request timed out', e);
+  if (e instanceof Anthropic.APIConnectionError) return networkError(VENDOR, `connection error: ${e.message}`, e);
+  if (e instanceof Anthropic.APIError && typeof e.status === 'number') return httpError(VENDOR, e.status, e.message, e);
+  return unclassified(VENDOR, e, signal);
+}

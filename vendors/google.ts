@@ -1,0 +1,111 @@
+import { ApiError, GoogleGenAI, type GenerateContentResponse } from '@google/genai';
+import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
+import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
+import { prepareImage } from './resize.ts';
+import { toGeminiSchema } from './schema-dialect.ts';
+import {
+  DEFAULT_MAX_OUTPUT_TOKENS,
+  DEFAULT_TIMEOUT_MS,
+  parseAnswer,
+  providerLabel,
+  SIMULATED_HEADER,
+  unclassified,
+  type AdapterOptions,
+} from './answer.ts';
+
+const VENDOR = 'google' as const;
+export const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
+
+/** Finish reasons that mean the vendor's policy stopped the answer, not a broken answer. */
+const POLICY_STOPS = new Set(['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY', 'LANGUAGE']);
+
+/**
+ * Gemini Developer API via @google/genai `models.generateContent` with
+ * `responseMimeType: 'application/json'` and `responseJsonSchema` (the JSON Schema field, not the
+ * older OpenAPI-subset `responseSchema`), translated to Gemini's keyword subset.
+ */
+export function createGoogleClient(opts: AdapterOptions): VisionClient {
+  const ai = new GoogleGenAI({
+    apiKey: opts.apiKey,
+    // Explicit, so GOOGLE_GENAI_USE_VERTEXAI in the environment cannot switch the backend.
+    vertexai: false,
+    httpOptions: {
+      baseUrl: opts.baseURL ?? GEMINI_DEFAULT_BASE_URL,
+      timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      // One attempt: Temporal's activity retry policy owns retries.
+      retryOptions: { attempts: 1 },
+    },
+  });
+
+  return {
+    vendor: VENDOR,
+    model: opts.model,
+    simulated: opts.simulated,
+    async analyze(req: VisionRequest): Promise<VisionResult> {
+      const image = await prepareImage(VENDOR, req.image);
+      let response: GenerateContentResponse;
+      try {
+        response = await ai.models.generateContent({
+          model: opts.model,
+          contents: [
+            {
+              role: 'user',
+              parts: [{ inlineData: { mimeType: image.mimeType, data: image.data.toString('base64') } }, { text: req.prompt }],
+            },
+          ],
+          config: {
+            systemInstruction: req.system,
+            responseMimeType: 'application/json',
+            responseJsonSchema: toGeminiSchema(req.jsonSchema),
+            maxOutputTokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+            abortSignal: req.signal,
+          },
+        });
+      } catch (e) {
+        throw fromGoogleError(e, req.signal);
+      }
+
+      const blocked = response.promptFeedback?.blockReason;
+      if (blocked) throw refused(VENDOR, `prompt blocked: ${blocked}`);
+      const candidate = response.candidates?.[0];
+      if (!candidate) throw invalidOutput(VENDOR, 'response has no candidates');
+      const finish = candidate.finishReason;
+      if (finish && POLICY_STOPS.has(finish)) throw refused(VENDOR, `answer stopped by policy: ${finish}`);
+      if (finish === 'MAX_TOKENS') throw invalidOutput(VENDOR, 'answer truncated at maxOutputTokens');
+      // Thought summaries are parts too; the answer is the non-thought text.
+      const text = (candidate.content?.parts ?? [])
+        .filter((p) => typeof p.text === 'string' && !p.thought)
+        .map((p) => p.text)
+        .join('');
+      const json = parseAnswer(VENDOR, text, req.jsonSchema);
+
+      const usage = response.usageMetadata;
+      const simulated = opts.simulated || response.sdkHttpResponse?.headers?.[SIMULATED_HEADER] !== undefined;
+      return {
+        json,
+        vendor: VENDOR,
+        model: response.modelVersion ?? opts.model,
+        provider: providerLabel(VENDOR, simulated),
+        simulated,
+        inputTokens: (usage?.promptTokenCount ?? 0) + (usage?.toolUsePromptTokenCount ?? 0),
+        // Thinking tokens are billed as output.
+        outputTokens: (usage?.candidatesTokenCount ?? 0) + (usage?.thoughtsTokenCount ?? 0),
+        image: { width: image.width, height: image.height, tokens: image.tokens },
+      };
+    },
+  };
+}
+
+/**
+ * @google/genai errors → VendorError. The SDK throws `ApiError` (with `status`) for any HTTP error
+ * and lets fetch errors through as they are: an AbortError for our signal, a TimeoutError for its
+ * own timeout, a TypeError for network failures.
+ */
+export function fromGoogleError(e: unknown, signal: AbortSignal | undefined): VendorError {
+  if (signal?.aborted) return abortedError(VENDOR, e);
+  if (e instanceof ApiError) return httpError(VENDOR, e.status, e.message, e);
+  if (e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError')) {
+    return networkError(VENDOR, 'request timed out', e);
+  }
+  return unclassified(VENDOR, e, signal);
+}

@@ -1,0 +1,107 @@
+import OpenAI from 'openai';
+import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
+import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
+import { prepareImage } from './resize.ts';
+import { safeSchemaName, toOpenAISchema } from './schema-dialect.ts';
+import {
+  DEFAULT_MAX_OUTPUT_TOKENS,
+  DEFAULT_TIMEOUT_MS,
+  parseAnswer,
+  providerLabel,
+  SIMULATED_HEADER,
+  unclassified,
+  type AdapterOptions,
+} from './answer.ts';
+
+const VENDOR = 'openai' as const;
+export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+/**
+ * OpenAI via Chat Completions with `response_format: json_schema, strict: true`. Chat Completions
+ * rather than the Responses API because every OpenAI-compatible gateway speaks it and we need
+ * nothing Responses adds (no tools, no server-side state). The image goes as a data URL at
+ * `detail: 'high'`, already resized to exactly what high detail bills (vendors/resize.ts).
+ */
+export function createOpenAIClient(opts: AdapterOptions): VisionClient {
+  const client = new OpenAI({
+    apiKey: opts.apiKey,
+    baseURL: opts.baseURL ?? OPENAI_DEFAULT_BASE_URL,
+    // Explicit nulls keep the SDK from reading OPENAI_ORG_ID / OPENAI_PROJECT_ID from the env.
+    organization: null,
+    project: null,
+    // Temporal's activity retry policy owns retries; an SDK retry would hide failures from it.
+    maxRetries: 0,
+    timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+  });
+
+  return {
+    vendor: VENDOR,
+    model: opts.model,
+    simulated: opts.simulated,
+    async analyze(req: VisionRequest): Promise<VisionResult> {
+      const image = await prepareImage(VENDOR, req.image);
+      let completion: OpenAI.ChatCompletion;
+      let simulatedAnswer: boolean;
+      try {
+        const { data, response } = await client.chat.completions
+          .create(
+            {
+              model: opts.model,
+              messages: [
+                { role: 'system', content: req.system },
+                {
+                  role: 'user',
+                  content: [
+                    {
+                      type: 'image_url',
+                      image_url: { url: `data:${image.mimeType};base64,${image.data.toString('base64')}`, detail: 'high' },
+                    },
+                    { type: 'text', text: req.prompt },
+                  ],
+                },
+              ],
+              response_format: {
+                type: 'json_schema',
+                json_schema: { name: safeSchemaName(req.schemaName), schema: toOpenAISchema(req.jsonSchema), strict: true },
+              },
+              max_completion_tokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+            },
+            { signal: req.signal },
+          )
+          .withResponse();
+        completion = data;
+        simulatedAnswer = response.headers.get(SIMULATED_HEADER) !== null;
+      } catch (e) {
+        throw fromOpenAIError(e, req.signal);
+      }
+
+      const choice = completion.choices[0];
+      if (!choice) throw invalidOutput(VENDOR, 'response has no choices');
+      if (choice.message.refusal) throw refused(VENDOR, `model refused: ${choice.message.refusal}`);
+      if (choice.finish_reason === 'content_filter') throw refused(VENDOR, 'answer blocked by the content filter');
+      if (choice.finish_reason === 'length') throw invalidOutput(VENDOR, 'answer truncated at the token limit');
+      const json = parseAnswer(VENDOR, choice.message.content, req.jsonSchema);
+
+      const simulated = opts.simulated || simulatedAnswer;
+      return {
+        json,
+        vendor: VENDOR,
+        model: completion.model,
+        provider: providerLabel(VENDOR, simulated),
+        simulated,
+        inputTokens: completion.usage?.prompt_tokens ?? 0,
+        outputTokens: completion.usage?.completion_tokens ?? 0,
+        image: { width: image.width, height: image.height, tokens: image.tokens },
+      };
+    },
+  };
+}
+
+/** OpenAI SDK error classes → VendorError. Order matters: the abort and connection classes extend APIError. */
+export function fromOpenAIError(e: unknown, signal: AbortSignal | undefined): VendorError {
+  if (e instanceof OpenAI.APIUserAbortError) return abortedError(VENDOR, e);
+  if (e instanceof OpenAI.APIConnectionTimeoutError) return networkError(VENDOR, 'request timed out', e);
+  if (e instanceof OpenAI.APIConnectionError) return networkError(VENDOR, `connection error: ${e.message}`, e);
+  if (e instanceof OpenAI.APIError && typeof e.status === 'number') return httpError(VENDOR, e.status, e.message, e);
+  return unclassified(VENDOR, e, signal);
+}

@@ -1,0 +1,131 @@
+import sharp from 'sharp';
+import type { VendorName } from '../core/config.ts';
+import { AppError } from '../core/errors.ts';
+
+/**
+ * The one place vendors/ and sim/ touch sharp. Each vendor bills an image by its pixel size after
+ * the vendor's own downscaling, so we downscale to exactly that size first: the tokens are the
+ * same, the upload is smaller, and the token count is known before the call. The sim imports
+ * `imageTokens` from here, so the simulated usage and our estimate can never drift apart.
+ */
+
+export interface Size {
+  width: number;
+  height: number;
+}
+
+export interface PreparedImage extends Size {
+  data: Buffer;
+  mimeType: 'image/jpeg';
+  /** Image tokens the vendor bills for this upload (same formula the sim reports). */
+  tokens: number;
+  /** Decoded size of the input after EXIF auto-orientation, before resizing. */
+  source: Size;
+}
+
+export const JPEG_QUALITY = 85;
+
+/** OpenAI high detail: fit within 2048×2048, then shortest side at most 768; 512-px tiles. */
+const OPENAI = { fitBox: 2048, shortSide: 768, tile: 512, baseTokens: 85, tileTokens: 170 } as const;
+/** Anthropic: long edge at most 1568 px and at most ~1.15 megapixels; tokens ≈ w·h/750. */
+const ANTHROPIC = { longEdge: 1568, maxPixels: Math.floor(1.15 * 1024 * 1024), pixelsPerToken: 750 } as const;
+/**
+ * Gemini: both sides ≤ 384 px cost one flat 258-token unit, anything larger is cut into 768×768
+ * tiles of 258 tokens each. Nothing is free beyond a size, so we choose the cap: at most 2×2
+ * tiles (long edge 1536), a detail level comparable to the other two vendors.
+ */
+const GEMINI = { smallSide: 384, tile: 768, tileTokens: 258, longEdge: 1536 } as const;
+
+function scaled(size: Size, factor: number, round: (n: number) => number = Math.round): Size {
+  if (factor >= 1) return size;
+  return { width: Math.max(1, round(size.width * factor)), height: Math.max(1, round(size.height * factor)) };
+}
+
+/** Size the vendor actually processes (and bills) for an image of the given oriented size. */
+export function billedSize(vendor: VendorName, width: number, height: number): Size {
+  const size = { width, height };
+  switch (vendor) {
+    case 'openai': {
+      const fitted = scaled(size, OPENAI.fitBox / Math.max(width, height));
+      return scaled(fitted, OPENAI.shortSide / Math.min(fitted.width, fitted.height));
+    }
+    case 'anthropic': {
+      const factor = Math.min(
+        ANTHROPIC.longEdge / Math.max(width, height),
+        Math.sqrt(ANTHROPIC.maxPixels / (width * height)),
+      );
+      // Floor, so the pixel cap holds after rounding.
+      return scaled(size, factor, Math.floor);
+    }
+    case 'google':
+      return scaled(size, GEMINI.longEdge / Math.max(width, height));
+  }
+}
+
+/** Input tokens the vendor bills for one image of exactly this size (no further downscaling). */
+export function imageTokens(vendor: VendorName, width: number, height: number): number {
+  switch (vendor) {
+    case 'openai': {
+      const tiles = Math.ceil(width / OPENAI.tile) * Math.ceil(height / OPENAI.tile);
+      return OPENAI.baseTokens + OPENAI.tileTokens * tiles;
+    }
+    case 'anthropic':
+      return Math.ceil((width * height) / ANTHROPIC.pixelsPerToken);
+    case 'google':
+      if (width <= GEMINI.smallSide && height <= GEMINI.smallSide) return GEMINI.tileTokens;
+      return Math.ceil(width / GEMINI.tile) * Math.ceil(height / GEMINI.tile) * GEMINI.tileTokens;
+  }
+}
+
+function open(input: Buffer): ReturnType<typeof sharp> {
+  // 'error' rather than the default 'warning': a slightly damaged JPEG that intake accepted must
+  // not fail here.
+  return sharp(input, { failOn: 'error' });
+}
+
+function invalid(e: unknown): AppError {
+  return new AppError('IMAGE_INVALID', `Image cannot be decoded: ${e instanceof Error ? e.message : String(e)}`, {
+    cause: e,
+  });
+}
+
+/** Decoded size after EXIF auto-orientation (what a viewer shows). */
+export async function orientedSize(input: Buffer): Promise<Size> {
+  try {
+    const meta = await open(input).metadata();
+    const { width, height } = meta.autoOrient;
+    if (!width || !height) throw new Error('no dimensions');
+    return { width, height };
+  } catch (e) {
+    throw invalid(e);
+  }
+}
+
+/**
+ * Auto-orient, downscale to the vendor's billed size, flatten transparency onto white and encode
+ * as JPEG. Metadata (EXIF, GPS, XMP) is not carried over: the vendor gets pixels only.
+ */
+export async function prepareImage(vendor: VendorName, input: Buffer): Promise<PreparedImage> {
+  const source = await orientedSize(input);
+  const target = billedSize(vendor, source.width, source.height);
+  try {
+    let pipeline = open(input).autoOrient();
+    if (target.width !== source.width || target.height !== source.height) {
+      pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
+    }
+    const { data, info } = await pipeline
+      .flatten({ background: '#ffffff' })
+      .jpeg({ quality: JPEG_QUALITY })
+      .toBuffer({ resolveWithObject: true });
+    return {
+      data,
+      mimeType: 'image/jpeg',
+      width: info.width,
+      height: info.height,
+      tokens: imageTokens(vendor, info.width, info.height),
+      source,
+    };
+  } catch (e) {
+    throw invalid(e);
+  }
+}
