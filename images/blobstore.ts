@@ -1,0 +1,83 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * Image bytes, addressed by their SHA-256. Workflows carry the hash, never the bytes
+ * (DESIGN: nothing big travels through Temporal). S3-compatible stores implement the same interface.
+ */
+export interface BlobStore {
+  /** Stores bytes under their hash; storing the same blob again is a no-op. */
+  put(sha256: string, bytes: Buffer): Promise<void>;
+  /** The stored bytes; rejects with BlobNotFoundError when absent. */
+  get(sha256: string): Promise<Buffer>;
+  has(sha256: string): Promise<boolean>;
+}
+
+export class BlobNotFoundError extends Error {
+  override name = 'BlobNotFoundError';
+  readonly code = 'BLOB_NOT_FOUND';
+  constructor(readonly sha256: string) {
+    super(`Blob ${sha256} is not in the blob store`);
+  }
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+function assertSha256(sha256: string): void {
+  if (!SHA256_HEX.test(sha256)) throw new RangeError(`Not a lowercase hex SHA-256: ${JSON.stringify(sha256.slice(0, 80))}`);
+}
+
+/** Filesystem store: <root>/ab/cd/<sha256>, written to a temp file and renamed into place. */
+export class FsBlobStore implements BlobStore {
+  constructor(private readonly rootDir: string) {}
+
+  /** Where a blob lives; the two shard levels keep directories small at millions of blobs. */
+  pathOf(sha256: string): string {
+    assertSha256(sha256);
+    return path.join(this.rootDir, sha256.slice(0, 2), sha256.slice(2, 4), sha256);
+  }
+
+  async put(sha256: string, bytes: Buffer): Promise<void> {
+    const target = this.pathOf(sha256);
+    // A wrong key would poison every later reader of that hash, so the store checks it.
+    const actual = createHash('sha256').update(bytes).digest('hex');
+    if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
+    if (await this.has(sha256)) return;
+
+    await mkdir(path.dirname(target), { recursive: true });
+    // Same directory as the target so rename is atomic; readers never see a partial file.
+    const tmp = path.join(path.dirname(target), `.${sha256}.${randomBytes(6).toString('hex')}.tmp`);
+    try {
+      const fh = await open(tmp, 'wx');
+      try {
+        await fh.writeFile(bytes);
+        await fh.sync(); // the data is on disk before the name points at it
+      } finally {
+        await fh.close();
+      }
+      await rename(tmp, target); // concurrent puts of one blob both succeed; the content is identical
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+  }
+
+  async get(sha256: string): Promise<Buffer> {
+    try {
+      return await readFile(this.pathOf(sha256));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(sha256);
+      throw err;
+    }
+  }
+
+  async has(sha256: string): Promise<boolean> {
+    try {
+      return (await stat(this.pathOf(sha256))).isFile();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import { createHash } from 'node:crypto';
+import { validationFailed } from '../core/errors.ts';
+import { decodeBase64Image } from './base64.ts';
+import type { BlobStore } from './blobstore.ts';
+import { fetchImage, type FetchImageOptions } from './fetch.ts';
+import { probeImage, type ImageFormat } from './probe.ts';
+
+/**
+ * Takes one request image in (URL or base64), accepts it only if it decodes within the limits,
+ * and stores it under its SHA-256. Returns a small reference; the bytes stay in the blob store
+ * (fingerprinting happens later, in a worker activity, from the blob).
+ */
+
+export interface IntakeInput {
+  url?: string;
+  base64?: string;
+}
+
+export interface IntakeDeps {
+  blobs: BlobStore;
+  /** IMAGE_MAX_BYTES: largest image accepted, fetched or decoded. */
+  maxBytes: number;
+  /** IMAGE_MAX_PIXELS: largest width × height accepted. */
+  maxPixels: number;
+  /** Fetcher overrides (timeouts, redirects, address policy, resolver). */
+  fetchOptions?: Partial<Omit<FetchImageOptions, 'maxBytes'>>;
+}
+
+export interface ImageIntake {
+  sha256: string;
+  format: ImageFormat;
+  /** Upright size (EXIF orientation applied). */
+  width: number;
+  height: number;
+  /** Size of the stored file in bytes. */
+  bytes: number;
+}
+
+export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise<ImageIntake> {
+  const bytes = await readInput(input, deps);
+  const probed = await probeImage(bytes, { maxPixels: deps.maxPixels });
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  await deps.blobs.put(sha256, bytes);
+  return { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+}
+
+async function readInput(input: IntakeInput, deps: IntakeDeps): Promise<Buffer> {
+  const hasUrl = input.url !== undefined;
+  const hasBase64 = input.base64 !== undefined;
+  if (hasUrl === hasBase64) throw validationFailed('Provide exactly one of an image URL or base64 image data');
+  if (hasUrl) {
+    const { bytes } = await fetchImage(input.url!, { ...deps.fetchOptions, maxBytes: deps.maxBytes });
+    return bytes;
+  }
+  return decodeBase64Image(input.base64!, deps.maxBytes);
+}
