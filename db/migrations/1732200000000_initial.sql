@@ -83,8 +83,14 @@ CREATE UNIQUE INDEX credit_ledger_one_reserve ON credit_ledger (reservation_id) 
 CREATE UNIQUE INDEX credit_ledger_one_close ON credit_ledger (reservation_id) WHERE kind IN ('settle', 'release');
 CREATE INDEX credit_ledger_user ON credit_ledger (user_id, id);
 
-CREATE RULE credit_ledger_no_update AS ON UPDATE TO credit_ledger DO INSTEAD NOTHING;
-CREATE RULE credit_ledger_no_delete AS ON DELETE TO credit_ledger DO INSTEAD NOTHING;
+CREATE FUNCTION credit_ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'credit_ledger is append-only: % refused', TG_OP;
+END $$;
+CREATE TRIGGER credit_ledger_no_change BEFORE UPDATE OR DELETE ON credit_ledger
+  FOR EACH ROW EXECUTE FUNCTION credit_ledger_append_only();
+CREATE TRIGGER credit_ledger_no_truncate BEFORE TRUNCATE ON credit_ledger
+  FOR EACH STATEMENT EXECUTE FUNCTION credit_ledger_append_only();
 
 -- Photo registry: per (user, sha256). Hashes are 64-bit, stored as bigint; the four 16-bit
 -- chunks of the pHash back multi-index hashing for fuzzy lookup.
@@ -174,6 +180,7 @@ DROP TABLE lens_records;
 DROP TABLE lens_events;
 DROP TABLE photos;
 DROP TABLE credit_ledger;
+DROP FUNCTION credit_ledger_append_only();
 DROP TABLE reservations;
 DROP TABLE credit_accounts;
 DROP TABLE api_keys;

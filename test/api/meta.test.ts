@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compileErrors, validate } from '@readme/openapi-parser';
+import { LENSES } from '../../lenses/index.ts';
+import { buildTestApp, type TestApp } from '../helpers/app.ts';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await buildTestApp();
+});
+afterAll(async () => t.close());
+
+describe('meta endpoints (no auth)', () => {
+  it('GET /v1/health is the health record', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/v1/health' });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ status: 'ok', service: 'lenstack', version: 'v1' });
+    expect(Date.parse(body.timestamp)).not.toBeNaN();
+  });
+
+  it('GET /v1/openapi.json is OpenAPI 3.1, version 1.1.0, valid under a third-party validator, and covers the endpoints', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/v1/openapi.json' });
+    expect(res.statusCode).toBe(200);
+    const doc = res.json();
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info.version).toBe('1.1.0');
+    const result = await validate(structuredClone(doc));
+    expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+    for (const [path, method] of [
+      ['/v1/health', 'get'],
+      ['/v1/modules', 'get'],
+      ['/v1/usage', 'get'],
+      ['/v1/internal/evict', 'post'],
+      ['/v1/llms.txt', 'get'],
+      ['/v1/analyze', 'post'],
+      ['/v2/analyze', 'post'],
+    ] as const) {
+      expect(doc.paths[path]?.[method], `${method} ${path}`).toBeDefined();
+    }
+    // Request validation and the document come from the same zod schema.
+    const analyzeBody = doc.paths['/v1/analyze'].post.requestBody.content['application/json'].schema;
+    expect(analyzeBody).toEqual({ $ref: '#/components/schemas/AnalyzeRequest' });
+    expect(doc.components.schemas.AnalyzeRequest.properties.imageBase64.maxLength).toBe(67_000_000);
+  });
+
+  it('GET /v1/docs serves an interactive HTML page', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/v1/docs' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toContain('text/html');
+    expect(res.body.toLowerCase()).toContain('swagger');
+  });
+
+  it('GET /v1/llms.txt is plain text generated from the catalog', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/v1/llms.txt' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toContain('text/plain');
+    for (const lens of LENSES) expect(res.body).toContain(`- ${lens.name}`);
+    for (const stack of ['full-analysis', 'quick-scan', 'vehicle-condition', 'automobile', 'claims', 'property', 'ecommerce', 'memorial']) {
+      expect(res.body).toContain(`- ${stack}:`);
+    }
+    expect(res.body).toContain('/.well-known/lenstack.json');
+    expect(res.body).toContain('svc_test_public');
+  });
+
+  it('the discovery index lists service, docs, openapi, health and the operations', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/.well-known/lenstack.json' });
+    expect(res.statusCode).toBe(200);
+    const d = res.json();
+    expect(d).toMatchObject({ name: 'Lenstack', docs: '/v1/docs', openapi: '/v1/openapi.json', health: '/v1/health' });
+    expect(Object.keys(d.operations)).toEqual(expect.arrayContaining(['analyze', 'lookup', 'enrich', 'modules', 'usage', 'docs', 'llmsTxt']));
+  });
+});

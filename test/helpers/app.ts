@@ -1,0 +1,82 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../api/app.ts';
+import type { AppDeps } from '../../api/deps.ts';
+import { KeyCache } from '../../auth/cache.ts';
+import { EvictionBus } from '../../auth/eviction-bus.ts';
+import { createUser, issueKey } from '../../auth/repository.ts';
+import type { Config } from '../../core/config.ts';
+import { grant } from '../../credits/ledger.ts';
+import { createPool, type Db } from '../../db/pool.ts';
+import { FsBlobStore } from '../../images/blobstore.ts';
+import { testConfig, type ConfigOverrides } from '../harness/env.ts';
+
+export const INTERNAL_SECRET = 'test-internal-secret-0123456789abcdef0123456789';
+
+export interface TestApp {
+  app: FastifyInstance;
+  config: Config;
+  db: Db;
+  keyCache: KeyCache;
+  close(): Promise<void>;
+}
+
+/** The real app on the run's Postgres/Redis, driven with app.inject (fastify/demo's test helper). */
+export async function buildTestApp(
+  opts: { config?: ConfigOverrides; deps?: Partial<AppDeps>; withEvictionBus?: boolean; keyCache?: KeyCache } = {},
+): Promise<TestApp> {
+  const config = testConfig({ INTERNAL_SECRET, ...opts.config });
+  const db = createPool(config.DATABASE_URL, { max: 5 });
+  const keyCache = opts.keyCache ?? new KeyCache();
+  const evictionBus = opts.withEvictionBus ? await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache) : undefined;
+  const app = await buildApp({
+    config,
+    db,
+    keyCache,
+    blobs: new FsBlobStore(config.BLOB_DIR),
+    vendors: [],
+    simulated: [],
+    ...(evictionBus ? { evictionBus } : {}),
+    ...opts.deps,
+  });
+  await app.ready();
+  return {
+    app,
+    config,
+    db,
+    keyCache,
+    async close() {
+      await app.close();
+      await evictionBus?.close();
+      await db.end();
+    },
+  };
+}
+
+export interface TestUser {
+  userId: string;
+  liveKey: string;
+  testKey: string;
+}
+
+let counter = 0;
+/** A user with a live and a test key, and optional credits in each pool. */
+export async function createTestUser(db: Db, credits: { community?: number; purchased?: number } = {}): Promise<TestUser> {
+  const email = `user${process.pid}-${Date.now()}-${counter++}@example.test`;
+  const { userId } = await createUser(db, email);
+  const live = await issueKey(db, userId, 'live');
+  const test = await issueKey(db, userId, 'test');
+  if (credits.community) await grant(db, { userId, pool: 'community', amount: credits.community, idempotencyKey: 'test-community' });
+  if (credits.purchased) await grant(db, { userId, pool: 'purchased', amount: credits.purchased, idempotencyKey: 'test-purchased' });
+  return { userId, liveKey: live.key, testKey: test.key };
+}
+
+export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+/** Asserts the SPEC error envelope and returns its `error`. */
+export function expectEnvelope(body: unknown): { code: string; message: string; retryable: boolean; requestId: string } & Record<string, unknown> {
+  const e = (body as { error?: unknown }).error as Record<string, unknown> | undefined;
+  if (!e || typeof e.code !== 'string' || typeof e.message !== 'string' || typeof e.retryable !== 'boolean' || typeof e.requestId !== 'string') {
+    throw new Error(`not an error envelope: ${JSON.stringify(body)}`);
+  }
+  return e as never;
+}
