@@ -39,8 +39,8 @@ describe('meta endpoints (no auth)', () => {
     }
     // Request validation and the document come from the same zod schema.
     const analyzeBody = doc.paths['/v1/analyze'].post.requestBody.content['application/json'].schema;
-    expect(analyzeBody).toEqual({ $ref: '#/components/schemas/AnalyzeRequest' });
-    expect(doc.components.schemas.AnalyzeRequest.properties.imageBase64.maxLength).toBe(67_000_000);
+    const ref = String(analyzeBody.$ref).split('/').pop()!;
+    expect(doc.components.schemas[ref].properties.imageBase64.maxLength).toBe(67_000_000);
   });
 
   it('GET /v1/docs serves an interactive HTML page', async () => {
