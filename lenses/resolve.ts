@@ -5,9 +5,9 @@ import type { LensName } from './types.ts';
 
 export interface ResolveRequest {
   preset?: string;
-  modules?: string[];
-  modulesAdd?: string[];
-  modulesRemove?: string[];
+  modules?: readonly string[];
+  modulesAdd?: readonly string[];
+  modulesRemove?: readonly string[];
   /** Only its keys are checked here (lens names); values are the prompt's business. */
   moduleOptions?: Record<string, unknown>;
 }
