@@ -13,7 +13,7 @@ const ALPHABET = /^[A-Za-z0-9+/_-]*(={0,2})$/;
 
 export function decodeBase64Image(s: string, maxBytes: number): Buffer {
   let body = s;
-  if (s.startsWith('data:')) {
+  if (/^data:/i.test(s.slice(0, 5))) {
     const prefix = DATA_URI_PREFIX.exec(s.slice(0, 256));
     if (!prefix) throw validationFailed('imageBase64 data URI must look like data:image/<type>;base64,<data>');
     body = s.slice(prefix[0].length);
