@@ -64,7 +64,7 @@ export const dating = defineLens({
     '- List the concrete visual anchors first (date stamps, print borders and process, vehicles, clothing, hairstyles, devices, architecture, packaging), each with the year range it supports.',
     '- estimatedDate: intersect the anchor ranges; give `year` as the most likely single year and `earliestYear`/`latestYear` as a range you would bet on. `date` carries only the precision you can defend (a bare "1974" is better than an invented day).',
     '- A printed or stamped date is strong evidence but can be wrong (unset camera clocks); say so in `reasoning` if other anchors disagree.',
-    '- If known people with birth years are supplied, apparent ages are an anchor (type known-person-age); never treat an unconfirmed face as a known person.',
+    '- If known people with birth or death years are supplied, they are anchors (type known-person-age) only for a person the photo gives evidence for (a caption, a role that fits): an apparent age plus the birth year bounds the date, and a death year bounds the latest date. Never treat an unconfirmed face as a known person.',
     '- season and holiday: only from visible evidence (foliage, snow, decorations, costumes). Use null names when nothing is evident.',
   ].join('\n'),
   defaultColumns: [
