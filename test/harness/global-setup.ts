@@ -1,0 +1,137 @@
+/**
+ * vitest global setup: real services for one test run, provided to the tests (see provided.ts).
+ * Postgres and Redis must already run; the database, Temporal dev server, Redis prefix, task
+ * queue and blob directory are this run's own and are cleaned up after it.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { loadConfig } from '../../core/config.ts';
+import { migrate } from '../../db/migrate.ts';
+import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer } from '../../scripts/temporal.ts';
+import type { HarnessValues } from './provided.ts';
+import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, safeUrl } from './services.ts';
+import { createTestDatabase, type TestDatabase } from './test-database.ts';
+
+interface HarnessSettings {
+  /** Server the test database is created on (its database name is ignored). */
+  databaseUrl: string;
+  redisUrl: string;
+  /** An existing Temporal to use instead of starting one. */
+  temporalAddress: string | undefined;
+  temporalNamespace: string;
+  /** KEEP_TEST_DB=1 leaves the run's database behind for inspection. */
+  keepDatabase: boolean;
+}
+
+/** The only place the harness reads the environment. */
+function harnessSettings(env: NodeJS.ProcessEnv = process.env): HarnessSettings {
+  const config = loadConfig(env);
+  return {
+    databaseUrl: config.DATABASE_URL,
+    redisUrl: config.REDIS_URL,
+    temporalAddress: config.TEMPORAL_ADDRESS,
+    temporalNamespace: config.TEMPORAL_NAMESPACE,
+    keepDatabase: env.KEEP_TEST_DB === '1',
+  };
+}
+
+type Cleanup = () => Promise<unknown>;
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const settings = harnessSettings();
+  const runId = `${process.pid}-${randomBytes(3).toString('hex')}`;
+  const started = Date.now();
+  const cleanups: Cleanup[] = [];
+  const teardown = async () => {
+    const errors: unknown[] = [];
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((err: unknown) => errors.push(err));
+    if (errors.length > 0) throw new AggregateError(errors, 'test harness teardown failed');
+  };
+
+  try {
+    await Promise.all([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]);
+
+    const redisPrefix = `lenstack-test:${runId}:`;
+    cleanups.push(() => deleteRedisKeys(settings.redisUrl, redisPrefix));
+    const blobDir = await mkdtemp(join(tmpdir(), `lenstack-test-${runId}-blobs-`));
+    cleanups.push(() => rm(blobDir, { recursive: true, force: true }));
+
+    // Temporal takes the longest to come up: start it while the database is migrated.
+    const [database, temporal] = await settleAll(cleanups, [
+      prepareDatabase(settings),
+      prepareTemporal(settings),
+    ] as const);
+
+    const values: HarnessValues = {
+      runId,
+      databaseUrl: database.url,
+      redisUrl: settings.redisUrl,
+      redisPrefix,
+      temporalAddress: temporal.address,
+      temporalNamespace: settings.temporalNamespace,
+      temporalTaskQueue: `lenstack-test-${runId}`,
+      blobDir,
+    };
+    for (const [key, value] of Object.entries(values)) project.provide(key as keyof HarnessValues, value);
+
+    process.stderr.write(
+      `[harness] ready in ${((Date.now() - started) / 1000).toFixed(1)} s: database ${database.name}, ` +
+        `Temporal ${temporal.address} (${temporal.description}), Redis ${safeUrl(settings.redisUrl)} prefix ${redisPrefix}\n`,
+    );
+    return teardown;
+  } catch (err) {
+    await teardown().catch(() => {});
+    throw err;
+  }
+}
+
+/**
+ * Awaits every step; a finished step's cleanup is registered even when another step fails, so a
+ * failed setup never leaves a database or a server behind.
+ */
+async function settleAll<T extends readonly Promise<{ cleanup: Cleanup }>[]>(
+  cleanups: Cleanup[],
+  steps: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const results = await Promise.allSettled(steps);
+  for (const r of results) if (r.status === 'fulfilled') cleanups.push(r.value.cleanup);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+}
+
+async function prepareDatabase(settings: HarnessSettings): Promise<TestDatabase & { cleanup: Cleanup }> {
+  const database = await createTestDatabase(settings.databaseUrl);
+  const cleanup = async () => {
+    await database.dispose({ keep: settings.keepDatabase });
+    if (settings.keepDatabase) process.stderr.write(`[harness] KEEP_TEST_DB=1: kept ${safeUrl(database.url)}\n`);
+  };
+  try {
+    await migrate(database.url);
+  } catch (err) {
+    await cleanup().catch(() => {});
+    throw err;
+  }
+  return { ...database, cleanup };
+}
+
+async function prepareTemporal(
+  settings: HarnessSettings,
+): Promise<{ address: string; description: string; cleanup: Cleanup }> {
+  if (settings.temporalAddress) {
+    const connection = await connectIfTemporal(settings.temporalAddress, settings.temporalNamespace, 10_000);
+    try {
+      await ensureSearchAttributes(connection, settings.temporalNamespace);
+    } finally {
+      await connection.close();
+    }
+    return { address: settings.temporalAddress, description: 'TEMPORAL_ADDRESS', cleanup: async () => {} };
+  }
+  const started = Date.now();
+  const server = await startTemporalDevServer({ namespace: settings.temporalNamespace });
+  const description = `own dev server, up in ${((Date.now() - started) / 1000).toFixed(1)} s`;
+  return { address: server.address, description, cleanup: () => server.stop() };
+}

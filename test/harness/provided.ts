@@ -1,0 +1,25 @@
+/**
+ * What the global setup hands to every test file through vitest's provide/inject. One run of
+ * `vitest run` gets its own database, Temporal, Redis prefix, task queue and blob directory, so
+ * runs can overlap on one machine.
+ */
+export interface HarnessValues {
+  /** Unique id of this test run (also in the names below). */
+  runId: string;
+  /** postgres:// URL of a database created and migrated for this run, dropped after it. */
+  databaseUrl: string;
+  redisUrl: string;
+  /** Key prefix owned by this run, ending in ':'; its keys are deleted after the run. */
+  redisPrefix: string;
+  /** host:port of a Temporal frontend: this run's own dev server, or TEMPORAL_ADDRESS. */
+  temporalAddress: string;
+  temporalNamespace: string;
+  /** Task queue name owned by this run. */
+  temporalTaskQueue: string;
+  /** Empty directory for blobs, removed after the run. */
+  blobDir: string;
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext extends HarnessValues {}
+}

@@ -1,0 +1,18 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    environment: 'node',
+    include: ['test/**/*.test.ts'],
+    // Real Postgres, Redis and a Temporal dev server for the whole run: test/harness/provided.ts.
+    globalSetup: ['test/harness/global-setup.ts'],
+    pool: 'forks',
+    // Our machines and CI have 2 cores.
+    maxWorkers: 2,
+    // Integration tests start workflows and workers against real services: give them room,
+    // but fail a hung test instead of waiting for CI's limit.
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    teardownTimeout: 30_000,
+  },
+});
