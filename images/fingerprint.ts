@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
+import { imageInvalid } from '../core/errors.ts';
 import { DECODE_FAIL_ON } from './probe.ts';
 import { HASH_GRID, boxDownsample, dctHash, gradientHash } from './perceptual-hash.ts';
 
@@ -41,7 +42,10 @@ export async function fingerprint(bytes: Buffer): Promise<Fingerprint> {
   const header = sharp(bytes).metadata();
   const sha256 = createHash('sha256').update(bytes).digest('hex');
 
-  const [{ data, info }, meta] = await Promise.all([decoding, header]);
+  // A decode failure is deterministic: a non-retryable domain error, not something to retry.
+  const [{ data, info }, meta] = await Promise.all([decoding, header]).catch((err: unknown) => {
+    throw imageInvalid(`Image could not be decoded for fingerprinting: ${err instanceof Error ? err.message.split('\n').at(-1) : String(err)}`);
+  });
   if (info.channels !== 1 || info.width !== INTER_W || info.height !== INTER_H) {
     throw new Error(`unexpected intermediate ${info.width}×${info.height}×${info.channels}`);
   }

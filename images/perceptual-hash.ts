@@ -42,7 +42,8 @@ export function lowFrequencyDct(grey32: Float64Array): Float64Array {
     for (let v = 0; v < K; v++) {
       let sum = 0;
       for (let y = 0; y < N; y++) sum += rows[y * K + v]! * COS[u * N + y]!;
-      out[u * K + v] = sum;
+      // Drop float noise (~1e-13) so exact ties, as in flat images, stay ties on every platform.
+      out[u * K + v] = Math.round(sum * 1e6) / 1e6;
     }
   }
   return out;

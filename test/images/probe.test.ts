@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs';
-import sharp from 'sharp';
+import sharp, { type Sharp } from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { probeImage } from '../../images/probe.ts';
 import { solidPngBomb } from './bomb.ts';
@@ -55,7 +55,7 @@ describe('probeImage on the shared camera photos', () => {
 
 describe('probeImage on other formats and broken files', () => {
   const source = photo('gps-DSCN0010.jpg');
-  const encoders: Record<string, (s: sharp.Sharp) => sharp.Sharp> = {
+  const encoders: Record<string, (s: Sharp) => Sharp> = {
     jpeg: (s) => s.jpeg(),
     'progressive jpeg': (s) => s.jpeg({ progressive: true }),
     png: (s) => s.png(),
