@@ -107,8 +107,8 @@ export const vehicleCondition = defineLens({
     '- vehicleContext: echo the caller\'s vehicle data, fill gaps from legible odometer and VIN photos, record each value\'s source, and list every value the photos contradict in mismatches. Never invent a VIN or mileage. sameVehicleInAllPhotos is false when colour, model or damage show different vehicles.',
   ].join('\n'),
   defaultColumns: [
-    { label: 'Vehicle', jsonPath: 'output.vehicleContext.model', format: 'string' },
     { label: 'Make', jsonPath: 'output.vehicleContext.make', format: 'string' },
+    { label: 'Model', jsonPath: 'output.vehicleContext.model', format: 'string' },
     { label: 'VIN', jsonPath: 'output.vehicleContext.vin', format: 'string' },
     { label: 'Mileage', jsonPath: 'output.vehicleContext.mileage', format: 'number' },
     { label: 'Condition grade', jsonPath: 'output.overallCondition.grade', format: 'string' },
