@@ -111,12 +111,14 @@ export function createActivities(deps: ActivityDeps) {
       workflowId: string;
       requestId: string;
       userId: string;
+      refresh: boolean;
       images: Array<Omit<PersistImage, 'coRunHash'> & { lenses: string[] }>;
-    }): Promise<{ applied: boolean }> {
+    }): Promise<{ applied: boolean; charged: number; chargedPerImage: number[] }> {
       return persistAnalysis(deps.db, {
         workflowId: input.workflowId,
         requestId: input.requestId,
         userId: input.userId,
+        refresh: input.refresh,
         images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
       });
     },

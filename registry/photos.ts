@@ -111,8 +111,6 @@ export interface PersistImage {
   sha256: string;
   pHash: string;
   dHash: string;
-  /** Credits billed for this image in this run. */
-  credits: number;
   /** Lens name → validated output of this run (empty when everything was cached). */
   outputs: Record<string, Record<string, unknown>>;
   versions: Record<string, string>;
@@ -129,44 +127,65 @@ export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
 /**
  * Persist one analysis: photos upserted, one event per lens run, latest records replaced,
  * counters bumped. Exactly once per workflow id (analysis_runs), whatever Temporal retries.
+ *
+ * Returns what to charge. A lens that another request recorded for this photo while this one
+ * was running (two concurrent requests for the same new photo) is not billed a second time,
+ * unless this request asked for `refresh`.
  */
 export async function persistAnalysis(
   db: Db,
-  args: { workflowId: string; requestId: string; userId: string; images: PersistImage[] },
-): Promise<{ applied: boolean }> {
+  args: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistImage[] },
+): Promise<{ applied: boolean; charged: number; chargedPerImage: number[] }> {
   return inTransaction(db, async (c) => {
-    const credits = args.images.reduce((n, i) => n + i.credits, 0);
     const run = await c.query(
       `INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits)
-       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workflow_id) DO NOTHING`,
-      [args.workflowId, args.userId, args.requestId, args.images.length, credits],
+       VALUES ($1, $2, $3, $4, 0) ON CONFLICT (workflow_id) DO NOTHING`,
+      [args.workflowId, args.userId, args.requestId, args.images.length],
     );
-    if (!run.rowCount) return { applied: false };
+    if (!run.rowCount) {
+      const prior = await c.query<{ credits: number; per_image: number[] }>(
+        'SELECT credits, per_image FROM analysis_runs WHERE workflow_id = $1',
+        [args.workflowId],
+      );
+      return { applied: false, charged: prior.rows[0]!.credits, chargedPerImage: prior.rows[0]!.per_image };
+    }
     // Lock photos in a stable order so concurrent analyses of the same photos cannot deadlock.
-    const images = [...args.images].sort((a, b) => a.sha256.localeCompare(b.sha256));
+    const order = args.images.map((img, i) => ({ img, i })).sort((a, b) => a.img.sha256.localeCompare(b.img.sha256));
+    const chargedPerImage = args.images.map(() => 0);
     const seen = new Set<string>();
-    for (const img of images) {
+    for (const { img, i } of order) {
       const [c0, c1, c2, c3] = hashChunks(img.pHash);
       // The same photo twice in one request counts as one call.
       const calls = seen.has(img.sha256) ? 0 : 1;
       seen.add(img.sha256);
       await c.query(
-        `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, total_credits_spent, analyze_call_count)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, analyze_call_count)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (user_id, sha256) DO UPDATE SET
            last_analyzed_at = now(),
-           total_credits_spent = photos.total_credits_spent + EXCLUDED.total_credits_spent,
            analyze_call_count = photos.analyze_call_count + EXCLUDED.analyze_call_count`,
-        [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, img.credits, calls],
+        [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, calls],
       );
+      // The photo row is now locked by this transaction: records of concurrent runs are settled.
+      const already = args.refresh || !img.billed.length
+        ? new Set<string>()
+        : new Set(
+            (
+              await c.query<{ lens: string }>(
+                'SELECT lens FROM lens_records WHERE user_id = $1 AND sha256 = $2 AND lens = ANY($3)',
+                [args.userId, img.sha256, img.billed],
+              )
+            ).rows.map((r) => r.lens),
+          );
+      const billed = img.billed.filter((l) => !already.has(l));
+      chargedPerImage[i] = billed.length;
       for (const [lens, output] of Object.entries(img.outputs).sort(([a], [b]) => a.localeCompare(b))) {
-        const eventId = newEventId();
         const version = img.versions[lens] ?? '0';
         const ev = await c.query<{ id: string; produced_at: Date }>(
           `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
            ON CONFLICT (workflow_id, sha256, lens) DO NOTHING RETURNING id, produced_at`,
-          [eventId, args.userId, img.sha256, lens, args.workflowId, output, version, img.coRunHash, img.provider, img.vendor, img.model, img.billed.includes(lens) ? 1 : 0],
+          [newEventId(), args.userId, img.sha256, lens, args.workflowId, output, version, img.coRunHash, img.provider, img.vendor, img.model, billed.includes(lens) ? 1 : 0],
         );
         const row = ev.rows[0];
         if (!row) continue; // the same photo twice in one request: first copy wins
@@ -180,7 +199,16 @@ export async function persistAnalysis(
           [args.userId, img.sha256, lens, row.id, output, version, img.coRunHash, img.provider, img.vendor, img.model, row.produced_at],
         );
       }
+      if (chargedPerImage[i]) {
+        await c.query('UPDATE photos SET total_credits_spent = total_credits_spent + $3 WHERE user_id = $1 AND sha256 = $2', [
+          args.userId,
+          img.sha256,
+          chargedPerImage[i],
+        ]);
+      }
     }
-    return { applied: true };
+    const charged = chargedPerImage.reduce((n, x) => n + x, 0);
+    await c.query('UPDATE analysis_runs SET credits = $2, per_image = $3 WHERE workflow_id = $1', [args.workflowId, charged, chargedPerImage]);
+    return { applied: true, charged, chargedPerImage };
   });
 }

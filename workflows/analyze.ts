@@ -122,38 +122,17 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       );
     });
 
-    const images: ImageResult[] = plans.map((plan, i) => {
-      const call = calls[i]!;
-      const r = call.result;
-      return {
-        sha256: plan.img.sha256,
-        pHash: fingerprints[i]!.pHash,
-        dHash: fingerprints[i]!.dHash,
-        ran: plan.ran,
-        billed: plan.billed,
-        credits: plan.billed.length,
-        vendor: r?.vendor ?? null,
-        model: r?.model ?? null,
-        provider: r?.provider ?? null,
-        simulated: r?.simulated ?? false,
-        promptHash: r?.promptHash ?? null,
-        inputTokens: r?.inputTokens ?? 0,
-        outputTokens: r?.outputTokens ?? 0,
-        fellBackFrom: call.fellBackFrom,
-      };
-    });
-
-    await db.persistAnalysis({
+    const persisted = await db.persistAnalysis({
       workflowId,
       requestId: input.requestId,
       userId: input.userId,
+      refresh: input.refresh,
       images: plans.map((plan, i) => {
         const r = calls[i]!.result;
         return {
           sha256: plan.img.sha256,
           pHash: fingerprints[i]!.pHash,
           dHash: fingerprints[i]!.dHash,
-          credits: plan.billed.length,
           outputs: r?.outputs ?? {},
           versions: r?.versions ?? {},
           billed: plan.billed,
@@ -165,8 +144,30 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       }),
     });
 
-    if (needed > 0) await db.settleCredits({ id: reservationId, charge: needed });
-    return { workflowId, images, creditsCharged: needed };
+    // Charge what persisting found new: a lens a concurrent request recorded first is not billed twice.
+    if (needed > 0) await db.settleCredits({ id: reservationId, charge: persisted.charged });
+
+    const images: ImageResult[] = plans.map((plan, i) => {
+      const call = calls[i]!;
+      const r = call.result;
+      return {
+        sha256: plan.img.sha256,
+        pHash: fingerprints[i]!.pHash,
+        dHash: fingerprints[i]!.dHash,
+        ran: plan.ran,
+        billed: plan.billed,
+        credits: persisted.chargedPerImage[i] ?? 0,
+        vendor: r?.vendor ?? null,
+        model: r?.model ?? null,
+        provider: r?.provider ?? null,
+        simulated: r?.simulated ?? false,
+        promptHash: r?.promptHash ?? null,
+        inputTokens: r?.inputTokens ?? 0,
+        outputTokens: r?.outputTokens ?? 0,
+        fellBackFrom: call.fellBackFrom,
+      };
+    });
+    return { workflowId, images, creditsCharged: persisted.charged };
   } catch (err) {
     // Compensate newest-first; a cancelled workflow still releases what it holds.
     await CancellationScope.nonCancellable(async () => {

@@ -159,6 +159,7 @@ CREATE TABLE analysis_runs (
   request_id      text NOT NULL,
   image_count     integer NOT NULL CHECK (image_count > 0),
   credits         bigint NOT NULL CHECK (credits >= 0),
+  per_image       integer[] NOT NULL DEFAULT '{}',
   persisted_at    timestamptz NOT NULL DEFAULT now()
 );
 

@@ -1,0 +1,91 @@
+import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { Client, Connection } from '@temporalio/client';
+import { buildApp } from '../../api/app.ts';
+import { KeyCache } from '../../auth/cache.ts';
+import type { Config } from '../../core/config.ts';
+import { createPool, type Db } from '../../db/pool.ts';
+import { FsBlobStore } from '../../images/blobstore.ts';
+import { startSimVendor } from '../../sim/index.ts';
+import { createVisionClients } from '../../vendors/index.ts';
+import { startWorker, WORKFLOWS_PATH, type RunningWorker } from '../../worker/main.ts';
+import type { FetchImageOptions } from '../../images/fetch.ts';
+import { testConfig, type ConfigOverrides } from '../harness/env.ts';
+import { INTERNAL_SECRET } from './app.ts';
+import type { FastifyInstance } from 'fastify';
+
+let runtimeInstalled = false;
+/** Activity failures we provoke on purpose are logged by the SDK at WARN: keep test output readable. */
+function quietTemporal(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+}
+
+let bundle: Promise<WorkflowBundle> | undefined;
+/** Bundle the workflow code once per test file (webpack takes seconds). */
+export function workflowBundle(): Promise<WorkflowBundle> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} } as never });
+  return bundle;
+}
+
+export type Sim = Awaited<ReturnType<typeof startSimVendor>>;
+
+export interface Pipeline {
+  app: FastifyInstance;
+  config: Config;
+  db: Db;
+  sim: Sim;
+  temporal: Client;
+  worker: RunningWorker | null;
+  startWorker(): Promise<RunningWorker>;
+  close(): Promise<void>;
+}
+
+/**
+ * The whole analyze path for tests: the simulated vendor server (real SDKs talk to it over HTTP),
+ * a real worker on this file's task queue, the real app with a real Temporal client.
+ */
+export async function startPipeline(
+  opts: { config?: ConfigOverrides; worker?: boolean; fetchOptions?: Partial<FetchImageOptions> } = {},
+): Promise<Pipeline> {
+  quietTemporal();
+  const sim = await startSimVendor({ port: 0 });
+  const config = testConfig({ INTERNAL_SECRET, SIM_VENDOR_URL: sim.url, ...opts.config });
+  const db = createPool(config.DATABASE_URL, { max: 10 });
+  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS! });
+  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const vision = createVisionClients(config);
+  const app = await buildApp({
+    config,
+    db,
+    keyCache: new KeyCache(),
+    blobs: new FsBlobStore(config.BLOB_DIR),
+    temporal,
+    vendors: vision.clients.map((c) => c.vendor),
+    simulated: vision.simulated,
+    ...(opts.fetchOptions ? { fetchOptions: opts.fetchOptions } : {}),
+  });
+  await app.ready();
+  const p: Pipeline = {
+    app,
+    config,
+    db,
+    sim,
+    temporal,
+    worker: null,
+    async startWorker() {
+      const w = await startWorker(config, { workflowBundle: await workflowBundle(), log: () => {} });
+      p.worker = w;
+      return w;
+    },
+    async close() {
+      await p.worker?.shutdown().catch(() => {});
+      await app.close();
+      await connection.close();
+      await db.end();
+      await sim.close();
+    },
+  };
+  if (opts.worker !== false) await p.startWorker();
+  return p;
+}
