@@ -14,13 +14,28 @@ const addFormats = addFormatsModule as unknown as typeof addFormatsModule.defaul
 const ajv = new Ajv2020({ allErrors: true, strict: false, validateFormats: true });
 addFormats(ajv);
 
-const cache = new WeakMap<object, ValidateFunction>();
+/**
+ * Compiled validators by schema text. Callers may build a fresh schema object per call, and ajv
+ * keeps every compiled schema object forever, so the cache is bounded and evictions are removed
+ * from ajv too.
+ */
+const MAX_CACHED = 128;
+const cache = new Map<string, { schema: Record<string, unknown>; validate: ValidateFunction }>();
 
 function compiled(schema: Record<string, unknown>): ValidateFunction {
-  let validate = cache.get(schema);
-  if (!validate) {
-    validate = ajv.compile(schema);
-    cache.set(schema, validate);
+  const key = JSON.stringify(schema);
+  const hit = cache.get(key);
+  if (hit) {
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit.validate;
+  }
+  const validate = ajv.compile(schema);
+  cache.set(key, { schema, validate });
+  if (cache.size > MAX_CACHED) {
+    const [oldestKey, oldest] = cache.entries().next().value as [string, { schema: Record<string, unknown> }];
+    cache.delete(oldestKey);
+    ajv.removeSchema(oldest.schema);
   }
   return validate;
 }

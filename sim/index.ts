@@ -1,0 +1,20 @@
+export {
+  startSimVendor,
+  estimateTextTokens,
+  VENDORS,
+  type SimVendor,
+  type SimVendorOptions,
+  type SimStats,
+  type VendorStats,
+  type LastCall,
+  type ImageSeen,
+} from './app.ts';
+export {
+  DEFAULT_BEHAVIOUR,
+  FAILURE_MODES,
+  type Behaviour,
+  type BehaviourPatch,
+  type ConfigPatch,
+  type FailureMode,
+} from './behaviour.ts';
+export { generate } from './generate.ts';

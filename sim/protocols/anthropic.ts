@@ -1,0 +1,146 @@
+import {
+  decodeBase64Image,
+  isObject,
+  ProtocolError,
+  randomId,
+  requireObject,
+  requireString,
+  type ErrorStatus,
+  type Protocol,
+  type SimCall,
+  type WireResponse,
+} from './common.ts';
+
+/**
+ * Anthropic Messages: `POST /v1/messages`. The schema comes from the tool the request forces
+ * (`tool_choice: {type: 'tool', name}`), or from the only/first tool for `any`/`auto`, or from
+ * `output_config.format` (json_schema). A tool answer is a `tool_use` block with `input`.
+ */
+
+const MEDIA_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
+
+function textBlocks(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .filter((b): b is { type: 'text'; text: string } => isObject(b) && b.type === 'text' && typeof b.text === 'string')
+    .map((b) => b.text)
+    .join('\n');
+}
+
+function parse(raw: unknown): SimCall {
+  const body = requireObject(raw, 'body');
+  const model = requireString(body.model, 'model');
+  if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens) || body.max_tokens < 1) {
+    throw new ProtocolError(400, 'max_tokens: Field required');
+  }
+  if (!Array.isArray(body.messages) || body.messages.length === 0) throw new ProtocolError(400, 'messages: Field required');
+  const texts: string[] = [textBlocks(body.system)];
+  const images: Buffer[] = [];
+  body.messages.forEach((m: unknown, i: number) => {
+    const msg = requireObject(m, `messages.${i}`);
+    texts.push(textBlocks(msg.content));
+    if (!Array.isArray(msg.content)) return;
+    msg.content.forEach((block: unknown, j: number) => {
+      if (!isObject(block) || block.type !== 'image') return;
+      const source = requireObject(block.source, `messages.${i}.content.${j}.image.source`);
+      if (source.type !== 'base64') {
+        throw new ProtocolError(400, `messages.${i}.content.${j}.image.source: the simulator accepts base64 sources only`);
+      }
+      if (typeof source.media_type !== 'string' || !MEDIA_TYPES.has(source.media_type)) {
+        throw new ProtocolError(400, `messages.${i}.content.${j}.image.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'`);
+      }
+      images.push(decodeBase64Image(source.data, `messages.${i}.content.${j}.image.source.data`));
+    });
+  });
+
+  const outputFormat = isObject(body.output_config) && isObject(body.output_config.format) ? body.output_config.format : undefined;
+  if (outputFormat?.type === 'json_schema') {
+    const schema = requireObject(outputFormat.schema, 'output_config.format.schema');
+    return { model, schema, schemaName: 'output', images, promptText: [...texts, JSON.stringify(outputFormat)].join('\n'), answerAs: 'text' };
+  }
+
+  const tools = Array.isArray(body.tools) ? body.tools.filter(isObject) : [];
+  const choice = isObject(body.tool_choice) ? body.tool_choice : { type: 'auto' };
+  if (tools.length === 0 || choice.type === 'none') {
+    throw new ProtocolError(400, 'The simulator only answers structured output: give a tool (tool_choice type "tool") or output_config.format.');
+  }
+  let tool = tools[0]!;
+  if (choice.type === 'tool') {
+    const named = tools.find((t) => t.name === choice.name);
+    if (!named) throw new ProtocolError(400, `tool_choice.name: Tool '${String(choice.name)}' not found in tools`);
+    tool = named;
+  }
+  const name = requireString(tool.name, 'tools.0.name');
+  const schema = requireObject(tool.input_schema, `tools.${name}.input_schema`);
+  if (schema.type !== 'object') throw new ProtocolError(400, `tools.${name}.input_schema.type: Input should be 'object'`);
+  return { model, schema, schemaName: name, images, promptText: [...texts, JSON.stringify(body.tools)].join('\n'), answerAs: 'tool' };
+}
+
+const ERROR_TYPES: Record<ErrorStatus, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+};
+
+const requestId = () => `req_${randomId(24)}`;
+
+export const anthropicProtocol: Protocol = {
+  vendor: 'anthropic',
+  parse,
+  success(call, answer, usage): WireResponse {
+    let content: unknown[];
+    let stopReason: string;
+    if ('raw' in answer) {
+      // A model that ignores the forced tool and writes prose: no tool_use block.
+      content = [{ type: 'text', text: answer.raw, citations: null }];
+      stopReason = 'end_turn';
+    } else if (call.answerAs === 'tool') {
+      content = [{ type: 'tool_use', id: `toolu_${randomId(24)}`, name: call.schemaName, input: answer.json, caller: { type: 'direct' } }];
+      stopReason = 'tool_use';
+    } else {
+      content = [{ type: 'text', text: JSON.stringify(answer.json), citations: null }];
+      stopReason = 'end_turn';
+    }
+    return {
+      status: 200,
+      headers: { 'request-id': requestId() },
+      body: {
+        id: `msg_${randomId(24)}`,
+        type: 'message',
+        role: 'assistant',
+        model: call.model,
+        content,
+        stop_reason: stopReason,
+        stop_sequence: null,
+        stop_details: null,
+        container: null,
+        diagnostics: null,
+        usage: {
+          input_tokens: usage.inputTokens,
+          output_tokens: usage.outputTokens,
+          cache_creation_input_tokens: 0,
+          cache_read_input_tokens: 0,
+          cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+          inference_geo: null,
+          output_tokens_details: null,
+          server_tool_use: null,
+          service_tier: 'standard',
+          speed: null,
+        },
+      },
+    };
+  },
+  error(status, message): WireResponse {
+    const id = requestId();
+    return {
+      status,
+      headers: { 'request-id': id, ...(status === 429 ? { 'retry-after': '1' } : {}) },
+      body: { type: 'error', error: { type: ERROR_TYPES[status], message }, request_id: id },
+    };
+  },
+};

@@ -1,0 +1,123 @@
+import {
+  decodeBase64Image,
+  isObject,
+  ProtocolError,
+  randomId,
+  requireObject,
+  walkSchema,
+  type ErrorStatus,
+  type Protocol,
+  type SimCall,
+  type WireResponse,
+} from './common.ts';
+
+/**
+ * Gemini Developer API: `POST /v1beta/models/{model}:generateContent` (also /v1), structured
+ * output via `generationConfig.responseMimeType: 'application/json'` + `responseJsonSchema`.
+ * The schema may use only the JSON Schema subset Google documents for responseJsonSchema; the sim
+ * refuses anything else, so an adapter that forgets to translate fails here, not in production.
+ */
+
+const JSON_SCHEMA_SUBSET = new Set([
+  '$id', '$defs', '$ref', '$anchor', 'type', 'format', 'title', 'description', 'enum', 'items', 'prefixItems',
+  'minItems', 'maxItems', 'minimum', 'maximum', 'anyOf', 'oneOf', 'properties', 'additionalProperties', 'required',
+  'propertyOrdering',
+]);
+
+/** REST accepts both the proto JSON names (camelCase) and the proto field names (snake_case). */
+const field = (o: Record<string, unknown>, camel: string, snake: string): unknown => o[camel] ?? o[snake];
+
+function partsText(content: unknown): string {
+  if (!isObject(content) || !Array.isArray(content.parts)) return '';
+  return content.parts
+    .filter((p): p is { text: string } => isObject(p) && typeof p.text === 'string')
+    .map((p) => p.text)
+    .join('\n');
+}
+
+function parse(raw: unknown, pathModel: string | undefined): SimCall {
+  const body = requireObject(raw, 'body');
+  if (!pathModel) throw new ProtocolError(400, 'model is required in the path');
+  if (!Array.isArray(body.contents) || body.contents.length === 0) {
+    throw new ProtocolError(400, '* GenerateContentRequest.contents: contents is not specified');
+  }
+  const texts: string[] = [partsText(field(body, 'systemInstruction', 'system_instruction'))];
+  const images: Buffer[] = [];
+  body.contents.forEach((c: unknown, i: number) => {
+    const content = requireObject(c, `contents[${i}]`);
+    texts.push(partsText(content));
+    if (!Array.isArray(content.parts)) return;
+    content.parts.forEach((p: unknown, j: number) => {
+      if (!isObject(p)) return;
+      if (field(p, 'fileData', 'file_data') !== undefined) {
+        throw new ProtocolError(400, `contents[${i}].parts[${j}].fileData: the simulator accepts inlineData only`);
+      }
+      const inline = field(p, 'inlineData', 'inline_data');
+      if (isObject(inline)) images.push(decodeBase64Image(inline.data, `contents[${i}].parts[${j}].inlineData.data`));
+    });
+  });
+
+  const config = isObject(field(body, 'generationConfig', 'generation_config'))
+    ? (field(body, 'generationConfig', 'generation_config') as Record<string, unknown>)
+    : {};
+  const mime = field(config, 'responseMimeType', 'response_mime_type');
+  const schema = field(config, 'responseJsonSchema', 'response_json_schema');
+  if (mime !== 'application/json' || !isObject(schema)) {
+    throw new ProtocolError(
+      400,
+      'The simulator only answers structured output: set generationConfig.responseMimeType "application/json" and responseJsonSchema.',
+    );
+  }
+  let problem: string | undefined;
+  walkSchema(schema, (node, path) => {
+    const bad = problem ? undefined : Object.keys(node).find((k) => !JSON_SCHEMA_SUBSET.has(k));
+    if (bad) problem = `Invalid JSON payload received. Unknown name "${bad}" at 'generation_config.response_json_schema${path.slice(1)}'.`;
+  });
+  if (problem) throw new ProtocolError(400, problem);
+  return {
+    model: pathModel,
+    schema,
+    schemaName: 'response',
+    images,
+    promptText: [...texts, JSON.stringify(schema)].join('\n'),
+    answerAs: 'text',
+  };
+}
+
+const STATUS: Record<ErrorStatus, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  413: 'INVALID_ARGUMENT',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+};
+
+export const geminiProtocol: Protocol = {
+  vendor: 'google',
+  parse,
+  success(call, answer, usage): WireResponse {
+    const text = 'raw' in answer ? answer.raw : JSON.stringify(answer.json);
+    return {
+      status: 200,
+      body: {
+        candidates: [{ content: { parts: [{ text }], role: 'model' }, finishReason: 'STOP', index: 0 }],
+        usageMetadata: {
+          promptTokenCount: usage.inputTokens,
+          candidatesTokenCount: usage.outputTokens,
+          totalTokenCount: usage.inputTokens + usage.outputTokens,
+          promptTokensDetails: [
+            { modality: 'TEXT', tokenCount: usage.textTokens },
+            ...(usage.imageTokens > 0 ? [{ modality: 'IMAGE', tokenCount: usage.imageTokens }] : []),
+          ],
+        },
+        modelVersion: call.model,
+        responseId: randomId(22),
+      },
+    };
+  },
+  error(status, message): WireResponse {
+    return { status, body: { error: { code: status, message, status: STATUS[status] } } };
+  },
+};

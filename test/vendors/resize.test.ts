@@ -1,0 +1,124 @@
+import sharp from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { AppError } from '../../core/errors.ts';
+import { billedSize, imageTokens, orientedSize, prepareImage } from '../../vendors/resize.ts';
+import { photo, syntheticJpeg } from './fixtures.ts';
+
+const VENDORS = ['openai', 'anthropic', 'google'] as const;
+
+describe('billedSize: the size each vendor processes and bills', () => {
+  it.each([
+    // OpenAI high detail: fit in 2048², then shortest side 768.
+    ['openai', 4000, 3000, 1024, 768],
+    ['openai', 3000, 4000, 768, 1024],
+    ['openai', 4032, 2012, 1539, 768],
+    // Anthropic: long edge ≤ 1568 and ≤ 1.15 MP (Anthropic's own table lists ~1268×951 for 4:3).
+    ['anthropic', 4000, 3000, 1267, 950],
+    ['anthropic', 3000, 4000, 950, 1267],
+    ['anthropic', 4032, 2012, 1554, 775],
+    ['anthropic', 2000, 400, 1568, 313],
+    // Gemini: our cap of 2×2 tiles of 768 (long edge 1536).
+    ['google', 4000, 3000, 1536, 1152],
+    ['google', 3000, 4000, 1152, 1536],
+  ] as const)('%s %i×%i → %i×%i', (vendor, w, h, ew, eh) => {
+    expect(billedSize(vendor, w, h)).toEqual({ width: ew, height: eh });
+  });
+
+  it('never upscales a small image', () => {
+    for (const vendor of VENDORS) expect(billedSize(vendor, 100, 68)).toEqual({ width: 100, height: 68 });
+  });
+
+  it('is idempotent: a prepared image is billed at its own size (so the sim and the adapter agree)', () => {
+    for (const vendor of VENDORS) {
+      for (let w = 50; w <= 6000; w += 397) {
+        for (let h = 50; h <= 6000; h += 451) {
+          const once = billedSize(vendor, w, h);
+          expect(billedSize(vendor, once.width, once.height), `${vendor} ${w}x${h}`).toEqual(once);
+        }
+      }
+    }
+  });
+
+  it('keeps Anthropic under both of its limits', () => {
+    for (let w = 100; w <= 8000; w += 271) {
+      for (let h = 100; h <= 8000; h += 313) {
+        const s = billedSize('anthropic', w, h);
+        expect(Math.max(s.width, s.height)).toBeLessThanOrEqual(1568);
+        expect(s.width * s.height).toBeLessThanOrEqual(1.15 * 1024 * 1024);
+      }
+    }
+  });
+});
+
+describe('imageTokens: the vendors\' published formulas', () => {
+  it('OpenAI: 85 + 170 per 512-px tile', () => {
+    expect(imageTokens('openai', 1024, 768)).toBe(85 + 170 * 4);
+    expect(imageTokens('openai', 512, 512)).toBe(85 + 170);
+    expect(imageTokens('openai', 513, 512)).toBe(85 + 170 * 2);
+  });
+  it('Anthropic: ceil(w·h / 750)', () => {
+    expect(imageTokens('anthropic', 1092, 1092)).toBe(Math.ceil((1092 * 1092) / 750));
+    expect(imageTokens('anthropic', 200, 200)).toBe(54);
+  });
+  it('Gemini: 258 when both sides ≤ 384, else 258 per 768-px tile', () => {
+    expect(imageTokens('google', 384, 384)).toBe(258);
+    expect(imageTokens('google', 385, 100)).toBe(258);
+    expect(imageTokens('google', 1536, 1152)).toBe(258 * 4);
+    expect(imageTokens('google', 769, 768)).toBe(258 * 2);
+  });
+});
+
+describe('prepareImage', () => {
+  it.each(VENDORS)('%s: a 4000×3000 photo is uploaded at exactly the billed size, as JPEG', async (vendor) => {
+    const prepared = await prepareImage(vendor, await syntheticJpeg(4000, 3000));
+    const expected = billedSize(vendor, 4000, 3000);
+    const meta = await sharp(prepared.data).metadata();
+    expect({ width: meta.width, height: meta.height, format: meta.format }).toEqual({ ...expected, format: 'jpeg' });
+    expect({ width: prepared.width, height: prepared.height }).toEqual(expected);
+    expect(prepared.tokens).toBe(imageTokens(vendor, expected.width, expected.height));
+    expect(prepared.source).toEqual({ width: 4000, height: 3000 });
+  });
+
+  it.each(VENDORS)('%s: an EXIF-rotated portrait photo comes out portrait (auto-orientation)', async (vendor) => {
+    // Stored 2048×1536 landscape with EXIF orientation 6: shown (and analysed) as 1536×2048.
+    const input = photo('hdr-canon_hdr_NO.jpg');
+    const raw = await sharp(input).metadata();
+    expect({ w: raw.width, h: raw.height, o: raw.orientation }).toEqual({ w: 2048, h: 1536, o: 6 });
+
+    const prepared = await prepareImage(vendor, input);
+    expect(prepared.source).toEqual({ width: 1536, height: 2048 });
+    const out = await sharp(prepared.data).metadata();
+    expect(out.height).toBeGreaterThan(out.width);
+    expect({ width: out.width, height: out.height }).toEqual(billedSize(vendor, 1536, 2048));
+    // The pixels are rotated, not tagged: no orientation left for the vendor to misread.
+    expect(out.orientation ?? 1).toBe(1);
+  });
+
+  it('applies every EXIF orientation variant of the same scene the same way', async () => {
+    const l1 = await orientedSize(photo('orientation-landscape_1.jpg'));
+    const l6 = await orientedSize(photo('orientation-landscape_6.jpg'));
+    expect(l6).toEqual(l1);
+    expect(await orientedSize(photo('orientation-portrait_8.jpg'))).toEqual({ width: 450, height: 600 });
+  });
+
+  it('strips metadata: a GPS-tagged photo reaches the vendor without EXIF', async () => {
+    const input = photo('gps-DSCN0010.jpg');
+    expect((await sharp(input).metadata()).exif).toBeDefined();
+    const prepared = await prepareImage('openai', input);
+    expect((await sharp(prepared.data).metadata()).exif).toBeUndefined();
+  });
+
+  it('re-encodes other formats (TIFF) to JPEG', async () => {
+    const prepared = await prepareImage('google', photo('tiff-Arbitro.tiff'));
+    expect(prepared.mimeType).toBe('image/jpeg');
+    expect((await sharp(prepared.data).metadata()).format).toBe('jpeg');
+    expect({ width: prepared.width, height: prepared.height }).toEqual({ width: 174, height: 38 });
+  });
+
+  it('rejects bytes that are not an image with IMAGE_INVALID (not a vendor failure)', async () => {
+    const err = await prepareImage('anthropic', Buffer.from('definitely not an image')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe('IMAGE_INVALID');
+    expect((err as AppError).retryable).toBe(false);
+  });
+});
