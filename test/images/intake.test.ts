@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FsBlobStore } from '../../images/blobstore.ts';
+import { intakeImage, type IntakeDeps } from '../../images/intake.ts';
+import { isPublicAddress } from '../../images/ssrf.ts';
+import { photo } from './photos.ts';
+import { startCanary, startPublicServer, type Canary, type PublicServer } from './servers.ts';
+
+describe('intakeImage', () => {
+  const jpeg = photo('orientation-landscape_6.jpg'); // stored 450×600 with orientation 6
+  const sha = createHash('sha256').update(jpeg).digest('hex');
+  let root: string;
+  let blobs: FsBlobStore;
+  let deps: IntakeDeps;
+  let canary: Canary;
+  let pub: PublicServer;
+
+  beforeAll(async () => {
+    canary = await startCanary();
+    pub = await startPublicServer({ port: canary.port, image: jpeg, canaryPort: canary.port });
+  });
+  afterAll(async () => {
+    await pub.close();
+    await canary.close();
+  });
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'lenstack-intake-'));
+    blobs = new FsBlobStore(root);
+    deps = {
+      blobs,
+      maxBytes: 50 * 1024 * 1024,
+      maxPixels: 100_000_000,
+      fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 5_000 },
+    };
+  });
+  afterEach(() => rm(root, { recursive: true, force: true }));
+
+  const storedFiles = async () => (await readdir(root, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => e.name);
+
+  it('takes base64 in, stores the exact bytes under their SHA-256 and returns only a small reference', async () => {
+    const ref = await intakeImage({ base64: `data:image/jpeg;base64,${jpeg.toString('base64')}` }, deps);
+    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
+    expect((await blobs.get(sha)).equals(jpeg)).toBe(true);
+  });
+
+  it('takes a URL in through the SSRF-checked fetcher', async () => {
+    const ref = await intakeImage({ url: `${pub.origin}/image.jpg` }, deps);
+    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
+    expect(await blobs.has(sha)).toBe(true);
+  });
+
+  it('stores one blob for the same image sent twice', async () => {
+    await intakeImage({ base64: jpeg.toString('base64') }, deps);
+    await intakeImage({ url: `${pub.origin}/image.jpg` }, deps);
+    expect(await storedFiles()).toEqual([sha]);
+  });
+
+  it('needs exactly one input', async () => {
+    await expect(intakeImage({}, deps)).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(intakeImage({ url: `${pub.origin}/image.jpg`, base64: jpeg.toString('base64') }, deps)).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+  });
+
+  it('stores nothing when the image is refused', async () => {
+    const truncated = jpeg.subarray(0, Math.floor(jpeg.length * 0.8)).toString('base64');
+    await expect(intakeImage({ base64: truncated }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(intakeImage({ base64: photo('heic-IMG_5195.HEIC').toString('base64') }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...deps, maxPixels: 450 * 600 - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...deps, maxBytes: jpeg.length - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(intakeImage({ url: `${pub.origin}/image.jpg` }, { ...deps, maxBytes: jpeg.length - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(intakeImage({ url: `http://127.0.0.1:${canary.port}/image.jpg` }, deps)).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    expect(await storedFiles()).toEqual([]);
+    expect(canary.connections()).toBe(0);
+  });
+});
