@@ -91,10 +91,13 @@ export async function analyze(
   startedAt: number,
 ): Promise<Analysis> {
   const { inputs, multi } = imageInputs(body);
-  const resolved = resolveLenses({ preset: body.preset, modules: body.modules, modulesAdd: body.modulesAdd, modulesRemove: body.modulesRemove });
-  for (const lens of Object.keys(body.moduleOptions ?? {})) {
-    if (!resolved.lenses.includes(lens as never)) throw validationFailed(`body.moduleOptions.${lens}: not a lens of this request`);
-  }
+  const resolved = resolveLenses({
+    preset: body.preset,
+    modules: body.modules,
+    modulesAdd: body.modulesAdd,
+    modulesRemove: body.modulesRemove,
+    moduleOptions: body.moduleOptions,
+  });
   const lenses: string[] = resolved.lenses;
   const warnings = [...resolved.warnings];
   const includeFingerprint = body.options?.includeFingerprint === true;
