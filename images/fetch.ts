@@ -31,6 +31,8 @@ export interface FetchImageOptions {
   allowAddress?: AddressPolicy;
   /** DNS resolver; dns.lookup by default. */
   lookup?: LookupFn;
+  /** Trusted CA certificates (PEM) for https instead of Node's bundled roots: tests, private PKI. */
+  ca?: string | Buffer;
 }
 
 export interface FetchedImage {
@@ -61,7 +63,7 @@ export async function fetchImage(url: string, opts: FetchImageOptions): Promise<
     let current = parseImageUrl(url);
     for (let redirects = 0; ; redirects++) {
       const addresses = await untilAborted(resolveAllowed(current, policy), deadline.signal);
-      const res = await get(current, addresses, deadline.signal, connectTimeoutMs);
+      const res = await get(current, addresses, { signal: deadline.signal, connectTimeoutMs, ca: opts.ca });
       const status = res.statusCode ?? 0;
       if (REDIRECT_STATUSES.has(status)) {
         res.destroy(); // never read a redirect body: it may be endless
@@ -86,7 +88,13 @@ export async function fetchImage(url: string, opts: FetchImageOptions): Promise<
   }
 }
 
-function get(url: URL, addresses: LookupAddress[], signal: AbortSignal, connectTimeoutMs: number): Promise<http.IncomingMessage> {
+interface HopOptions {
+  signal: AbortSignal;
+  connectTimeoutMs: number;
+  ca: string | Buffer | undefined;
+}
+
+function get(url: URL, addresses: LookupAddress[], { signal, connectTimeoutMs, ca }: HopOptions): Promise<http.IncomingMessage> {
   const { host } = urlHost(url);
   const secure = url.protocol === 'https:';
   return new Promise((resolve, reject) => {
@@ -101,6 +109,7 @@ function get(url: URL, addresses: LookupAddress[], signal: AbortSignal, connectT
         lookup: pinnedLookup(addresses), // …while the socket goes only to the checked addresses
         agent: false, // no pooled sockets shared across requests or names
         signal,
+        ...(secure && ca !== undefined ? { ca } : {}),
       },
       resolve,
     );
