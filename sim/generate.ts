@@ -216,7 +216,10 @@ function genArray(node: Schema, ctx: Ctx): unknown[] {
     const itemSchema = i < prefix.length ? prefix[i] : node.items;
     let value = gen(itemSchema, child);
     if (node.uniqueItems === true) {
-      for (let retry = 1; seen.has(JSON.stringify(value)) && retry < 8; retry++) {
+      // An enum is drawn without replacement; anything else is redrawn from other streams.
+      const choices = enumOf(itemSchema, ctx)?.filter((c) => !seen.has(JSON.stringify(c)));
+      if (choices && choices.length > 0 && seen.has(JSON.stringify(value))) value = pick(rngAt(child, 'unique'), choices);
+      for (let retry = 1; seen.has(JSON.stringify(value)) && retry < 20; retry++) {
         value = gen(itemSchema, { ...child, path: `${child.path}#${retry}` });
       }
       if (seen.has(JSON.stringify(value))) {
@@ -227,6 +230,12 @@ function genArray(node: Schema, ctx: Ctx): unknown[] {
     out.push(value);
   }
   return out;
+}
+
+function enumOf(schema: unknown, ctx: Ctx): unknown[] | undefined {
+  const node = normalise(schema, ctx);
+  if ('const' in node) return [node.const];
+  return Array.isArray(node.enum) ? node.enum : undefined;
 }
 
 function genObject(node: Schema, ctx: Ctx): Record<string, unknown> {

@@ -18,8 +18,8 @@ const PRINTABLE = Array.from({ length: 0x7e - 0x20 + 1 }, (_, i) => String.fromC
 const DIGITS = PRINTABLE.filter((c) => c >= '0' && c <= '9');
 const WORD = PRINTABLE.filter((c) => /\w/.test(c));
 const SPACE = [' '];
-/** Open-ended quantifiers (*, +, {n,}) add at most this many repetitions. */
-const OPEN_EXTRA = 3;
+/** Marks an open-ended quantifier (*, +, {n,}); how far it goes is decided per draw. */
+const OPEN = -1;
 
 class Parser {
   private i = 0;
@@ -56,14 +56,14 @@ class Parser {
     const c = this.peek();
     let min: number;
     let max: number;
-    if (c === '*') [min, max] = [0, OPEN_EXTRA];
-    else if (c === '+') [min, max] = [1, 1 + OPEN_EXTRA];
+    if (c === '*') [min, max] = [0, OPEN];
+    else if (c === '+') [min, max] = [1, OPEN];
     else if (c === '?') [min, max] = [0, 1];
     else if (c === '{') {
       const m = /^\{(\d+)(,(\d*))?\}/.exec(this.src.slice(this.i));
       if (!m) return node; // a literal '{'
       min = Number(m[1]);
-      max = m[2] === undefined ? min : m[3] === '' ? min + OPEN_EXTRA : Number(m[3]);
+      max = m[2] === undefined ? min : m[3] === '' ? OPEN : Number(m[3]);
       this.i += m[0].length - 1;
     } else return node;
     this.i++;
@@ -182,20 +182,25 @@ class Parser {
   }
 }
 
-function sample(node: Node, rng: Rng): string {
+/** `openExtra`: how many repetitions past its minimum an open-ended quantifier may add in this draw. */
+function sample(node: Node, rng: Rng, openExtra: number): string {
   switch (node.t) {
     case 'empty':
       return '';
     case 'set':
       return pick(rng, node.chars);
     case 'seq':
-      return node.items.map((n) => sample(n, rng)).join('');
+      return node.items.map((n) => sample(n, rng, openExtra)).join('');
     case 'alt':
-      return sample(pick(rng, node.options), rng);
+      return sample(pick(rng, node.options), rng, openExtra);
     case 'repeat': {
-      const count = intIn(rng, node.min, node.max);
+      let count: number;
+      if (node.max === OPEN) {
+        // Often the longest allowed: that is how a long minLength is reached at all.
+        count = rng() < 1 / 3 ? node.min + openExtra : intIn(rng, node.min, node.min + openExtra);
+      } else count = intIn(rng, node.min, node.max);
       let out = '';
-      for (let k = 0; k < count; k++) out += sample(node.node, rng);
+      for (let k = 0; k < count; k++) out += sample(node.node, rng, openExtra);
       return out;
     }
   }
@@ -223,8 +228,11 @@ export function sampleRegex(
   } catch {
     return undefined;
   }
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const s = sample(ast, rng);
+  const reach = bounds.maxLength ?? bounds.minLength ?? 8;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    // Alternate short draws, draws as long as the length bounds, and anything in between.
+    const openExtra = attempt % 3 === 0 ? 3 : attempt % 3 === 1 ? Math.max(0, reach - 1) : intIn(rng, 0, reach);
+    const s = sample(ast, rng, openExtra);
     const len = [...s].length;
     if (bounds.minLength !== undefined && len < bounds.minLength) continue;
     if (bounds.maxLength !== undefined && len > bounds.maxLength) continue;
