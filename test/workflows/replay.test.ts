@@ -1,0 +1,56 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, createTestUser } from '../helpers/app.ts';
+import { photoBase64 } from '../helpers/photos.ts';
+import { startPipeline, workflowBundle, type Pipeline } from '../helpers/pipeline.ts';
+
+const HISTORIES = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
+let p: Pipeline;
+
+beforeAll(async () => {
+  p = await startPipeline();
+}, 120_000);
+afterAll(async () => p?.close());
+
+/** Run one analysis through HTTP and return its workflow history as JSON. */
+async function record(body: Record<string, unknown>, credits: number, status: number) {
+  const user = await createTestUser(p.db, { community: credits });
+  const requestId = `replay-${user.userId}`;
+  const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: { ...bearer(user.liveKey), 'x-request-id': requestId }, payload: body });
+  expect(res.statusCode, res.body).toBe(status);
+  const history = await p.temporal.workflow.getHandle(`analyze:${user.userId}:${requestId}`).fetchHistory();
+  return history;
+}
+
+describe('AnalyzeWorkflow replays deterministically', () => {
+  const scenarios: Array<[string, () => void, Record<string, unknown>, number, number]> = [
+    ['success', () => {}, { imageBase64: photoBase64('Canon_40D.jpg'), modules: ['dating', 'describe'] }, 10, 200],
+    ['fallback', () => p.sim.setBehaviour('openai', { failRate: 1, failure: 'schema-invalid' }), { imageBase64: photoBase64('Nikon_D70.jpg'), modules: ['describe'] }, 10, 200],
+    ['compensation', () => ['openai', 'anthropic', 'google'].forEach((v) => p.sim.setBehaviour(v as 'openai', { failRate: 1, failure: 'http400' })), { imageBase64: photoBase64('Pentax_K10D.jpg'), modules: ['describe'] }, 10, 502],
+    ['two-images', () => {}, { images: [{ base64: photoBase64('gps-DSCN0010.jpg') }, { base64: photoBase64('gps-DSCN0012.jpg') }], modules: ['location'] }, 10, 200],
+  ];
+
+  for (const [name, arrange, body, credits, status] of scenarios) {
+    it(`a fresh ${name} history replays with the current code`, async () => {
+      p.sim.reset();
+      arrange();
+      const history = await record(body, credits, status);
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `fresh-${name}`);
+      // The first recording is kept as a fixture: later code must still replay it.
+      const file = `${HISTORIES}${name}.json`;
+      if (!existsSync(file)) writeFileSync(file, historyToJSON(history!));
+    }, 60_000);
+  }
+
+  it('every recorded history in test/fixtures/histories replays with the current code', async () => {
+    const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
+    expect(files.length).toBeGreaterThanOrEqual(4);
+    for (const f of files) {
+      const history = historyFromJSON(JSON.parse(readFileSync(HISTORIES + f, 'utf8')));
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, f);
+    }
+  }, 60_000);
+});
