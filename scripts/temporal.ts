@@ -126,9 +126,10 @@ async function startOnce(cliPath: string, port: number, opts: DevServerOptions):
   };
   child.stdout.on('data', onOutput);
   child.stderr.on('data', onOutput);
+  child.on('close', () => logStream?.end());
   const exited = new Promise<number | null>((res) => {
     child.on('exit', (code) => {
-      logStream?.end();
+      child.stdin.destroy(); // a server that ended by itself: release the watchdog's cat too
       res(code);
     });
     child.on('error', () => res(null));
