@@ -36,6 +36,8 @@ export function createAnthropicClient(opts: AdapterOptions): VisionClient {
     model: opts.model,
     simulated: opts.simulated,
     async analyze(req: VisionRequest): Promise<VisionResult> {
+      // Cancelled before we start: do not spend a resize on it.
+      if (req.signal?.aborted) throw abortedError(VENDOR, req.signal.reason);
       const image = await prepareImage(VENDOR, req.image);
       const toolName = safeSchemaName(req.schemaName);
       let message: Anthropic.Message;

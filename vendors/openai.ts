@@ -39,6 +39,8 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
     model: opts.model,
     simulated: opts.simulated,
     async analyze(req: VisionRequest): Promise<VisionResult> {
+      // Cancelled before we start: do not spend a resize on it.
+      if (req.signal?.aborted) throw abortedError(VENDOR, req.signal.reason);
       const image = await prepareImage(VENDOR, req.image);
       let completion: OpenAI.ChatCompletion;
       let simulatedAnswer: boolean;

@@ -152,6 +152,14 @@ describe.each(VENDORS)('%s adapter → real SDK → sim', (vendor) => {
     expect(sim.stats()[vendor].calls).toBe(1);
   });
 
+  it('an already-aborted signal ends the call before any HTTP request', async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const err = await failureOf(clients[vendor].analyze(request(JOLLA, lensLikeSchema(), { signal: controller.signal })));
+    expect({ kind: err.kind, aborted: err.aborted }).toEqual({ kind: 'unavailable', aborted: true });
+    expect(sim.stats()[vendor].calls).toBe(0);
+  });
+
   it('the SDK timeout (backstop) surfaces as unavailable, not aborted, without a retry', async () => {
     sim.setBehaviour(vendor, { failRate: 1, failure: 'stall' });
     const client = FACTORY[vendor]({ apiKey: 'k', baseURL: simBaseURL(vendor, sim.url), model: MODELS[vendor], simulated: true, timeoutMs: 300 });
