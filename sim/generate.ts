@@ -299,8 +299,8 @@ function plausibleText(name: string, rng: Rng): string {
     return Array.from({ length: count }, () => sentence(rng)).join(' ');
   }
   if (/name|title|label|make|model|brand|species|category|kind|type|subject|object|item/.test(n)) {
-    const count = intIn(rng, 1, 2);
-    return Array.from({ length: count }, (_, i) => title(pick(rng, i === 0 ? ADJECTIVES : NOUNS))).join(' ');
+    const noun = title(pick(rng, NOUNS));
+    return rng() < 0.5 ? noun : `${title(pick(rng, ADJECTIVES))} ${noun}`;
   }
   return `${pick(rng, ADJECTIVES)} ${pick(rng, NOUNS)}`;
 }
@@ -315,7 +315,7 @@ function isoTime(rng: Rng): string {
   return `${pad2(intIn(rng, 0, 23))}:${pad2(intIn(rng, 0, 59))}:${pad2(intIn(rng, 0, 59))}Z`;
 }
 
-function formatted(format: string, rng: Rng, name: string): string | undefined {
+function formatted(format: string, rng: Rng): string | undefined {
   const hex = (len: number) => Array.from({ length: len }, () => pick(rng, [...'0123456789abcdef'])).join('');
   switch (format) {
     case 'date':
@@ -345,7 +345,6 @@ function formatted(format: string, rng: Rng, name: string): string | undefined {
     case 'uuid':
       return `${hex(8)}-${hex(4)}-4${hex(3)}-${pick(rng, [...'89ab'])}${hex(3)}-${hex(12)}`;
     default:
-      void name;
       return undefined;
   }
 }
@@ -363,7 +362,7 @@ function genString(node: Schema, ctx: Ctx): string {
   const minLength = num(node.minLength);
   const maxLength = num(node.maxLength);
   const pattern = typeof node.pattern === 'string' ? node.pattern : undefined;
-  const format = typeof node.format === 'string' ? formatted(node.format, rng, ctx.name) : undefined;
+  const format = typeof node.format === 'string' ? formatted(node.format, rng) : undefined;
   const candidate = fitLength(format ?? plausibleText(ctx.name, rng), minLength, maxLength, rng);
   if (pattern === undefined) return candidate;
   if (safeTest(pattern, candidate)) return candidate;
