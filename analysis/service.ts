@@ -6,6 +6,7 @@ import type { Config } from '../core/config.ts';
 import { AppError, isErrorCode, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
+import { embedImage } from '../images/embedding.ts';
 import { intakeImage } from '../images/intake.ts';
 import type { FetchImageOptions } from '../images/fetch.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
@@ -101,6 +102,7 @@ export async function analyze(
   const lenses: string[] = resolved.lenses;
   const warnings = [...resolved.warnings];
   const includeFingerprint = body.options?.includeFingerprint === true;
+  const includeEmbedding = body.options?.includeEmbedding === true;
 
   if (principal.sandbox) return sandboxAnalysis(deps, principal, lenses, resolved.outputSchema, inputs.length, multi, requestId, startedAt, warnings);
   const userId = principal.userId!;
@@ -125,11 +127,12 @@ export async function analyze(
       const list = shas.map((s) => photos.get(s)!);
       const origin = originOf(list, lenses);
       const perImage: PerImage[] = list.map((p) => ({ sha256: p.sha256, pHash: p.pHash, dHash: p.dHash, output: photoOutput(p, lenses), cacheHit: true, creditsCharged: 0 }));
+      if (includeEmbedding) await addEmbeddings(deps, perImage);
       const first = perImage[0]!;
       return analysisEnvelope({
         id: newAnalysisId(),
         createdAt: new Date().toISOString(),
-        output: assembleOutput(perImage, multi, includeFingerprint, false),
+        output: assembleOutput(perImage, multi, includeFingerprint, includeEmbedding),
         outputSchema: resolved.outputSchema,
         usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, modulesUsed: lenses, creditsCharged: 0 },
         warnings,
@@ -143,6 +146,7 @@ export async function analyze(
           vendor: origin?.vendor ?? deps.vendors[0] ?? 'openai',
           cacheHit: true,
         },
+        ...(includeEmbedding && first.embedding ? { embedding: first.embedding } : {}),
         ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
       });
     }
@@ -171,6 +175,7 @@ export async function analyze(
     if (!p) throw new AppError('INTERNAL_ERROR', 'Analysis finished but its photo is missing from the registry');
     return { sha256: r.sha256, pHash: r.pHash, dHash: r.dHash, output: photoOutput(p, lenses), cacheHit: r.ran.length === 0, creditsCharged: r.credits };
   });
+  if (includeEmbedding) await addEmbeddings(deps, perImage);
   const ran = result.images.filter((r) => r.vendor);
   const lead = ran[0];
   const origin = lead ? { vendor: lead.vendor!, model: lead.model!, provider: lead.provider! } : originOf([...photos.values()], lenses);
@@ -185,7 +190,7 @@ export async function analyze(
   return analysisEnvelope({
     id: newAnalysisId(),
     createdAt: new Date().toISOString(),
-    output: assembleOutput(perImage, multi, includeFingerprint, false),
+    output: assembleOutput(perImage, multi, includeFingerprint, includeEmbedding),
     outputSchema: resolved.outputSchema,
     usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, modulesUsed: lenses, creditsCharged: result.creditsCharged },
     warnings,
@@ -199,8 +204,18 @@ export async function analyze(
       vendor: origin?.vendor ?? deps.vendors[0]!,
       cacheHit: false,
     },
+    ...(includeEmbedding && first.embedding ? { embedding: first.embedding } : {}),
     ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
   });
+}
+
+/** The local visual embedding of each image (images/embedding.ts), from the stored blob. */
+async function addEmbeddings(deps: AnalyzeDeps, perImage: PerImage[]): Promise<void> {
+  const bySha = new Map<string, Promise<number[]>>();
+  for (const p of perImage) {
+    if (!bySha.has(p.sha256)) bySha.set(p.sha256, deps.blobs.get(p.sha256).then(embedImage));
+    p.embedding = await bySha.get(p.sha256)!;
+  }
 }
 
 /** Start the saga (or attach to the one this request id already started) and await it. */

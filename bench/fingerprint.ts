@@ -13,7 +13,7 @@ import { fingerprint } from '../images/fingerprint.ts';
 
 const ITERATIONS = 40;
 const WARMUP = 5;
-const SOURCE = '/work/shared/photos/mobile-jolla.jpg';
+const SOURCE = fileURLToPath(new URL('../../shared/photos/mobile-jolla.jpg', import.meta.url));
 
 type Contender = { name: string; what: string; run: (buf: Buffer) => Promise<unknown> };
 

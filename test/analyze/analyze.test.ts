@@ -114,6 +114,24 @@ describe('POST /v1/analyze — delta billing', () => {
   });
 });
 
+describe('POST /v1/analyze — options', () => {
+  it('includeEmbedding returns the 192-d local visual embedding, the same on the cache hit; absent when not asked', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const img = photoBase64('gps-DSCN0021.jpg');
+    const plain = await analyze(user.liveKey, { imageBase64: img, modules: ['describe'] });
+    expect(plain.json()).not.toHaveProperty('embedding');
+    expect(plain.json()).not.toHaveProperty('fingerprint');
+    const a = await analyze(user.liveKey, { imageBase64: img, modules: ['describe', 'dating'], options: { includeEmbedding: true } });
+    expect(a.statusCode, a.body).toBe(200);
+    const e: number[] = a.json().embedding;
+    expect(e).toHaveLength(192);
+    expect(Math.hypot(...e)).toBeCloseTo(1, 3);
+    const hit = await analyze(user.liveKey, { imageBase64: img, modules: ['describe', 'dating'], options: { includeEmbedding: true } });
+    expect(hit.json().meta.cacheHit).toBe(true);
+    expect(hit.json().embedding).toEqual(e);
+  });
+});
+
 describe('POST /v1/analyze — vendor fallback', () => {
   it('first vendor down → the second answers, billed once, with a warning', async () => {
     const user = await createTestUser(p.db, { community: 10 });
