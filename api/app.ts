@@ -14,6 +14,7 @@ import { requestIdFrom } from './request-id.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
 import { healthRoutes } from './routes/health.ts';
 import { internalRoutes } from './routes/internal.ts';
+import { lookupRoutes } from './routes/lookup.ts';
 import { metaRoutes } from './routes/meta.ts';
 import { modulesRoutes } from './routes/modules.ts';
 import { usageRoutes } from './routes/usage.ts';
@@ -34,7 +35,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
             }
           : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["x-internal-secret"]'] },
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
-    requestIdLogLabel: 'requestId',
     // Per-route limits raise this for image uploads; everything else stays small.
     bodyLimit: 1024 * 1024,
     trustProxy: false,
@@ -81,5 +81,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(usageRoutes(deps));
   await app.register(internalRoutes(deps));
   await app.register(analyzeRoutes(deps));
+  await app.register(lookupRoutes(deps));
   return app;
 }

@@ -41,7 +41,7 @@ export const configSchema = z.object({
   OPENAI_MODEL: z.string().default('gpt-4.1-mini'),
   ANTHROPIC_BASE_URL: z.url().optional(),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
-  ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-5'),
+  ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-6'),
   GEMINI_BASE_URL: z.url().optional(),
   GEMINI_API_KEY: z.string().min(1).optional(),
   GEMINI_MODEL: z.string().default('gemini-2.5-flash'),

@@ -28,7 +28,7 @@ describe('createVisionClients', () => {
     expect(s.clients).toEqual([
       { vendor: 'google', simulated: true, model: 'gemini-x' },
       { vendor: 'openai', simulated: true, model: 'gpt-4.1-mini' },
-      { vendor: 'anthropic', simulated: true, model: 'claude-sonnet-4-5' },
+      { vendor: 'anthropic', simulated: true, model: 'claude-sonnet-4-6' },
     ]);
     expect(s.simulated).toEqual(['google', 'openai', 'anthropic']);
     expect(s.warnings).toContain('openai: no OPENAI_API_KEY; answers come from the SIMULATED vendor at http://127.0.0.1:4010/v1');
