@@ -24,11 +24,17 @@ describe('createVisionClients', () => {
   });
 
   it('SIM_VENDOR_URL only: every vendor simulated, in VENDOR_ORDER, with the configured models', () => {
-    const s = summary({ SIM_VENDOR_URL: 'http://127.0.0.1:4010/', VENDOR_ORDER: 'google,openai,anthropic', GEMINI_MODEL: 'gemini-x' });
+    const s = summary({
+      SIM_VENDOR_URL: 'http://127.0.0.1:4010/',
+      VENDOR_ORDER: 'google,openai,anthropic',
+      GEMINI_MODEL: 'gemini-x',
+      OPENAI_MODEL: 'gpt-x',
+      ANTHROPIC_MODEL: 'claude-x',
+    });
     expect(s.clients).toEqual([
       { vendor: 'google', simulated: true, model: 'gemini-x' },
-      { vendor: 'openai', simulated: true, model: 'gpt-4.1-mini' },
-      { vendor: 'anthropic', simulated: true, model: 'claude-sonnet-4-6' },
+      { vendor: 'openai', simulated: true, model: 'gpt-x' },
+      { vendor: 'anthropic', simulated: true, model: 'claude-x' },
     ]);
     expect(s.simulated).toEqual(['google', 'openai', 'anthropic']);
     expect(s.warnings).toContain('openai: no OPENAI_API_KEY; answers come from the SIMULATED vendor at http://127.0.0.1:4010/v1');
