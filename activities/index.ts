@@ -6,9 +6,9 @@ import { release, reserve, settle } from '../credits/ledger.ts';
 import type { Db } from '../db/pool.ts';
 import { fingerprint } from '../images/fingerprint.ts';
 import type { BlobStore } from '../images/blobstore.ts';
-import { getLens } from '../lenses/index.ts';
-import { buildPrompt } from '../lenses/prompt.ts';
-import { jsonSchemaFor, validateOutput } from '../lenses/schema.ts';
+import { planVendorCall } from './vendor-call.ts';
+import { saveBespokeSchema } from '../bespoke/repository.ts';
+import type { BespokeSchema } from '../bespoke/schema.ts';
 import { cachedLenses, persistAnalysis, type PersistImage } from '../registry/photos.ts';
 import { VendorError } from '../vendors/errors.ts';
 import type { VisionClient } from '../vendors/types.ts';
@@ -47,17 +47,12 @@ export function createActivities(deps: ActivityDeps) {
     if (!client) throw ApplicationFailure.nonRetryable(`${v} is not configured on this worker`, VENDOR_NOT_CONFIGURED);
     const ctx = Context.current();
     const image = await deps.blobs.get(input.sha256);
-    const { system, prompt, promptHash } = buildPrompt({
-      lenses: input.lenses as never,
-      context: input.context ?? {},
-      moduleOptions: input.moduleOptions ?? {},
-    });
-    const jsonSchema = jsonSchemaFor(input.lenses as never);
+    const call = planVendorCall(input);
     // Heartbeats let Temporal notice a dead worker within the heartbeat timeout.
     const beat = setInterval(() => ctx.heartbeat(), 1000);
     let res;
     try {
-      res = await client.analyze({ image, system, prompt, schemaName: 'lenstack_analysis', jsonSchema, signal: ctx.cancellationSignal });
+      res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal: ctx.cancellationSignal });
     } catch (err) {
       if (err instanceof VendorError && !err.retryable) {
         throw ApplicationFailure.nonRetryable(`${v}: ${err.message}`, err.kind === 'invalid_output' ? VENDOR_INVALID_OUTPUT : VENDOR_REJECTED);
@@ -66,19 +61,19 @@ export function createActivities(deps: ActivityDeps) {
     } finally {
       clearInterval(beat);
     }
-    const checked = validateOutput(input.lenses as never, res.json);
+    const checked = call.validate(res.json);
     if (!checked.ok) {
-      throw ApplicationFailure.nonRetryable(`${v} answered outside the lens schemas: ${checked.errors.slice(0, 3).join('; ')}`, VENDOR_INVALID_OUTPUT);
+      throw ApplicationFailure.nonRetryable(`${v} answered outside the requested schema: ${checked.errors.slice(0, 3).join('; ')}`, VENDOR_INVALID_OUTPUT);
     }
-    const versions = Object.fromEntries(input.lenses.map((l) => [l, getLens(l as never).version]));
     return {
-      outputs: checked.perLens as Record<string, Record<string, unknown>>,
-      versions,
+      outputs: checked.outputs,
+      ...(checked.data ? { data: checked.data } : {}),
+      versions: call.versions,
       vendor: v,
       model: res.model,
       provider: res.provider,
       simulated: res.simulated,
-      promptHash,
+      promptHash: call.promptHash,
       inputTokens: res.inputTokens,
       outputTokens: res.outputTokens,
     };
@@ -121,6 +116,10 @@ export function createActivities(deps: ActivityDeps) {
         refresh: input.refresh,
         images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
       });
+    },
+
+    async saveBespokeSchema(input: { userId: string; schema: Record<string, unknown>; prompt: string | null }): Promise<string> {
+      return saveBespokeSchema(deps.db, { userId: input.userId, schema: input.schema as unknown as BespokeSchema, prompt: input.prompt });
     },
 
     callOpenAI: (input: VendorCallInput) => callVendor('openai', input),

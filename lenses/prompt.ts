@@ -36,7 +36,7 @@ export const MAX_MODULE_OPTIONS_CHARS = 2000;
 const KNOWN_PEOPLE_READERS: readonly LensName[] = ['people', 'dating', 'describe', 'accessibility'];
 const VEHICLE_READERS: readonly LensName[] = ['automobile', 'vehicle-condition', 'condition'];
 
-const RULES = [
+export const RULES = [
   'You are the analysis engine of Lenstack, a photo analysis API. You receive one or more photos and answer with exactly one JSON object that matches the provided JSON schema.',
   '',
   'Rules that always apply:',
@@ -70,9 +70,9 @@ function sortKeys(value: unknown): unknown {
   return value;
 }
 
-const block = (tag: string, value: unknown) => `<${tag}>\n${inert(value)}\n</${tag}>`;
+export const block = (tag: string, value: unknown) => `<${tag}>\n${inert(value)}\n</${tag}>`;
 
-function hash(system: string, prompt: string): string {
+export function hash(system: string, prompt: string): string {
   return createHash('sha256').update(system).update('\u0000').update(prompt).digest('hex');
 }
 

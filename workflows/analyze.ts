@@ -1,74 +1,24 @@
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  CancellationScope,
-  proxyActivities,
-  workflowInfo,
-} from '@temporalio/workflow';
-import type { Activities } from '../activities/index.ts';
-import type { AnalyzeInput, AnalyzeResult, ImageResult, Vendor, VendorCallResult } from './types.ts';
-import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
-
-// One proxy per latency profile (STYLE.md): fast database steps, and slow vendor calls.
-const db = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: {
-    initialInterval: '200 milliseconds',
-    backoffCoefficient: 2,
-    maximumInterval: '5 seconds',
-    maximumAttempts: 20,
-    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
-  },
-});
-
-// Vendor activities heartbeat every second, so a worker killed mid-call is noticed in seconds
-// and the call is retried elsewhere; the retry policy is bounded, then we fall back.
-const vendor = proxyActivities<Activities>({
-  startToCloseTimeout: '120 seconds',
-  heartbeatTimeout: '5 seconds',
-  retry: {
-    initialInterval: '500 milliseconds',
-    backoffCoefficient: 2,
-    maximumInterval: '4 seconds',
-    maximumAttempts: 3,
-    nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED],
-  },
-});
-
-const VENDOR_ACTIVITY = {
-  openai: vendor.callOpenAI,
-  anthropic: vendor.callAnthropic,
-  google: vendor.callGoogle,
-} as const;
-
-/** Run `fn` over `items` with at most `limit` in flight, keeping result order. */
-async function mapBounded<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!, i);
-    }
-  });
-  await Promise.all(lanes);
-  return results;
-}
-
-function failureType(err: unknown): string | undefined {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
-}
+import { ApplicationFailure, CancellationScope, workflowInfo } from '@temporalio/workflow';
+import { callWithFallback, db, DB_OPTIONS, mapBounded, short } from './steps.ts';
+import type { AnalyzeInput, AnalyzeResult, BespokeTask, ImageResult, Vendor, VendorCallResult } from './types.ts';
+import { EXTRACT_CREDITS } from './types.ts';
 
 /**
  * The analyze saga: fingerprint → delta → reserve → vendors (retry, then fall back) → persist →
  * settle. Any failure after the reservation releases it in a non-cancellable scope, then fails.
+ * With `extract` (v2) the bespoke schema is drafted/saved after the reservation and rides along
+ * each image's vendor call; it always bills EXTRACT_CREDITS and bypasses the projection.
  */
 export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResult> {
   const { workflowId } = workflowInfo();
   const compensations: Array<() => Promise<unknown>> = [];
   try {
-    const fingerprints = await mapBounded(input.images, 8, (img) => db.fingerprintImage({ sha256: img.sha256 }));
+    const fingerprints = await mapBounded(input.images, 8, (img, i) =>
+      db.fingerprintImage.executeWithOptions(
+        { ...DB_OPTIONS, summary: `fingerprint image ${i + 1}/${input.images.length} ${short(img.sha256)}` },
+        [{ sha256: img.sha256 }],
+      ),
+    );
 
     const unique = [...new Set(input.images.map((i) => i.sha256))];
     const cached = input.refresh
@@ -81,12 +31,14 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       if (!firstIndex.has(img.sha256)) firstIndex.set(img.sha256, i);
     });
     const plans = input.images.map((img, i) => {
+      const first = firstIndex.get(img.sha256) === i;
       const have = new Set(cached[img.sha256] ?? []);
-      const ran = firstIndex.get(img.sha256) === i ? input.lenses.filter((l) => !have.has(l)) : [];
+      const ran = first ? input.lenses.filter((l) => !have.has(l)) : [];
       const billed = ran.filter((l) => input.billable.includes(l));
-      return { img, ran, billed };
+      return { img, ran, billed, first };
     });
-    const needed = plans.reduce((n, p) => n + p.billed.length, 0);
+    const extracting = input.extract !== undefined;
+    const needed = plans.reduce((n, p) => n + p.billed.length, 0) + (extracting ? EXTRACT_CREDITS : 0);
 
     const reservationId = `res:${workflowId}`;
     if (needed > 0) {
@@ -94,31 +46,37 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       compensations.unshift(() => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
     }
 
-    const calls = await mapBounded(plans, input.imageConcurrency, async (plan) => {
-      if (!plan.ran.length) return { result: null as VendorCallResult | null, fellBackFrom: [] as Vendor[] };
-      const fellBackFrom: Vendor[] = [];
-      let explicitError = false;
-      let lastMessage = 'no AI provider is configured';
-      for (const v of input.vendors) {
-        try {
-          const result = await VENDOR_ACTIVITY[v]({
-            userId: input.userId,
-            sha256: plan.img.sha256,
-            lenses: plan.ran,
-            context: input.context,
-            moduleOptions: input.moduleOptions,
-          });
-          return { result, fellBackFrom };
-        } catch (err) {
-          const type = failureType(err);
-          if (type === VENDOR_REJECTED || type === VENDOR_INVALID_OUTPUT) explicitError = true;
-          lastMessage = (err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message) ?? lastMessage;
-          fellBackFrom.push(v);
-        }
+    let bespoke: BespokeTask | undefined;
+    let bespokeSchemaId: string | undefined;
+    if (input.extract) {
+      let schema = input.extract.schema;
+      if (input.extract.prompt !== undefined) {
+        const drafted = await callWithFallback(
+          input.vendors,
+          { userId: input.userId, sha256: input.images[0]!.sha256, task: { kind: 'draft-schema', prompt: input.extract.prompt } },
+          'draft the bespoke schema from the prompt',
+        );
+        schema = drafted.result.data;
       }
-      throw ApplicationFailure.nonRetryable(
-        `Every configured AI provider failed (${fellBackFrom.join(', ') || 'none configured'}): ${lastMessage}`,
-        explicitError ? 'PROVIDER_ERROR' : 'PROVIDER_UNAVAILABLE',
+      if (!schema) throw ApplicationFailure.nonRetryable('extract has no schema', 'VALIDATION_FAILED');
+      bespokeSchemaId = input.extract.schemaId ?? (await db.saveBespokeSchema({ userId: input.userId, schema, prompt: input.extract.prompt ?? null }));
+      bespoke = { schema, ...(input.extract.prompt !== undefined ? { prompt: input.extract.prompt } : {}) };
+    }
+
+    const calls = await mapBounded(plans, input.imageConcurrency, async (plan, i) => {
+      // Extraction bypasses the projection: every first copy of a photo gets a call for it.
+      if (!plan.ran.length && !(bespoke && plan.first)) return { result: null as VendorCallResult | null, fellBackFrom: [] as Vendor[] };
+      const what = [plan.ran.length ? plan.ran.join(', ') : null, bespoke ? 'bespoke' : null].filter(Boolean).join(' + ');
+      return callWithFallback(
+        input.vendors,
+        {
+          userId: input.userId,
+          sha256: plan.img.sha256,
+          task: { kind: 'lenses', lenses: plan.ran, ...(bespoke ? { bespoke } : {}) },
+          ...(input.context ? { context: input.context } : {}),
+          ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
+        },
+        `image ${i + 1}/${plans.length} ${short(plan.img.sha256)}: ${what}`,
       );
     });
 
@@ -144,12 +102,15 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       }),
     });
 
-    // Charge what persisting found new: a lens a concurrent request recorded first is not billed twice.
-    if (needed > 0) await db.settleCredits({ id: reservationId, charge: persisted.charged });
+    // Charge what persisting found new (a lens a concurrent request recorded first is not billed
+    // twice), plus the extraction, which bills every call.
+    const charge = persisted.charged + (extracting ? EXTRACT_CREDITS : 0);
+    if (needed > 0) await db.settleCredits({ id: reservationId, charge });
 
     const images: ImageResult[] = plans.map((plan, i) => {
       const call = calls[i]!;
       const r = call.result;
+      const source = r ?? calls[firstIndex.get(plan.img.sha256)!]!.result;
       return {
         sha256: plan.img.sha256,
         pHash: fingerprints[i]!.pHash,
@@ -165,9 +126,10 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
         inputTokens: r?.inputTokens ?? 0,
         outputTokens: r?.outputTokens ?? 0,
         fellBackFrom: call.fellBackFrom,
+        ...(bespoke && source?.data ? { bespoke: source.data } : {}),
       };
     });
-    return { workflowId, images, creditsCharged: persisted.charged };
+    return { workflowId, images, creditsCharged: charge, ...(bespokeSchemaId ? { bespokeSchemaId } : {}) };
   } catch (err) {
     // Compensate newest-first; a cancelled workflow still releases what it holds.
     await CancellationScope.nonCancellable(async () => {

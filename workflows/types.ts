@@ -32,18 +32,44 @@ export interface AnalyzeInput {
   reservationTtlMs: number;
   /** At most this many images are sent to vendors at once. */
   imageConcurrency: number;
+  /**
+   * Bespoke extraction (v2): exactly one of a saved schema (id + its schema, checked by the API), an
+   * inline schema, or a prompt the vendor drafts a schema from. Always bills EXTRACT_CREDITS.
+   */
+  extract?: { schemaId?: string; schema?: Record<string, unknown>; prompt?: string };
 }
+
+/** Credits a bespoke extraction costs per call, whatever the cache holds (SPEC). */
+export const EXTRACT_CREDITS = 5;
+
+/** Bespoke extraction riding along an image's vendor call (SPEC /v2/analyze `extract`). */
+export interface BespokeTask {
+  /** The caller's schema (validated; bespoke/schema.ts BespokeSchema). */
+  schema: Record<string, unknown>;
+  /** The caller's natural-language request, when the schema was drafted from one. */
+  prompt?: string;
+}
+
+/** What one vendor call is asked to do. */
+export type VendorTask =
+  | { kind: 'lenses'; lenses: string[]; bespoke?: BespokeTask }
+  | { kind: 'draft-schema'; prompt: string }
+  | { kind: 'vehicle-photo'; photoIndex: number; photoCount: number }
+  | { kind: 'vehicle-report'; findings: Array<{ index: number; findings: Record<string, unknown> | null }> };
 
 export interface VendorCallInput {
   userId: string;
   sha256: string;
-  lenses: string[];
+  task: VendorTask;
   context?: AnalyzeContext;
   moduleOptions?: Record<string, Record<string, unknown>>;
 }
 
 export interface VendorCallResult {
+  /** Lens (or step) name → validated output. */
   outputs: Record<string, Record<string, unknown>>;
+  /** Bespoke extraction answer ('lenses' with bespoke) or the drafted schema ('draft-schema'). */
+  data?: Record<string, unknown>;
   versions: Record<string, string>;
   vendor: Vendor;
   model: string;
@@ -72,12 +98,16 @@ export interface ImageResult {
   outputTokens: number;
   /** Vendors that failed before one answered (for warnings). */
   fellBackFrom: Vendor[];
+  /** Bespoke extraction answer for this image (v2 `extract`). */
+  bespoke?: Record<string, unknown>;
 }
 
 export interface AnalyzeResult {
   workflowId: string;
   images: ImageResult[];
   creditsCharged: number;
+  /** The saved schema used for `extract` (every schema used is saved). */
+  bespokeSchemaId?: string;
 }
 
 /** Error types (ApplicationFailure.type) that cross the workflow boundary. */

@@ -1,0 +1,93 @@
+import { ActivityFailure, ApplicationFailure, proxyActivities, type ActivityOptions } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.ts';
+import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
+import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
+
+/** Fast database steps: retried patiently, never on a domain refusal. */
+export const DB_OPTIONS: ActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '5 seconds',
+    maximumAttempts: 20,
+    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
+  },
+};
+
+/**
+ * Vendor calls heartbeat every second, so a worker killed mid-call is noticed in seconds and the
+ * call retried elsewhere; the retry policy is bounded, then the caller falls back.
+ */
+export const VENDOR_OPTIONS: ActivityOptions = {
+  startToCloseTimeout: '120 seconds',
+  heartbeatTimeout: '5 seconds',
+  retry: {
+    initialInterval: '500 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '4 seconds',
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED],
+  },
+};
+
+// One proxy per latency profile (STYLE.md).
+export const db = proxyActivities<Activities>(DB_OPTIONS);
+const vendor = proxyActivities<Activities>(VENDOR_OPTIONS);
+
+const VENDOR_ACTIVITY = {
+  openai: vendor.callOpenAI,
+  anthropic: vendor.callAnthropic,
+  google: vendor.callGoogle,
+} as const;
+
+/** Run `fn` over `items` with at most `limit` in flight, keeping result order. */
+export async function mapBounded<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!, i);
+    }
+  });
+  await Promise.all(lanes);
+  return results;
+}
+
+function failureType(err: unknown): string | undefined {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure ? (cause.type ?? undefined) : undefined;
+}
+
+/**
+ * One vendor call with fallback: each vendor in order gets its bounded retries; the first answer
+ * wins. All failing → PROVIDER_ERROR when any vendor answered explicitly (error or invalid output),
+ * else PROVIDER_UNAVAILABLE. `summary` labels the activity in the Temporal UI.
+ */
+export async function callWithFallback(
+  vendors: Vendor[],
+  input: VendorCallInput,
+  summary: string,
+): Promise<{ result: VendorCallResult; fellBackFrom: Vendor[] }> {
+  const fellBackFrom: Vendor[] = [];
+  let explicitError = false;
+  let lastMessage = 'no AI provider is configured';
+  for (const v of vendors) {
+    try {
+      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, summary: `${v}: ${summary}` }, [input]);
+      return { result, fellBackFrom };
+    } catch (err) {
+      const type = failureType(err);
+      if (type === VENDOR_REJECTED || type === VENDOR_INVALID_OUTPUT) explicitError = true;
+      lastMessage = (err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message) ?? lastMessage;
+      fellBackFrom.push(v);
+    }
+  }
+  throw ApplicationFailure.nonRetryable(
+    `Every configured AI provider failed (${fellBackFrom.join(', ') || 'none configured'}): ${lastMessage}`,
+    explicitError ? 'PROVIDER_ERROR' : 'PROVIDER_UNAVAILABLE',
+  );
+}
+
+export const short = (sha256: string) => sha256.slice(0, 12);
