@@ -10,6 +10,9 @@ import { embedImage } from '../images/embedding.ts';
 import { intakeImage } from '../images/intake.ts';
 import type { FetchImageOptions } from '../images/fetch.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
+import { getBespokeSchema } from '../bespoke/repository.ts';
+import { checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
+import { generate } from '../sim/generate.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
 import { getPhotos, recordCacheHit } from '../registry/photos.ts';
 import type { AnalyzeBody, Analysis } from '../api/schemas/analyze.ts';
@@ -101,11 +104,26 @@ export async function analyze(
   });
   const lenses: string[] = resolved.lenses;
   const warnings = [...resolved.warnings];
+  const extract = checkExtract(body.extract);
   const includeFingerprint = body.options?.includeFingerprint === true;
   const includeEmbedding = body.options?.includeEmbedding === true;
 
-  if (principal.sandbox) return sandboxAnalysis(deps, principal, lenses, resolved.outputSchema, inputs.length, multi, requestId, startedAt, warnings);
+  if (principal.sandbox) return sandboxAnalysis(deps, principal, lenses, resolved.outputSchema, inputs.length, multi, requestId, startedAt, warnings, extract);
   const userId = principal.userId!;
+
+  // A saved schema is the caller's own: unknown or another user's id is 404 before anything moves.
+  let extractInput: AnalyzeInput['extract'];
+  if (extract) {
+    if (extract.schemaId !== undefined) {
+      const saved = await getBespokeSchema(deps.db, userId, extract.schemaId);
+      if (!saved) throw new AppError('SCHEMA_NOT_FOUND', `No saved schema ${extract.schemaId} for this account`);
+      extractInput = { schemaId: extract.schemaId, schema: saved as unknown as Record<string, unknown> };
+    } else if (extract.schema !== undefined) {
+      extractInput = { schema: extract.schema as unknown as Record<string, unknown> };
+    } else {
+      extractInput = { prompt: extract.prompt! };
+    }
+  }
 
   const refs: ImageRef[] = await mapBounded(inputs, INTAKE_CONCURRENCY, async (input) => {
     const img = await intakeImage(input, {
@@ -119,7 +137,8 @@ export async function analyze(
   const shas = refs.map((r) => r.sha256);
 
   // A full cache hit needs no vendor and no credits: answer from the registry without a workflow.
-  if (!body.refresh) {
+  // Extraction always runs (it bypasses the projection), so it never takes this path.
+  if (!body.refresh && !extractInput) {
     const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
     const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
     if (complete) {
@@ -166,6 +185,7 @@ export async function analyze(
     vendors: deps.vendors,
     reservationTtlMs: RESERVATION_TTL_MS,
     imageConcurrency: 8,
+    ...(extractInput ? { extract: extractInput } : {}),
   };
   const result = await runWorkflow(deps, input);
 
@@ -173,7 +193,9 @@ export async function analyze(
   const perImage: PerImage[] = result.images.map((r) => {
     const p = photos.get(r.sha256);
     if (!p) throw new AppError('INTERNAL_ERROR', 'Analysis finished but its photo is missing from the registry');
-    return { sha256: r.sha256, pHash: r.pHash, dHash: r.dHash, output: photoOutput(p, lenses), cacheHit: r.ran.length === 0, creditsCharged: r.credits };
+    const output = photoOutput(p, lenses);
+    if (extractInput) output.bespoke = { schemaId: result.bespokeSchemaId ?? null, data: r.bespoke ?? null };
+    return { sha256: r.sha256, pHash: r.pHash, dHash: r.dHash, output, cacheHit: r.ran.length === 0 && !extractInput, creditsCharged: r.credits };
   });
   if (includeEmbedding) await addEmbeddings(deps, perImage);
   const ran = result.images.filter((r) => r.vendor);
@@ -192,7 +214,13 @@ export async function analyze(
     createdAt: new Date().toISOString(),
     output: assembleOutput(perImage, multi, includeFingerprint, includeEmbedding),
     outputSchema: resolved.outputSchema,
-    usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, modulesUsed: lenses, creditsCharged: result.creditsCharged },
+    usage: {
+      inputTokens,
+      outputTokens,
+      totalTokens: inputTokens + outputTokens,
+      modulesUsed: extractInput ? [...lenses, 'bespoke'] : lenses,
+      creditsCharged: result.creditsCharged,
+    },
     warnings,
     meta: {
       processingTimeMs: Math.round(performance.now() - startedAt),
@@ -248,6 +276,26 @@ async function runWorkflow(deps: AnalyzeDeps, input: AnalyzeInput): Promise<Anal
   }
 }
 
+type ExtractRequest = NonNullable<AnalyzeBody['extract']>;
+
+/** SPEC: exactly one of prompt, schema, schemaId; an inline schema within our limits. */
+function checkExtract(extract: AnalyzeBody['extract']): ExtractRequest | undefined {
+  if (!extract) return undefined;
+  const given = [extract.prompt, extract.schema, extract.schemaId].filter((v) => v !== undefined).length;
+  if (given !== 1) throw validationFailed('body.extract: provide exactly one of prompt, schema or schemaId');
+  if (extract.schema) {
+    const problems = checkBespokeSchema(extract.schema as BespokeSchema);
+    if (problems.length) throw validationFailed(`body.${problems.join('; body.')}`);
+  }
+  return extract;
+}
+
+/** Sandbox extraction: schema-shaped fixture data, no AI call (a prompt gets a one-field fixture). */
+function sandboxBespoke(extract: ExtractRequest): unknown {
+  if (!extract.schema) return { answer: 'sandbox fixture: bespoke extraction runs with a live key' };
+  return generate(toStrictJsonSchema(extract.schema as BespokeSchema) as never, { seedKey: 'sandbox' });
+}
+
 const ANON_CREATED_AT = '2026-01-01T00:00:00.000Z';
 
 /** svc_test_ keys: fixtures, instantly, no workflow, no vendor, nothing billed or stored. */
@@ -261,11 +309,14 @@ function sandboxAnalysis(
   requestId: string,
   startedAt: number,
   warnings: string[],
+  extract: ExtractRequest | undefined,
 ): Analysis {
   // The public anonymous key always gets the same fixed payload, whatever it asks for.
   const effective = principal.anonymous ? ['moderation', 'describe', 'dating'] : lenses;
   const fixture = sandboxOutput(effective as never) as Record<string, unknown>;
-  const output = multi && !principal.anonymous
+  if (extract && !principal.anonymous) fixture.bespoke = { schemaId: null, data: sandboxBespoke(extract) };
+  // The vehicle report is one report over all photos, not one output per photo.
+  const output = multi && !principal.anonymous && outputSchema !== 'vehicle'
     ? { images: Array.from({ length: imageCount }, (_, index) => ({ index, sha256: null, cacheHit: false, creditsCharged: 0, ...fixture })) }
     : fixture;
   return analysisEnvelope({

@@ -4,7 +4,7 @@ import { analyze } from '../../analysis/service.ts';
 import { AppError } from '../../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { analysisSchema, analyzeBodyV1 } from '../schemas/analyze.ts';
+import { analysisSchema, analyzeBodyV1, analyzeBodyV2 } from '../schemas/analyze.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
@@ -22,8 +22,8 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               'Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.',
             tags: ['analyze'],
             security: [{ bearer: [] }],
-            body: analyzeBodyV1,
-            response: { 200: analysisSchema, ...errorResponses(400, 401, 402, 413, 415, 422, 429, 502) },
+            body: version === 'v1' ? analyzeBodyV1 : analyzeBodyV2,
+            response: { 200: analysisSchema, ...errorResponses(...(version === 'v1' ? [400, 401, 402, 413, 415, 422, 429, 502] : [400, 401, 402, 404, 413, 415, 422, 429, 502])) },
           },
         },
         async (request) => {

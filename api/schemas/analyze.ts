@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { bespokeSchemaInput } from '../../bespoke/schema.ts';
 
 /** Request and response of POST /v1/analyze and /v2/analyze (SPEC "POST /v1/analyze"). */
 export const MAX_BASE64_CHARS = 67_000_000;
@@ -49,7 +50,22 @@ export const analyzeBodyV1 = z
   })
   .meta({ id: 'AnalyzeRequest' });
 
-export type AnalyzeBody = z.infer<typeof analyzeBodyV1>;
+export const extractSchema = z
+  .strictObject({
+    prompt: z.string().min(1).max(500).optional().describe('Natural-language request; the AI drafts the schema.'),
+    schema: bespokeSchemaInput.optional().describe('Inline JSON Schema (object root).'),
+    schemaId: z
+      .string()
+      .regex(/^bsk_[0-9a-f]{32}$/, 'must be bsk_ followed by 32 lowercase hex characters')
+      .optional()
+      .describe('A schema saved earlier by this account (every schema used is saved).'),
+  })
+  .describe('Bespoke extraction: exactly one of prompt, schema, schemaId. Always 5 credits per call.');
+
+/** /v2/analyze: the v1 body plus `extract`. */
+export const analyzeBodyV2 = analyzeBodyV1.extend({ extract: extractSchema.optional() }).meta({ id: 'AnalyzeRequestV2' });
+
+export type AnalyzeBody = z.infer<typeof analyzeBodyV2>;
 
 const fingerprintSchema = z.object({ pHash: z.string(), dHash: z.string(), sha256: z.string() });
 
