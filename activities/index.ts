@@ -8,6 +8,7 @@ import { fingerprint } from '../images/fingerprint.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { planVendorCall } from './vendor-call.ts';
 import { saveBespokeSchema } from '../bespoke/repository.ts';
+import { lensOutputs, saveVehicleReport } from '../registry/vehicle-reports.ts';
 import type { BespokeSchema } from '../bespoke/schema.ts';
 import { cachedLenses, persistAnalysis, type PersistImage } from '../registry/photos.ts';
 import { VendorError } from '../vendors/errors.ts';
@@ -120,6 +121,14 @@ export function createActivities(deps: ActivityDeps) {
 
     async saveBespokeSchema(input: { userId: string; schema: Record<string, unknown>; prompt: string | null }): Promise<string> {
       return saveBespokeSchema(deps.db, { userId: input.userId, schema: input.schema as unknown as BespokeSchema, prompt: input.prompt });
+    },
+
+    async lensOutputs(input: { userId: string; sha256s: string[]; lens: string }): Promise<Record<string, Record<string, unknown>>> {
+      return lensOutputs(deps.db, input.userId, input.sha256s, input.lens);
+    },
+
+    async saveVehicleReport(input: Parameters<typeof saveVehicleReport>[1]): Promise<string> {
+      return saveVehicleReport(deps.db, input);
     },
 
     callOpenAI: (input: VendorCallInput) => callVendor('openai', input),

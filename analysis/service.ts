@@ -19,6 +19,7 @@ import type { AnalyzeBody, Analysis } from '../api/schemas/analyze.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AnalyzeInput, AnalyzeResult, ImageRef, Vendor } from '../workflows/types.ts';
+import { vehicleAnalysis } from './vehicle.ts';
 import { analysisEnvelope, assembleOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
 
 export interface AnalyzeDeps {
@@ -135,6 +136,10 @@ export async function analyze(
     return { sha256: img.sha256, format: img.format, width: img.width, height: img.height };
   });
   const shas = refs.map((r) => r.sha256);
+  if (resolved.outputSchema === 'vehicle') {
+    if (extractInput) throw validationFailed('body.extract: not available with the vehicle-condition stack');
+    return vehicleAnalysis(deps, userId, body, refs, requestId, startedAt, warnings);
+  }
 
   // A full cache hit needs no vendor and no credits: answer from the registry without a workflow.
   // Extraction always runs (it bypasses the projection), so it never takes this path.

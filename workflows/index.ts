@@ -1,1 +1,2 @@
 export { analyzeWorkflow } from './analyze.ts';
+export { vehicleReportWorkflow } from './vehicle-report.ts';

@@ -114,3 +114,39 @@ export interface AnalyzeResult {
 export const VENDOR_REJECTED = 'VENDOR_REJECTED';
 export const VENDOR_INVALID_OUTPUT = 'VENDOR_INVALID_OUTPUT';
 export const VENDOR_NOT_CONFIGURED = 'VENDOR_NOT_CONFIGURED';
+
+/** The vehicle-condition stack: one report over many photos of one vehicle. */
+export interface VehicleReportInput {
+  requestId: string;
+  userId: string;
+  images: ImageRef[];
+  context?: AnalyzeContext;
+  vendors: Vendor[];
+  refresh: boolean;
+  reservationTtlMs: number;
+  /** Per-photo vendor calls in flight at once. */
+  photoConcurrency: number;
+  /** vehicleSetHash of the photos and vehicle context (report reuse key). */
+  setHash: string;
+}
+
+export interface VehicleReportResult {
+  workflowId: string;
+  reportId: string;
+  report: Record<string, unknown>;
+  images: Array<{ sha256: string; pHash: string; dHash: string }>;
+  creditsCharged: number;
+  vendor: Vendor;
+  model: string;
+  provider: string;
+  simulated: boolean;
+  promptHash: string;
+  inputTokens: number;
+  outputTokens: number;
+  /** Per-photo steps answered from earlier runs (the registry), not sent again. */
+  photosReused: number;
+  fellBackFrom: Vendor[];
+}
+
+/** Credits a vehicle-condition report costs, whatever the number of photos (SPEC example: 1). */
+export const VEHICLE_REPORT_CREDITS = 1;

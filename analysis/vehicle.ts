@@ -1,0 +1,127 @@
+import { getLens } from '../lenses/index.ts';
+import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
+import { getPhotos, recordCacheHit } from '../registry/photos.ts';
+import type { Analysis, AnalyzeBody } from '../api/schemas/analyze.ts';
+import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import type { ImageRef, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
+import { AppError } from '../core/errors.ts';
+import { analysisEnvelope, newAnalysisId } from './response.ts';
+import { appErrorFromWorkflow, RESERVATION_TTL_MS, WORKFLOW_TIMEOUT_MS, type AnalyzeDeps } from './service.ts';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+
+/** Per-photo vendor calls in flight at once for one report. */
+export const VEHICLE_PHOTO_CONCURRENCY = 16;
+const LENSES = ['moderation', 'vehicle-condition'];
+
+/**
+ * The vehicle-condition stack: one report over all photos (`outputSchema: "vehicle"`). The same
+ * photos with the same vehicle context are answered from the stored report for 0 credits.
+ */
+export async function vehicleAnalysis(
+  deps: AnalyzeDeps,
+  userId: string,
+  body: AnalyzeBody,
+  refs: ImageRef[],
+  requestId: string,
+  startedAt: number,
+  warnings: string[],
+): Promise<Analysis> {
+  const shas = refs.map((r) => r.sha256);
+  const setHash = vehicleSetHash({ sha256s: shas, vehicle: body.context?.vehicle, version: getLens('vehicle-condition').version });
+  const includeFingerprint = body.options?.includeFingerprint === true;
+
+  if (!body.refresh) {
+    const cached = await findVehicleReport(deps.db, userId, setHash);
+    if (cached) {
+      await recordCacheHit(deps.db, userId, shas);
+      const photos = await getPhotos(deps.db, userId, [shas[0]!]);
+      const first = photos.get(shas[0]!);
+      return analysisEnvelope({
+        id: newAnalysisId(),
+        createdAt: new Date().toISOString(),
+        output: { reportId: cached.id, ...cached.output },
+        outputSchema: 'vehicle',
+        usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, modulesUsed: LENSES, creditsCharged: 0 },
+        warnings,
+        meta: {
+          processingTimeMs: Math.round(performance.now() - startedAt),
+          provider: cached.provider,
+          promptHash: null,
+          requestId,
+          ai_generated: true,
+          model: cached.model,
+          vendor: cached.vendor as 'openai',
+          cacheHit: true,
+        },
+        ...(includeFingerprint && first ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
+      });
+    }
+  }
+
+  if (!deps.vendors.length) throw new AppError('PROVIDER_UNAVAILABLE', 'No AI provider is configured');
+  const input: VehicleReportInput = {
+    requestId,
+    userId,
+    images: refs,
+    ...(body.context ? { context: body.context } : {}),
+    vendors: deps.vendors,
+    refresh: body.refresh,
+    reservationTtlMs: RESERVATION_TTL_MS,
+    photoConcurrency: VEHICLE_PHOTO_CONCURRENCY,
+    setHash,
+  };
+  const workflowId = `vehicle:${userId}:${requestId}`;
+  let result: VehicleReportResult;
+  try {
+    result = await deps.temporal.workflow.execute(vehicleReportWorkflow, {
+      taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
+      workflowId,
+      args: [input],
+      workflowExecutionTimeout: WORKFLOW_TIMEOUT_MS,
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.userId, value: userId },
+        { key: SEARCH_ATTRIBUTES.requestId, value: requestId },
+        { key: SEARCH_ATTRIBUTES.stack, value: 'vehicle-condition' },
+        { key: SEARCH_ATTRIBUTES.imageCount, value: refs.length },
+      ],
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw appErrorFromWorkflow(err);
+    try {
+      result = (await deps.temporal.workflow.getHandle(workflowId).result()) as VehicleReportResult;
+    } catch (inner) {
+      throw appErrorFromWorkflow(inner);
+    }
+  }
+  if (result.fellBackFrom.length) warnings.push(`${result.fellBackFrom.join(', ')} failed on some calls; others answered`);
+  if (result.simulated) warnings.push('simulated: answered by the Lenstack vendor simulator, not a real AI model (no vendor API key configured)');
+  if (result.photosReused) warnings.push(`${result.photosReused} photo(s) already described in an earlier report were reused, not sent again`);
+  const first = result.images[0]!;
+  return analysisEnvelope({
+    id: newAnalysisId(),
+    createdAt: new Date().toISOString(),
+    output: { reportId: result.reportId, ...result.report },
+    outputSchema: 'vehicle',
+    usage: {
+      inputTokens: result.inputTokens,
+      outputTokens: result.outputTokens,
+      totalTokens: result.inputTokens + result.outputTokens,
+      modulesUsed: LENSES,
+      creditsCharged: result.creditsCharged,
+    },
+    warnings,
+    meta: {
+      processingTimeMs: Math.round(performance.now() - startedAt),
+      provider: result.provider,
+      promptHash: result.promptHash,
+      requestId,
+      ai_generated: true,
+      model: result.model,
+      vendor: result.vendor,
+      cacheHit: false,
+    },
+    ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
+  });
+}

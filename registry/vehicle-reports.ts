@@ -1,0 +1,56 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from '../db/pool.ts';
+
+export interface VehicleReport {
+  id: string;
+  output: Record<string, unknown>;
+  version: string;
+  provider: string;
+  vendor: string;
+  model: string;
+  producedAt: string;
+}
+
+/**
+ * What makes two report requests the same: the set of photos (order and repeats do not matter),
+ * the vehicle context the caller gave, and the report's lens version.
+ */
+export function vehicleSetHash(args: { sha256s: string[]; vehicle?: Record<string, unknown>; version: string }): string {
+  const vehicle = args.vehicle ? Object.fromEntries(Object.keys(args.vehicle).sort().map((k) => [k, args.vehicle![k]])) : null;
+  const key = JSON.stringify({ photos: [...new Set(args.sha256s)].sort(), vehicle, version: args.version });
+  return createHash('sha256').update(key).digest('hex');
+}
+
+export async function findVehicleReport(db: Db, userId: string, setHash: string): Promise<VehicleReport | null> {
+  const r = await db.query<{ id: string; output: Record<string, unknown>; version: string; provider: string; vendor: string; model: string; produced_at: Date }>(
+    `SELECT id, output, version, provider, vendor, model, produced_at FROM vehicle_reports
+      WHERE user_id = $1 AND set_hash = $2 ORDER BY produced_at DESC LIMIT 1`,
+    [userId, setHash],
+  );
+  const row = r.rows[0];
+  return row ? { id: row.id, output: row.output, version: row.version, provider: row.provider, vendor: row.vendor, model: row.model, producedAt: row.produced_at.toISOString() } : null;
+}
+
+/** Store a report once per workflow (Temporal may run the activity again). */
+export async function saveVehicleReport(
+  db: Db,
+  args: { workflowId: string; userId: string; setHash: string; sha256s: string[]; output: Record<string, unknown>; version: string; provider: string; vendor: string; model: string; credits: number },
+): Promise<string> {
+  const r = await db.query<{ id: string }>(
+    `INSERT INTO vehicle_reports (id, user_id, set_hash, workflow_id, photo_sha256s, output, version, provider, vendor, model, credits)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT (workflow_id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id
+     RETURNING id`,
+    [`vrp_${randomBytes(12).toString('hex')}`, args.userId, args.setHash, args.workflowId, args.sha256s, args.output, args.version, args.provider, args.vendor, args.model, args.credits],
+  );
+  return r.rows[0]!.id;
+}
+
+/** Latest stored output of one lens (or step) for each photo that has it. */
+export async function lensOutputs(db: Db, userId: string, sha256s: string[], lens: string): Promise<Record<string, Record<string, unknown>>> {
+  const r = await db.query<{ sha256: string; output: Record<string, unknown> }>(
+    'SELECT sha256, output FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = $3',
+    [userId, sha256s, lens],
+  );
+  return Object.fromEntries(r.rows.map((row) => [row.sha256, row.output]));
+}
