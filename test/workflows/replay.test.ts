@@ -19,9 +19,10 @@ afterAll(async () => p?.close());
 async function record(body: Record<string, unknown>, credits: number, status: number) {
   const user = await createTestUser(p.db, { community: credits });
   const requestId = `replay-${user.userId}`;
-  const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: { ...bearer(user.liveKey), 'x-request-id': requestId }, payload: body });
+  const res = await p.app.inject({ method: 'POST', url: '/v2/analyze', headers: { ...bearer(user.liveKey), 'x-request-id': requestId }, payload: body });
   expect(res.statusCode, res.body).toBe(status);
-  const history = await p.temporal.workflow.getHandle(`analyze:${user.userId}:${requestId}`).fetchHistory();
+  const prefix = body.preset === 'vehicle-condition' ? 'vehicle' : 'analyze';
+  const history = await p.temporal.workflow.getHandle(`${prefix}:${user.userId}:${requestId}`).fetchHistory();
   return history;
 }
 
@@ -31,6 +32,8 @@ describe('AnalyzeWorkflow replays deterministically', () => {
     ['fallback', () => p.sim.setBehaviour('openai', { failRate: 1, failure: 'schema-invalid' }), { imageBase64: photoBase64('Nikon_D70.jpg'), modules: ['describe'] }, 10, 200],
     ['compensation', () => ['openai', 'anthropic', 'google'].forEach((v) => p.sim.setBehaviour(v as 'openai', { failRate: 1, failure: 'http400' })), { imageBase64: photoBase64('Pentax_K10D.jpg'), modules: ['describe'] }, 10, 502],
     ['two-images', () => {}, { images: [{ base64: photoBase64('gps-DSCN0010.jpg') }, { base64: photoBase64('gps-DSCN0012.jpg') }], modules: ['location'] }, 10, 200],
+    ['extract', () => {}, { imageBase64: photoBase64('Canon_40D.jpg'), preset: 'quick-scan', extract: { prompt: 'the dominant colour' } }, 10, 200],
+    ['vehicle', () => {}, { images: [{ base64: photoBase64('gps-DSCN0010.jpg') }, { base64: photoBase64('gps-DSCN0021.jpg') }], preset: 'vehicle-condition' }, 10, 200],
   ];
 
   for (const [name, arrange, body, credits, status] of scenarios) {
@@ -47,7 +50,7 @@ describe('AnalyzeWorkflow replays deterministically', () => {
 
   it('every recorded history in test/fixtures/histories replays with the current code', async () => {
     const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
-    expect(files.length).toBeGreaterThanOrEqual(4);
+    expect(files.length).toBeGreaterThanOrEqual(6);
     for (const f of files) {
       const history = historyFromJSON(JSON.parse(readFileSync(HISTORIES + f, 'utf8')));
       await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, f);
