@@ -12,6 +12,7 @@ import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { requestIdFrom } from './request-id.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
+import { enrichRoutes } from './routes/enrich.ts';
 import { healthRoutes } from './routes/health.ts';
 import { internalRoutes } from './routes/internal.ts';
 import { lookupRoutes } from './routes/lookup.ts';
@@ -81,6 +82,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(usageRoutes(deps));
   await app.register(internalRoutes(deps));
   await app.register(analyzeRoutes(deps));
+  await app.register(enrichRoutes(deps));
   await app.register(lookupRoutes(deps));
   return app;
 }

@@ -6,6 +6,7 @@ import type { EvictionBus } from '../auth/eviction-bus.ts';
 import type { Client } from '@temporalio/client';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchImageOptions } from '../images/fetch.ts';
+import type { MetadataTool } from '../enrich/exiftool.ts';
 import type { Vendor } from '../workflows/types.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
@@ -24,4 +25,6 @@ export interface AppDeps {
   simulated: Vendor[];
   /** Test hook for the image fetcher. */
   fetchOptions?: Partial<FetchImageOptions>;
+  /** exiftool handle for /v2/enrich; absent = the process-wide one (enrich/exiftool.ts), started on first use. */
+  metadata?: MetadataTool;
 }

@@ -4,6 +4,7 @@ import { KeyCache } from '../auth/cache.ts';
 import { EvictionBus } from '../auth/eviction-bus.ts';
 import { loadConfig, type Config } from '../core/config.ts';
 import { createPool } from '../db/pool.ts';
+import { closeSharedMetadataTool } from '../enrich/exiftool.ts';
 import { Client, Connection } from '@temporalio/client';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { createVisionClients } from '../vendors/index.ts';
@@ -45,6 +46,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
       await evictionBus.close();
       await connection.close();
       await db.end();
+      await closeSharedMetadataTool();
     },
   };
 }

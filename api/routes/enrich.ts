@@ -1,0 +1,92 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { sharedMetadataTool } from '../../enrich/exiftool.ts';
+import { Limiter } from '../../enrich/limiter.ts';
+import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
+import { ENRICH_CONCURRENCY, ENRICH_CREDITS, enrichPhoto } from '../../enrich/service.ts';
+import type { AppDeps } from '../deps.ts';
+import { principalOf } from '../plugins/auth.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../schemas/analyze.ts';
+import { errorResponses } from '../schemas/common.ts';
+
+const formatSchema = z.enum(ENRICH_FORMATS, {
+  error: (issue) =>
+    issue.input === 'c2pa'
+      ? 'c2pa is deferred: C2PA manifests are not written yet; use exif, iptc or xmp'
+      : `must be one of ${ENRICH_FORMATS.join(', ')}`,
+});
+
+export const enrichBodySchema = z
+  .strictObject({
+    imageUrl: z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS).optional(),
+    imageBase64: z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`).optional(),
+    formats: z.array(formatSchema).min(1).max(4).describe('Metadata blocks to write: exif, iptc, xmp (c2pa is deferred)'),
+  })
+  .meta({ id: 'EnrichRequest' });
+
+export const enrichmentSchema = z
+  .object({
+    object: z.literal('enrichment'),
+    imageBase64: z.string().describe('The enriched image: same pixels, same container, new metadata'),
+    formatsWritten: z.array(z.enum(ENRICH_FORMATS)).describe('Blocks actually written (a container may not hold every block)'),
+    lensVersions: z.record(z.string(), z.string()).describe('Lens → version of the record written'),
+    sha256: z.string().describe('SHA-256 of the original image (the registry key)'),
+    meta: z.object({
+      requestId: z.string(),
+      processingTimeMs: z.number().int(),
+      creditsCharged: z.number().int(),
+      ai_generated: z.literal(true),
+    }),
+  })
+  .meta({ id: 'Enrichment' });
+
+export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
+  return async (app) => {
+    const limiter = new Limiter(ENRICH_CONCURRENCY);
+    app.withTypeProvider<ZodTypeProvider>().post(
+      '/v2/enrich',
+      {
+        config: { auth: 'key' },
+        bodyLimit: deps.config.MAX_BODY_BYTES,
+        schema: {
+          summary: 'Write cached lens output into the photo’s metadata',
+          description: `Writes the caller’s registry lens records of this photo (same SHA-256) into its EXIF, IPTC and/or XMP blocks and returns the enriched image; the pixels are not re-encoded. Never runs an analysis: a photo without lens records is 404 PHOTO_NOT_IN_REGISTRY. ${ENRICH_CREDITS} credits per call; sandbox keys write the lens fixtures and bill nothing.`,
+          tags: ['enrich'],
+          security: [{ bearer: [] }],
+          body: enrichBodySchema,
+          response: { 200: enrichmentSchema, ...errorResponses(400, 401, 402, 404, 413, 415, 422, 429) },
+        },
+      },
+      async (request) => {
+        const startedAt = performance.now();
+        const result = await enrichPhoto(
+          {
+            config: deps.config,
+            db: deps.db,
+            // The process-wide exiftool starts on the first enrichment, not when the app is built.
+            metadata: deps.metadata ?? sharedMetadataTool(),
+            limiter,
+            ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}),
+          },
+          principalOf(request),
+          request.body,
+          request.id,
+        );
+        return {
+          object: 'enrichment' as const,
+          imageBase64: result.image.toString('base64'),
+          formatsWritten: result.formatsWritten,
+          lensVersions: result.lensVersions,
+          sha256: result.sha256,
+          meta: {
+            requestId: request.id,
+            processingTimeMs: Math.round(performance.now() - startedAt),
+            creditsCharged: result.creditsCharged,
+            ai_generated: true as const,
+          },
+        };
+      },
+    );
+  };
+}
