@@ -11,7 +11,7 @@ import { intakeImage } from '../images/intake.ts';
 import type { FetchImageOptions } from '../images/fetch.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
 import { getBespokeSchema } from '../bespoke/repository.ts';
-import { checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
+import { bespokeSchemaInput, checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
 import { generate } from '../sim/generate.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
 import { getPhotos, recordCacheHit } from '../registry/photos.ts';
@@ -289,8 +289,13 @@ function checkExtract(extract: AnalyzeBody['extract']): ExtractRequest | undefin
   const given = [extract.prompt, extract.schema, extract.schemaId].filter((v) => v !== undefined).length;
   if (given !== 1) throw validationFailed('body.extract: provide exactly one of prompt, schema or schemaId');
   if (extract.schema) {
-    const problems = checkBespokeSchema(extract.schema as BespokeSchema);
+    const parsed = bespokeSchemaInput.safeParse(extract.schema);
+    if (!parsed.success) {
+      throw validationFailed(parsed.error.issues.slice(0, 5).map((i) => `body.extract.schema.${i.path.join('.')}: ${i.message}`).join('; '));
+    }
+    const problems = checkBespokeSchema(parsed.data as BespokeSchema);
     if (problems.length) throw validationFailed(`body.${problems.join('; body.')}`);
+    return { ...extract, schema: parsed.data };
   }
   return extract;
 }

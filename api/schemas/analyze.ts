@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { bespokeSchemaInput } from '../../bespoke/schema.ts';
 
 /** Request and response of POST /v1/analyze and /v2/analyze (SPEC "POST /v1/analyze"). */
 export const MAX_BASE64_CHARS = 67_000_000;
@@ -53,7 +52,14 @@ export const analyzeBodyV1 = z
 export const extractSchema = z
   .strictObject({
     prompt: z.string().min(1).max(500).optional().describe('Natural-language request; the AI drafts the schema.'),
-    schema: bespokeSchemaInput.optional().describe('Inline JSON Schema (object root).'),
+    // Recursive node shapes do not survive OpenAPI generation; the full recursive check
+    // (bespoke/schema.ts) runs in the service and names the failing path.
+    schema: z
+      .looseObject({ type: z.literal('object'), properties: z.record(z.string(), z.unknown()), required: z.array(z.string()).optional() })
+      .optional()
+      .describe(
+        'Inline JSON Schema, object root. Nodes: type (string, number, integer, boolean, object, array), description, enum, items, properties, required. At most 5 levels, 100 properties, 16,000 characters.',
+      ),
     schemaId: z
       .string()
       .regex(/^bsk_[0-9a-f]{32}$/, 'must be bsk_ followed by 32 lowercase hex characters')

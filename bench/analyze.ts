@@ -1,0 +1,202 @@
+/**
+ * Analyze end to end over real HTTP, side by side in one run (npx tsx bench/analyze.ts):
+ *  - fresh 1-photo full-analysis vs the same vendor call made directly (orchestration overhead)
+ *  - full cache hits
+ *  - throughput at 20 concurrent clients (fresh and cache hits)
+ *  - a 50-photo vehicle report vs a 1-photo report with 800 ms simulated vendor latency
+ * Real Postgres, Redis, a Temporal dev server, one in-process worker, the simulated vendors.
+ * Writes bench/results/analyze.txt.
+ */
+import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import sharp from 'sharp';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { buildApp } from '../api/app.ts';
+import { KeyCache } from '../auth/cache.ts';
+import { createUser, issueKey } from '../auth/repository.ts';
+import { loadConfig } from '../core/config.ts';
+import { grant } from '../credits/ledger.ts';
+import { createDatabaseIfMissing, migrate } from '../db/migrate.ts';
+import { createPool } from '../db/pool.ts';
+import { FsBlobStore } from '../images/blobstore.ts';
+import { LENSES } from '../lenses/index.ts';
+import { buildPrompt } from '../lenses/prompt.ts';
+import { jsonSchemaFor } from '../lenses/schema.ts';
+import { startTemporalDevServer } from '../scripts/temporal.ts';
+import { startSimVendor } from '../sim/index.ts';
+import { createVisionClients } from '../vendors/index.ts';
+import { startWorker } from '../worker/main.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const PHOTO = path.join(ROOT, '../shared/photos/gps-DSCN0010.jpg');
+const N_FRESH = 150;
+const N_HIT = 300;
+const N_THROUGHPUT = 200;
+const CONCURRENCY = 20;
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+const fmt = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(1)} ms  p99 ${pct(xs, 99).toFixed(1)} ms  (n=${xs.length})`;
+const lines: string[] = [];
+const say = (s: string) => {
+  console.log(s);
+  lines.push(s);
+};
+
+Runtime.install({ logger: new DefaultLogger('ERROR') });
+const dbName = `lenstack_bench_analyze_${process.pid}`;
+const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-bench-'));
+const temporalServer = await startTemporalDevServer({});
+const sim = await startSimVendor({ port: 0 });
+const config = loadConfig({
+  ...process.env,
+  DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${dbName}`,
+  TEMPORAL_ADDRESS: temporalServer.address,
+  TEMPORAL_TASK_QUEUE: `bench-${process.pid}`,
+  REDIS_PREFIX: `lenstack-bench-${process.pid}:`,
+  BLOB_DIR: blobDir,
+  SIM_VENDOR_URL: sim.url,
+  LOG_LEVEL: 'silent',
+  OPENAI_API_KEY: '',
+  ANTHROPIC_API_KEY: '',
+  GEMINI_API_KEY: '',
+});
+await createDatabaseIfMissing(config.DATABASE_URL);
+await migrate(config.DATABASE_URL);
+const db = createPool(config.DATABASE_URL, { max: 20 });
+const worker = await startWorker(config, { log: () => {} });
+const connection = await Connection.connect({ address: temporalServer.address });
+const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+const vision = createVisionClients(config);
+const app = await buildApp({
+  config,
+  db,
+  keyCache: new KeyCache(),
+  blobs: new FsBlobStore(blobDir),
+  temporal,
+  vendors: vision.clients.map((c) => c.vendor),
+  simulated: vision.simulated,
+});
+const base = await app.listen({ host: '127.0.0.1', port: 0 });
+
+try {
+  const { userId } = await createUser(db, 'bench@example.test');
+  const { key } = await issueKey(db, userId, 'live');
+  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+
+  // Distinct 640×480 photos, so every fresh request is really fresh.
+  const source = await sharp(PHOTO).resize(640, 480).raw().toBuffer({ resolveWithObject: true });
+  const total = N_FRESH + N_THROUGHPUT + 60;
+  const photos: string[] = [];
+  for (let i = 0; i < total; i++) {
+    const px = Buffer.from(source.data);
+    // i in binary as a row of black/white 16×16 blocks: survives JPEG, so every file differs.
+    for (let bit = 0; bit < 12; bit++) {
+      const v = (i >> bit) & 1 ? 255 : 0;
+      for (let y = 0; y < 16; y++) for (let x = 0; x < 16; x++) px.set([v, v, v], (y * 640 + bit * 16 + x) * 3);
+    }
+    photos.push((await sharp(px, { raw: source.info }).jpeg({ quality: 90 }).toBuffer()).toString('base64'));
+  }
+  let next = 0;
+  const post = async (body: Record<string, unknown>) => {
+    const t0 = performance.now();
+    const res = await fetch(`${base}/v1/analyze`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const json = (await res.json()) as { meta?: { cacheHit?: boolean }; usage?: { creditsCharged?: number } };
+    if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(json)}`);
+    return { ms: performance.now() - t0, json };
+  };
+  const full = (img: string) => ({ imageBase64: img, preset: 'full-analysis' });
+
+  // Warm-up: bundle caches, connections, JIT.
+  for (let i = 0; i < 10; i++) await post(full(photos[next++]!));
+
+  // 1) Fresh full-analysis vs the same vendor call made directly, interleaved.
+  const client = vision.clients[0]!;
+  const lenses = LENSES.filter((l) => !l.internal).map((l) => l.name);
+  const built = buildPrompt({ lenses });
+  const schema = jsonSchemaFor(lenses);
+  const image = Buffer.from(photos[0]!, 'base64');
+  const fresh: number[] = [];
+  const direct: number[] = [];
+  for (let i = 0; i < N_FRESH; i++) {
+    const r = await post(full(photos[next++]!));
+    if (r.json.usage?.creditsCharged !== 14) throw new Error(`not a fresh analysis (#${i}): ${JSON.stringify({ usage: r.json.usage, meta: r.json.meta })}`);
+    fresh.push(r.ms);
+    const t0 = performance.now();
+    await client.analyze({ image, system: built.system, prompt: built.prompt, schemaName: 'lenstack_analysis', jsonSchema: schema });
+    direct.push(performance.now() - t0);
+  }
+  say('# Analyze end to end (simulated vendor at 0 ms latency, real HTTP, 1 worker)');
+  say(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model}), load ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; node ${process.version}`);
+  say(`fresh 1-photo full-analysis:       ${fmt(fresh)}`);
+  say(`same vendor call made directly:    ${fmt(direct)}`);
+  say(`orchestration overhead (p50 diff): ${(pct(fresh, 50) - pct(direct, 50)).toFixed(1)} ms`);
+
+  // 2) Full cache hits of one analyzed photo.
+  const hitPhoto = photos[1]!;
+  const hits: number[] = [];
+  for (let i = 0; i < N_HIT; i++) {
+    const r = await post(full(hitPhoto));
+    if (!r.json.meta?.cacheHit) throw new Error('expected a cache hit');
+    hits.push(r.ms);
+  }
+  say(`full cache hit:                    ${fmt(hits)}`);
+
+  // 3) Throughput with 20 concurrent clients.
+  const run = async (n: number, body: () => Record<string, unknown>) => {
+    let left = n;
+    const lat: number[] = [];
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (left-- > 0) lat.push((await post(body())).ms);
+      }),
+    );
+    const secs = (performance.now() - t0) / 1000;
+    return { rps: n / secs, lat };
+  };
+  const freshTp = await run(N_THROUGHPUT, () => full(photos[next++]!));
+  say(`throughput, fresh, ${CONCURRENCY} clients:      ${freshTp.rps.toFixed(1)} req/s  (${fmt(freshTp.lat)})`);
+  const hitTp = await run(N_HIT, () => full(hitPhoto));
+  say(`throughput, cache hits, ${CONCURRENCY} clients: ${hitTp.rps.toFixed(1)} req/s  (${fmt(hitTp.lat)})`);
+
+  // 4) Vehicle report: 50 photos vs 1 photo, vendor latency 800 ms, interleaved.
+  sim.setBehaviour('all', { latencyMs: 800 });
+  const one: number[] = [];
+  const fifty: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    const single = await post({ images: [{ base64: photos[next++]! }], preset: 'vehicle-condition' });
+    one.push(single.ms);
+    const many = await post({ images: Array.from({ length: 50 }, (_, i) => ({ base64: photos[(round * 50 + i) % N_FRESH + 10]! })), preset: 'vehicle-condition', refresh: true });
+    fifty.push(many.ms);
+  }
+  say('');
+  say('# Vehicle report (simulated vendor latency 800 ms per call)');
+  say(`1-photo report:  ${fmt(one)}`);
+  say(`50-photo report: ${fmt(fifty)}`);
+  say(`ratio (p50):     ${(pct(fifty, 50) / pct(one, 50)).toFixed(2)}×  (target ≤ 4×)`);
+} finally {
+  await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
+  await writeFile(path.join(ROOT, 'bench/results/analyze.txt'), lines.join('\n') + '\n');
+  await app.close();
+  await worker.shutdown();
+  await connection.close();
+  await db.end();
+  await sim.close();
+  await temporalServer.stop();
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+  await admin.end();
+  await rm(blobDir, { recursive: true, force: true });
+}
