@@ -10,6 +10,7 @@ import {
 import type { AppDeps } from './deps.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
+import { registerAuthFailureGuard, registerRateLimit } from './plugins/rate-limit.ts';
 import { requestIdFrom } from './request-id.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
 import { enrichRoutes } from './routes/enrich.ts';
@@ -49,7 +50,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   registerErrorHandling(app);
+  registerAuthFailureGuard(app, deps);
   registerAuth(app, deps);
+  registerRateLimit(app, deps);
 
   await app.register(fastifySwagger, {
     openapi: {

@@ -7,6 +7,7 @@ import type { Client } from '@temporalio/client';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchImageOptions } from '../images/fetch.ts';
 import type { MetadataTool } from '../enrich/exiftool.ts';
+import type { RateLimiter } from '../ratelimit/limiter.ts';
 import type { Vendor } from '../workflows/types.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
@@ -27,4 +28,9 @@ export interface AppDeps {
   fetchOptions?: Partial<FetchImageOptions>;
   /** exiftool handle for /v2/enrich; absent = the process-wide one (enrich/exiftool.ts), started on first use. */
   metadata?: MetadataTool;
+  /**
+   * Rate limits in Redis (api/plugins/rate-limit.ts); server.ts always sets it. Absent = no rate
+   * limiting, which in-process tests that are not about limits rely on.
+   */
+  rateLimiter?: RateLimiter;
 }

@@ -7,6 +7,7 @@ import { createPool } from '../db/pool.ts';
 import { closeSharedMetadataTool } from '../enrich/exiftool.ts';
 import { Client, Connection } from '@temporalio/client';
 import { FsBlobStore } from '../images/blobstore.ts';
+import { RateLimiter } from '../ratelimit/limiter.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
@@ -22,6 +23,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
   const db = createPool(config.DATABASE_URL, { application: 'lenstack-api' });
   const keyCache = new KeyCache();
   const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
+  const rateLimiter = await RateLimiter.connect(config.REDIS_URL);
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const vision = createVisionClients(config);
@@ -35,6 +37,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     temporal,
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,
+    rateLimiter,
   });
   for (const w of vision.warnings) app.log.warn(w);
   const address = await app.listen({ host: config.HOST, port: config.PORT });
@@ -43,6 +46,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     url: address,
     async close() {
       await app.close();
+      await rateLimiter.close();
       await evictionBus.close();
       await connection.close();
       await db.end();
