@@ -26,7 +26,8 @@ export interface AnalyzeDeps {
   config: Config;
   db: Db;
   blobs: BlobStore;
-  temporal: Client;
+  /** Absent only in tests of the HTTP layer: sandbox answers and validation still work. */
+  temporal?: Client;
   /** Vendors configured in this deployment, in fallback order. */
   vendors: Vendor[];
   /** Vendors answered by the simulator (labelled in meta.provider and warnings). */
@@ -111,6 +112,8 @@ export async function analyze(
 
   if (principal.sandbox) return sandboxAnalysis(deps, principal, lenses, resolved.outputSchema, inputs.length, multi, requestId, startedAt, warnings, extract);
   const userId = principal.userId!;
+  if (!deps.temporal) throw new AppError('PROVIDER_UNAVAILABLE', 'The analysis pipeline is not connected');
+  const pipeline = { ...deps, temporal: deps.temporal };
 
   // A saved schema is the caller's own: unknown or another user's id is 404 before anything moves.
   let extractInput: AnalyzeInput['extract'];
@@ -138,7 +141,7 @@ export async function analyze(
   const shas = refs.map((r) => r.sha256);
   if (resolved.outputSchema === 'vehicle') {
     if (extractInput) throw validationFailed('body.extract: not available with the vehicle-condition stack');
-    return vehicleAnalysis(deps, userId, body, refs, requestId, startedAt, warnings);
+    return vehicleAnalysis(pipeline, userId, body, refs, requestId, startedAt, warnings);
   }
 
   // A full cache hit needs no vendor and no credits: answer from the registry without a workflow.
@@ -192,7 +195,7 @@ export async function analyze(
     imageConcurrency: 8,
     ...(extractInput ? { extract: extractInput } : {}),
   };
-  const result = await runWorkflow(deps, input);
+  const result = await runWorkflow(pipeline, input);
 
   const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
   const perImage: PerImage[] = result.images.map((r) => {
@@ -252,7 +255,7 @@ async function addEmbeddings(deps: AnalyzeDeps, perImage: PerImage[]): Promise<v
 }
 
 /** Start the saga (or attach to the one this request id already started) and await it. */
-async function runWorkflow(deps: AnalyzeDeps, input: AnalyzeInput): Promise<AnalyzeResult> {
+async function runWorkflow(deps: AnalyzeDeps & { temporal: Client }, input: AnalyzeInput): Promise<AnalyzeResult> {
   const workflowId = `analyze:${input.userId}:${input.requestId}`;
   try {
     return await deps.temporal.workflow.execute(analyzeWorkflow, {

@@ -8,7 +8,7 @@ import type { ImageRef, VehicleReportInput, VehicleReportResult } from '../workf
 import { AppError } from '../core/errors.ts';
 import { analysisEnvelope, newAnalysisId } from './response.ts';
 import { appErrorFromWorkflow, RESERVATION_TTL_MS, WORKFLOW_TIMEOUT_MS, type AnalyzeDeps } from './service.ts';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 
 /** Per-photo vendor calls in flight at once for one report. */
 export const VEHICLE_PHOTO_CONCURRENCY = 16;
@@ -19,7 +19,7 @@ const LENSES = ['moderation', 'vehicle-condition'];
  * photos with the same vehicle context are answered from the stored report for 0 credits.
  */
 export async function vehicleAnalysis(
-  deps: AnalyzeDeps,
+  deps: AnalyzeDeps & { temporal: Client },
   userId: string,
   body: AnalyzeBody,
   refs: ImageRef[],

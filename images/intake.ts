@@ -38,9 +38,11 @@ export interface ImageIntake {
 
 export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise<ImageIntake> {
   const bytes = await readInput(input, deps);
-  const probed = await probeImage(bytes, { maxPixels: deps.maxPixels });
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  await deps.blobs.put(sha256, bytes);
+  // Bytes we already hold were fully decoded when first taken in: a header read is enough.
+  const known = await deps.blobs.has(sha256);
+  const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: !known });
+  if (!known) await deps.blobs.put(sha256, bytes);
   return { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
 }
 

@@ -34,7 +34,11 @@ const MIME: Record<ImageFormat, string> = {
 
 const ACCEPTED = 'JPEG, PNG, WebP, GIF, TIFF or AVIF';
 
-export async function probeImage(bytes: Buffer, opts: { maxPixels: number }): Promise<ProbeResult> {
+/**
+ * `decode: false` skips the full decode check: for bytes already in the blob store, which passed
+ * it when they were first taken in (same SHA-256, same bytes).
+ */
+export async function probeImage(bytes: Buffer, opts: { maxPixels: number; decode?: boolean }): Promise<ProbeResult> {
   const container = sniffContainer(bytes);
   if (container === null) throw imageInvalid(`Unsupported image format: expected ${ACCEPTED}`);
 
@@ -53,7 +57,7 @@ export async function probeImage(bytes: Buffer, opts: { maxPixels: number }): Pr
     throw imageTooLarge(`Image is ${width}×${height} (${width * height} pixels), over the ${opts.maxPixels}-pixel limit`);
   }
 
-  await decodeCheck(bytes, opts.maxPixels);
+  if (opts.decode !== false) await decodeCheck(bytes, opts.maxPixels);
 
   const upright = meta.autoOrient ?? { width, height };
   const base = { format, width: upright.width, height: upright.height, mime: MIME[format] };

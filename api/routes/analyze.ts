@@ -1,7 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { analyze } from '../../analysis/service.ts';
-import { AppError } from '../../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { analysisSchema, analyzeBodyV1, analyzeBodyV2 } from '../schemas/analyze.ts';
@@ -27,10 +26,9 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
           },
         },
         async (request) => {
-          if (!deps.temporal) throw new AppError('PROVIDER_UNAVAILABLE', 'The analysis pipeline is not connected');
           const startedAt = performance.now();
           return analyze(
-            { config: deps.config, db: deps.db, blobs: deps.blobs, temporal: deps.temporal, vendors: deps.vendors, simulated: deps.simulated, ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}) },
+            { config: deps.config, db: deps.db, blobs: deps.blobs, ...(deps.temporal ? { temporal: deps.temporal } : {}), vendors: deps.vendors, simulated: deps.simulated, ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}) },
             principalOf(request),
             request.body,
             request.id,
