@@ -1,5 +1,5 @@
 import { ApplicationFailure, CancellationScope, workflowInfo } from '@temporalio/workflow';
-import { callWithFallback, db, DB_OPTIONS, mapBounded, short } from './steps.ts';
+import { callWithFallback, db, DB_LOCAL_OPTIONS, mapBounded, short } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask, ImageResult, Vendor, VendorCallResult } from './types.ts';
 import { EXTRACT_CREDITS } from './types.ts';
 
@@ -15,7 +15,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
   try {
     const fingerprints = await mapBounded(input.images, 8, (img, i) =>
       db.fingerprintImage.executeWithOptions(
-        { ...DB_OPTIONS, summary: `fingerprint image ${i + 1}/${input.images.length} ${short(img.sha256)}` },
+        { ...DB_LOCAL_OPTIONS, summary: `fingerprint image ${i + 1}/${input.images.length} ${short(img.sha256)}` },
         [{ sha256: img.sha256 }],
       ),
     );

@@ -1,9 +1,25 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, type ActivityOptions } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
 
-/** Fast database steps: retried patiently, never on a domain refusal. */
+/**
+ * Fast database steps run as local activities: in the worker that runs the workflow, with no
+ * task-queue round trip per step (the orchestration overhead of a fresh analysis is mostly these
+ * round trips). They are idempotent, so a worker dying after one ran just runs it again.
+ */
+export const DB_LOCAL_OPTIONS: LocalActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '5 seconds',
+    maximumAttempts: 20,
+    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
+  },
+};
+
+/** CPU-heavy steps other workers may share (fingerprints of a 50-photo report). */
 export const DB_OPTIONS: ActivityOptions = {
   startToCloseTimeout: '30 seconds',
   retry: {
@@ -32,7 +48,8 @@ export const VENDOR_OPTIONS: ActivityOptions = {
 };
 
 // One proxy per latency profile (STYLE.md).
-export const db = proxyActivities<Activities>(DB_OPTIONS);
+export const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
+export const shared = proxyActivities<Activities>(DB_OPTIONS);
 const vendor = proxyActivities<Activities>(VENDOR_OPTIONS);
 
 const VENDOR_ACTIVITY = {

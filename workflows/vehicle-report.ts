@@ -1,5 +1,5 @@
 import { CancellationScope, workflowInfo } from '@temporalio/workflow';
-import { callWithFallback, db, DB_OPTIONS, mapBounded, short } from './steps.ts';
+import { callWithFallback, db, DB_OPTIONS, mapBounded, shared, short } from './steps.ts';
 import type { Vendor, VehicleReportInput, VehicleReportResult } from './types.ts';
 import { VEHICLE_REPORT_CREDITS } from './types.ts';
 
@@ -17,7 +17,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
   const count = input.images.length;
   try {
     const fingerprints = await mapBounded(input.images, 8, (img, i) =>
-      db.fingerprintImage.executeWithOptions({ ...DB_OPTIONS, summary: `fingerprint photo ${i + 1}/${count} ${short(img.sha256)}` }, [{ sha256: img.sha256 }]),
+      shared.fingerprintImage.executeWithOptions({ ...DB_OPTIONS, summary: `fingerprint photo ${i + 1}/${count} ${short(img.sha256)}` }, [{ sha256: img.sha256 }]),
     );
     const unique = [...new Set(input.images.map((i) => i.sha256))];
     const known = input.refresh ? {} : await db.lensOutputs({ userId: input.userId, sha256s: unique, lens: PHOTO_STEP });
