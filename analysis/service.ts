@@ -136,7 +136,13 @@ export async function analyze(
       maxPixels: deps.config.IMAGE_MAX_PIXELS,
       fetchOptions: { ...(deps.config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...deps.fetchOptions },
     });
-    return { sha256: img.sha256, format: img.format, width: img.width, height: img.height };
+    return {
+      sha256: img.sha256,
+      format: img.format,
+      width: img.width,
+      height: img.height,
+      ...(img.pHash && img.dHash ? { pHash: img.pHash, dHash: img.dHash } : {}),
+    };
   });
   const shas = refs.map((r) => r.sha256);
   if (resolved.outputSchema === 'vehicle') {

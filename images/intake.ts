@@ -3,6 +3,7 @@ import { validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchImageOptions } from './fetch.ts';
+import { fingerprint } from './fingerprint.ts';
 import { probeImage, type ImageFormat } from './probe.ts';
 
 /**
@@ -34,6 +35,12 @@ export interface ImageIntake {
   height: number;
   /** Size of the stored file in bytes. */
   bytes: number;
+  /**
+   * Perceptual hashes, when this intake decoded the image (new bytes): the one decode that checks
+   * the image also fingerprints it. Absent for bytes already in the store (the registry has them).
+   */
+  pHash?: string;
+  dHash?: string;
 }
 
 export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise<ImageIntake> {
@@ -41,9 +48,20 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   // Bytes we already hold were fully decoded when first taken in: a header read is enough.
   const known = await deps.blobs.has(sha256);
-  const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: !known });
-  if (!known) await deps.blobs.put(sha256, bytes);
-  return { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+  const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
+  const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+  if (known) return base;
+  let fp;
+  try {
+    // A full decode at reduced size: it rejects corrupt or truncated data, and yields the hashes.
+    fp = await fingerprint(bytes);
+  } catch (err) {
+    // The probe's own decode check words the refusal precisely (HEVC, pixel limit, truncation).
+    await probeImage(bytes, { maxPixels: deps.maxPixels, decode: true });
+    throw err;
+  }
+  await deps.blobs.put(sha256, bytes);
+  return { ...base, pHash: fp.pHash, dHash: fp.dHash };
 }
 
 async function readInput(input: IntakeInput, deps: IntakeDeps): Promise<Buffer> {

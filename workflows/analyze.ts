@@ -13,8 +13,10 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
   const { workflowId } = workflowInfo();
   const compensations: Array<() => Promise<unknown>> = [];
   try {
-    const fingerprints = await mapBounded(input.images, 8, (img, i) =>
-      db.fingerprintImage.executeWithOptions(
+    const fingerprints = await mapBounded(input.images, 8, async (img, i) =>
+      img.pHash && img.dHash
+        ? { pHash: img.pHash, dHash: img.dHash }
+        : db.fingerprintImage.executeWithOptions(
         { ...DB_LOCAL_OPTIONS, summary: `fingerprint image ${i + 1}/${input.images.length} ${short(img.sha256)}` },
         [{ sha256: img.sha256 }],
       ),

@@ -12,6 +12,9 @@ export interface ImageRef {
   format: string;
   width: number;
   height: number;
+  /** Known when intake decoded the image; otherwise the workflow's fingerprint step computes them. */
+  pHash?: string;
+  dHash?: string;
 }
 
 export interface AnalyzeInput {

@@ -16,8 +16,10 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
   const compensations: Array<() => Promise<unknown>> = [];
   const count = input.images.length;
   try {
-    const fingerprints = await mapBounded(input.images, 8, (img, i) =>
-      shared.fingerprintImage.executeWithOptions({ ...DB_OPTIONS, summary: `fingerprint photo ${i + 1}/${count} ${short(img.sha256)}` }, [{ sha256: img.sha256 }]),
+    const fingerprints = await mapBounded(input.images, 8, async (img, i) =>
+      img.pHash && img.dHash
+        ? { pHash: img.pHash, dHash: img.dHash }
+        : shared.fingerprintImage.executeWithOptions({ ...DB_OPTIONS, summary: `fingerprint photo ${i + 1}/${count} ${short(img.sha256)}` }, [{ sha256: img.sha256 }]),
     );
     const unique = [...new Set(input.images.map((i) => i.sha256))];
     const known = input.refresh ? {} : await db.lensOutputs({ userId: input.userId, sha256s: unique, lens: PHOTO_STEP });

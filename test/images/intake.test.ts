@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
+import { fingerprint } from '../../images/fingerprint.ts';
 import { intakeImage, type IntakeDeps } from '../../images/intake.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { photo } from './photos.ts';
@@ -42,13 +43,17 @@ describe('intakeImage', () => {
 
   it('takes base64 in, stores the exact bytes under their SHA-256 and returns only a small reference', async () => {
     const ref = await intakeImage({ base64: `data:image/jpeg;base64,${jpeg.toString('base64')}` }, deps);
-    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
+    const fp = await fingerprint(jpeg);
+    // New bytes are decoded once, which also fingerprints them.
+    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, pHash: fp.pHash, dHash: fp.dHash });
     expect((await blobs.get(sha)).equals(jpeg)).toBe(true);
+    // Bytes already stored are only header-read: no hashes, the registry has them.
+    expect(await intakeImage({ base64: jpeg.toString('base64') }, deps)).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
   });
 
   it('takes a URL in through the SSRF-checked fetcher', async () => {
     const ref = await intakeImage({ url: `${pub.origin}/image.jpg` }, deps);
-    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
+    expect(ref).toMatchObject({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
     expect(await blobs.has(sha)).toBe(true);
   });
 
