@@ -12,6 +12,7 @@ import { registerAuth } from './plugins/auth.ts';
 import { registerErrorHandling } from './plugins/errors.ts';
 import { registerAuthFailureGuard, registerRateLimit } from './plugins/rate-limit.ts';
 import { requestIdFrom } from './request-id.ts';
+import { accountRoutes } from './routes/accounts.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
 import { enrichRoutes } from './routes/enrich.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -84,6 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(modulesRoutes);
   await app.register(usageRoutes(deps));
   await app.register(internalRoutes(deps));
+  await app.register(accountRoutes(deps));
   await app.register(analyzeRoutes(deps));
   await app.register(enrichRoutes(deps));
   await app.register(lookupRoutes(deps));

@@ -3,6 +3,21 @@ import type { KeyCache } from './cache.ts';
 
 export type Eviction = { keyHash: string } | { userId: string };
 
+export const evictionChannel = (redisPrefix: string) => `${redisPrefix}key-evictions`;
+
+/** Publish one eviction without subscribing (the admin CLI); returns how many API processes received it. */
+export async function publishEviction(redisUrl: string, redisPrefix: string, e: Eviction): Promise<number> {
+  // One attempt: a CLI should fail at once when Redis is down, not retry forever.
+  const redis = createClient({ url: redisUrl, socket: { reconnectStrategy: false } });
+  redis.on('error', () => {});
+  await redis.connect();
+  try {
+    return await redis.publish(evictionChannel(redisPrefix), JSON.stringify(e));
+  } finally {
+    await redis.quit().catch(() => {});
+  }
+}
+
 /**
  * Key eviction fan-out over Redis pub/sub (DESIGN "Where it goes next"): every API process
  * subscribes and drops the key from its own cache. A lost message is bounded by the cache TTL.
@@ -21,7 +36,7 @@ export class EvictionBus {
     pub.on('error', () => {});
     sub.on('error', () => {});
     await Promise.all([pub.connect(), sub.connect()]);
-    const channel = `${prefix}key-evictions`;
+    const channel = evictionChannel(prefix);
     await sub.subscribe(channel, (message) => {
       try {
         applyEviction(cache, JSON.parse(message) as Eviction);
@@ -32,8 +47,9 @@ export class EvictionBus {
     return new EvictionBus(pub, sub, channel);
   }
 
-  async publish(e: Eviction): Promise<void> {
-    await this.pub.publish(this.channel, JSON.stringify(e));
+  /** Returns how many API processes received it. */
+  async publish(e: Eviction): Promise<number> {
+    return this.pub.publish(this.channel, JSON.stringify(e));
   }
 
   async close(): Promise<void> {
@@ -45,4 +61,14 @@ export function applyEviction(cache: KeyCache, e: Eviction): number {
   if ('keyHash' in e && typeof e.keyHash === 'string') return cache.evictKey(e.keyHash) ? 1 : 0;
   if ('userId' in e && typeof e.userId === 'string') return cache.evictUser(e.userId);
   return 0;
+}
+
+/**
+ * Drop keys from this process's cache at once and broadcast to every other API process; returns
+ * how many processes the broadcast reached (0 without a bus). A failed broadcast throws, so the
+ * caller can retry; the cache TTL bounds staleness meanwhile.
+ */
+export async function evictEverywhere(cache: KeyCache, bus: EvictionBus | undefined, e: Eviction): Promise<number> {
+  applyEviction(cache, e);
+  return bus ? bus.publish(e) : 0;
 }

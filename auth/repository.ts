@@ -82,12 +82,20 @@ export async function listKeys(db: Db, userId: string): Promise<KeyListing[]> {
   }));
 }
 
-/** Revoke by key id; returns the key hash so callers can evict it from every cache. */
-export async function revokeKey(db: Db, keyId: string): Promise<{ keyHash: string; userId: string | null } | null> {
-  const r = await db.query<{ key_hash: string; user_id: string | null }>(
-    'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING key_hash, user_id',
-    [keyId],
+/**
+ * Revoke by key id (only a key of `opts.userId` when given); returns the key hash so callers can
+ * evict it from every cache. Revoking a revoked key keeps its first revocation time.
+ */
+export async function revokeKey(
+  db: Db,
+  keyId: string,
+  opts: { userId?: string } = {},
+): Promise<{ keyHash: string; userId: string | null; revokedAt: string } | null> {
+  const r = await db.query<{ key_hash: string; user_id: string | null; revoked_at: Date }>(
+    `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+      WHERE id = $1 AND ($2::text IS NULL OR user_id = $2) RETURNING key_hash, user_id, revoked_at`,
+    [keyId, opts.userId ?? null],
   );
   const row = r.rows[0];
-  return row ? { keyHash: row.key_hash, userId: row.user_id } : null;
+  return row ? { keyHash: row.key_hash, userId: row.user_id, revokedAt: row.revoked_at.toISOString() } : null;
 }

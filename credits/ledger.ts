@@ -58,42 +58,55 @@ export async function getBalance(db: Db, userId: string): Promise<Balance> {
   };
 }
 
+export interface GrantArgs {
+  userId: string;
+  pool: Pool;
+  amount: number;
+  idempotencyKey: string;
+  note?: string;
+  kind?: 'grant' | 'purchase';
+  referral?: boolean;
+}
+
 /** Add credits to a pool. Returns false when this idempotency key was already applied. */
-export async function grant(
-  db: Db,
-  args: { userId: string; pool: Pool; amount: number; idempotencyKey: string; note?: string; kind?: 'grant' | 'purchase'; referral?: boolean },
-): Promise<boolean> {
+export async function grant(db: Db, args: GrantArgs): Promise<boolean> {
+  return inTransaction(db, (c) => grantIn(c, args));
+}
+
+/**
+ * `grant` inside a caller's transaction, so a grant can commit together with the fact that
+ * earns it (a verified e-mail, a paid purchase). Takes the account-row lock.
+ */
+export async function grantIn(c: DbClient, args: GrantArgs): Promise<boolean> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('grant amount must be a positive integer');
-  return inTransaction(db, async (c) => {
-    await lockAccount(c, args.userId);
-    const ins = await c.query(
-      `INSERT INTO credit_ledger (user_id, kind, idempotency_key, community_delta, purchased_delta, note)
-       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
-      [
-        args.userId,
-        args.kind ?? 'grant',
-        args.idempotencyKey,
-        args.pool === 'community' ? args.amount : 0,
-        args.pool === 'purchased' ? args.amount : 0,
-        args.note ?? null,
-      ],
+  await lockAccount(c, args.userId);
+  const ins = await c.query(
+    `INSERT INTO credit_ledger (user_id, kind, idempotency_key, community_delta, purchased_delta, note)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
+    [
+      args.userId,
+      args.kind ?? 'grant',
+      args.idempotencyKey,
+      args.pool === 'community' ? args.amount : 0,
+      args.pool === 'purchased' ? args.amount : 0,
+      args.note ?? null,
+    ],
+  );
+  if (!ins.rowCount) return false;
+  if (args.pool === 'community') {
+    await c.query(
+      `UPDATE credit_accounts SET community_balance = community_balance + $2, community_granted = community_granted + $2,
+         referral_bonus = referral_bonus + $3, updated_at = now() WHERE user_id = $1`,
+      [args.userId, args.amount, args.referral ? args.amount : 0],
     );
-    if (!ins.rowCount) return false;
-    if (args.pool === 'community') {
-      await c.query(
-        `UPDATE credit_accounts SET community_balance = community_balance + $2, community_granted = community_granted + $2,
-           referral_bonus = referral_bonus + $3, updated_at = now() WHERE user_id = $1`,
-        [args.userId, args.amount, args.referral ? args.amount : 0],
-      );
-    } else {
-      await c.query(
-        `UPDATE credit_accounts SET purchased_balance = purchased_balance + $2, purchased_granted = purchased_granted + $2,
-           packs_purchased = packs_purchased + $3, updated_at = now() WHERE user_id = $1`,
-        [args.userId, args.amount, args.kind === 'purchase' ? 1 : 0],
-      );
-    }
-    return true;
-  });
+  } else {
+    await c.query(
+      `UPDATE credit_accounts SET purchased_balance = purchased_balance + $2, purchased_granted = purchased_granted + $2,
+         packs_purchased = packs_purchased + $3, updated_at = now() WHERE user_id = $1`,
+      [args.userId, args.amount, args.kind === 'purchase' ? 1 : 0],
+    );
+  }
+  return true;
 }
 
 function rowToReservation(r: {

@@ -1,18 +1,33 @@
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createClient } from 'redis';
+import { setCardOnFile } from '../accounts/card-on-file.ts';
+import { createEmailVerification, verifyEmail } from '../accounts/email-verification.ts';
+import { getAccount } from '../accounts/users.ts';
+import { publishEviction } from '../auth/eviction-bus.ts';
 import { createUser, findUserByEmail, issueKey, listKeys, revokeKey, userExists } from '../auth/repository.ts';
+import { AppError } from '../core/errors.ts';
 import { loadConfig } from '../core/config.ts';
-import { checkInvariants, grant } from '../credits/ledger.ts';
+import { checkInvariants, getBalance, grant } from '../credits/ledger.ts';
+import { PACK_NAMES, PACKS, purchasePack } from '../credits/packs.ts';
+import { RecordingPaymentGateway } from '../payments/recording-gateway.ts';
 import { createDatabaseIfMissing, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
 
 const USAGE = `Usage: npm run admin -- <command> [options]
 
   user create --email <email>                 create a user with a live and a test key; prints JSON
-  key issue --user <userId> --kind live|test  issue a key; prints JSON with the key (shown once)
+  user show --user <userId>                   the user, their flags and credit balance
+  user email-token --user <userId>            mint an e-mail verification token (single use, 24 h)
+  user verify-email --token <token>           verify with a token: grants 1,000 community credits once ever
+  user card-on-file --user <userId>           record a card on file: grants 4,000 community credits once ever
+  key issue --user <userId> --kind live|test [--name <name>]
+                                              issue a key; prints JSON with the key (shown once)
   key list --user <userId>                    list a user's keys (prefix and last 4 only)
   key revoke --key-id <keyId>                 revoke a key and evict it from every API process
+  packs list                                  the credit packs and their prices
+  credits buy --user <userId> --pack ${PACK_NAMES.join('|')} [--idempotency-key <k>]
+                                              buy a pack through the recording payment gateway (no card
+                                              is charged; the capture is recorded); 2x on the first pack
   credits grant --user <userId> --pool community|purchased --amount <n> [--idempotency-key <k>] [--note <text>]
   ledger check [--user <userId>]              verify granted + purchased = balances + reserved + charged
 `;
@@ -30,6 +45,9 @@ const { positionals, values } = parseArgs({
     amount: { type: 'string' },
     'idempotency-key': { type: 'string' },
     note: { type: 'string' },
+    name: { type: 'string' },
+    token: { type: 'string' },
+    pack: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -69,11 +87,25 @@ async function main(): Promise<number> {
         print({ userId, liveKey: live.key, testKey: test.key });
         return 0;
       }
+      case 'user show': {
+        const userId = await requireUser();
+        print({ ...(await getAccount(db, userId)), credits: await getBalance(db, userId) });
+        return 0;
+      }
+      case 'user email-token':
+        print(await createEmailVerification(db, { userId: await requireUser() }));
+        return 0;
+      case 'user verify-email':
+        print(await verifyEmail(db, { token: need('token') }));
+        return 0;
+      case 'user card-on-file':
+        print(await setCardOnFile(db, { userId: await requireUser() }));
+        return 0;
       case 'key issue': {
         const userId = await requireUser();
         const kind = need('kind');
         if (kind !== 'live' && kind !== 'test') throw new UsageError('--kind must be live or test');
-        const k = await issueKey(db, userId, kind);
+        const k = await issueKey(db, userId, kind, values.name ?? null);
         print({ userId, keyId: k.keyId, key: k.key });
         return 0;
       }
@@ -84,12 +116,20 @@ async function main(): Promise<number> {
         const revoked = await revokeKey(db, need('key-id'));
         if (!revoked) throw new UsageError(`no key ${values['key-id']}`);
         // Every API process listens on this channel and drops the key from its cache at once.
-        const redis = createClient({ url: config.REDIS_URL });
-        await redis.connect();
-        const receivers = await redis.publish(`${config.REDIS_PREFIX}key-evictions`, JSON.stringify({ keyHash: revoked.keyHash }));
-        await redis.quit();
+        const receivers = await publishEviction(config.REDIS_URL, config.REDIS_PREFIX, { keyHash: revoked.keyHash });
         print({ keyId: values['key-id'], revoked: true, apiProcessesNotified: receivers });
         return 0;
+      }
+      case 'packs list':
+        print(Object.values(PACKS));
+        return 0;
+      case 'credits buy': {
+        const userId = await requireUser();
+        const pack = need('pack');
+        const idempotencyKey = values['idempotency-key'] ?? `admin:${randomUUID()}`;
+        const { purchase } = await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { userId, pack, idempotencyKey });
+        print(purchase);
+        return purchase.status === 'granted' ? 0 : 1;
       }
       case 'credits grant': {
         const userId = await requireUser();
@@ -119,7 +159,11 @@ async function main(): Promise<number> {
 try {
   process.exitCode = await main();
 } catch (err) {
-  if (err instanceof UsageError) {
+  if (err instanceof AppError && err.status < 500) {
+    // Refused by the domain (unknown user, used token, unknown pack): say why, no usage dump.
+    process.stderr.write(`admin: ${err.message}\n`);
+    process.exitCode = 2;
+  } else if (err instanceof UsageError) {
     process.stderr.write(`admin: ${err.message}\n\n${USAGE}`);
     process.exitCode = 2;
   } else {

@@ -62,7 +62,7 @@ describe('admin CLI', () => {
     const check = await admin('ledger', 'check', '--user', userId);
     expect(check.code).toBe(0);
     expect(check.json).toMatchObject({ usersChecked: 1, ok: true });
-  });
+  }, 120_000); // seven CLI runs, each a fresh Node process with tsx: slow on a busy 2-core machine
 
   it('refuses bad input with a usage message and exit code 2', async () => {
     const bad = await admin('credits', 'grant', '--user', 'usr_nobody', '--pool', 'purchased', '--amount', '5');

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { applyEviction, type Eviction } from '../../auth/eviction-bus.ts';
+import { evictEverywhere, type Eviction } from '../../auth/eviction-bus.ts';
 import { validationFailed } from '../../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
 import { errorResponses } from '../schemas/common.ts';
@@ -30,8 +30,7 @@ export function internalRoutes(deps: AppDeps): FastifyPluginAsync {
         const { userId, keyHash } = request.body;
         if ((userId === undefined) === (keyHash === undefined)) throw validationFailed('body: provide exactly one of userId or keyHash');
         const eviction: Eviction = keyHash !== undefined ? { keyHash } : { userId: userId! };
-        applyEviction(deps.keyCache, eviction);
-        await deps.evictionBus?.publish(eviction);
+        await evictEverywhere(deps.keyCache, deps.evictionBus, eviction);
         return { ok: true as const };
       },
     );

@@ -1,0 +1,42 @@
+import type { KeyCache } from '../auth/cache.ts';
+import { evictEverywhere, type EvictionBus } from '../auth/eviction-bus.ts';
+import type { KeyKind } from '../auth/keys.ts';
+import { issueKey, listKeys, revokeKey, type KeyListing } from '../auth/repository.ts';
+import { AppError } from '../core/errors.ts';
+import type { Db } from '../db/pool.ts';
+import { requireUser } from './users.ts';
+
+/** A newly issued key: the listing plus the key itself, shown this once and never stored. */
+export interface IssuedKey extends KeyListing {
+  key: string;
+}
+
+export async function issueAccountKey(db: Db, args: { userId: string; kind: KeyKind; name?: string | null }): Promise<IssuedKey> {
+  await requireUser(db, args.userId);
+  const issued = await issueKey(db, args.userId, args.kind, args.name ?? null);
+  const listing = (await listKeys(db, args.userId)).find((k) => k.id === issued.keyId)!;
+  return { ...listing, key: issued.key };
+}
+
+/** A user's keys as a dashboard may show them: prefix and last 4, never the secret or its hash. */
+export async function listAccountKeys(db: Db, userId: string): Promise<KeyListing[]> {
+  await requireUser(db, userId);
+  return listKeys(db, userId);
+}
+
+/**
+ * Revoke one of a user's keys, evict it from this process's key cache and broadcast the eviction
+ * to every API process over Redis. Idempotent: revoking again re-sends the eviction (useful when
+ * the first broadcast failed) and keeps the first revocation time. `apiProcessesNotified` is how
+ * many processes the broadcast reached.
+ */
+export async function revokeAccountKey(
+  deps: { db: Db; keyCache: KeyCache; evictionBus?: EvictionBus },
+  args: { userId: string; keyId: string },
+): Promise<{ keyId: string; revokedAt: string; apiProcessesNotified: number }> {
+  await requireUser(deps.db, args.userId);
+  const revoked = await revokeKey(deps.db, args.keyId, { userId: args.userId });
+  if (!revoked) throw new AppError('NOT_FOUND', `No key ${args.keyId} for user ${args.userId}`);
+  const apiProcessesNotified = await evictEverywhere(deps.keyCache, deps.evictionBus, { keyHash: revoked.keyHash });
+  return { keyId: args.keyId, revokedAt: revoked.revokedAt, apiProcessesNotified };
+}

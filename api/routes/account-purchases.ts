@@ -1,0 +1,75 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { AppError } from '../../core/errors.ts';
+import { listPurchases, PACKS, purchasePack, type Purchase } from '../../credits/packs.ts';
+import type { PaymentGateway } from '../../payments/gateway.ts';
+import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
+import type { AppDeps } from '../deps.ts';
+import { packSchema, purchaseBody, purchaseSchema, userIdParams, internalDoc, internalRoute } from '../schemas/accounts.ts';
+import { errorResponses } from '../schemas/common.ts';
+
+const purchaseView = ({ userId: _userId, ...p }: Purchase) => p;
+
+/**
+ * The pack catalog and a user's pack purchases. Without `opts.payments`, development and tests use
+ * the recording gateway; production refuses to sell rather than hand out credits nobody paid for.
+ */
+export function accountPurchaseRoutes(deps: AppDeps, opts: { payments?: PaymentGateway } = {}): FastifyPluginAsync {
+  const payments = opts.payments ?? (deps.config.NODE_ENV === 'production' ? null : new RecordingPaymentGateway(deps.db));
+  return async (app) => {
+    const r = app.withTypeProvider<ZodTypeProvider>();
+
+    r.get(
+      '/v1/internal/packs',
+      {
+        ...internalRoute,
+        schema: {
+          ...internalDoc,
+          summary: 'Credit packs',
+          description: '0.01 USD per credit. The first pack a user buys ships with 2× the credits at the same price.',
+          response: { 200: z.object({ packs: z.array(packSchema) }), ...errorResponses(401) },
+        },
+      },
+      async () => ({ packs: Object.values(PACKS).map((p) => ({ ...p, currency: 'usd' as const })) }),
+    );
+
+    r.post(
+      '/v1/internal/accounts/:userId/purchases',
+      {
+        ...internalRoute,
+        schema: {
+          ...internalDoc,
+          summary: 'Buy a credit pack',
+          description:
+            'Captures the price, then grants the credits to the purchased pool (2× on the first pack), once per `idempotencyKey`: a retry answers the same purchase (200) without capturing or granting again. A declined payment answers `status: "failed"` and grants nothing; a payment fault answers 500 and leaves the purchase `pending` for a retry with the same key.',
+          params: userIdParams,
+          body: purchaseBody,
+          response: { 200: purchaseSchema, 201: purchaseSchema, ...errorResponses(400, 401, 404) },
+        },
+      },
+      async (request, reply) => {
+        if (!payments) throw new AppError('INTERNAL_ERROR', 'Pack purchases are unavailable: no payment gateway is configured');
+        const { purchase, created } = await purchasePack(
+          { db: deps.db, payments },
+          { userId: request.params.userId, pack: request.body.pack, idempotencyKey: request.body.idempotencyKey },
+        );
+        return reply.code(created ? 201 : 200).send(purchaseView(purchase));
+      },
+    );
+
+    r.get(
+      '/v1/internal/accounts/:userId/purchases',
+      {
+        ...internalRoute,
+        schema: {
+          ...internalDoc,
+          summary: "A user's pack purchases",
+          params: userIdParams,
+          response: { 200: z.object({ purchases: z.array(purchaseSchema) }), ...errorResponses(400, 401, 404) },
+        },
+      },
+      async (request) => ({ purchases: (await listPurchases(deps.db, request.params.userId)).map(purchaseView) }),
+    );
+  };
+}

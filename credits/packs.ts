@@ -1,0 +1,191 @@
+import { requireUser } from '../accounts/users.ts';
+import { newId } from '../auth/repository.ts';
+import { validationFailed } from '../core/errors.ts';
+import { inTransaction, type Db } from '../db/pool.ts';
+import { PaymentDeclinedError, type PaymentGateway } from '../payments/gateway.ts';
+import { grantIn } from './ledger.ts';
+
+/**
+ * Credit packs (SPEC "What the service does" 6): 0.01 USD per credit, three sizes, the first pack a
+ * user ever buys ships with 2× the credits at the same price. Purchased credits land in the
+ * purchased pool and never expire; a purchase happens only when asked for, never automatically.
+ */
+export const CENTS_PER_CREDIT = 1;
+
+export const PACK_NAMES = ['starter', 'pro', 'business'] as const;
+export type PackName = (typeof PACK_NAMES)[number];
+
+export interface Pack {
+  name: PackName;
+  label: string;
+  credits: number;
+  priceCents: number;
+}
+
+const pack = (name: PackName, label: string, credits: number): Pack => ({ name, label, credits, priceCents: credits * CENTS_PER_CREDIT });
+
+export const PACKS: Readonly<Record<PackName, Pack>> = {
+  starter: pack('starter', 'Starter', 1_000),
+  pro: pack('pro', 'Pro', 10_000),
+  business: pack('business', 'Business', 100_000),
+};
+
+/** What buying `p` grants: its credits, plus as many again when it is the user's first pack. */
+export function packGrant(p: Pack, firstPack: boolean): { credits: number; bonusCredits: number; priceCents: number } {
+  return { credits: p.credits, bonusCredits: firstPack ? p.credits : 0, priceCents: p.priceCents };
+}
+
+/**
+ * Ledger idempotency key of the first-pack bonus. One key per user for every purchase, so the
+ * ledger's UNIQUE (user_id, idempotency_key) admits exactly one bonus row, whatever races.
+ */
+export const FIRST_PACK_BONUS_KEY = 'pack:first-pack-bonus';
+export const purchaseLedgerKey = (purchaseId: string) => `pack:purchase:${purchaseId}`;
+export const purchaseCaptureKey = (purchaseId: string) => `lenstack:purchase:${purchaseId}`;
+
+export type PurchaseStatus = 'pending' | 'granted' | 'failed';
+
+export interface Purchase {
+  purchaseId: string;
+  userId: string;
+  idempotencyKey: string;
+  pack: PackName;
+  credits: number;
+  bonusCredits: number;
+  amountCents: number;
+  currency: 'usd';
+  status: PurchaseStatus;
+  paymentId: string | null;
+  failure: string | null;
+  createdAt: string;
+  completedAt: string | null;
+}
+
+interface PurchaseRow {
+  id: string;
+  user_id: string;
+  idempotency_key: string;
+  pack: PackName;
+  credits: number;
+  bonus_credits: number;
+  amount_cents: number;
+  status: PurchaseStatus;
+  payment_id: string | null;
+  failure: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+const COLUMNS = 'id, user_id, idempotency_key, pack, credits, bonus_credits, amount_cents, status, payment_id, failure, created_at, completed_at';
+
+const toPurchase = (r: PurchaseRow): Purchase => ({
+  purchaseId: r.id,
+  userId: r.user_id,
+  idempotencyKey: r.idempotency_key,
+  pack: r.pack,
+  credits: r.credits,
+  bonusCredits: r.bonus_credits,
+  amountCents: r.amount_cents,
+  currency: 'usd',
+  status: r.status,
+  paymentId: r.payment_id,
+  failure: r.failure,
+  createdAt: r.created_at.toISOString(),
+  completedAt: r.completed_at?.toISOString() ?? null,
+});
+
+async function loadPurchase(db: Db, userId: string, idempotencyKey: string): Promise<Purchase> {
+  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 AND idempotency_key = $2`, [userId, idempotencyKey]);
+  return toPurchase(r.rows[0]!);
+}
+
+export function isPackName(s: string): s is PackName {
+  return (PACK_NAMES as readonly string[]).includes(s);
+}
+
+/** Whether the user's next pack would still carry the first-pack bonus. */
+export async function firstPackBonusAvailable(db: Db, userId: string): Promise<boolean> {
+  const r = await db.query('SELECT 1 FROM credit_ledger WHERE user_id = $1 AND idempotency_key = $2', [userId, FIRST_PACK_BONUS_KEY]);
+  return (r.rowCount ?? 0) === 0;
+}
+
+export async function listPurchases(db: Db, userId: string): Promise<Purchase[]> {
+  await requireUser(db, userId);
+  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 ORDER BY created_at, id`, [userId]);
+  return r.rows.map(toPurchase);
+}
+
+/**
+ * Buy a pack: record the purchase (the caller's idempotency key makes a retry the same purchase),
+ * capture the payment (keyed by the purchase id, so a retry never captures twice), then grant in
+ * one transaction keyed by the purchase id: the pack's credits and, if no purchase has taken it
+ * yet, the first-pack bonus. A declined capture fails the purchase for good and grants nothing; a
+ * gateway fault leaves it pending and the same call may be retried.
+ * `created` is false when this idempotency key had been seen before.
+ */
+export async function purchasePack(
+  deps: { db: Db; payments: PaymentGateway },
+  args: { userId: string; pack: string; idempotencyKey: string },
+): Promise<{ purchase: Purchase; created: boolean }> {
+  const { db } = deps;
+  if (!isPackName(args.pack)) throw validationFailed(`pack: must be one of ${PACK_NAMES.join(', ')}, got "${args.pack}"`);
+  if (args.idempotencyKey.length < 1 || args.idempotencyKey.length > 200) throw validationFailed('idempotencyKey: 1 to 200 characters');
+  await requireUser(db, args.userId);
+  const p = PACKS[args.pack];
+
+  const ins = await db.query(
+    `INSERT INTO credit_purchases (id, user_id, idempotency_key, pack, credits, amount_cents)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
+    [newId('pur'), args.userId, args.idempotencyKey, p.name, p.credits, p.priceCents],
+  );
+  const created = (ins.rowCount ?? 0) === 1;
+  const purchase = await loadPurchase(db, args.userId, args.idempotencyKey);
+  if (purchase.pack !== p.name) {
+    throw validationFailed(`idempotencyKey: already used for a ${purchase.pack} purchase (${purchase.purchaseId})`);
+  }
+  if (purchase.status !== 'pending') return { purchase, created };
+
+  let paymentId: string;
+  try {
+    ({ paymentId } = await deps.payments.capture({
+      userId: args.userId,
+      amountCents: purchase.amountCents,
+      idempotencyKey: purchaseCaptureKey(purchase.purchaseId),
+      description: `Lenstack ${p.label} pack: ${p.credits.toLocaleString('en-US')} credits`,
+    }));
+  } catch (err) {
+    if (!(err instanceof PaymentDeclinedError)) throw err;
+    await db.query(
+      `UPDATE credit_purchases SET status = 'failed', failure = $2, completed_at = now() WHERE id = $1 AND status = 'pending'`,
+      [purchase.purchaseId, err.reason],
+    );
+    return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
+  }
+
+  await inTransaction(db, async (c) => {
+    const locked = await c.query<{ status: PurchaseStatus }>('SELECT status FROM credit_purchases WHERE id = $1 FOR UPDATE', [purchase.purchaseId]);
+    // A concurrent retry of this purchase got here first and granted it.
+    if (locked.rows[0]!.status !== 'pending') return;
+    await grantIn(c, {
+      userId: args.userId,
+      pool: 'purchased',
+      amount: p.credits,
+      kind: 'purchase',
+      idempotencyKey: purchaseLedgerKey(purchase.purchaseId),
+      note: `${p.label} pack, ${purchase.purchaseId}, payment ${paymentId}`,
+    });
+    const firstPackBonus = packGrant(p, true).bonusCredits;
+    const bonus = await grantIn(c, {
+      userId: args.userId,
+      pool: 'purchased',
+      amount: firstPackBonus,
+      idempotencyKey: FIRST_PACK_BONUS_KEY,
+      note: `first pack 2x: ${purchase.purchaseId}`,
+    });
+    await c.query(
+      `UPDATE credit_purchases SET status = 'granted', payment_id = $2, bonus_credits = $3, completed_at = now() WHERE id = $1`,
+      [purchase.purchaseId, paymentId, bonus ? firstPackBonus : 0],
+    );
+  });
+  return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
+}

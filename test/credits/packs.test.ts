@@ -1,0 +1,198 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppError } from '../../core/errors.ts';
+import { checkInvariants, getBalance } from '../../credits/ledger.ts';
+import {
+  CENTS_PER_CREDIT,
+  FIRST_PACK_BONUS_KEY,
+  firstPackBonusAvailable,
+  packGrant,
+  PACKS,
+  purchasePack,
+  type PackName,
+} from '../../credits/packs.ts';
+import { createPool, type Db } from '../../db/pool.ts';
+import type { CaptureRequest, PaymentGateway } from '../../payments/gateway.ts';
+import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
+import { testConfig } from '../harness/env.ts';
+import { createTestUser } from '../helpers/app.ts';
+
+let db: Db;
+let payments: RecordingPaymentGateway;
+beforeAll(() => {
+  db = createPool(testConfig().DATABASE_URL, { max: 20 });
+  payments = new RecordingPaymentGateway(db);
+});
+afterAll(async () => db.end());
+
+const buy = (userId: string, pack: PackName, idempotencyKey: string, gateway: PaymentGateway = payments) =>
+  purchasePack({ db, payments: gateway }, { userId, pack, idempotencyKey });
+
+async function captures(userId: string): Promise<Array<{ amount_cents: number; status: string }>> {
+  const r = await db.query('SELECT amount_cents, status FROM recorded_payments WHERE user_id = $1 ORDER BY created_at', [userId]);
+  return r.rows;
+}
+
+async function ledgerRows(userId: string): Promise<Array<{ kind: string; idempotency_key: string; purchased_delta: number; community_delta: number }>> {
+  const r = await db.query(
+    'SELECT kind, idempotency_key, purchased_delta, community_delta FROM credit_ledger WHERE user_id = $1 ORDER BY id',
+    [userId],
+  );
+  return r.rows;
+}
+
+describe('credit packs: amounts and prices', () => {
+  it('Starter 1,000 / Pro 10,000 / Business 100,000 credits at 0.01 USD per credit: 10, 100 and 1,000 USD', () => {
+    expect(CENTS_PER_CREDIT).toBe(1);
+    expect(Object.values(PACKS).map((p) => [p.name, p.label, p.credits, p.priceCents])).toEqual([
+      ['starter', 'Starter', 1_000, 1_000],
+      ['pro', 'Pro', 10_000, 10_000],
+      ['business', 'Business', 100_000, 100_000],
+    ]);
+  });
+
+  it('the first pack ships with 2× the credits at the same price; later packs with 1×', () => {
+    expect(packGrant(PACKS.pro, true)).toEqual({ credits: 10_000, bonusCredits: 10_000, priceCents: 10_000 });
+    expect(packGrant(PACKS.pro, false)).toEqual({ credits: 10_000, bonusCredits: 0, priceCents: 10_000 });
+  });
+});
+
+describe('buying packs', () => {
+  it('captures the list price and grants to the purchased pool: 2× on the first pack only', async () => {
+    const { userId } = await createTestUser(db, { community: 7 });
+    expect(await firstPackBonusAvailable(db, userId)).toBe(true);
+
+    const first = await buy(userId, 'starter', 'k1');
+    expect(first.created).toBe(true);
+    expect(first.purchase).toMatchObject({ pack: 'starter', status: 'granted', credits: 1_000, bonusCredits: 1_000, amountCents: 1_000, currency: 'usd', failure: null });
+    expect(first.purchase.paymentId).toMatch(/^pay_rec_/);
+    expect(await getBalance(db, userId)).toEqual({ community: 7, purchased: 2_000, reserved: 0, referralBonus: 0 });
+    expect(await firstPackBonusAvailable(db, userId)).toBe(false);
+
+    const second = await buy(userId, 'pro', 'k2');
+    expect(second.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 0, amountCents: 10_000 });
+    const third = await buy(userId, 'business', 'k3');
+    expect(third.purchase).toMatchObject({ status: 'granted', credits: 100_000, bonusCredits: 0, amountCents: 100_000 });
+
+    expect(await getBalance(db, userId)).toEqual({ community: 7, purchased: 112_000, reserved: 0, referralBonus: 0 });
+    expect(await captures(userId)).toEqual([
+      { amount_cents: 1_000, status: 'captured' },
+      { amount_cents: 10_000, status: 'captured' },
+      { amount_cents: 100_000, status: 'captured' },
+    ]);
+    const ledger = await ledgerRows(userId);
+    expect(ledger.map((l) => [l.kind, l.purchased_delta])).toEqual([
+      ['grant', 0], // the test user's 7 community credits
+      ['purchase', 1_000],
+      ['grant', 1_000],
+      ['purchase', 10_000],
+      ['purchase', 100_000],
+    ]);
+    expect(ledger[2]!.idempotency_key).toBe(FIRST_PACK_BONUS_KEY);
+    expect(ledger[1]!.idempotency_key).toBe(`pack:purchase:${first.purchase.purchaseId}`);
+    const acct = await db.query('SELECT packs_purchased FROM credit_accounts WHERE user_id = $1', [userId]);
+    expect(acct.rows[0].packs_purchased).toBe(3);
+    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+  });
+
+  it('10 concurrent first purchases: all are captured and granted, exactly one carries the first-pack bonus', async () => {
+    const { userId } = await createTestUser(db);
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => buy(userId, 'starter', `race-${i}`)));
+    expect(results.map((r) => r.purchase.status)).toEqual(Array(10).fill('granted'));
+    expect(results.map((r) => r.purchase.bonusCredits).sort((a, b) => b - a)).toEqual([1_000, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 10 * 1_000 + 1_000, community: 0, reserved: 0 });
+    expect(await captures(userId)).toHaveLength(10);
+    const bonusRows = (await ledgerRows(userId)).filter((l) => l.idempotency_key === FIRST_PACK_BONUS_KEY);
+    expect(bonusRows).toEqual([{ kind: 'grant', idempotency_key: FIRST_PACK_BONUS_KEY, purchased_delta: 1_000, community_delta: 0 }]);
+    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+  });
+
+  it('the database itself refuses a second first-pack bonus', async () => {
+    const { userId } = await createTestUser(db);
+    const a = await buy(userId, 'starter', 'a');
+    const b = await buy(userId, 'starter', 'b');
+    expect([a.purchase.bonusCredits, b.purchase.bonusCredits]).toEqual([1_000, 0]);
+    await expect(
+      db.query(`INSERT INTO credit_ledger (user_id, kind, idempotency_key, purchased_delta) VALUES ($1, 'grant', $2, 1000)`, [userId, FIRST_PACK_BONUS_KEY]),
+    ).rejects.toThrow(/duplicate key/);
+    await expect(db.query('UPDATE credit_purchases SET bonus_credits = credits WHERE id = $1', [b.purchase.purchaseId])).rejects.toThrow(
+      /credit_purchases_one_first_pack_bonus/,
+    );
+  });
+
+  it('a declined capture grants nothing, fails for good, and leaves the first-pack bonus for the next purchase', async () => {
+    const { userId } = await createTestUser(db);
+    const declining = new RecordingPaymentGateway(db, { decline: () => 'card_declined' });
+    const failed = await buy(userId, 'pro', 'declined', declining);
+    expect(failed.purchase).toMatchObject({ status: 'failed', failure: 'card_declined', paymentId: null, bonusCredits: 0 });
+    expect(await getBalance(db, userId)).toEqual({ community: 0, purchased: 0, reserved: 0, referralBonus: 0 });
+    expect(await ledgerRows(userId)).toEqual([]);
+
+    // The same key again, even through a gateway that would accept: the same failed purchase, no new capture.
+    const retried = await buy(userId, 'pro', 'declined');
+    expect(retried).toEqual({ purchase: failed.purchase, created: false });
+    expect(await captures(userId)).toEqual([{ amount_cents: 10_000, status: 'declined' }]);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 0 });
+
+    const next = await buy(userId, 'pro', 'new-card');
+    expect(next.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 10_000 });
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 20_000 });
+    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+  });
+
+  it('a retried purchase (same idempotency key, 10 at once) is captured once and granted once', async () => {
+    const { userId } = await createTestUser(db);
+    const results = await Promise.all(Array.from({ length: 10 }, () => buy(userId, 'starter', 'same-key')));
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    expect(new Set(results.map((r) => r.purchase.purchaseId)).size).toBe(1);
+    expect(new Set(results.map((r) => r.purchase.paymentId)).size).toBe(1);
+    expect(results.every((r) => r.purchase.status === 'granted')).toBe(true);
+    expect(await captures(userId)).toEqual([{ amount_cents: 1_000, status: 'captured' }]);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
+    const again = await buy(userId, 'starter', 'same-key');
+    expect(again).toEqual({ purchase: results[0]!.purchase, created: false });
+    expect(await captures(userId)).toHaveLength(1);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
+    const rows = await db.query('SELECT count(*)::int AS n FROM credit_purchases WHERE user_id = $1', [userId]);
+    expect(rows.rows[0].n).toBe(1);
+  });
+
+  it('a capture whose answer was lost leaves the purchase pending; the retry finds the same payment and grants once', async () => {
+    const { userId } = await createTestUser(db);
+    const seen: CaptureRequest[] = [];
+    let loseAnswer = true;
+    const flaky: PaymentGateway = {
+      async capture(req) {
+        seen.push(req);
+        const out = await payments.capture(req);
+        if (loseAnswer) throw new Error('connection reset after the capture went through');
+        return out;
+      },
+    };
+    await expect(buy(userId, 'pro', 'flaky', flaky)).rejects.toThrow(/connection reset/);
+    const pending = await db.query('SELECT status FROM credit_purchases WHERE user_id = $1', [userId]);
+    expect(pending.rows).toEqual([{ status: 'pending' }]);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 0 });
+
+    loseAnswer = false;
+    const done = await buy(userId, 'pro', 'flaky', flaky);
+    expect(done.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 10_000 });
+    expect(seen).toHaveLength(2);
+    expect(seen[0]!.idempotencyKey).toBe(seen[1]!.idempotencyKey);
+    expect(seen[0]).toMatchObject({ userId, amountCents: 10_000, description: 'Lenstack Pro pack: 10,000 credits' });
+    expect(await captures(userId)).toEqual([{ amount_cents: 10_000, status: 'captured' }]);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 20_000 });
+    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+  });
+
+  it('refuses an unknown pack, an idempotency key reused for another pack, and an unknown user', async () => {
+    const { userId } = await createTestUser(db);
+    await expect(purchasePack({ db, payments }, { userId, pack: 'mega', idempotencyKey: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await buy(userId, 'starter', 'reused');
+    const err = await buy(userId, 'business', 'reused').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe('VALIDATION_FAILED');
+    expect((err as AppError).message).toMatch(/already used for a starter purchase/);
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
+    await expect(buy('usr_nobody', 'starter', 'x')).rejects.toMatchObject({ code: 'NOT_FOUND', status: 404 });
+  });
+});
