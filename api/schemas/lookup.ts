@@ -1,0 +1,116 @@
+import { z } from 'zod';
+import { THRESHOLD } from '../../registry/lookup.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS } from './analyze.ts';
+
+/** Request and response of POST and GET /v2/lookup (SPEC "POST /v2/lookup", "GET /v2/lookup"). */
+
+export const MAX_LOOKUP_IMAGES = 50;
+const SHA256 = /^[0-9a-f]{64}$/;
+const PHASH = /^[0-9a-f]{16}$/;
+
+export const lensRecordSchema = z
+  .object({
+    eventId: z.string(),
+    output: z.record(z.string(), z.unknown()),
+    version: z.string(),
+    producedAt: z.string(),
+    coRunHash: z.string(),
+    provider: z.string(),
+  })
+  .meta({ id: 'LensRecord' });
+
+export const photoRecordSchema = z
+  .object({
+    sha256: z.string(),
+    pHash: z.string(),
+    dHash: z.string(),
+    firstAnalyzedAt: z.string(),
+    lastAnalyzedAt: z.string(),
+    totalCreditsSpent: z.number().int(),
+    analyzeCallCount: z.number().int(),
+    lenses: z.record(z.string(), lensRecordSchema),
+  })
+  .meta({ id: 'PhotoRecord', description: 'Registry projection of one photo of the caller, keyed by lens.' });
+
+export const lookupResultSchema = z
+  .object({
+    matchType: z.enum(['exact', 'fuzzy', 'none']),
+    hammingDistance: z
+      .number()
+      .int()
+      .optional()
+      .describe('pHash Hamming distance to the matched photo; 0 on an exact match; absent when `none`.'),
+    photo: photoRecordSchema.optional().describe('Absent when `matchType` is `none`.'),
+  })
+  .meta({ id: 'LookupResult' });
+
+export const lookupResponseSchema = z
+  .object({
+    object: z.literal('lookup'),
+    results: z.record(z.string(), lookupResultSchema),
+    meta: z.object({
+      imagesSubmitted: z.number().int().describe('Images (or fingerprints) in the request, duplicates included.'),
+      imagesMatched: z.number().int().describe('Of those, how many matched `exact` or `fuzzy`.'),
+      processingTimeMs: z.number().int(),
+      requestId: z.string(),
+    }),
+  })
+  .meta({ id: 'Lookup' });
+
+export type LookupResponse = z.infer<typeof lookupResponseSchema>;
+
+const threshold = z
+  .number({ error: `must be an integer from ${THRESHOLD.min} to ${THRESHOLD.max}` })
+  .int({ error: `must be an integer from ${THRESHOLD.min} to ${THRESHOLD.max}` })
+  .min(THRESHOLD.min)
+  .max(THRESHOLD.max)
+  .default(THRESHOLD.default)
+  .describe('Largest pHash Hamming distance that counts as a fuzzy match.');
+
+export const lookupBodySchema = z
+  .strictObject({
+    images: z
+      .array(z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS))
+      .min(1)
+      .max(MAX_LOOKUP_IMAGES)
+      .optional()
+      .describe('Image URLs (http or https).'),
+    images_base64: z
+      .array(z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`))
+      .min(1)
+      .max(MAX_LOOKUP_IMAGES)
+      .optional()
+      .describe('Base64 images (plain or data URI).'),
+    threshold,
+  })
+  .superRefine((body, ctx) => {
+    if ((body.images === undefined) === (body.images_base64 === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['images'], message: 'provide exactly one of images or images_base64' });
+    }
+  })
+  .meta({ id: 'LookupRequest' });
+
+export type LookupBody = z.infer<typeof lookupBodySchema>;
+
+// Query strings carry text: only plain decimal digits are a threshold ("1e1", " 5", "0x10" are not);
+// an empty value or `null` means the default.
+const thresholdParam = z
+  .preprocess(
+    (v) => (v === '' || v === 'null' ? undefined : typeof v === 'string' && /^[0-9]{1,3}$/.test(v) ? Number(v) : v),
+    threshold,
+  )
+  .describe(`Integer ${THRESHOLD.min}–${THRESHOLD.max}, default ${THRESHOLD.default}; an empty value or \`null\` means the default. Applies to pHash matching.`);
+
+export const lookupQuerySchema = z
+  .object({
+    sha256: z.string().regex(SHA256, 'must be 64 lowercase hex characters').optional().describe('SHA-256 of the image bytes: exact match only.'),
+    pHash: z.string().regex(PHASH, 'must be 16 lowercase hex characters').optional().describe('64-bit DCT perceptual hash: fuzzy match within `threshold`.'),
+    threshold: thresholdParam,
+  })
+  .superRefine((q, ctx) => {
+    if ((q.sha256 === undefined) === (q.pHash === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [q.sha256 === undefined ? 'sha256' : 'pHash'], message: 'provide exactly one of sha256 or pHash (names are case-sensitive)' });
+    }
+  });
+
+export type LookupQueryString = z.infer<typeof lookupQuerySchema>;
