@@ -19,18 +19,31 @@ export function createPool(databaseUrl: string, opts: { max?: number; applicatio
   return pool;
 }
 
-/** Run `fn` in a transaction; rolls back on any throw. */
+/**
+ * Run `fn` in a transaction; rolls back on any throw. A checked-out client has no pool 'error'
+ * listener, so a connection lost mid-transaction (reset, backend killed) would be an unhandled
+ * 'error' event that kills the process: listen while it is ours (the failed query rejects
+ * anyway), and hand a broken client back with its error so the pool discards it.
+ */
 export async function inTransaction<T>(db: Db, fn: (c: DbClient) => Promise<T>): Promise<T> {
   const client = await db.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken ??= err;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    await client.query('ROLLBACK').catch((rollbackErr: Error) => {
+      broken ??= rollbackErr;
+    });
     throw err;
   } finally {
-    client.release();
+    client.removeListener('error', onError);
+    client.release(broken);
   }
 }
