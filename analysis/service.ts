@@ -36,9 +36,6 @@ export interface AnalyzeDeps {
   fetchOptions?: Partial<FetchImageOptions>;
 }
 
-/** How long a workflow may run, and how long its reservation may stay open before the sweeper. */
-export const WORKFLOW_TIMEOUT_MS = 10 * 60 * 1000;
-export const RESERVATION_TTL_MS = WORKFLOW_TIMEOUT_MS + 5 * 60 * 1000;
 const INTAKE_CONCURRENCY = 4;
 
 type ImageInput = { url?: string; base64?: string };
@@ -197,7 +194,7 @@ export async function analyze(
     ...(body.context ? { context: body.context } : {}),
     ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
     vendors: deps.vendors,
-    reservationTtlMs: RESERVATION_TTL_MS,
+    reservationTtlMs: deps.config.RESERVATION_TTL_MS,
     imageConcurrency: 8,
     ...(extractInput ? { extract: extractInput } : {}),
   };
@@ -268,7 +265,7 @@ async function runWorkflow(deps: AnalyzeDeps & { temporal: Client }, input: Anal
       taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
       workflowId,
       args: [input],
-      workflowExecutionTimeout: WORKFLOW_TIMEOUT_MS,
+      workflowExecutionTimeout: deps.config.WORKFLOW_TIMEOUT_MS,
       // A retried request (same x-request-id) gets the first run's answer instead of a second bill.
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [

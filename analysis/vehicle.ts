@@ -7,7 +7,7 @@ import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { ImageRef, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
 import { analysisEnvelope, newAnalysisId } from './response.ts';
-import { appErrorFromWorkflow, RESERVATION_TTL_MS, WORKFLOW_TIMEOUT_MS, type AnalyzeDeps } from './service.ts';
+import { appErrorFromWorkflow, type AnalyzeDeps } from './service.ts';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 
 /** Per-photo vendor calls in flight at once for one report. */
@@ -67,7 +67,7 @@ export async function vehicleAnalysis(
     ...(body.context ? { context: body.context } : {}),
     vendors: deps.vendors,
     refresh: body.refresh,
-    reservationTtlMs: RESERVATION_TTL_MS,
+    reservationTtlMs: deps.config.RESERVATION_TTL_MS,
     photoConcurrency: VEHICLE_PHOTO_CONCURRENCY,
     setHash,
   };
@@ -78,7 +78,7 @@ export async function vehicleAnalysis(
       taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
       workflowId,
       args: [input],
-      workflowExecutionTimeout: WORKFLOW_TIMEOUT_MS,
+      workflowExecutionTimeout: deps.config.WORKFLOW_TIMEOUT_MS,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.userId, value: userId },

@@ -35,6 +35,13 @@ export const configSchema = z.object({
   IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
   /** Allow fetching images from private/loopback addresses. Only for tests of the fetcher itself. */
   SSRF_ALLOW_PRIVATE: bool.default(false),
+  /** How long an analysis (or vehicle report) workflow may run: its execution timeout. */
+  WORKFLOW_TIMEOUT_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
+  /**
+   * How long a workflow's credit reservation stays open before the worker's sweeper may release it
+   * (a terminated or timed-out workflow never releases its own). Must exceed WORKFLOW_TIMEOUT_MS.
+   */
+  RESERVATION_TTL_MS: z.coerce.number().int().positive().default(15 * 60 * 1000),
 
   OPENAI_BASE_URL: z.url().optional(),
   OPENAI_API_KEY: z.string().min(1).optional(),
@@ -69,6 +76,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  // A reservation expiring while its workflow may still run could be swept, then settled for free.
+  if (parsed.data.RESERVATION_TTL_MS <= parsed.data.WORKFLOW_TIMEOUT_MS) {
+    throw new ConfigError('Invalid configuration:\n  RESERVATION_TTL_MS: must be greater than WORKFLOW_TIMEOUT_MS');
   }
   return parsed.data;
 }
