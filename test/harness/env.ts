@@ -26,7 +26,8 @@ export function testConfig(overrides: ConfigOverrides = {}): Config {
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_NAMESPACE: inject('temporalNamespace'),
     TEMPORAL_TASK_QUEUE: `${inject('temporalTaskQueue')}-${fileId}`,
-    BLOB_DIR: inject('blobDir'),
+    // Each file its own blob store: a blob another file stored must not change what this one sees.
+    BLOB_DIR: `${inject('blobDir')}/${fileId}`,
   };
   for (const [key, value] of Object.entries(overrides)) env[key] = value === undefined ? undefined : String(value);
   return loadConfig(env);
