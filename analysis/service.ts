@@ -14,7 +14,7 @@ import { getBespokeSchema } from '../bespoke/repository.ts';
 import { bespokeSchemaInput, checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
 import { generate } from '../sim/generate.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
-import { getPhotos, recordCacheHit } from '../registry/photos.ts';
+import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
 import type { AnalyzeBody, Analysis } from '../api/schemas/analyze.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
@@ -148,11 +148,13 @@ export async function analyze(
   }
 
   // A full cache hit needs no vendor and no credits: answer from the registry without a workflow.
-  // Extraction always runs (it bypasses the projection), so it never takes this path.
+  // Extraction always runs (it bypasses the projection), so it never takes this path. A request
+  // whose own workflow already ran (a client retrying with its x-request-id) would hit the very
+  // records it paid for: it attaches to that run instead and gets its answer and charge.
   if (!body.refresh && !extractInput) {
     const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
     const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
-    if (complete) {
+    if (complete && !(await analysisPersisted(deps.db, `analyze:${userId}:${requestId}`))) {
       await recordCacheHit(deps.db, userId, shas);
       const list = shas.map((s) => photos.get(s)!);
       const origin = originOf(list, lenses);

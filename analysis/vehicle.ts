@@ -1,6 +1,6 @@
 import { getLens } from '../lenses/index.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
-import { getPhotos, recordCacheHit } from '../registry/photos.ts';
+import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
 import type { Analysis, AnalyzeBody } from '../api/schemas/analyze.ts';
 import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
@@ -31,7 +31,8 @@ export async function vehicleAnalysis(
   const setHash = vehicleSetHash({ sha256s: shas, vehicle: body.context?.vehicle, version: getLens('vehicle-condition').version });
   const includeFingerprint = body.options?.includeFingerprint === true;
 
-  if (!body.refresh) {
+  // A retry of a finished request (same x-request-id) attaches to its run: that report was paid for.
+  if (!body.refresh && !(await analysisPersisted(deps.db, `vehicle:${userId}:${requestId}`))) {
     const cached = await findVehicleReport(deps.db, userId, setHash);
     if (cached) {
       await recordCacheHit(deps.db, userId, shas);

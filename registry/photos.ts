@@ -124,6 +124,12 @@ export interface PersistImage {
 
 export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
 
+/** Whether the workflow `workflowId` has persisted its analysis (it ran, and charged what it found). */
+export async function analysisPersisted(db: Db, workflowId: string): Promise<boolean> {
+  const r = await db.query('SELECT 1 FROM analysis_runs WHERE workflow_id = $1', [workflowId]);
+  return (r.rowCount ?? 0) > 0;
+}
+
 /**
  * Persist one analysis: photos upserted, one event per lens run, latest records replaced,
  * counters bumped. Exactly once per workflow id (analysis_runs), whatever Temporal retries.
