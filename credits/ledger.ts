@@ -190,7 +190,7 @@ export async function reserve(
 async function close(
   db: Db,
   id: string,
-  outcome: { kind: 'settle'; charge: number } | { kind: 'release'; reason: string },
+  outcome: { kind: 'settle'; charge: number; reason?: string } | { kind: 'release'; reason: string },
 ): Promise<{ applied: boolean; reservation: Reservation | null }> {
   return inTransaction(db, async (c) => {
     const peek = await findReservation(c, id);
@@ -207,13 +207,12 @@ async function close(
     const backToCommunity = refund - backToPurchased;
     await c.query(
       `UPDATE reservations SET status = $2, settled_amount = $3, closed_at = now(), reason = coalesce($4, reason) WHERE id = $1`,
-      [id, outcome.kind === 'settle' ? 'settled' : 'released', outcome.kind === 'settle' ? charge : null, outcome.kind === 'release' ? outcome.reason : null],
+      [id, outcome.kind === 'settle' ? 'settled' : 'released', outcome.kind === 'settle' ? charge : null, outcome.reason ?? null],
     );
     await c.query(
       `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta, charged_delta, note)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [res.userId, outcome.kind, `${outcome.kind}:${id}`, id, backToCommunity, backToPurchased, -res.amount, charge,
-        outcome.kind === 'release' ? outcome.reason : null],
+      [res.userId, outcome.kind, `${outcome.kind}:${id}`, id, backToCommunity, backToPurchased, -res.amount, charge, outcome.reason ?? null],
     );
     await c.query(
       `UPDATE credit_accounts SET community_balance = community_balance + $2, purchased_balance = purchased_balance + $3,
@@ -224,21 +223,35 @@ async function close(
   });
 }
 
-export const settle = (db: Db, args: { id: string; charge: number }) => close(db, args.id, { kind: 'settle', charge: args.charge });
+export const settle = (db: Db, args: { id: string; charge: number; reason?: string }) =>
+  close(db, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) });
 export const release = (db: Db, args: { id: string; reason: string }) => close(db, args.id, { kind: 'release', reason: args.reason });
 
-/** Release every open reservation past its expiry (the sweeper). Returns the ids released. */
+/**
+ * The sweeper: close every open reservation past its expiry, whose workflow ended without closing
+ * it (terminated, timed out). Usually a release. But a workflow can end after persisting its
+ * analysis and before settling: its caller has the records (every later request for them is a
+ * free cache hit), so charge what that run recorded (analysis_runs: its new billable lenses; a
+ * vehicle report it saved) rather than hand the analysis out. An extraction answer is never
+ * stored, so one the caller never received is not charged. Returns the ids closed.
+ */
 export async function sweepExpired(db: Db, limit = 500): Promise<string[]> {
-  const r = await db.query<{ id: string }>(
-    `SELECT id FROM reservations WHERE status = 'open' AND expires_at < now() ORDER BY expires_at LIMIT $1`,
+  const r = await db.query<{ id: string; amount: number; recorded: number | null }>(
+    `SELECT r.id, r.amount,
+            (SELECT a.credits FROM analysis_runs a WHERE a.workflow_id = r.workflow_id)
+              + coalesce((SELECT v.credits FROM vehicle_reports v WHERE v.workflow_id = r.workflow_id), 0) AS recorded
+       FROM reservations r WHERE r.status = 'open' AND r.expires_at < now() ORDER BY r.expires_at LIMIT $1`,
     [limit],
   );
-  const released: string[] = [];
-  for (const { id } of r.rows) {
-    const out = await release(db, { id, reason: 'expired' });
-    if (out.applied) released.push(id);
+  const closed: string[] = [];
+  for (const { id, amount, recorded } of r.rows) {
+    const charge = Math.min(Number(recorded ?? 0), amount);
+    const out = charge > 0
+      ? await settle(db, { id, charge, reason: 'expired: charged what the run persisted' })
+      : await release(db, { id, reason: 'expired' });
+    if (out.applied) closed.push(id);
   }
-  return released;
+  return closed;
 }
 
 export interface InvariantReport {
