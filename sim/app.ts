@@ -90,7 +90,11 @@ export type SimStats = Record<VendorName, VendorStats>;
 export interface SimVendor {
   url: string;
   port: number;
-  setBehaviour(vendor: VendorName | 'all', patch: BehaviourPatch): void;
+  /**
+   * Patch a vendor's behaviour. Its seeded failure sequence starts afresh, unless
+   * `keepFailureSequence` (a driver changing modes often, which would replay the same first draws).
+   */
+  setBehaviour(vendor: VendorName | 'all', patch: BehaviourPatch, opts?: { keepFailureSequence?: boolean }): void;
   behaviour(vendor: VendorName): Behaviour;
   stats(): SimStats;
   /** Zero the counters and restore the starting behaviour. */
@@ -185,12 +189,12 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     counters[v] = emptyStats();
   }
 
-  function setBehaviour(vendor: VendorName | 'all', patch: BehaviourPatch): void {
+  function setBehaviour(vendor: VendorName | 'all', patch: BehaviourPatch, opts: { keepFailureSequence?: boolean } = {}): void {
     const valid = behaviourPatchSchema.parse(patch);
     for (const v of vendor === 'all' ? VENDORS : [vendor]) {
       behaviours[v] = { ...behaviours[v], ...valid };
       // A new behaviour starts a fresh, reproducible failure sequence.
-      restartFailures(v);
+      if (!opts.keepFailureSequence) restartFailures(v);
     }
   }
 

@@ -178,6 +178,24 @@ describe('behaviour', () => {
     expect(sim.stats().openai.failed.http500).toBe(failures);
   });
 
+  it('keepFailureSequence: a mode change continues the failure sequence instead of replaying it', async () => {
+    const draw = async (n: number) => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) out.push((await post('/v1/chat/completions', openaiBody(), OPENAI_AUTH)).status);
+      return out;
+    };
+    const failed = (statuses: number[]) => statuses.map((s) => s !== 200);
+    sim.setBehaviour('openai', { failRate: 0.5, failure: 'http500' });
+    const whole = await draw(24);
+    sim.setBehaviour('openai', { failRate: 0.5, failure: 'http500' });
+    const first = await draw(12);
+    sim.setBehaviour('openai', { failure: 'http429' }, { keepFailureSequence: true });
+    const rest = await draw(12);
+    expect(first).toEqual(whole.slice(0, 12));
+    expect(failed(rest)).toEqual(failed(whole.slice(12)));
+    expect(rest.filter((s) => s !== 200).every((s) => s === 429)).toBe(true);
+  });
+
   it('latencyMs delays the answer', async () => {
     sim.setBehaviour('google', { latencyMs: 250 });
     const started = Date.now();

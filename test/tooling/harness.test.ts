@@ -74,7 +74,9 @@ describe('test harness', () => {
     expect(config.REDIS_URL).toBe(inject('redisUrl'));
     expect(config.TEMPORAL_ADDRESS).toBe(inject('temporalAddress'));
     expect(config.TEMPORAL_NAMESPACE).toBe(inject('temporalNamespace'));
-    expect(config.BLOB_DIR).toBe(inject('blobDir'));
+    // Each file's blob store is its own directory inside the run's.
+    expect(config.BLOB_DIR.startsWith(`${inject('blobDir')}/`)).toBe(true);
+    expect(config.BLOB_DIR).not.toBe(inject('blobDir'));
     expect(config.REDIS_PREFIX.startsWith(inject('redisPrefix'))).toBe(true);
     expect(config.REDIS_PREFIX).not.toBe(inject('redisPrefix'));
     expect(config.TEMPORAL_TASK_QUEUE.startsWith(`${inject('temporalTaskQueue')}-`)).toBe(true);
