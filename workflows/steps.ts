@@ -3,33 +3,27 @@ import type { Activities } from '../activities/index.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
 
+/** Database steps: retried patiently, never on a domain refusal. */
+const DB_STEP = {
+  startToCloseTimeout: '30 seconds',
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '5 seconds',
+    maximumAttempts: 20,
+    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
+  },
+} as const;
+
 /**
  * Fast database steps run as local activities: in the worker that runs the workflow, with no
  * task-queue round trip per step (the orchestration overhead of a fresh analysis is mostly these
  * round trips). They are idempotent, so a worker dying after one ran just runs it again.
  */
-export const DB_LOCAL_OPTIONS: LocalActivityOptions = {
-  startToCloseTimeout: '30 seconds',
-  retry: {
-    initialInterval: '200 milliseconds',
-    backoffCoefficient: 2,
-    maximumInterval: '5 seconds',
-    maximumAttempts: 20,
-    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
-  },
-};
+export const DB_LOCAL_OPTIONS: LocalActivityOptions = { ...DB_STEP, retry: { ...DB_STEP.retry, nonRetryableErrorTypes: [...DB_STEP.retry.nonRetryableErrorTypes] } };
 
 /** CPU-heavy steps other workers may share (fingerprints of a 50-photo report). */
-export const DB_OPTIONS: ActivityOptions = {
-  startToCloseTimeout: '30 seconds',
-  retry: {
-    initialInterval: '200 milliseconds',
-    backoffCoefficient: 2,
-    maximumInterval: '5 seconds',
-    maximumAttempts: 20,
-    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
-  },
-};
+export const DB_OPTIONS: ActivityOptions = { ...DB_STEP, retry: { ...DB_STEP.retry, nonRetryableErrorTypes: [...DB_STEP.retry.nonRetryableErrorTypes] } };
 
 /**
  * Vendor calls heartbeat every second, so a worker killed mid-call is noticed in seconds and the
