@@ -17,8 +17,6 @@ export const ERROR_STATUS = {
   INTERNAL_ERROR: 500,
   PROVIDER_UNAVAILABLE: 502,
   PROVIDER_ERROR: 502,
-  /** The process is shutting down (graceful drain); another instance or a retry will answer. */
-  SERVICE_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -28,7 +26,6 @@ const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'INTERNAL_ERROR',
   'PROVIDER_UNAVAILABLE',
   'PROVIDER_ERROR',
-  'SERVICE_UNAVAILABLE',
 ]);
 
 export interface CreditShortfall {
