@@ -4,6 +4,7 @@ import type { Config } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
 import { release, reserve, settle } from '../credits/ledger.ts';
 import type { Db } from '../db/pool.ts';
+import type { WorkerMetrics } from '../metrics/worker.ts';
 import { fingerprint } from '../images/fingerprint.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { planVendorCall } from './vendor-call.ts';
@@ -21,6 +22,21 @@ export interface ActivityDeps {
   db: Db;
   blobs: BlobStore;
   vision: Map<Vendor, VisionClient>;
+  /** Vendor-call and credit counters (metrics/worker.ts); absent in tests that do not read them. */
+  metrics?: WorkerMetrics;
+}
+
+const FAILURE_KIND: Record<string, string> = {
+  [VENDOR_REJECTED]: 'rejected',
+  [VENDOR_INVALID_OUTPUT]: 'invalid_output',
+  [VENDOR_NOT_CONFIGURED]: 'not_configured',
+};
+
+/** How a vendor call attempt failed, for metrics and logs (aborted = cancelled, timed out or worker shutdown). */
+function failureKind(err: unknown, aborted: boolean): string {
+  if (err instanceof VendorError) return err.aborted || aborted ? 'aborted' : err.kind;
+  if (err instanceof ApplicationFailure && err.type && FAILURE_KIND[err.type]) return FAILURE_KIND[err.type]!;
+  return aborted ? 'aborted' : 'error';
 }
 
 /** Our domain errors cross into Temporal as non-retryable failures typed by their code. */
@@ -43,7 +59,28 @@ export function coRunHash(lenses: string[]): string {
 
 /** Activities are built from their dependencies once per worker (STYLE.md). */
 export function createActivities(deps: ActivityDeps) {
+  /** One vendor call attempt, counted and logged (the context logger adds workflowId, activityType, attempt). */
   async function callVendor(v: Vendor, input: VendorCallInput): Promise<VendorCallResult> {
+    const ctx = Context.current();
+    const task = input.task.kind;
+    const timer = deps.metrics?.vendorDuration.startTimer();
+    deps.metrics?.vendorCalls.inc({ vendor: v, task });
+    ctx.log.info('vendor call started', { vendor: v, task });
+    try {
+      const result = await callVendorOnce(v, input);
+      const seconds = timer?.({ vendor: v, outcome: 'ok' });
+      ctx.log.info('vendor call succeeded', { vendor: v, task, model: result.model, inputTokens: result.inputTokens, outputTokens: result.outputTokens, ...(seconds !== undefined ? { durationMs: Math.round(seconds * 1000) } : {}) });
+      return result;
+    } catch (err) {
+      const kind = failureKind(err, ctx.cancellationSignal.aborted);
+      deps.metrics?.vendorFailures.inc({ vendor: v, task, kind });
+      const seconds = timer?.({ vendor: v, outcome: kind });
+      ctx.log.warn('vendor call failed', { vendor: v, task, kind, message: (err as Error).message, ...(seconds !== undefined ? { durationMs: Math.round(seconds * 1000) } : {}) });
+      throw err;
+    }
+  }
+
+  async function callVendorOnce(v: Vendor, input: VendorCallInput): Promise<VendorCallResult> {
     const client = deps.vision.get(v);
     if (!client) throw ApplicationFailure.nonRetryable(`${v} is not configured on this worker`, VENDOR_NOT_CONFIGURED);
     const ctx = Context.current();
@@ -92,15 +129,27 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async reserveCredits(input: { id: string; userId: string; amount: number; ttlMs: number; workflowId: string }): Promise<void> {
-      await reserve(deps.db, { ...input, reason: 'analyze' }).catch(rethrowDomain);
+      const held = await reserve(deps.db, { ...input, reason: 'analyze' }).catch(rethrowDomain);
+      deps.metrics?.reservations.inc({ event: 'reserved' });
+      deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
+      Context.current().log.info('credits reserved', { reservationId: input.id, amount: held.amount });
     },
 
     async settleCredits(input: { id: string; charge: number }): Promise<void> {
-      await settle(deps.db, input);
+      const out = await settle(deps.db, input);
+      if (!out.applied || !out.reservation) return; // settled before (a retry): counted then
+      deps.metrics?.reservations.inc({ event: 'settled' });
+      deps.metrics?.credits.inc({ event: 'settled' }, input.charge);
+      deps.metrics?.credits.inc({ event: 'refunded' }, out.reservation.amount - input.charge);
+      Context.current().log.info('credits settled', { reservationId: input.id, charged: input.charge, refunded: out.reservation.amount - input.charge });
     },
 
     async releaseCredits(input: { id: string; reason: string }): Promise<void> {
-      await release(deps.db, input);
+      const out = await release(deps.db, input);
+      if (!out.applied || !out.reservation) return;
+      deps.metrics?.reservations.inc({ event: 'released' });
+      deps.metrics?.credits.inc({ event: 'released' }, out.reservation.amount);
+      Context.current().log.info('credits released', { reservationId: input.id, amount: out.reservation.amount, reason: input.reason });
     },
 
     async persistAnalysis(input: {

@@ -1,9 +1,9 @@
 import type { Client } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import type { BaseLogger } from 'pino';
 import type { Principal } from '../auth/authenticate.ts';
 import type { Config } from '../core/config.ts';
-import { AppError, isErrorCode, validationFailed } from '../core/errors.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
+import type { ApiMetrics } from '../metrics/api.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { embedImage } from '../images/embedding.ts';
@@ -20,6 +20,7 @@ import { analyzeWorkflow } from '../workflows/analyze.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AnalyzeInput, AnalyzeResult, ImageRef, Vendor } from '../workflows/types.ts';
 import { vehicleAnalysis } from './vehicle.ts';
+import { startAndAwait } from './await-workflow.ts';
 import { analysisEnvelope, assembleOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
 
 export interface AnalyzeDeps {
@@ -34,6 +35,11 @@ export interface AnalyzeDeps {
   simulated: Vendor[];
   /** Test hook for the image fetcher (e.g. treat a loopback test server as public). */
   fetchOptions?: Partial<FetchImageOptions>;
+  /** The request's logger (its lines carry requestId; workflow lines add workflowId). */
+  log?: Pick<BaseLogger, 'info' | 'warn' | 'error'>;
+  metrics?: ApiMetrics;
+  /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
+  abandon?: AbortSignal;
 }
 
 const INTAKE_CONCURRENCY = 4;
@@ -68,22 +74,6 @@ async function mapBounded<T, R>(items: T[], limit: number, fn: (item: T, i: numb
     }),
   );
   return out;
-}
-
-/** Find our error code in a workflow failure's cause chain and turn it back into an AppError. */
-export function appErrorFromWorkflow(err: unknown): AppError {
-  let cur: unknown = err instanceof WorkflowFailedError ? err.cause : err;
-  while (cur instanceof TemporalFailure) {
-    if (cur instanceof ApplicationFailure && isErrorCode(cur.type)) {
-      const details = (cur.details?.[0] ?? undefined) as Record<string, unknown> | undefined;
-      return new AppError(cur.type, cur.message, {
-        ...(details ? { details } : {}),
-        ...(cur.type === 'PLAN_LIMIT_EXCEEDED' ? { headers: { 'cache-control': 'no-store, private' } } : {}),
-      });
-    }
-    cur = cur.cause;
-  }
-  return new AppError('INTERNAL_ERROR', 'Analysis failed unexpectedly');
 }
 
 export async function analyze(
@@ -260,10 +250,10 @@ async function addEmbeddings(deps: AnalyzeDeps, perImage: PerImage[]): Promise<v
 }
 
 /** Start the saga (or attach to the one this request id already started) and await it. */
-async function runWorkflow(deps: AnalyzeDeps & { temporal: Client }, input: AnalyzeInput): Promise<AnalyzeResult> {
+function runWorkflow(deps: AnalyzeDeps & { temporal: Client }, input: AnalyzeInput): Promise<AnalyzeResult> {
   const workflowId = `analyze:${input.userId}:${input.requestId}`;
-  try {
-    return await deps.temporal.workflow.execute(analyzeWorkflow, {
+  return startAndAwait<AnalyzeResult>(deps, 'analyze', workflowId, () =>
+    deps.temporal.workflow.start(analyzeWorkflow, {
       taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
       workflowId,
       args: [input],
@@ -276,17 +266,8 @@ async function runWorkflow(deps: AnalyzeDeps & { temporal: Client }, input: Anal
         { key: SEARCH_ATTRIBUTES.stack, value: input.stack ?? 'custom' },
         { key: SEARCH_ATTRIBUTES.imageCount, value: input.images.length },
       ],
-    });
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      try {
-        return (await deps.temporal.workflow.getHandle(workflowId).result()) as AnalyzeResult;
-      } catch (inner) {
-        throw appErrorFromWorkflow(inner);
-      }
-    }
-    throw appErrorFromWorkflow(err);
-  }
+    }),
+  );
 }
 
 type ExtractRequest = NonNullable<AnalyzeBody['extract']>;

@@ -7,8 +7,9 @@ import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { ImageRef, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
 import { analysisEnvelope, newAnalysisId } from './response.ts';
-import { appErrorFromWorkflow, type AnalyzeDeps } from './service.ts';
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { AnalyzeDeps } from './service.ts';
+import { startAndAwait } from './await-workflow.ts';
+import type { Client } from '@temporalio/client';
 
 /** Per-photo vendor calls in flight at once for one report. */
 export const VEHICLE_PHOTO_CONCURRENCY = 16;
@@ -73,9 +74,8 @@ export async function vehicleAnalysis(
     setHash,
   };
   const workflowId = `vehicle:${userId}:${requestId}`;
-  let result: VehicleReportResult;
-  try {
-    result = await deps.temporal.workflow.execute(vehicleReportWorkflow, {
+  const result = await startAndAwait<VehicleReportResult>(deps, 'vehicle', workflowId, () =>
+    deps.temporal.workflow.start(vehicleReportWorkflow, {
       taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
       workflowId,
       args: [input],
@@ -87,15 +87,8 @@ export async function vehicleAnalysis(
         { key: SEARCH_ATTRIBUTES.stack, value: 'vehicle-condition' },
         { key: SEARCH_ATTRIBUTES.imageCount, value: refs.length },
       ],
-    });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw appErrorFromWorkflow(err);
-    try {
-      result = (await deps.temporal.workflow.getHandle(workflowId).result()) as VehicleReportResult;
-    } catch (inner) {
-      throw appErrorFromWorkflow(inner);
-    }
-  }
+    }),
+  );
   if (result.fellBackFrom.length) warnings.push(`${result.fellBackFrom.join(', ')} failed on some calls; others answered`);
   if (result.simulated) warnings.push('simulated: answered by the Lenstack vendor simulator, not a real AI model (no vendor API key configured)');
   if (result.photosReused) warnings.push(`${result.photosReused} photo(s) already described in an earlier report were reused, not sent again`);

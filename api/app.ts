@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import {
@@ -7,10 +7,16 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
+import { loggerOptions } from '../core/logger.ts';
+import { createApiMetrics } from '../metrics/api.ts';
 import type { AppDeps } from './deps.ts';
+import { Drain } from './drain.ts';
 import { registerAuth } from './plugins/auth.ts';
-import { registerErrorHandling } from './plugins/errors.ts';
+import { registerDrain } from './plugins/drain.ts';
+import { registerHttpMetrics } from './plugins/http-metrics.ts';
+import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.ts';
 import { registerAuthFailureGuard, registerRateLimit } from './plugins/rate-limit.ts';
+import { registerTextGuard } from './plugins/text-guard.ts';
 import { requestIdFrom } from './request-id.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
@@ -19,29 +25,33 @@ import { healthRoutes } from './routes/health.ts';
 import { internalRoutes } from './routes/internal.ts';
 import { lookupRoutes } from './routes/lookup.ts';
 import { metaRoutes } from './routes/meta.ts';
+import { metricsRoutes } from './routes/metrics.ts';
 import { modulesRoutes } from './routes/modules.ts';
 import { usageRoutes } from './routes/usage.ts';
 
 export const OPENAPI_VERSION = '1.1.0';
 
 /** Build the HTTP app from its dependencies (listening and shutdown live in server.ts). */
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
+  const metrics = input.metrics ?? createApiMetrics();
+  const drain = input.drain ?? new Drain();
+  const deps: AppDeps = { ...input, metrics, drain };
   const app = Fastify({
-    logger:
-      deps.logger === undefined || deps.logger === false
-        ? false
-        : deps.logger === true
-          ? {
-              level: deps.config.LOG_LEVEL,
-              // Keys and secrets never reach the logs.
-              redact: ['req.headers.authorization', 'req.headers["x-internal-secret"]', 'req.headers.cookie'],
-            }
-          : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["x-internal-secret"]'] },
+    // Keys and secrets never reach the logs (core/logger.ts redacts); a given pino logger is used as is.
+    ...(typeof deps.logger === 'object'
+      ? { loggerInstance: deps.logger as FastifyBaseLogger }
+      : { logger: deps.logger === true ? loggerOptions(deps.config, 'api') : false }),
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
+    // Log lines name the request id `requestId`, as every response and error envelope does.
+    logController: new LogController({ requestIdLogLabel: 'requestId' }),
     // Per-route limits raise this for image uploads; everything else stays small.
     bodyLimit: 1024 * 1024,
     trustProxy: false,
-    return503OnClosing: true,
+    // Refusals made before any route runs (router, HTTP parser) answer in our envelope too.
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
+    // While closing, registerDrain answers 503 in our envelope instead of fastify's own body.
+    return503OnClosing: false,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -51,6 +61,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   registerErrorHandling(app);
+  registerTextGuard(app);
+  registerHttpMetrics(app, metrics);
+  registerDrain(app, drain);
   registerAuthFailureGuard(app, deps);
   registerAuth(app, deps);
   registerRateLimit(app, deps);
@@ -82,6 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes);
   await app.register(metaRoutes(deps));
+  await app.register(metricsRoutes(deps, metrics));
   await app.register(modulesRoutes);
   await app.register(usageRoutes(deps));
   await app.register(internalRoutes(deps));

@@ -9,6 +9,8 @@ import type { FetchImageOptions } from '../images/fetch.ts';
 import type { MetadataTool } from '../enrich/exiftool.ts';
 import type { RateLimiter } from '../ratelimit/limiter.ts';
 import type { Vendor } from '../workflows/types.ts';
+import type { ApiMetrics } from '../metrics/api.ts';
+import type { Drain } from './drain.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
 export interface AppDeps {
@@ -33,4 +35,8 @@ export interface AppDeps {
    * limiting, which in-process tests that are not about limits rely on.
    */
   rateLimiter?: RateLimiter;
+  /** This process's metrics (GET /metrics); absent = buildApp makes its own. */
+  metrics?: ApiMetrics;
+  /** Graceful-shutdown state shared with server.ts; absent = buildApp makes its own. */
+  drain?: Drain;
 }

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { KeyCache } from '../auth/cache.ts';
 import { EvictionBus } from '../auth/eviction-bus.ts';
 import { loadConfig, type Config } from '../core/config.ts';
+import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
 import { closeSharedMetadataTool } from '../enrich/exiftool.ts';
 import { Client, Connection } from '@temporalio/client';
@@ -10,13 +11,19 @@ import { FsBlobStore } from '../images/blobstore.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
+import { createApiMetrics } from '../metrics/api.ts';
 import { buildApp } from './app.ts';
+import { Drain } from './drain.ts';
 
 export interface RunningApi {
   app: FastifyInstance;
   url: string;
+  /** Graceful: stop accepting, let in-flight requests finish (bounded), then close the pools. Idempotent. */
   close(): Promise<void>;
 }
+
+/** Past the grace time, this long more for requests that stopped waiting to answer, then sockets are cut. */
+const FORCE_CLOSE_AFTER_GRACE_MS = 5_000;
 
 /** Build the dependencies once, listen, and return a handle whose close() drains in-flight requests. */
 export async function startApi(config: Config, opts: { logger?: boolean } = {}): Promise<RunningApi> {
@@ -27,30 +34,53 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const vision = createVisionClients(config);
+  const drain = new Drain();
   const app = await buildApp({
     config,
     db,
     keyCache,
     evictionBus,
-    logger: opts.logger ?? true,
+    logger: opts.logger === false ? false : createLogger(config, 'api'),
     blobs: new FsBlobStore(config.BLOB_DIR),
     temporal,
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,
     rateLimiter,
+    metrics: createApiMetrics(),
+    drain,
   });
   for (const w of vision.warnings) app.log.warn(w);
   const address = await app.listen({ host: config.HOST, port: config.PORT });
+  let closing: Promise<void> | undefined;
+  async function drainAndClose(): Promise<void> {
+    const t0 = performance.now();
+    app.log.info({ graceMs: config.SHUTDOWN_GRACE_MS }, 'shutting down: no new connections, finishing in-flight requests');
+    drain.begin();
+    // Requests still awaiting a workflow after the grace time answer 503 (the workflow goes on).
+    const abandon = setTimeout(() => drain.abandonWaits(), config.SHUTDOWN_GRACE_MS);
+    const force = setTimeout(() => {
+      app.log.warn('shutting down: requests still open past the grace time, closing their connections');
+      app.server.closeAllConnections();
+    }, config.SHUTDOWN_GRACE_MS + FORCE_CLOSE_AFTER_GRACE_MS);
+    try {
+      await app.close();
+    } finally {
+      clearTimeout(abandon);
+      clearTimeout(force);
+    }
+    await rateLimiter.close();
+    await evictionBus.close();
+    await connection.close();
+    await db.end();
+    await closeSharedMetadataTool();
+    app.log.info({ durationMs: Math.round(performance.now() - t0) }, 'shut down');
+  }
   return {
     app,
     url: address,
-    async close() {
-      await app.close();
-      await rateLimiter.close();
-      await evictionBus.close();
-      await connection.close();
-      await db.end();
-      await closeSharedMetadataTool();
+    close() {
+      closing ??= drainAndClose();
+      return closing;
     },
   };
 }
@@ -58,10 +88,17 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
   const api = await startApi(config);
-  const stop = async () => {
-    await api.close();
-    process.exit(0);
+  // Repeated signals (npm start forwards SIGTERM after the terminal's SIGINT) join the one drain.
+  const stop = (signal: NodeJS.Signals) => {
+    api.app.log.info({ signal }, 'signal received');
+    api.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        api.app.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
 }

@@ -60,6 +60,18 @@ export const configSchema = z.object({
     .pipe(z.array(vendorName).min(1)),
   /** When set, every vendor without its own key is pointed at this simulated vendor server. */
   SIM_VENDOR_URL: z.url().optional(),
+
+  /**
+   * Graceful shutdown on SIGTERM/SIGINT. API: in-flight requests finish; one still awaiting its
+   * workflow after this long answers 503 (the workflow goes on; the same x-request-id gets its
+   * result). Worker: in-flight activities get this long, then are cancelled and retried elsewhere.
+   */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(20_000),
+  /** GET /metrics on the API port: `internal` needs the internal secret, `public` is open, `off` removes it. */
+  API_METRICS: z.enum(['internal', 'public', 'off']).default('internal'),
+  /** Port of the worker's Prometheus listener (GET /metrics); unset = no listener, 0 = any free port. */
+  WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
 });
 
 export type Config = z.infer<typeof configSchema>;

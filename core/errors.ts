@@ -9,23 +9,31 @@ export const ERROR_STATUS = {
   SCHEMA_NOT_FOUND: 404,
   PHOTO_NOT_IN_REGISTRY: 404,
   NOT_FOUND: 404,
+  /** The request did not arrive in full within the server's request timeout. */
+  REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   IMAGE_INVALID: 422,
   IMAGE_TOO_LARGE: 422,
   RATE_LIMITED: 429,
+  /** Request line and headers over Node's 16 KB limit. */
+  HEADERS_TOO_LARGE: 431,
   INTERNAL_ERROR: 500,
   PROVIDER_UNAVAILABLE: 502,
   PROVIDER_ERROR: 502,
+  /** The process is shutting down (graceful drain); another instance or a retry will answer. */
+  SERVICE_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'REQUEST_TIMEOUT',
   'RATE_LIMITED',
   'INTERNAL_ERROR',
   'PROVIDER_UNAVAILABLE',
   'PROVIDER_ERROR',
+  'SERVICE_UNAVAILABLE',
 ]);
 
 export interface CreditShortfall {

@@ -83,10 +83,12 @@ export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input:
       const write = async () => {
         if (plan.convertIptcToUtf8) await metadataStep(() => deps.metadata.convertIptcToUtf8(file));
         await metadataStep(() => deps.metadata.write(file, Object.assign({}, ...Object.values(plan.blocks))));
-        // exiftool copies image data byte for byte; prove it before anyone is charged.
+        // exiftool copies image data byte for byte; prove it before anyone is charged. A file
+        // whose structure exiftool rewrites (a looping IFD chain is hashed once per visit) fails
+        // this for good: the file's fault, not retryable.
         const before = original[IMAGE_DATA_HASH];
         if (before !== undefined && (await metadataStep(() => deps.metadata.read(file)))[IMAGE_DATA_HASH] !== before) {
-          throw new AppError('INTERNAL_ERROR', 'Writing the metadata changed the image data; nothing was charged');
+          throw imageInvalid('Metadata cannot be written to this image without changing its image data; nothing was charged');
         }
         return readFile(file);
       };

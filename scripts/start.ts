@@ -41,6 +41,7 @@ process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
 
 const childEnv: NodeJS.ProcessEnv = { ...process.env };
+const graceMs = config.SHUTDOWN_GRACE_MS;
 
 try {
   if (await createDatabaseIfMissing(config.DATABASE_URL)) say(`created database ${new URL(config.DATABASE_URL).pathname.slice(1)}`);
@@ -111,7 +112,8 @@ try {
           if (child.exitCode !== null || child.signalCode !== null) return resolve();
           child.once('exit', () => resolve());
           child.kill('SIGTERM');
-          setTimeout(() => child.kill('SIGKILL'), 15_000).unref();
+          // Each child drains for SHUTDOWN_GRACE_MS (in-flight requests, activities) before it exits.
+          setTimeout(() => child.kill('SIGKILL'), graceMs + 15_000).unref();
         }),
     );
     return child;

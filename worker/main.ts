@@ -1,14 +1,18 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { loadConfig, type Config } from '../core/config.ts';
-import { sweepExpired } from '../credits/ledger.ts';
+import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
 import { FsBlobStore } from '../images/blobstore.ts';
+import { startMetricsServer, type MetricsServer } from '../metrics/server.ts';
+import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import type { Vendor } from '../workflows/types.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import { createActivities } from '../activities/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from './address.ts';
+import { sweepOnce } from './sweeper.ts';
+import { PinoTemporalLogger } from './temporal-logger.ts';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -16,8 +20,15 @@ export interface RunningWorker {
   worker: Worker;
   /** Resolves when the worker has shut down. */
   done: Promise<void>;
+  metrics: WorkerMetrics;
+  /** The Prometheus listener's URL when WORKER_METRICS_PORT is set. */
+  metricsUrl: string | null;
+  /** Stop polling; in-flight activities get SHUTDOWN_GRACE_MS, then are cancelled (and retried elsewhere). */
   shutdown(): Promise<void>;
 }
+
+/** Past the grace time, this long more for cancelled activities to report before the worker gives up. */
+const FORCE_AFTER_GRACE_MS = 10_000;
 
 /**
  * Build the worker's dependencies once and start polling. A sweeper in the same process releases
@@ -25,9 +36,10 @@ export interface RunningWorker {
  */
 export async function startWorker(
   config: Config,
-  opts: { workflowBundle?: WorkflowBundle; sweepIntervalMs?: number; log?: (msg: string) => void } = {},
+  opts: { workflowBundle?: WorkflowBundle; sweepIntervalMs?: number; log?: (msg: string) => void; metrics?: WorkerMetrics } = {},
 ): Promise<RunningWorker> {
   const log = opts.log ?? ((m: string) => console.log(`[worker] ${m}`));
+  const metrics = opts.metrics ?? createWorkerMetrics();
   const db = createPool(config.DATABASE_URL, { application: 'lenstack-worker' });
   const { clients, warnings } = createVisionClients(config);
   for (const w of warnings) log(w);
@@ -38,25 +50,30 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ config, db, blobs: new FsBlobStore(config.BLOB_DIR), vision }),
+    activities: createActivities({ config, db, blobs: new FsBlobStore(config.BLOB_DIR), vision, metrics }),
     maxConcurrentActivityTaskExecutions: 100,
-    shutdownGraceTime: '10 seconds',
+    shutdownGraceTime: config.SHUTDOWN_GRACE_MS,
+    shutdownForceTime: config.SHUTDOWN_GRACE_MS + FORCE_AFTER_GRACE_MS,
   });
+  let metricsServer: MetricsServer | null = null;
+  if (config.WORKER_METRICS_PORT !== undefined) {
+    metricsServer = await startMetricsServer(metrics.registry, { host: config.WORKER_METRICS_HOST, port: config.WORKER_METRICS_PORT });
+    log(`metrics at ${metricsServer.url}`);
+  }
   const sweepEvery = opts.sweepIntervalMs ?? 30_000;
-  const sweeper = setInterval(() => {
-    sweepExpired(db)
-      .then((ids) => ids.length && log(`sweeper released ${ids.length} expired reservation(s)`))
-      .catch((err: Error) => log(`sweeper failed: ${err.message}`));
-  }, sweepEvery);
+  const sweeper = setInterval(() => void sweepOnce(db, metrics, log), sweepEvery);
   sweeper.unref();
   const done = worker.run().finally(async () => {
     clearInterval(sweeper);
+    await metricsServer?.close().catch(() => {});
     await connection.close().catch(() => {});
     await db.end().catch(() => {});
   });
   return {
     worker,
     done,
+    metrics,
+    metricsUrl: metricsServer?.url ?? null,
     async shutdown() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await done;
@@ -66,9 +83,24 @@ export async function startWorker(
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
-  const running = await startWorker(config);
+  const logger = createLogger(config, 'worker');
+  // SDK and activity logs as JSON lines; activity lines carry workflowId and activityType.
+  Runtime.install({ logger: new PinoTemporalLogger(logger) });
+  const running = await startWorker(config, { log: (m) => logger.info(m) });
+  // Plain line kept on purpose: process supervisors and tests wait for it whatever LOG_LEVEL says.
   console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE} on ${config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS}`);
-  // The SDK installs its own SIGINT/SIGTERM handlers that drain in-flight activities.
-  await running.done;
+  // The SDK's own SIGINT/SIGTERM handler stops polling and drains in-flight activities for
+  // SHUTDOWN_GRACE_MS, then removes itself: these listeners keep a second signal (npm start
+  // sends SIGTERM after the terminal's SIGINT) from killing the process mid-drain.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => logger.info({ signal, graceMs: config.SHUTDOWN_GRACE_MS }, 'signal received: no new tasks, draining in-flight activities'));
+  }
+  try {
+    await running.done;
+  } catch (err) {
+    logger.error({ err }, 'worker stopped with an error');
+    process.exit(1);
+  }
+  logger.info('worker shut down');
   process.exit(0);
 }

@@ -1,6 +1,9 @@
+import http from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError, envelope } from '../../core/errors.ts';
+import { newRequestId } from '../request-id.ts';
 
 /** Human message for a request validation failure, naming the field. */
 function validationMessage(err: FastifyError & { validation?: unknown; validationContext?: string }): string {
@@ -28,6 +31,10 @@ export function toAppError(err: unknown): AppError {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new AppError('VALIDATION_FAILED', 'Malformed JSON body');
+    case 'FST_ERR_BAD_URL':
+      return new AppError('VALIDATION_FAILED', 'Malformed request path: invalid percent-encoding');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new AppError('VALIDATION_FAILED', 'A path parameter is longer than the router accepts (100 characters)');
     default:
       break;
   }
@@ -44,6 +51,9 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, appErr: 
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
+  // Node answers an Expect other than 100-continue with an empty 417 unless someone listens;
+  // RFC 9110 lets a server ignore it, so the request is served like any other.
+  app.server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => app.server.emit('request', req, res));
   app.setErrorHandler((err, request, reply) => {
     const appErr = toAppError(err);
     if (appErr.status >= 500) {
@@ -56,4 +66,36 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) =>
     sendError(reply, request, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)),
   );
+}
+
+/** Fastify's `frameworkErrors`: the router's own refusals (bad URL, over-long parameter) in our envelope. */
+export function frameworkErrorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const appErr = toAppError(err);
+  request.log.info({ code: appErr.code, msg: appErr.message }, 'request rejected');
+  // No onRequest hook ran for this request: set its id header here.
+  void sendError(reply.header('x-request-id', request.id), request, appErr);
+}
+
+/**
+ * Fastify's `clientErrorHandler`: Node's HTTP parser refused the bytes before there was a request
+ * (bad method or header, conflicting lengths, headers over 16 KB, too slow). Answered in our
+ * envelope with a fresh request id, then the connection is closed, as Node does.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const appErr =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? new AppError('HEADERS_TOO_LARGE', 'Request line and headers exceed the 16 KB limit')
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new AppError('REQUEST_TIMEOUT', 'The request did not arrive in time')
+        : new AppError('VALIDATION_FAILED', 'Malformed HTTP request');
+  const requestId = newRequestId();
+  const body = JSON.stringify(envelope(appErr, requestId));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${appErr.status} ${http.STATUS_CODES[appErr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }

@@ -1,13 +1,29 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { analyze } from '../../analysis/service.ts';
 import type { AppDeps } from '../deps.ts';
+import { toAppError } from '../plugins/errors.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { analysisSchema, analyzeBodyV1, analyzeBodyV2 } from '../schemas/analyze.ts';
+import { analysisSchema, analyzeBodyV1, analyzeBodyV2, type Analysis } from '../schemas/analyze.ts';
 import { errorResponses } from '../schemas/common.ts';
+
+type Outcome = 'analyzed' | 'cache_hit' | 'sandbox';
+const outcomeOf = (a: Analysis): Outcome => (a.meta.provider === 'sandbox' ? 'sandbox' : a.meta.cacheHit ? 'cache_hit' : 'analyzed');
 
 export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
+    // lenstack_analyses_total: every analyze request once, refusals before the handler included.
+    const outcomes = new WeakMap<FastifyRequest, Outcome>();
+    const codes = new WeakMap<FastifyRequest, string>();
+    app.addHook('onError', async (request, _reply, err) => {
+      codes.set(request, toAppError(err).code);
+    });
+    app.addHook('onResponse', async (request, reply) => {
+      const outcome = outcomes.get(request);
+      if (outcome && reply.statusCode < 400) deps.metrics?.analyses.inc({ outcome, code: 'OK' });
+      else deps.metrics?.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
+    });
+
     const route = app.withTypeProvider<ZodTypeProvider>();
     for (const version of ['v1', 'v2'] as const) {
       route.post(
@@ -22,18 +38,31 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
             tags: ['analyze'],
             security: [{ bearer: [] }],
             body: version === 'v1' ? analyzeBodyV1 : analyzeBodyV2,
-            response: { 200: analysisSchema, ...errorResponses(...(version === 'v1' ? [400, 401, 402, 413, 415, 422, 429, 502] : [400, 401, 402, 404, 413, 415, 422, 429, 502])) },
+            response: { 200: analysisSchema, ...errorResponses(...(version === 'v1' ? [400, 401, 402, 413, 415, 422, 429, 502, 503] : [400, 401, 402, 404, 413, 415, 422, 429, 502, 503])) },
           },
         },
         async (request) => {
           const startedAt = performance.now();
-          return analyze(
-            { config: deps.config, db: deps.db, blobs: deps.blobs, ...(deps.temporal ? { temporal: deps.temporal } : {}), vendors: deps.vendors, simulated: deps.simulated, ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}) },
+          const result = await analyze(
+            {
+              config: deps.config,
+              db: deps.db,
+              blobs: deps.blobs,
+              ...(deps.temporal ? { temporal: deps.temporal } : {}),
+              vendors: deps.vendors,
+              simulated: deps.simulated,
+              ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}),
+              log: request.log,
+              ...(deps.metrics ? { metrics: deps.metrics } : {}),
+              ...(deps.drain ? { abandon: deps.drain.signal } : {}),
+            },
             principalOf(request),
             request.body,
             request.id,
             startedAt,
           );
+          outcomes.set(request, outcomeOf(result));
+          return result;
         },
       );
     }

@@ -476,7 +476,7 @@ describe('POST /v2/enrich — failures after the reservation release it; the wor
   it.each([
     ['exiftool crashes → 500, credits released', new Error('exiftool process ended'), 500, 'INTERNAL_ERROR'],
     ['exiftool rejects the file → 422, credits released', new MetadataFileError('Corrupted JPEG image'), 422, 'IMAGE_INVALID'],
-    ['the image data changed during the write → 500, credits released', 'tamper' as const, 500, 'INTERNAL_ERROR'],
+    ['the image data changed during the write → 422 (the file\'s structure; retrying cannot help), credits released', 'tamper' as const, 422, 'IMAGE_INVALID'],
   ])('%s', async (_name, error, status, code) => {
     const user = await createTestUser(spyApp.db, { community: 10 });
     const bytes = photoBytes('Pentax_K10D.jpg');

@@ -1,0 +1,108 @@
+import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import type { BaseLogger } from 'pino';
+import { AppError, isErrorCode } from '../core/errors.ts';
+import type { ApiMetrics } from '../metrics/api.ts';
+
+/** Find our error code in a workflow failure's cause chain and turn it back into an AppError. */
+export function appErrorFromWorkflow(err: unknown): AppError {
+  let cur: unknown = err instanceof WorkflowFailedError ? err.cause : err;
+  while (cur instanceof TemporalFailure) {
+    if (cur instanceof ApplicationFailure && isErrorCode(cur.type)) {
+      const details = (cur.details?.[0] ?? undefined) as Record<string, unknown> | undefined;
+      return new AppError(cur.type, cur.message, {
+        ...(details ? { details } : {}),
+        ...(cur.type === 'PLAN_LIMIT_EXCEEDED' ? { headers: { 'cache-control': 'no-store, private' } } : {}),
+      });
+    }
+    cur = cur.cause;
+  }
+  return new AppError('INTERNAL_ERROR', 'Analysis failed unexpectedly');
+}
+
+export interface WorkflowWaitDeps {
+  temporal: Client;
+  /** The request's logger (carries requestId); absent in tests of the service alone. */
+  log?: Pick<BaseLogger, 'info' | 'warn' | 'error'>;
+  metrics?: ApiMetrics;
+  /** Aborted when the API gives up waiting at shutdown (api/drain.ts). */
+  abandon?: AbortSignal;
+}
+
+class Abandoned extends Error {}
+
+/** Resolves like `promise`, or rejects with Abandoned as soon as `signal` aborts. */
+function unlessAbandoned<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(new Abandoned());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Abandoned());
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/**
+ * Start a workflow (or attach to the one this request id already started: a client retry) and
+ * await its result. Logs the workflow id on the request's log lines, measures the wait, and maps
+ * failures to our errors. At shutdown, past the grace time, it stops waiting with a retryable 503:
+ * the workflow goes on, and the same request id later attaches to it and gets its result.
+ */
+export async function startAndAwait<T>(
+  deps: WorkflowWaitDeps,
+  workflow: 'analyze' | 'vehicle',
+  workflowId: string,
+  start: () => Promise<{ result(): Promise<T> }>,
+): Promise<T> {
+  const t0 = performance.now();
+  const elapsedMs = () => Math.round(performance.now() - t0);
+  let handle: { result(): Promise<T> };
+  let attached = false;
+  try {
+    handle = await start();
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+      deps.log?.error({ workflowId, err }, 'workflow start failed');
+      throw appErrorFromWorkflow(err);
+    }
+    handle = deps.temporal.workflow.getHandle<() => Promise<T>>(workflowId);
+    attached = true;
+  }
+  deps.metrics?.workflowsStarted.inc({ workflow, start: attached ? 'attached' : 'new' });
+  deps.log?.info({ workflowId, attached }, attached ? 'attached to the running workflow of this request id' : 'workflow started');
+
+  const result = handle.result();
+  // Abandoning leaves this promise to settle when the connection closes; nobody awaits it then.
+  result.catch(() => {});
+  try {
+    const value = await unlessAbandoned(result, deps.abandon);
+    deps.metrics?.workflowDuration.observe({ workflow, outcome: 'succeeded' }, elapsedMs() / 1000);
+    deps.log?.info({ workflowId, durationMs: elapsedMs() }, 'workflow completed');
+    return value;
+  } catch (err) {
+    if (err instanceof Abandoned) {
+      deps.metrics?.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
+      deps.log?.warn({ workflowId, durationMs: elapsedMs() }, 'shutting down: stopped waiting for the workflow, which goes on');
+      throw new AppError(
+        'SERVICE_UNAVAILABLE',
+        'This server is shutting down before the analysis finished. The analysis goes on: send the same request with the same x-request-id to get its result (billed once).',
+        { headers: { 'retry-after': '2' } },
+      );
+    }
+    const appErr = appErrorFromWorkflow(err);
+    deps.metrics?.workflowDuration.observe({ workflow, outcome: 'failed' }, elapsedMs() / 1000);
+    const fields = { workflowId, durationMs: elapsedMs(), code: appErr.code };
+    if (appErr.status >= 500) deps.log?.warn({ ...fields, err }, 'workflow failed');
+    else deps.log?.info(fields, 'workflow failed');
+    throw appErr;
+  }
+}

@@ -1,0 +1,31 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ApiMetrics } from '../../metrics/api.ts';
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+/**
+ * Request count, latency and in-flight gauge for every request, registered before everything
+ * else so refusals by auth, limits and validation are counted too. The route label is the
+ * pattern (`/v2/lookup/:sha256`), never the URL; unknown paths share `unmatched`.
+ */
+export function registerHttpMetrics(app: FastifyInstance, metrics: ApiMetrics): void {
+  const started = new WeakMap<FastifyRequest, number>();
+  const record = (request: FastifyRequest, status: string) => {
+    const t0 = started.get(request);
+    if (t0 === undefined) return;
+    started.delete(request); // once per request, whichever of response and abort comes first
+    const method = METHODS.has(request.method) ? request.method : 'OTHER';
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.httpRequests.inc({ method, route, status });
+    metrics.httpDuration.observe({ method, route }, (performance.now() - t0) / 1000);
+  };
+  app.addHook('onRequest', async (request, reply) => {
+    started.set(request, performance.now());
+    metrics.httpInFlight.inc({});
+    // 'close' fires once whether the response finished or the client went away.
+    reply.raw.once('close', () => metrics.httpInFlight.dec({}));
+  });
+  app.addHook('onResponse', async (request, reply) => record(request, String(reply.statusCode)));
+  // A client that hangs up before its answer (say, timing out on a slow analysis) is counted as such.
+  app.addHook('onRequestAbort', async (request) => record(request, 'aborted'));
+}

@@ -1,0 +1,278 @@
+/**
+ * Load on the real processes (npx tsx bench/load.ts), loopback only, bounded, stops by itself:
+ *  - closed-loop clients (each sends its next request when the previous answer is read) against
+ *    GET /v1/modules, GET /v2/lookup?sha256, POST /v2/lookup (one 640×480 image), full cache
+ *    hits on POST /v1/analyze and fresh analyses of distinct photos (simulated vendor, 0 ms);
+ *    p50/p90/p99/max latency and throughput for each;
+ *  - peak memory of a fresh API process while 10 clients send a ~37 MB JPEG each (~49 MB of
+ *    base64) at once: VmHWM from /proc/<pid>/status plus VmRSS sampled every 20 ms.
+ * The API and one worker run as child processes (node --import tsx, as npm start runs them),
+ * with a Temporal dev server, the simulated vendor in this process, and a scratch database that is
+ * dropped at the end. autocannon is not among our dependencies, so the load generator is the
+ * small closed loop below on Node's fetch. Writes bench/results/load.txt.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import sharp from 'sharp';
+import { createUser, issueKey } from '../auth/repository.ts';
+import { grant } from '../credits/ledger.ts';
+import { createDatabaseIfMissing, migrate } from '../db/migrate.ts';
+import { createPool } from '../db/pool.ts';
+import { startTemporalDevServer } from '../scripts/temporal.ts';
+import { startSimVendor } from '../sim/index.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const PHOTO = path.join(ROOT, '../shared/photos/gps-DSCN0010.jpg');
+const USERS = 50;
+/** Every scenario stops after its requests or this long, whichever comes first. */
+const SCENARIO_DEADLINE_MS = 120_000;
+const BIG_CLIENTS = 10;
+/** 4200×3000 of noise at JPEG q100 4:4:4 is ~37 MB: ~49 MB of base64, under the 50 MiB and 100 MP caps. */
+const BIG_SIZE = { width: 4200, height: 3000 };
+
+const lines: string[] = [];
+/** Scenarios that got anything but 200, named in the summary. */
+const notAllOk: string[] = [];
+const say = (s: string) => {
+  console.log(s);
+  lines.push(s);
+};
+
+interface Result {
+  name: string;
+  clients: number;
+  latencies: number[];
+  statuses: Map<number, number>;
+  seconds: number;
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+
+function describe(r: Result): string {
+  const s = [...r.latencies].sort((a, b) => a - b);
+  const statuses = [...r.statuses].map(([code, n]) => `${code}×${n}`).join(' ');
+  return `${r.name.padEnd(34)} ${String(r.clients).padStart(3)} clients  n=${String(s.length).padEnd(5)} ${(s.length / r.seconds).toFixed(1).padStart(7)} req/s  p50 ${pct(s, 50).toFixed(1).padStart(7)} ms  p90 ${pct(s, 90).toFixed(1).padStart(7)} ms  p99 ${pct(s, 99).toFixed(1).padStart(7)} ms  max ${s.at(-1)!.toFixed(1).padStart(7)} ms  [${statuses}]`;
+}
+
+/** `clients` closed loops sharing `requests` request slots; every body is read to the end. */
+async function closedLoop(name: string, clients: number, requests: number, send: (i: number) => Promise<Response>): Promise<Result> {
+  const latencies: number[] = [];
+  const statuses = new Map<number, number>();
+  const deadline = performance.now() + SCENARIO_DEADLINE_MS;
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < requests && performance.now() < deadline) {
+        const i = next++;
+        const start = performance.now();
+        const res = await send(i);
+        await res.arrayBuffer();
+        latencies.push(performance.now() - start);
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      }
+    }),
+  );
+  const result = { name, clients, latencies, statuses, seconds: (performance.now() - t0) / 1000 };
+  say(describe(result));
+  if (statuses.get(200) !== latencies.length || latencies.length < requests) notAllOk.push(name);
+  return result;
+}
+
+/** A child service process; its output is scanned for `ready`, kept when `keep`, otherwise discarded. */
+function spawnService(script: string, env: NodeJS.ProcessEnv, ready: RegExp, keep = false): { child: ChildProcess; ready: Promise<string>; output: () => string } {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let seen = '';
+  let kept = '';
+  if (keep) child.stdout!.on('data', (d: Buffer) => (kept += d.toString()));
+  const readyP = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${script} not ready in 90 s:\n${seen.slice(-2000)}`)), 90_000);
+    const onData = (d: Buffer) => {
+      if (seen.length < 100_000) seen += d.toString();
+      const m = ready.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1] ?? m[0]);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${script} exited (${code}) before it was ready:\n${seen.slice(-2000)}`)));
+  });
+  readyP.catch(() => {});
+  return { child, ready: readyP, output: () => kept };
+}
+
+/** Median ms between two log messages of the same request (ids starting `prefix`), from the API's JSON lines. */
+function phaseMedians(output: string, prefix: string): Record<string, number> {
+  const byRequest = new Map<string, Record<string, number>>();
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const l = JSON.parse(line) as { requestId?: string; msg?: string; time?: string };
+    if (!l.requestId?.startsWith(prefix) || !l.msg || !l.time) continue;
+    const r = byRequest.get(l.requestId) ?? {};
+    r[l.msg] = Date.parse(l.time);
+    byRequest.set(l.requestId, r);
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+  const between = (a: string, b: string) => median([...byRequest.values()].filter((r) => r[a] && r[b]).map((r) => r[b]! - r[a]!));
+  return {
+    'received → workflow started (body read, JSON parse, base64, intake)': between('incoming request', 'workflow started'),
+    'workflow started → completed (worker: fingerprint, vendor, persist)': between('workflow started', 'workflow completed'),
+    'workflow completed → response sent': between('workflow completed', 'request completed'),
+  };
+}
+
+async function stopService(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const force = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  await exited;
+  clearTimeout(force);
+}
+
+/** kB figures of /proc/<pid>/status (VmRSS: now, VmHWM: peak since start). */
+function procMemoryKb(pid: number): { rss: number; hwm: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+
+const mb = (kb: number) => `${(kb / 1024).toFixed(0)} MB`;
+
+const dbName = `lenstack_bench_load_${process.pid}`;
+const databaseUrl = `postgres://postgres@127.0.0.1:5432/${dbName}`;
+const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-bench-load-'));
+const temporal = await startTemporalDevServer({});
+const sim = await startSimVendor({ port: 0 });
+await createDatabaseIfMissing(databaseUrl);
+await migrate(databaseUrl);
+const db = createPool(databaseUrl, { max: 5 });
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  NODE_ENV: 'production',
+  DATABASE_URL: databaseUrl,
+  TEMPORAL_ADDRESS: temporal.address,
+  TEMPORAL_TASK_QUEUE: `bench-load-${process.pid}`,
+  REDIS_PREFIX: `lenstack-bench-load-${process.pid}:`,
+  BLOB_DIR: blobDir,
+  SIM_VENDOR_URL: sim.url,
+  INTERNAL_SECRET: randomBytes(32).toString('hex'),
+  OPENAI_API_KEY: '',
+  ANTHROPIC_API_KEY: '',
+  GEMINI_API_KEY: '',
+  HOST: '127.0.0.1',
+  PORT: '0',
+  LOG_LEVEL: 'info',
+};
+const children: ChildProcess[] = [];
+
+try {
+  const worker = spawnService('worker/main.ts', env, /polling task queue/);
+  children.push(worker.child);
+  let api = spawnService('api/server.ts', env, /Server listening at (http:\/\/127\.0\.0\.1:\d+)/);
+  children.push(api.child);
+  await worker.ready;
+  let base = await api.ready;
+
+  const keys: string[] = [];
+  for (let u = 0; u < USERS; u++) {
+    const { userId } = await createUser(db, `load-${u}@example.test`);
+    keys.push((await issueKey(db, userId, 'live')).key);
+    await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench-load' });
+  }
+  // Requests go round-robin over the users: 600/min per user would otherwise cap the test.
+  const keyFor = (i: number) => keys[i % keys.length]!;
+  const post = (url: string, i: number, body: unknown, requestId?: string) =>
+    fetch(`${base}${url}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${keyFor(i)}`, 'content-type': 'application/json', ...(requestId ? { 'x-request-id': requestId } : {}) },
+      body: JSON.stringify(body),
+    });
+  const get = (url: string, i: number) => fetch(`${base}${url}`, { headers: { authorization: `Bearer ${keyFor(i)}` } });
+
+  // Distinct 640×480 photos: the index as a row of black/white blocks survives JPEG.
+  const source = await sharp(PHOTO).resize(640, 480).raw().toBuffer({ resolveWithObject: true });
+  const photo = async (i: number) => {
+    const px = Buffer.from(source.data);
+    for (let bit = 0; bit < 12; bit++) {
+      const v = (i >> bit) & 1 ? 255 : 0;
+      for (let y = 0; y < 16; y++) for (let x = 0; x < 16; x++) px.set([v, v, v], (y * 640 + bit * 16 + x) * 3);
+    }
+    return (await sharp(px, { raw: source.info }).jpeg({ quality: 90 }).toBuffer()).toString('base64');
+  };
+  const N_FRESH = 300;
+  const fresh: string[] = [];
+  for (let i = 1; i <= N_FRESH; i++) fresh.push(await photo(i));
+  const hitPhoto = await photo(0);
+  const hitSha = createHash('sha256').update(Buffer.from(hitPhoto, 'base64')).digest('hex');
+
+  // Warm-up, and every user's registry gets the cache-hit photo.
+  const warm = await closedLoop('warm-up: hit photo, once per user', 10, USERS, (i) => post('/v1/analyze', i, { imageBase64: hitPhoto, preset: 'full-analysis' }));
+  if (warm.statuses.get(200) !== USERS) throw new Error('warm-up failed');
+  lines.length = 0;
+  notAllOk.length = 0;
+
+  say('# Load: closed-loop clients over loopback, real API and worker processes, simulated vendor at 0 ms');
+  say(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model}), ${Math.round(os.totalmem() / 2 ** 30)} GiB; load before ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; node ${process.version}`);
+  say('one API process and one worker (child processes, LOG_LEVEL=info), Temporal dev server, Postgres, Redis, the simulator and this client on the same machine');
+  say('');
+  await closedLoop('GET /v1/modules', 20, 3000, (i) => get('/v1/modules', i));
+  await closedLoop('GET /v2/lookup?sha256 (exact hit)', 20, 2000, (i) => get(`/v2/lookup?sha256=${hitSha}`, i));
+  await closedLoop('POST /v2/lookup (1 image, 640×480)', 20, 1000, (i) => post('/v2/lookup', i, { images_base64: [hitPhoto] }));
+  await closedLoop('POST /v1/analyze, full cache hit', 20, 1500, (i) => post('/v1/analyze', i, { imageBase64: hitPhoto, preset: 'full-analysis' }));
+  await closedLoop('POST /v1/analyze, fresh (workflow)', 10, N_FRESH, (i) => post('/v1/analyze', i, { imageBase64: fresh[i]!, preset: 'full-analysis' }));
+
+  // Peak memory: a fresh API process, 10 clients each sending a ~49 MB base64 image at once.
+  say('');
+  await stopService(api.child);
+  api = spawnService('api/server.ts', env, /Server listening at (http:\/\/127\.0\.0\.1:\d+)/, true);
+  children.push(api.child);
+  base = await api.ready;
+  const pid = api.child.pid!;
+  const bigs: string[] = [];
+  for (let i = 0; i < BIG_CLIENTS; i++) {
+    const noise = randomBytes(BIG_SIZE.width * BIG_SIZE.height * 3);
+    const jpeg = await sharp(noise, { raw: { ...BIG_SIZE, channels: 3 } }).jpeg({ quality: 100, chromaSubsampling: '4:4:4' }).toBuffer();
+    bigs.push(jpeg.toString('base64'));
+  }
+  const jpegMb = (Buffer.byteLength(bigs[0]!, 'base64') / 1e6).toFixed(1);
+  const b64Mb = (bigs[0]!.length / 1e6).toFixed(1);
+  // One small analysis first so the idle figure includes loaded code paths (sharp, Temporal client).
+  await post('/v1/analyze', 0, { imageBase64: hitPhoto, modules: ['dating'] }).then((r) => r.arrayBuffer());
+  const idle = procMemoryKb(pid);
+  let sampledPeak = idle.rss;
+  const sampler = setInterval(() => {
+    sampledPeak = Math.max(sampledPeak, procMemoryKb(pid).rss);
+  }, 20);
+  const big = await closedLoop(`POST /v1/analyze, ${BIG_CLIENTS} × ${b64Mb} MB base64 at once`, BIG_CLIENTS, BIG_CLIENTS, (i) =>
+    post('/v1/analyze', i + 1, { imageBase64: bigs[i]!, modules: ['dating'] }, `big-${i}-${process.pid}`),
+  );
+  clearInterval(sampler);
+  const after = procMemoryKb(pid);
+  const workerMem = procMemoryKb(worker.child.pid!);
+  say(`API process RSS: idle ${mb(idle.rss)} → peak ${mb(after.hwm)} (VmHWM; highest 20 ms sample ${mb(sampledPeak)}); ${mb(after.rss)} after the burst`);
+  say(`images: ${BIG_SIZE.width}×${BIG_SIZE.height} noise JPEG q100 4:4:4, ${jpegMb} MB each (${b64Mb} MB base64), all ${big.statuses.get(200) ?? 0}/${BIG_CLIENTS} answered 200`);
+  say(`worker process peak RSS over the whole run: ${mb(workerMem.hwm)}`);
+  for (const [phase, ms] of Object.entries(phaseMedians(api.output(), 'big-'))) say(`  median ${phase}: ${(ms / 1000).toFixed(1)} s`);
+  say(notAllOk.length ? `NOT ALL 200 (or stopped at the deadline): ${notAllOk.join('; ')}` : 'every request of every scenario answered 200');
+} finally {
+  for (const c of children) await stopService(c);
+  await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
+  await writeFile(path.join(ROOT, 'bench/results/load.txt'), lines.join('\n') + '\n');
+  await db.end();
+  await sim.close();
+  await temporal.stop();
+  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+  await admin.end();
+  await rm(blobDir, { recursive: true, force: true });
+}
