@@ -183,7 +183,8 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
     `billing: ${figures.billedEvents} billed lens events (${events.rows[0]!.credits} credits); billed twice without refresh: ${twice.rows.length}; ` +
       `settles that differ from the recorded analysis: ${settleMismatch.length}; persisted but not charged: ${freeAnalyses.length}`,
     `client view: 200s whose creditsCharged differs from the ledger: ${toldWrong.length}; charged on a 4xx/502: ${chargedOnFailure.length}; ` +
-      `charged but the answer was lost (5xx/timeout; the same x-request-id returns it): ${lost.length}${lost.length ? ` (${examples(lost)})` : ''}`,
+      `charged but answered 5xx or not at all (a run that hit its execution timeout after persisting: billed once, the records are the caller's): ` +
+      `${lost.length}${lost.length ? ` (${examples(lost)})` : ''}`,
   );
   return { lines, failures, figures };
 }

@@ -68,6 +68,8 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
   const attempts: Attempt[] = [];
   const payload = JSON.stringify(call.body);
   let final: Final | undefined;
+  // The last answer a retried attempt got: if later attempts only fail to connect, that is the answer.
+  let lastAnswer: Final | undefined;
   for (let n = 0; n < opts.maxAttempts && !final; n++) {
     const apis = opts.apis();
     const api = (call.index + n) % apis.length;
@@ -94,6 +96,7 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
       const read = res.status === 200 ? readSuccess(body, call.requestId) : readEnvelope(res.status, body, call.requestId);
       if (read.kind === 'answer' && 'code' in read) attempt.code = read.code;
       if (read.kind === 'answer' && RETRY_STATUS.has(read.status) && n + 1 < opts.maxAttempts) {
+        lastAnswer = read;
         const ra = Number(res.headers.get('retry-after'));
         if (read.status === 429 && Number.isFinite(ra) && ra > 0) retryAfterMs = Math.min(MAX_RETRY_AFTER_MS, ra * 1000);
       } else {
@@ -108,7 +111,7 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
         break;
       }
       attempt.network = e.cause?.code ?? e.cause?.message ?? e.message;
-      if (n + 1 >= opts.maxAttempts) final = { kind: 'unanswered', detail: attempt.network };
+      if (n + 1 >= opts.maxAttempts) final = lastAnswer ?? { kind: 'unanswered', detail: attempt.network };
     }
     if (!final) await new Promise((r) => setTimeout(r, retryAfterMs));
   }

@@ -513,7 +513,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       await sleep(Math.min(waitMs, o.reservationTtlMs + 1_000));
     }
     const swept = await sweepExpired(db);
-    log(`sweeper: released ${swept.length} expired reservation(s)`);
+    log(`sweeper: closed ${swept.length} expired reservation(s)`);
 
     phases.settle = Date.now() - settleStart;
 
@@ -568,7 +568,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     failures.push(...apiShutdownOverruns);
     const allProcs = [...workers.exits, ...apis.exits];
     const sweeperFailures = await countInLogs(logDir, /sweeper failed/);
-    const sweeperReleases = await countInLogs(logDir, /sweeper released/);
+    const sweeperPasses = await countInLogs(logDir, /sweeper (released|closed)/);
     const apiErrors = await countInLogs(logDir, /"level":50/, 'api-');
 
     const pg: FaultProxyStats = pgProxy.stats();
@@ -596,7 +596,8 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       `vendors (sim): ${vendorCalls} calls, ${vendorFailures} failed (${vendorCalls ? ((100 * vendorFailures) / vendorCalls).toFixed(1) : 0}%): ${fmt(failedBy)}; ` +
         `aborted ${VENDORS.reduce((n, v) => n + simStats[v].aborted, 0)}; ${counts.weatherChanges} failure-mode windows, ${counts.stallBursts} stall bursts`,
       `workflows: ${wfIds.length} request ids → ${fmt(wfCounts)}; terminated by the suite at the end: ${stragglers.length}`,
-      `sweeper: workers' sweeps released ${sweeperReleases} batch(es), failed ${sweeperFailures} time(s); open after every workflow ended: ${openBefore}; final sweep released ${swept.length}`,
+      `sweeper: workers' passes that closed reservations ${sweeperPasses}, passes failed (Postgres faults) ${sweeperFailures}; ` +
+        `open after every workflow ended: ${openBefore}; the final sweep closed ${swept.length}`,
       `phases: startup ${(phases.startup / 1000).toFixed(1)} s, load ${(phases.load / 1000).toFixed(1)} s, ` +
         `every workflow ended + expiry + sweep ${(phases.settle / 1000).toFixed(1)} s, stop ${(phases.stop / 1000).toFixed(1)} s`,
       `logs: ${apiErrors} API error lines, ${allProcs.length} process exits; ${services.runDir}`,

@@ -74,9 +74,9 @@ export class ServiceProcess {
     });
   }
 
-  /** Alive and seen ready. */
+  /** Alive, seen ready, and not being stopped (a draining API takes no new requests). */
   get ready(): boolean {
-    return this.alive && this.readyMs !== undefined;
+    return this.alive && this.readyMs !== undefined && !this.expected;
   }
 
   get alive(): boolean {

@@ -23,7 +23,7 @@ const CI_SIZE: Omit<ChaosOptions, 'log'> = {
   users: 10,
   durationMs: 100_000,
   workers: 2,
-  killEveryMs: [4_000, 8_000],
+  killEveryMs: [6_000, 10_000],
   apiFaults: 'kill',
   stallBurstChance: 0.5,
   // Short, so a timed-out workflow's reservation expires seconds after the load ends.

@@ -1,0 +1,179 @@
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import sharp from 'sharp';
+import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
+import { createTestUser, INTERNAL_SECRET, type TestUser } from '../helpers/app.ts';
+import { FUZZ_CATEGORIES, generate, INJECTABLE_METHODS, type FuzzCategory, type FuzzContext, type FuzzRequest } from './fuzz/generate.ts';
+import { operationsOf, type Operation } from './fuzz/openapi.ts';
+import { hostileScale, SEED, sizes } from './sizes.ts';
+import { footprint, startHostileApp, type Footprint, type HostileApp } from './support/app.ts';
+import { endpointOf, monitorEgress, type EgressMonitor } from './support/egress.ts';
+import { PIPELINE_STUB_MESSAGE } from './support/pipeline-stub.ts';
+import { inPool } from './support/pool.ts';
+import { prng } from './support/prng.ts';
+import { rawRequest } from './support/raw-http.ts';
+import { envelopeOf, Tally, type Answer } from './support/report.ts';
+
+/**
+ * Malformed requests generated from our own /v1/openapi.json for every operation, with real live
+ * and sandbox keys and the internal secret so authenticated routes are reached, against the real
+ * app with rate limits on. Most go through app.inject; a share (and everything only a socket can
+ * carry: bad methods, conflicting lengths, raw bytes) over a real TCP socket. Targets: no 500,
+ * every error the SPEC envelope with a request id, no credit moved, no registry row, no pollution.
+ */
+
+// Relative weights of the categories in the generated mix.
+const WEIGHTS: Record<FuzzCategory, number> = {
+  'wrong types': 10,
+  'missing fields': 6,
+  'extra and prototype keys': 8,
+  'huge strings': 4,
+  'deep nesting': 5,
+  'unicode edge cases': 8,
+  'numbers at and beyond bounds': 6,
+  'arrays at and beyond limits': 5,
+  'query strings': 8,
+  'path parameters': 6,
+  'content types': 6,
+  'invalid JSON': 6,
+  'auth headers': 9,
+  'other headers': 6,
+  methods: 5,
+  'raw HTTP': 5,
+};
+
+// Node's HTTP server drops these duplicates and keeps the first (IncomingMessage); app.inject
+// must see what a socket would, or it tests a request no client can send.
+const FIRST_WINS = new Set(['authorization', 'content-type', 'content-length', 'user-agent', 'host', 'referer', 'from', 'if-modified-since', 'if-unmodified-since', 'max-forwards', 'proxy-authorization']);
+
+const scale = hostileScale();
+const { fuzzRequests, fuzzSocketShare } = sizes();
+let h: HostileApp;
+let port: number;
+let ops: Operation[] = [];
+let users: TestUser[] = [];
+let before: Footprint[] = [];
+let egress: EgressMonitor;
+const tally = new Tally();
+const failures: string[] = [];
+/** Failures grouped by what came back (status and the start of the body), to read them fast. */
+const failureKinds = new Map<string, number>();
+let sent = 0;
+let overSocket = 0;
+/** Requests per operation of the document. */
+const perOperation = new Map<string, number>();
+
+beforeAll(async () => {
+  h = await startHostileApp({ rateLimits: true, config: { TRUSTED_PROXIES: '127.0.0.1,::1' } });
+  await h.app.listen({ host: '127.0.0.1', port: 0 });
+  port = (h.app.server.address() as AddressInfo).port;
+  egress = monitorEgress();
+  // Enough users that the 600/minute/user limit refuses only a small share.
+  users = await Promise.all(Array.from({ length: Math.ceil(fuzzRequests / 300) }, () => createTestUser(h.db, { community: 100, purchased: 10 })));
+  before = await Promise.all(users.map((u) => footprint(h.db, u.userId)));
+}, 120_000);
+
+afterAll(async () => {
+  egress?.stop();
+  await h?.close();
+  if (scale === 'full') {
+    console.log(tally.format(`OpenAPI request fuzzer (${scale}): ${sent} requests over ${ops.length} operations, ${overSocket} over a real socket`));
+    console.log(`requests per operation: ${[...perOperation].sort((a, b) => b[1] - a[1]).map(([op, n]) => `${op} ${n}`).join(', ')}`);
+  }
+});
+
+function toInjectHeaders(headers: Array<[string, string]>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of headers) {
+    const n = name.toLowerCase();
+    if (out[n] === undefined) out[n] = value;
+    else if (!FIRST_WINS.has(n)) out[n] = `${out[n]}, ${value}`;
+  }
+  return out;
+}
+
+async function send(req: FuzzRequest, i: number, socket: boolean): Promise<Answer> {
+  // Every request from its own client address, so per-IP limits do not mask what is behind them.
+  const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+  if (socket) {
+    const headers = req.headers.some(([n]) => n.toLowerCase() === 'x-forwarded-for') ? req.headers : [...req.headers, ['x-forwarded-for', ip] as [string, string]];
+    return rawRequest(port, { method: req.method, target: req.target, headers, ...(req.body ? { body: req.body } : {}), ...(req.contentLength === false ? { contentLength: false } : {}) });
+  }
+  const started = performance.now();
+  const res = await h.app.inject({
+    method: req.method as 'GET',
+    url: req.target,
+    headers: toInjectHeaders(req.headers),
+    remoteAddress: ip,
+    ...(req.body ? { payload: req.body } : {}),
+  });
+  return { status: res.statusCode, body: res.body, headers: res.headers, ms: performance.now() - started };
+}
+
+const isStubbed = (a: Answer) => a.status === 502 && a.body.includes(PIPELINE_STUB_MESSAGE);
+
+function check(req: FuzzRequest, a: Answer, socket: boolean): string | null {
+  const where = `[${req.category}${socket ? ', socket' : ''}] ${JSON.stringify(req.method).slice(0, 20)} ${req.target.slice(0, 80)} (${req.note.slice(0, 120)})`;
+  // CONNECT is handed to the server's 'connect' event, which we do not serve: Node hangs up.
+  if (a.status === 0) return req.method === 'CONNECT' ? null : `${where}: no answer: ${a.body.slice(0, 160)}`;
+  if (a.status >= 500 && !isStubbed(a)) return `${where}: HTTP ${a.status}: ${a.body.slice(0, 200)}`;
+  if (a.status >= 400 && req.method !== 'HEAD') {
+    const e = envelopeOf(a);
+    if ('problem' in e) return `${where}: ${e.problem}`;
+  }
+  return null;
+}
+
+describe(`OpenAPI request fuzzer (${scale} size: ${fuzzRequests} requests)`, () => {
+  it('finds every operation of the OpenAPI document', async () => {
+    const doc = await h.app.inject({ method: 'GET', url: '/v1/openapi.json' });
+    expect(doc.statusCode).toBe(200);
+    ops = operationsOf(doc.json());
+    expect(ops.map((o) => o.id)).toEqual(expect.arrayContaining(['POST /v1/analyze', 'POST /v2/analyze', 'POST /v2/lookup', 'GET /v2/lookup', 'POST /v2/enrich', 'GET /v1/modules', 'GET /v1/usage', 'POST /v1/internal/evict', 'GET /v1/health', 'GET /v1/llms.txt']));
+    // Not in the document, still served: the interactive docs page.
+    ops.push({ id: 'GET /v1/docs', method: 'GET', path: '/v1/docs', params: [], body: null, auth: 'none' });
+  });
+
+  it('no 500, no non-envelope error, across every category and operation', async () => {
+    const image = (await sharp({ create: { width: 8, height: 8, channels: 3, background: '#3a7' } }).png().toBuffer()).toString('base64');
+    const ctx: FuzzContext = { ops, liveKeys: users.map((u) => u.liveKey), testKeys: users.map((u) => u.testKey), anonymousKey: ANONYMOUS_SANDBOX_KEY, internalSecret: INTERNAL_SECRET, imageBase64: image };
+    const random = prng(SEED).fork('fuzz');
+    const bag = FUZZ_CATEGORIES.flatMap((c) => Array.from({ length: WEIGHTS[c] }, () => c));
+    const requests = Array.from({ length: fuzzRequests }, (_, i) => {
+      const r = random.fork(`request-${i}`);
+      const req = generate(ctx, r.pick(bag), r);
+      const socket = req.socketOnly === true || !INJECTABLE_METHODS.has(req.method) || r.chance(fuzzSocketShare);
+      return { req, socket };
+    });
+    await inPool(requests, 6, async ({ req, socket }, i) => {
+      const a = await send(req, i, socket);
+      sent += 1;
+      if (socket) overSocket += 1;
+      perOperation.set(req.op, (perOperation.get(req.op) ?? 0) + 1);
+      tally.addCase(req.category);
+      tally.add(req.category, a, { accepted: isStubbed(a) });
+      const problem = check(req, a, socket);
+      if (problem) {
+        failures.push(problem);
+        const kind = `${a.status} ${a.body.replace(/'[^']*'/g, "'…'").slice(0, 90)}`;
+        failureKinds.set(kind, (failureKinds.get(kind) ?? 0) + 1);
+      }
+    });
+    expect({ count: failures.length, kinds: Object.fromEntries(failureKinds), first: failures.slice(0, 12) }).toEqual({ count: 0, kinds: {}, first: [] });
+    expect(sent).toBe(fuzzRequests);
+    expect(overSocket).toBeGreaterThan(0);
+  }, scale === 'full' ? 30 * 60_000 : 240_000);
+
+  it('every category and every operation got malformed requests', () => {
+    for (const c of FUZZ_CATEGORIES) expect(tally.row(c).requests, c).toBeGreaterThan(0);
+    expect(ops.filter((o) => !perOperation.get(o.id)).map((o) => o.id)).toEqual([]);
+  });
+
+  it('moved no credit, stored nothing, polluted no prototype, connected nowhere', async () => {
+    expect(await Promise.all(users.map((u) => footprint(h.db, u.userId)))).toEqual(before);
+    expect(Object.prototype).not.toHaveProperty('polluted');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const allowed = [{ address: '127.0.0.1', port }, endpointOf(h.config.DATABASE_URL, 5432), endpointOf(h.config.REDIS_URL, 6379)];
+    expect(egress.unexpected(allowed)).toEqual([]);
+  });
+});

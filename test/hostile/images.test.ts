@@ -1,0 +1,225 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPool, type Db } from '../../db/pool.ts';
+import { testConfig } from '../harness/env.ts';
+import { createTestUser, INTERNAL_SECRET, type TestUser } from '../helpers/app.ts';
+import * as C from './images/containers.ts';
+import { baseImages, buildImageCorpus, type ImageCase, type ImageCategory } from './images/corpus.ts';
+import { hostileScale, SEED, sizes } from './sizes.ts';
+import { footprint, type Footprint } from './support/app.ts';
+import { startApiProcess, type ApiProcess } from './support/child-api.ts';
+import { PIPELINE_STUB_MESSAGE } from './support/pipeline-stub.ts';
+import { inPool } from './support/pool.ts';
+import { prng } from './support/prng.ts';
+import { envelopeOf, Tally, type Answer } from './support/report.ts';
+
+/**
+ * The hostile image corpus (bombs, truncations, mutants, masquerades, the shared photos) sent as
+ * base64 to every endpoint that reads an image, against the API running as its own process: no
+ * answer may be a 5xx, every refusal is a 4xx SPEC envelope and fast, the endpoints agree on what
+ * is a picture, the process survives with bounded memory, and nothing is billed or stored.
+ */
+
+/** Longest a refusal may take (a busy 2-core CI machine, 8 requests in flight; measured: docs/reliability.md). */
+const REJECT_MS = 5_000;
+/** Longest an accepted image may take (a 100 MP decode under load). */
+const ACCEPT_MS = 60_000;
+/** Room for a loaded CI machine; an idle 2-core one takes a fraction (docs/reliability.md). */
+const HEAVY_TEST_MS = hostileScale() === 'full' ? 20 * 60_000 : 240_000;
+/** Peak RSS the API process may reach over the whole corpus (measured peaks: docs/reliability.md). */
+const PEAK_RSS_LIMIT_MB = hostileScale() === 'full' ? 6_144 : 2_048;
+
+interface Endpoint {
+  name: string;
+  key: 'live' | 'test';
+  path: string;
+  body(base64: string): Record<string, unknown>;
+  /** The answer of an image that passed intake: how far it gets on this endpoint. */
+  accepted(a: Answer): boolean;
+}
+
+// Sandbox enrichment really writes the file with exiftool, which refuses some files every
+// decoder reads (broken XMP packets, a PNG without IEND): a 422 of its own, after intake.
+const WRITE_REFUSED = /"code":"IMAGE_INVALID","message":"Metadata cannot be written to this image/;
+
+const ENDPOINTS: Endpoint[] = [
+  { name: 'POST /v1/analyze', key: 'live', path: '/v1/analyze', body: (b) => ({ imageBase64: b, modules: ['describe'] }), accepted: (a) => a.status === 502 && a.body.includes(PIPELINE_STUB_MESSAGE) },
+  { name: 'POST /v2/lookup', key: 'live', path: '/v2/lookup', body: (b) => ({ images_base64: [b] }), accepted: (a) => a.status === 200 },
+  { name: 'POST /v2/enrich (live)', key: 'live', path: '/v2/enrich', body: (b) => ({ imageBase64: b, formats: ['xmp'] }), accepted: (a) => a.status === 404 && a.body.includes('PHOTO_NOT_IN_REGISTRY') },
+  { name: 'POST /v2/enrich (sandbox)', key: 'test', path: '/v2/enrich', body: (b) => ({ imageBase64: b, formats: ['xmp'] }), accepted: (a) => a.status === 200 || (a.status === 422 && WRITE_REFUSED.test(a.body)) },
+];
+
+const scale = hostileScale();
+let corpus: ImageCase[] = [];
+let categories: ImageCategory[] = [];
+let db: Db;
+let api: ApiProcess;
+let user: TestUser;
+let before: Footprint;
+const tally = new Tally();
+const acceptedAnalyzeIds: string[] = [];
+let requestCounter = 0;
+
+beforeAll(async () => {
+  const config = testConfig({ INTERNAL_SECRET });
+  db = createPool(config.DATABASE_URL, { max: 2 });
+  user = await createTestUser(db, { community: 1_000 });
+  before = await footprint(db, user.userId);
+  const s = sizes();
+  corpus = await buildImageCorpus({ mutants: s.imageMutants, truncationsPerFormat: s.truncationsPerFormat, heavyBombs: scale === 'full' }, prng(SEED).fork('images'));
+  categories = [...new Set(corpus.map((c) => c.category))];
+  api = await startApiProcess(config);
+}, 120_000);
+
+afterAll(async () => {
+  await api?.stop();
+  await db?.end();
+  if (scale === 'full') console.log(tally.format(`Image corpus (${scale}): ${corpus.length} files × ${ENDPOINTS.length} endpoints, API in its own process`));
+});
+
+async function send(e: Endpoint, base64: string, requestId: string, timeoutMs = ACCEPT_MS * 2): Promise<Answer> {
+  const started = performance.now();
+  const res = await fetch(`${api.url}${e.path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${e.key === 'live' ? user.liveKey : user.testKey}`, 'content-type': 'application/json', 'x-request-id': requestId },
+    body: JSON.stringify(e.body(base64)),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const body = await res.text();
+  return { status: res.status, body, headers: Object.fromEntries(res.headers), ms: performance.now() - started };
+}
+
+/** Peak RSS of the API process while `work` runs, sampled every 25 ms (and the high-water mark). */
+async function watchingMemory<T>(work: () => Promise<T>): Promise<{ result: T; peakMb: number }> {
+  let peak = (await api.memory()).rss;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling && !api.exited()) {
+      peak = Math.max(peak, (await api.memory()).rss);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  })();
+  try {
+    const result = await work();
+    return { result, peakMb: peak / 2 ** 20 };
+  } finally {
+    sampling = false;
+    await sampler.catch(() => {});
+  }
+}
+
+function judge(c: ImageCase, answers: Array<[Endpoint, Answer]>): string[] {
+  const problems: string[] = [];
+  const verdicts = answers.map(([e, a]) => (e.accepted(a) ? 'accept' : a.status >= 400 && a.status < 500 ? 'reject' : `HTTP ${a.status}`));
+  answers.forEach(([e, a], i) => {
+    const where = `${e.name}: ${c.name}`;
+    if (a.status >= 400) {
+      const env = envelopeOf(a);
+      if ('problem' in env) problems.push(`${where}: ${env.problem}`);
+      else if (a.status >= 500 && !e.accepted(a)) problems.push(`${where}: ${a.status} ${env.envelope.code} ${env.envelope.message}`);
+    }
+    const v = verdicts[i]!;
+    if (c.expect !== 'either' && v !== c.expect) problems.push(`${where}: expected ${c.expect}, got ${v} (${a.status} ${a.body.slice(0, 160)})`);
+    if (v === 'reject') {
+      if (c.status && a.status !== c.status) problems.push(`${where}: status ${a.status}, expected ${c.status}`);
+      const env = envelopeOf(a);
+      if (c.code && 'envelope' in env && env.envelope.code !== c.code) problems.push(`${where}: code ${env.envelope.code}, expected ${c.code}`);
+      if (a.ms > REJECT_MS) problems.push(`${where}: refused after ${a.ms.toFixed(0)} ms (limit ${REJECT_MS})`);
+    }
+    if (v === 'accept' && a.ms > ACCEPT_MS) problems.push(`${where}: accepted after ${a.ms.toFixed(0)} ms (limit ${ACCEPT_MS})`);
+  });
+  if (c.expect === 'either' && new Set(verdicts).size > 1) {
+    problems.push(`endpoints disagree on ${c.name}: ${answers.map(([e, a], i) => `${e.name} ${verdicts[i]} (${a.status} ${a.body.slice(0, 120)})`).join(' | ')}`);
+  }
+  return problems;
+}
+
+describe(`image corpus (${scale} size), API in its own process`, () => {
+  it('has every category, and at full size hundreds of mutants', () => {
+    expect([...categories].sort()).toEqual([
+      'bombs over the pixel cap',
+      'bombs under the pixel cap',
+      'nested and recursive structures',
+      'truncated files',
+      'shared invalid-* photos (intact)',
+      'shared photos',
+      'byte mutants of the shared photos',
+      'empty and tiny',
+      'masquerading files',
+    ].sort());
+    expect(corpus.filter((c) => c.category === 'byte mutants of the shared photos').length).toBe(sizes().imageMutants);
+  });
+
+  it.each([
+    'bombs over the pixel cap',
+    'bombs under the pixel cap',
+    'nested and recursive structures',
+    'truncated files',
+    'shared invalid-* photos (intact)',
+    'shared photos',
+    'byte mutants of the shared photos',
+    'empty and tiny',
+    'masquerading files',
+  ] satisfies ImageCategory[])('%s: 4xx envelopes for every bad file, no 5xx, endpoints agree', async (category) => {
+    const cases = corpus.filter((c) => c.category === category);
+    const failures: string[] = [];
+    const { peakMb } = await watchingMemory(() =>
+      inPool(cases, 2, async (c) => {
+        tally.addCase(category);
+        const answers = await Promise.all(
+          ENDPOINTS.map(async (e): Promise<[Endpoint, Answer]> => {
+            const requestId = `img-${++requestCounter}`;
+            const a = await send(e, c.base64, requestId).catch((err: Error): Answer => ({ status: 0, body: `no answer: ${err.message}`, headers: {}, ms: 0 }));
+            if (e.path === '/v1/analyze' && e.accepted(a)) acceptedAnalyzeIds.push(requestId);
+            tally.add(category, a, { accepted: e.accepted(a) });
+            return [e, a];
+          }),
+        );
+        failures.push(...judge(c, answers));
+      }),
+    );
+    tally.row(category).peakRssMb = peakMb;
+    expect({ failures, exited: api.exited() }).toEqual({ failures: [], exited: null });
+  }, HEAVY_TEST_MS);
+
+  it('concurrent decode bombs: memory grows with the decoder threads, not with the requests', async () => {
+    // The worst bomb of the corpus, 8 at once then 24 at once. sharp decodes on libuv's 4 threads,
+    // so at most 4 are held in memory however many requests wait: the two peaks match.
+    const base = await baseImages();
+    const bomb = (scale === 'full' ? C.jpegWithDimensions(base.progressiveCmyk, 10_000, 10_000) : C.jpegWithDimensions(base.progressiveGrey, 4_000, 4_000)).toString('base64');
+    const lookup = ENDPOINTS.find((e) => e.path === '/v2/lookup')!;
+    const row = tally.row('8, then 24 concurrent worst bombs (lookup)');
+    const run = async (n: number) => {
+      // Queued requests wait for the 4 decoder threads: minutes on a busy 2-core machine.
+      const { result, peakMb } = await watchingMemory(() => Promise.all(Array.from({ length: n }, () => send(lookup, bomb, `img-${++requestCounter}`, HEAVY_TEST_MS))));
+      row.cases += n;
+      for (const a of result) tally.add(row.category, a);
+      expect(result.map((a) => a.status)).toEqual(Array(n).fill(200));
+      return { peakMb, slowestMs: Math.max(...result.map((a) => a.ms)) };
+    };
+    const eight = await run(8);
+    const many = await run(24);
+    row.peakRssMb = Math.max(eight.peakMb, many.peakMb);
+    console.log(
+      `image corpus: ${scale === 'full' ? 'CMYK 10000²' : 'greyscale 4000²'} progressive JPEG bombs: 8 at once peak ${eight.peakMb.toFixed(0)} MB ` +
+        `(slowest ${eight.slowestMs.toFixed(0)} ms); 24 at once peak ${many.peakMb.toFixed(0)} MB (slowest ${many.slowestMs.toFixed(0)} ms)`,
+    );
+    // Unbounded, 24 would hold three times what 8 hold.
+    expect(many.peakMb).toBeLessThan(1.5 * eight.peakMb);
+    expect(many.peakMb).toBeLessThan(PEAK_RSS_LIMIT_MB);
+  }, HEAVY_TEST_MS);
+
+  it('the API process survived with bounded memory, and still answers', async () => {
+    const { maxRss } = await api.memory();
+    const peakMb = maxRss / 2 ** 20;
+    console.log(`image corpus: API process peak RSS ${peakMb.toFixed(0)} MB (high-water mark)`);
+    expect(peakMb).toBeLessThan(PEAK_RSS_LIMIT_MB);
+    const health = await fetch(`${api.url}/v1/health`);
+    expect(health.status).toBe(200);
+    expect(api.exited()).toBeNull();
+  });
+
+  it('only accepted images reached the analysis pipeline, and nothing was billed or stored', async () => {
+    expect((await api.pipelineRequestIds()).sort()).toEqual([...acceptedAnalyzeIds].sort());
+    expect(await footprint(db, user.userId)).toEqual(before);
+  });
+});
