@@ -29,6 +29,24 @@ const CLI_TYPE_NAMES: Record<SearchAttributeType, string> = {
 const GRPC_ALREADY_EXISTS = 6;
 const LOG_TAIL_LINES = 40;
 
+/**
+ * Server settings for a low-latency single-node cluster (docs/decisions.md, "Temporal latency"):
+ * one task-queue partition, so a task never waits to be forwarded between partitions to reach the
+ * poller that is already waiting, and eager activity dispatch, so the activity a workflow task
+ * schedules comes back to this worker in the reply instead of through a second poll.
+ */
+export const LOW_LATENCY_DYNAMIC_CONFIG: Record<string, unknown> = {
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+  'system.enableActivityEagerExecution': true,
+  // The dev server has one history shard, and each shard's queues read their tasks at most 20
+  // times a second by default (sized for clusters of hundreds of shards): past ~20 task reads/s
+  // every workflow task waits ~50 ms for the next read. One shard here gets a whole cluster's rate.
+  'history.transferProcessorMaxPollRPS': 10_000,
+  'history.timerProcessorMaxPollRPS': 10_000,
+  'history.visibilityProcessorMaxPollRPS': 10_000,
+};
+
 export interface DevServerOptions {
   /** Frontend gRPC port; a free port when omitted. */
   port?: number;
@@ -104,6 +122,7 @@ async function startOnce(cliPath: string, port: number, opts: DevServerOptions):
     args.push('--db-filename', opts.dbFile);
   }
   if (namespace !== 'default') args.push('--namespace', namespace);
+  for (const [key, value] of Object.entries(LOW_LATENCY_DYNAMIC_CONFIG)) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   for (const key of Object.values(SEARCH_ATTRIBUTES)) {
     args.push('--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`);
   }

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, describe, expect, test } from 'vitest';
-import { connectIfTemporal, startTemporalDevServer } from '../../scripts/temporal.ts';
+import { readFileSync } from 'node:fs';
+import { connectIfTemporal, LOW_LATENCY_DYNAMIC_CONFIG, startTemporalDevServer } from '../../scripts/temporal.ts';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 
 const tmp = await mkdtemp(join(tmpdir(), 'lenstack-temporal-test-'));
@@ -41,12 +42,26 @@ describe('startTemporalDevServer', () => {
     try {
       const connection = await connectIfTemporal(second.address, 'lenstack-tooling', 5_000);
       const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
-      await connection.close();
       for (const key of Object.values(SEARCH_ATTRIBUTES)) expect(customAttributes).toHaveProperty(key.name);
+      // One partition per task queue (the low-latency settings): 4 is the server's default.
+      const partitions = await connection.workflowService.listTaskQueuePartitions({
+        namespace: 'lenstack-tooling',
+        taskQueue: { name: 'any-queue' },
+      });
+      expect(partitions.workflowTaskQueuePartitions).toHaveLength(1);
+      expect(partitions.activityTaskQueuePartitions).toHaveLength(1);
+      await connection.close();
     } finally {
       await second.stop();
     }
     expect(await second.exited).toBe(0);
+  });
+
+  test('docker-compose.yml runs its Temporal with the same low-latency settings as the dev server here', () => {
+    const compose = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
+    for (const [key, value] of Object.entries(LOW_LATENCY_DYNAMIC_CONFIG)) {
+      expect(compose).toContain(`--dynamic-config-value=${key}=${JSON.stringify(value)}`);
+    }
   });
 
   test('the server dies with its owner even when the owner is SIGKILLed', async () => {
