@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Config } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
-import { release, reserve, settle } from '../credits/ledger.ts';
-import type { Db } from '../db/pool.ts';
+import { release, reserve, reserveIn, settle, settleIn } from '../credits/ledger.ts';
+import { inTransaction, type Db } from '../db/pool.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
 import { fingerprint } from '../images/fingerprint.ts';
 import type { BlobStore } from '../images/blobstore.ts';
@@ -11,9 +11,10 @@ import { planVendorCall } from './vendor-call.ts';
 import { saveBespokeSchema } from '../bespoke/repository.ts';
 import { lensOutputs, saveVehicleReport } from '../registry/vehicle-reports.ts';
 import type { BespokeSchema } from '../bespoke/schema.ts';
-import { cachedLenses, persistAnalysis, type PersistImage } from '../registry/photos.ts';
+import { cachedLenses, persistAnalysis, persistAnalysisIn, type PersistImage, type Persisted } from '../registry/photos.ts';
 import { VendorError } from '../vendors/errors.ts';
 import type { VisionClient } from '../vendors/types.ts';
+import { planDelta } from '../workflows/plan.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from '../workflows/types.ts';
 
@@ -133,6 +134,75 @@ export function createActivities(deps: ActivityDeps) {
       deps.metrics?.reservations.inc({ event: 'reserved' });
       deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
       Context.current().log.info('credits reserved', { reservationId: input.id, amount: held.amount });
+    },
+
+    /**
+     * The delta and its reservation in one step: reads which requested lenses the caller's
+     * projection holds, plans the delta (workflows/plan.ts) and reserves what it bills plus
+     * `extraCredits`. One local activity instead of two: a workflow-task round trip less on every
+     * fresh analysis. Idempotent by reservation id (a retry finds the reservation it made).
+     */
+    async reserveDelta(input: {
+      reservationId: string;
+      userId: string;
+      workflowId: string;
+      ttlMs: number;
+      sha256s: string[];
+      lenses: string[];
+      billable: string[];
+      refresh: boolean;
+      extraCredits: number;
+    }): Promise<{ cached: Record<string, string[]>; needed: number }> {
+      const unique = [...new Set(input.sha256s)];
+      const cached = input.refresh
+        ? Object.fromEntries(unique.map((s) => [s, [] as string[]]))
+        : await cachedLenses(deps.db, { userId: input.userId, sha256s: unique, lenses: input.lenses });
+      const needed = planDelta({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached }).needed + input.extraCredits;
+      if (needed > 0) {
+        const held = await inTransaction(deps.db, (c) =>
+          reserveIn(c, { id: input.reservationId, userId: input.userId, amount: needed, ttlMs: input.ttlMs, workflowId: input.workflowId, reason: 'analyze' }),
+        ).catch(rethrowDomain);
+        deps.metrics?.reservations.inc({ event: 'reserved' });
+        deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
+        Context.current().log.info('credits reserved', { reservationId: input.reservationId, amount: held.amount });
+      }
+      return { cached, needed };
+    },
+
+    /**
+     * Persist the analysis and settle its reservation in one transaction: the records and the
+     * charge for them commit together or not at all. Exactly once per workflow id: a retry finds
+     * the run persisted and the reservation closed, and reports the first run's figures.
+     */
+    async persistAndSettle(input: {
+      workflowId: string;
+      requestId: string;
+      userId: string;
+      refresh: boolean;
+      images: Array<Omit<PersistImage, 'coRunHash'> & { lenses: string[] }>;
+      /** The reservation to settle (none when nothing was billable), charged what persisting found new plus `extraCharge`. */
+      settle: { reservationId: string; extraCharge: number } | null;
+    }): Promise<Persisted> {
+      const { persisted, closed, charge } = await inTransaction(deps.db, async (c) => {
+        const persisted = await persistAnalysisIn(c, {
+          workflowId: input.workflowId,
+          requestId: input.requestId,
+          userId: input.userId,
+          refresh: input.refresh,
+          images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
+        });
+        if (!input.settle) return { persisted, closed: null, charge: 0 };
+        const charge = persisted.charged + input.settle.extraCharge;
+        return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge }), charge };
+      });
+      if (closed?.applied && closed.reservation) {
+        const refunded = closed.reservation.amount - charge;
+        deps.metrics?.reservations.inc({ event: 'settled' });
+        deps.metrics?.credits.inc({ event: 'settled' }, charge);
+        deps.metrics?.credits.inc({ event: 'refunded' }, refunded);
+        Context.current().log.info('credits settled', { reservationId: input.settle!.reservationId, charged: charge, refunded });
+      }
+      return persisted;
     },
 
     async settleCredits(input: { id: string; charge: number }): Promise<void> {

@@ -38,6 +38,17 @@ const N_HIT = 300;
 const N_THROUGHPUT = 200;
 const CONCURRENCY = 20;
 
+/** History event types (temporal.api.enums.v1.EventType) read by the breakdown. */
+const EVENT = {
+  WORKFLOW_EXECUTION_STARTED: 1,
+  WORKFLOW_EXECUTION_COMPLETED: 2,
+  WORKFLOW_TASK_SCHEDULED: 5,
+  WORKFLOW_TASK_STARTED: 6,
+  WORKFLOW_TASK_COMPLETED: 7,
+  ACTIVITY_TASK_SCHEDULED: 10,
+  ACTIVITY_TASK_COMPLETED: 12,
+} as const;
+
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
@@ -111,7 +122,7 @@ try {
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
-    const json = (await res.json()) as { meta?: { cacheHit?: boolean }; usage?: { creditsCharged?: number } };
+    const json = (await res.json()) as { meta?: { cacheHit?: boolean; requestId?: string }; usage?: { creditsCharged?: number } };
     if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(json)}`);
     return { ms: performance.now() - t0, json };
   };
@@ -128,10 +139,12 @@ try {
   const image = Buffer.from(photos[0]!, 'base64');
   const fresh: number[] = [];
   const direct: number[] = [];
+  const freshRuns: Array<{ requestId: string; ms: number }> = [];
   for (let i = 0; i < N_FRESH; i++) {
     const r = await post(full(photos[next++]!));
     if (r.json.usage?.creditsCharged !== 14) throw new Error(`not a fresh analysis (#${i}): ${JSON.stringify({ usage: r.json.usage, meta: r.json.meta })}`);
     fresh.push(r.ms);
+    freshRuns.push({ requestId: r.json.meta!.requestId!, ms: r.ms });
     const t0 = performance.now();
     await client.analyze({ image, system: built.system, prompt: built.prompt, schemaName: 'lenstack_analysis', jsonSchema: schema });
     direct.push(performance.now() - t0);
@@ -141,6 +154,27 @@ try {
   say(`fresh 1-photo full-analysis:       ${fmt(fresh)}`);
   say(`same vendor call made directly:    ${fmt(direct)}`);
   say(`orchestration overhead (p50 diff): ${(pct(fresh, 50) - pct(direct, 50)).toFixed(1)} ms`);
+
+  // Where a fresh analysis spends its time, from the event timestamps of each run's workflow history
+  // (the server's clock, millisecond resolution): the API before the workflow starts and after it
+  // completes, each workflow task (started → completed, its local activities included), the vendor
+  // activity (scheduled → completed) and the waits between them.
+  const spans = new Map<string, number[]>();
+  const add = (k: string, v: number) => spans.set(k, [...(spans.get(k) ?? []), v]);
+  for (const run of freshRuns) {
+    const history = await temporal.workflow.getHandle(`analyze:${userId}:${run.requestId}`).fetchHistory();
+    const ev = history.events!.map((e) => ({ type: Number(e.eventType), t: Number(e.eventTime!.seconds) * 1000 + Math.floor((e.eventTime!.nanos ?? 0) / 1e6) }));
+    const at = (type: keyof typeof EVENT, nth = 0) => ev.filter((e) => e.type === EVENT[type])[nth]!.t;
+    const wfStart = at('WORKFLOW_EXECUTION_STARTED');
+    const wfEnd = at('WORKFLOW_EXECUTION_COMPLETED');
+    add('workflow task 1 (delta + reserve)', at('WORKFLOW_TASK_COMPLETED', 0) - at('WORKFLOW_TASK_STARTED', 0));
+    add('vendor activity (scheduled → completed)', at('ACTIVITY_TASK_COMPLETED') - at('ACTIVITY_TASK_SCHEDULED'));
+    add('workflow task 2 (persist + settle)', at('WORKFLOW_TASK_COMPLETED', 1) - at('WORKFLOW_TASK_STARTED', 1));
+    add('waits for a workflow task', at('WORKFLOW_TASK_STARTED', 0) - at('WORKFLOW_TASK_SCHEDULED', 0) + at('WORKFLOW_TASK_STARTED', 1) - at('WORKFLOW_TASK_SCHEDULED', 1));
+    add('API outside the workflow (intake, start, result, response)', run.ms - (wfEnd - wfStart));
+  }
+  say('breakdown of a fresh analysis (p50 of each part):');
+  for (const [k, v] of spans) say(`  ${k.padEnd(58)} ${pct(v, 50).toFixed(0)} ms`);
 
   // 2) Full cache hits of one analyzed photo.
   const hitPhoto = photos[1]!;

@@ -138,94 +138,107 @@ async function findReservation(c: DbClient | Db, id: string, lock = false): Prom
  * Hold `amount` credits for one in-flight call, community pool first. Idempotent by id: a retry
  * returns the existing reservation. Short of credits → 402 PLAN_LIMIT_EXCEEDED with the shortfall.
  */
-export async function reserve(
-  db: Db,
-  args: { id: string; userId: string; amount: number; ttlMs: number; workflowId?: string; reason?: string },
-): Promise<Reservation> {
-  if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
-  return inTransaction(db, async (c) => {
-    const acct = await lockAccount(c, args.userId);
-    const existing = await findReservation(c, args.id);
-    if (existing) {
-      if (existing.userId !== args.userId) throw new Error(`reservation ${args.id} belongs to another user`);
-      return existing;
-    }
-    const total = acct.community_balance + acct.purchased_balance;
-    if (total < args.amount) {
-      throw planLimitExceeded({
-        needed: args.amount,
-        community: acct.community_balance,
-        purchased: acct.purchased_balance,
-        total,
-        resetsInDays: 0,
-      });
-    }
-    const fromCommunity = Math.min(acct.community_balance, args.amount);
-    const fromPurchased = args.amount - fromCommunity;
-    const ins = await c.query(
-      `INSERT INTO reservations (id, user_id, amount, from_community, from_purchased, workflow_id, reason, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, now() + ($8 || ' milliseconds')::interval)
-       RETURNING id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at`,
-      [args.id, args.userId, args.amount, fromCommunity, fromPurchased, args.workflowId ?? null, args.reason ?? null, String(args.ttlMs)],
-    );
-    await c.query(
-      `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta)
-       VALUES ($1, 'reserve', $2, $3, $4, $5, $6)`,
-      [args.userId, `reserve:${args.id}`, args.id, -fromCommunity, -fromPurchased, args.amount],
-    );
-    await c.query(
-      `UPDATE credit_accounts SET community_balance = community_balance - $2, purchased_balance = purchased_balance - $3,
-         reserved = reserved + $4, updated_at = now() WHERE user_id = $1`,
-      [args.userId, fromCommunity, fromPurchased, args.amount],
-    );
-    return rowToReservation(ins.rows[0]);
-  });
+export interface ReserveArgs {
+  id: string;
+  userId: string;
+  amount: number;
+  ttlMs: number;
+  workflowId?: string;
+  reason?: string;
 }
+
+export async function reserve(db: Db, args: ReserveArgs): Promise<Reservation> {
+  return inTransaction(db, (c) => reserveIn(c, args));
+}
+
+/** `reserve` inside a caller's transaction. Takes the account-row lock. */
+export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
+  if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
+  const acct = await lockAccount(c, args.userId);
+  const existing = await findReservation(c, args.id);
+  if (existing) {
+    if (existing.userId !== args.userId) throw new Error(`reservation ${args.id} belongs to another user`);
+    return existing;
+  }
+  const total = acct.community_balance + acct.purchased_balance;
+  if (total < args.amount) {
+    throw planLimitExceeded({
+      needed: args.amount,
+      community: acct.community_balance,
+      purchased: acct.purchased_balance,
+      total,
+      resetsInDays: 0,
+    });
+  }
+  const fromCommunity = Math.min(acct.community_balance, args.amount);
+  const fromPurchased = args.amount - fromCommunity;
+  const ins = await c.query(
+    `INSERT INTO reservations (id, user_id, amount, from_community, from_purchased, workflow_id, reason, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, now() + ($8 || ' milliseconds')::interval)
+     RETURNING id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at`,
+    [args.id, args.userId, args.amount, fromCommunity, fromPurchased, args.workflowId ?? null, args.reason ?? null, String(args.ttlMs)],
+  );
+  await c.query(
+    `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta)
+     VALUES ($1, 'reserve', $2, $3, $4, $5, $6)`,
+    [args.userId, `reserve:${args.id}`, args.id, -fromCommunity, -fromPurchased, args.amount],
+  );
+  await c.query(
+    `UPDATE credit_accounts SET community_balance = community_balance - $2, purchased_balance = purchased_balance - $3,
+       reserved = reserved + $4, updated_at = now() WHERE user_id = $1`,
+    [args.userId, fromCommunity, fromPurchased, args.amount],
+  );
+  return rowToReservation(ins.rows[0]);
+}
+
+type CloseOutcome = { kind: 'settle'; charge: number; reason?: string } | { kind: 'release'; reason: string };
+type Closed = { applied: boolean; reservation: Reservation | null };
 
 /**
  * Close a reservation, charging `charge` (≤ amount) and returning the rest to the pools it came
  * from (purchased first, so the community pool keeps being spent first). Exactly once: closing
  * a closed reservation is a no-op that reports what happened the first time.
  */
-async function close(
-  db: Db,
-  id: string,
-  outcome: { kind: 'settle'; charge: number; reason?: string } | { kind: 'release'; reason: string },
-): Promise<{ applied: boolean; reservation: Reservation | null }> {
-  return inTransaction(db, async (c) => {
-    const peek = await findReservation(c, id);
-    if (!peek) return { applied: false, reservation: null };
-    await lockAccount(c, peek.userId); // account lock first, same order as reserve: no deadlock
-    const res = await findReservation(c, id, true);
-    if (!res || res.status !== 'open') return { applied: false, reservation: res };
-    const charge = outcome.kind === 'settle' ? outcome.charge : 0;
-    if (!Number.isSafeInteger(charge) || charge < 0 || charge > res.amount) {
-      throw new Error(`settle charge ${charge} outside 0..${res.amount} for reservation ${id}`);
-    }
-    const refund = res.amount - charge;
-    const backToPurchased = Math.min(refund, res.fromPurchased);
-    const backToCommunity = refund - backToPurchased;
-    await c.query(
-      `UPDATE reservations SET status = $2, settled_amount = $3, closed_at = now(), reason = coalesce($4, reason) WHERE id = $1`,
-      [id, outcome.kind === 'settle' ? 'settled' : 'released', outcome.kind === 'settle' ? charge : null, outcome.reason ?? null],
-    );
-    await c.query(
-      `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta, charged_delta, note)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [res.userId, outcome.kind, `${outcome.kind}:${id}`, id, backToCommunity, backToPurchased, -res.amount, charge, outcome.reason ?? null],
-    );
-    await c.query(
-      `UPDATE credit_accounts SET community_balance = community_balance + $2, purchased_balance = purchased_balance + $3,
-         reserved = reserved - $4, charged = charged + $5, updated_at = now() WHERE user_id = $1`,
-      [res.userId, backToCommunity, backToPurchased, res.amount, charge],
-    );
-    return { applied: true, reservation: await findReservation(c, id) };
-  });
+async function close(db: Db, id: string, outcome: CloseOutcome): Promise<Closed> {
+  return inTransaction(db, (c) => closeIn(c, id, outcome));
+}
+
+async function closeIn(c: DbClient, id: string, outcome: CloseOutcome): Promise<Closed> {
+  const peek = await findReservation(c, id);
+  if (!peek) return { applied: false, reservation: null };
+  await lockAccount(c, peek.userId); // account lock first, same order as reserve: no deadlock
+  const res = await findReservation(c, id, true);
+  if (!res || res.status !== 'open') return { applied: false, reservation: res };
+  const charge = outcome.kind === 'settle' ? outcome.charge : 0;
+  if (!Number.isSafeInteger(charge) || charge < 0 || charge > res.amount) {
+    throw new Error(`settle charge ${charge} outside 0..${res.amount} for reservation ${id}`);
+  }
+  const refund = res.amount - charge;
+  const backToPurchased = Math.min(refund, res.fromPurchased);
+  const backToCommunity = refund - backToPurchased;
+  await c.query(
+    `UPDATE reservations SET status = $2, settled_amount = $3, closed_at = now(), reason = coalesce($4, reason) WHERE id = $1`,
+    [id, outcome.kind === 'settle' ? 'settled' : 'released', outcome.kind === 'settle' ? charge : null, outcome.reason ?? null],
+  );
+  await c.query(
+    `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta, charged_delta, note)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [res.userId, outcome.kind, `${outcome.kind}:${id}`, id, backToCommunity, backToPurchased, -res.amount, charge, outcome.reason ?? null],
+  );
+  await c.query(
+    `UPDATE credit_accounts SET community_balance = community_balance + $2, purchased_balance = purchased_balance + $3,
+       reserved = reserved - $4, charged = charged + $5, updated_at = now() WHERE user_id = $1`,
+    [res.userId, backToCommunity, backToPurchased, res.amount, charge],
+  );
+  return { applied: true, reservation: await findReservation(c, id) };
 }
 
 export const settle = (db: Db, args: { id: string; charge: number; reason?: string }) =>
   close(db, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) });
 export const release = (db: Db, args: { id: string; reason: string }) => close(db, args.id, { kind: 'release', reason: args.reason });
+/** `settle` inside a caller's transaction (persisting an analysis and charging for it commit together). */
+export const settleIn = (c: DbClient, args: { id: string; charge: number; reason?: string }) =>
+  closeIn(c, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) });
 
 /**
  * The sweeper: close every open reservation past its expiry, whose workflow ended without closing

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from '../db/pool.ts';
+import type { Db, DbClient } from '../db/pool.ts';
 import { inTransaction } from '../db/pool.ts';
 import { hashChunks, hexToSigned64, signed64ToHex } from './hashes.ts';
 
@@ -140,102 +140,120 @@ export async function analysisPersisted(db: Db, workflowId: string): Promise<boo
  */
 export async function persistAnalysis(
   db: Db,
-  args: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistImage[] },
-): Promise<{ applied: boolean; charged: number; chargedPerImage: number[] }> {
-  return inTransaction(db, async (c) => {
-    const run = await c.query(
-      `INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits)
-       VALUES ($1, $2, $3, $4, 0) ON CONFLICT (workflow_id) DO NOTHING`,
-      [args.workflowId, args.userId, args.requestId, args.images.length],
+  args: PersistArgs,
+): Promise<Persisted> {
+  return inTransaction(db, (c) => persistAnalysisIn(c, args));
+}
+
+export interface PersistArgs {
+  workflowId: string;
+  requestId: string;
+  userId: string;
+  refresh: boolean;
+  images: PersistImage[];
+}
+
+export interface Persisted {
+  /** False when this workflow had persisted before (a retry): the figures are the first run's. */
+  applied: boolean;
+  charged: number;
+  chargedPerImage: number[];
+}
+
+/** `persistAnalysis` inside a caller's transaction (the settlement commits with it). */
+export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise<Persisted> {
+  const run = await c.query(
+    `INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits)
+     VALUES ($1, $2, $3, $4, 0) ON CONFLICT (workflow_id) DO NOTHING`,
+    [args.workflowId, args.userId, args.requestId, args.images.length],
+  );
+  if (!run.rowCount) {
+    const prior = await c.query<{ credits: number; per_image: number[] }>(
+      'SELECT credits, per_image FROM analysis_runs WHERE workflow_id = $1',
+      [args.workflowId],
     );
-    if (!run.rowCount) {
-      const prior = await c.query<{ credits: number; per_image: number[] }>(
-        'SELECT credits, per_image FROM analysis_runs WHERE workflow_id = $1',
-        [args.workflowId],
+    return { applied: false, charged: prior.rows[0]!.credits, chargedPerImage: prior.rows[0]!.per_image };
+  }
+  // Lock photos in a stable order so concurrent analyses of the same photos cannot deadlock.
+  const order = args.images.map((img, i) => ({ img, i })).sort((a, b) => a.img.sha256.localeCompare(b.img.sha256));
+  const chargedPerImage = args.images.map(() => 0);
+  const seen = new Set<string>();
+  for (const { img, i } of order) {
+    const [c0, c1, c2, c3] = hashChunks(img.pHash);
+    // The same photo twice in one request counts as one call.
+    const calls = seen.has(img.sha256) ? 0 : 1;
+    seen.add(img.sha256);
+    await c.query(
+      `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, analyze_call_count)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (user_id, sha256) DO UPDATE SET
+         last_analyzed_at = now(),
+         analyze_call_count = photos.analyze_call_count + EXCLUDED.analyze_call_count`,
+      [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, calls],
+    );
+    // The photo row is now locked by this transaction: records of concurrent runs are settled.
+    const already = args.refresh || !img.billed.length
+      ? new Set<string>()
+      : new Set(
+          (
+            await c.query<{ lens: string }>(
+              'SELECT lens FROM lens_records WHERE user_id = $1 AND sha256 = $2 AND lens = ANY($3)',
+              [args.userId, img.sha256, img.billed],
+            )
+          ).rows.map((r) => r.lens),
+        );
+    const billed = img.billed.filter((l) => !already.has(l));
+    chargedPerImage[i] = billed.length;
+    // One statement per table for all lenses of the photo: persisting is one short transaction.
+    const entries = Object.entries(img.outputs).sort(([a], [b]) => a.localeCompare(b));
+    if (entries.length) {
+      const names = entries.map(([lens]) => lens);
+      const events = await c.query<{ id: string; lens: string; produced_at: Date }>(
+        `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
+         SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7, e.credits
+           FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[], $12::int[]) AS e(id, lens, output, version, credits)
+         ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
+         RETURNING id, lens, produced_at`,
+        [
+          args.userId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
+          names.map(() => newEventId()),
+          names,
+          entries.map(([, output]) => JSON.stringify(output)),
+          names.map((l) => img.versions[l] ?? '0'),
+          names.map((l) => (billed.includes(l) ? 1 : 0)),
+        ],
       );
-      return { applied: false, charged: prior.rows[0]!.credits, chargedPerImage: prior.rows[0]!.per_image };
-    }
-    // Lock photos in a stable order so concurrent analyses of the same photos cannot deadlock.
-    const order = args.images.map((img, i) => ({ img, i })).sort((a, b) => a.img.sha256.localeCompare(b.img.sha256));
-    const chargedPerImage = args.images.map(() => 0);
-    const seen = new Set<string>();
-    for (const { img, i } of order) {
-      const [c0, c1, c2, c3] = hashChunks(img.pHash);
-      // The same photo twice in one request counts as one call.
-      const calls = seen.has(img.sha256) ? 0 : 1;
-      seen.add(img.sha256);
-      await c.query(
-        `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, analyze_call_count)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (user_id, sha256) DO UPDATE SET
-           last_analyzed_at = now(),
-           analyze_call_count = photos.analyze_call_count + EXCLUDED.analyze_call_count`,
-        [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, calls],
-      );
-      // The photo row is now locked by this transaction: records of concurrent runs are settled.
-      const already = args.refresh || !img.billed.length
-        ? new Set<string>()
-        : new Set(
-            (
-              await c.query<{ lens: string }>(
-                'SELECT lens FROM lens_records WHERE user_id = $1 AND sha256 = $2 AND lens = ANY($3)',
-                [args.userId, img.sha256, img.billed],
-              )
-            ).rows.map((r) => r.lens),
-          );
-      const billed = img.billed.filter((l) => !already.has(l));
-      chargedPerImage[i] = billed.length;
-      // One statement per table for all lenses of the photo: persisting is one short transaction.
-      const entries = Object.entries(img.outputs).sort(([a], [b]) => a.localeCompare(b));
-      if (entries.length) {
-        const names = entries.map(([lens]) => lens);
-        const events = await c.query<{ id: string; lens: string; produced_at: Date }>(
-          `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
-           SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7, e.credits
-             FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[], $12::int[]) AS e(id, lens, output, version, credits)
-           ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
-           RETURNING id, lens, produced_at`,
+      // Rows already there mean the same photo twice in one request: the first copy won.
+      if (events.rows.length) {
+        const byLens = new Map(entries);
+        await c.query(
+          `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
+           SELECT $1, $2, r.lens, r.event_id, r.output, r.version, $3, $4, $5, $6, r.produced_at
+             FROM unnest($7::text[], $8::text[], $9::jsonb[], $10::text[], $11::timestamptz[]) AS r(lens, event_id, output, version, produced_at)
+           ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
+             event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
+             co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
+             model = EXCLUDED.model, produced_at = EXCLUDED.produced_at`,
           [
-            args.userId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
-            names.map(() => newEventId()),
-            names,
-            entries.map(([, output]) => JSON.stringify(output)),
-            names.map((l) => img.versions[l] ?? '0'),
-            names.map((l) => (billed.includes(l) ? 1 : 0)),
+            args.userId, img.sha256, img.coRunHash, img.provider, img.vendor, img.model,
+            events.rows.map((e) => e.lens),
+            events.rows.map((e) => e.id),
+            events.rows.map((e) => JSON.stringify(byLens.get(e.lens))),
+            events.rows.map((e) => img.versions[e.lens] ?? '0'),
+            events.rows.map((e) => e.produced_at),
           ],
         );
-        // Rows already there mean the same photo twice in one request: the first copy won.
-        if (events.rows.length) {
-          const byLens = new Map(entries);
-          await c.query(
-            `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
-             SELECT $1, $2, r.lens, r.event_id, r.output, r.version, $3, $4, $5, $6, r.produced_at
-               FROM unnest($7::text[], $8::text[], $9::jsonb[], $10::text[], $11::timestamptz[]) AS r(lens, event_id, output, version, produced_at)
-             ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
-               event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
-               co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
-               model = EXCLUDED.model, produced_at = EXCLUDED.produced_at`,
-            [
-              args.userId, img.sha256, img.coRunHash, img.provider, img.vendor, img.model,
-              events.rows.map((e) => e.lens),
-              events.rows.map((e) => e.id),
-              events.rows.map((e) => JSON.stringify(byLens.get(e.lens))),
-              events.rows.map((e) => img.versions[e.lens] ?? '0'),
-              events.rows.map((e) => e.produced_at),
-            ],
-          );
-        }
-      }
-      if (chargedPerImage[i]) {
-        await c.query('UPDATE photos SET total_credits_spent = total_credits_spent + $3 WHERE user_id = $1 AND sha256 = $2', [
-          args.userId,
-          img.sha256,
-          chargedPerImage[i],
-        ]);
       }
     }
-    const charged = chargedPerImage.reduce((n, x) => n + x, 0);
-    await c.query('UPDATE analysis_runs SET credits = $2, per_image = $3 WHERE workflow_id = $1', [args.workflowId, charged, chargedPerImage]);
-    return { applied: true, charged, chargedPerImage };
-  });
+    if (chargedPerImage[i]) {
+      await c.query('UPDATE photos SET total_credits_spent = total_credits_spent + $3 WHERE user_id = $1 AND sha256 = $2', [
+        args.userId,
+        img.sha256,
+        chargedPerImage[i],
+      ]);
+    }
+  }
+  const charged = chargedPerImage.reduce((n, x) => n + x, 0);
+  await c.query('UPDATE analysis_runs SET credits = $2, per_image = $3 WHERE workflow_id = $1', [args.workflowId, charged, chargedPerImage]);
+  return { applied: true, charged, chargedPerImage };
 }

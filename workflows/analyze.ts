@@ -1,7 +1,11 @@
-import { ApplicationFailure, CancellationScope, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, patched, workflowInfo } from '@temporalio/workflow';
 import { callWithFallback, db, DB_LOCAL_OPTIONS, mapBounded, short } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask, ImageResult, Vendor, VendorCallResult } from './types.ts';
 import { EXTRACT_CREDITS } from './types.ts';
+import { planDelta } from './plan.ts';
+
+/** Patch id: the delta+reservation and the persist+settlement each became one local activity. */
+const ONE_STEP_BILLING = 'one-step-billing';
 
 /**
  * The analyze saga: fingerprint → delta → reserve → vendors (retry, then fall back) → persist →
@@ -22,31 +26,45 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       ),
     );
 
-    const unique = [...new Set(input.images.map((i) => i.sha256))];
-    const cached = input.refresh
-      ? Object.fromEntries(unique.map((s) => [s, [] as string[]]))
-      : await db.cachedLenses({ userId: input.userId, sha256s: unique, lenses: input.lenses });
-
-    // The same photo twice in one request is analyzed and billed once.
-    const firstIndex = new Map<string, number>();
-    input.images.forEach((img, i) => {
-      if (!firstIndex.has(img.sha256)) firstIndex.set(img.sha256, i);
-    });
-    const plans = input.images.map((img, i) => {
-      const first = firstIndex.get(img.sha256) === i;
-      const have = new Set(cached[img.sha256] ?? []);
-      const ran = first ? input.lenses.filter((l) => !have.has(l)) : [];
-      const billed = ran.filter((l) => input.billable.includes(l));
-      return { img, ran, billed, first };
-    });
     const extracting = input.extract !== undefined;
-    const needed = plans.reduce((n, p) => n + p.billed.length, 0) + (extracting ? EXTRACT_CREDITS : 0);
-
     const reservationId = `res:${workflowId}`;
-    if (needed > 0) {
-      await db.reserveCredits({ id: reservationId, userId: input.userId, amount: needed, ttlMs: input.reservationTtlMs, workflowId });
-      compensations.unshift(() => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
+    const sha256s = input.images.map((i) => i.sha256);
+    const extraCredits = extracting ? EXTRACT_CREDITS : 0;
+    // Histories recorded before the delta and its reservation became one step replay the old way.
+    const oneStepBilling = patched(ONE_STEP_BILLING);
+    let cached: Record<string, string[]>;
+    let needed = -1; // unknown until the step answers
+    if (oneStepBilling) {
+      // Registered first, so a step that reserved and then lost its answer is still undone;
+      // releasing a reservation that was never made is a no-op.
+      compensations.unshift(() => (needed === 0 ? Promise.resolve() : db.releaseCredits({ id: reservationId, reason: 'analysis failed' })));
+      ({ cached, needed } = await db.reserveDelta({
+        reservationId,
+        userId: input.userId,
+        workflowId,
+        ttlMs: input.reservationTtlMs,
+        sha256s,
+        lenses: input.lenses,
+        billable: input.billable,
+        refresh: input.refresh,
+        extraCredits,
+      }));
+    } else {
+      const unique = [...new Set(sha256s)];
+      cached = input.refresh
+        ? Object.fromEntries(unique.map((s) => [s, [] as string[]]))
+        : await db.cachedLenses({ userId: input.userId, sha256s: unique, lenses: input.lenses });
+      needed = planDelta({ sha256s, lenses: input.lenses, billable: input.billable, cached }).needed + extraCredits;
+      if (needed > 0) {
+        await db.reserveCredits({ id: reservationId, userId: input.userId, amount: needed, ttlMs: input.reservationTtlMs, workflowId });
+        compensations.unshift(() => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
+      }
     }
+    const plans = planDelta({ sha256s, lenses: input.lenses, billable: input.billable, cached }).plans.map((plan, i) => ({ ...plan, img: input.images[i]! }));
+    const firstIndex = new Map<string, number>();
+    sha256s.forEach((sha, i) => {
+      if (!firstIndex.has(sha)) firstIndex.set(sha, i);
+    });
 
     let bespoke: BespokeTask | undefined;
     let bespokeSchemaId: string | undefined;
@@ -82,7 +100,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       );
     });
 
-    const persisted = await db.persistAnalysis({
+    const persistArgs = {
       workflowId,
       requestId: input.requestId,
       userId: input.userId,
@@ -102,12 +120,18 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
           model: r?.model ?? 'registry',
         };
       }),
-    });
-
+    };
     // Charge what persisting found new (a lens a concurrent request recorded first is not billed
     // twice), plus the extraction, which bills every call.
-    const charge = persisted.charged + (extracting ? EXTRACT_CREDITS : 0);
-    if (needed > 0) await db.settleCredits({ id: reservationId, charge });
+    let persisted: { charged: number; chargedPerImage: number[] };
+    if (oneStepBilling) {
+      // The records and the charge for them commit in one transaction.
+      persisted = await db.persistAndSettle({ ...persistArgs, settle: needed > 0 ? { reservationId, extraCharge: extraCredits } : null });
+    } else {
+      persisted = await db.persistAnalysis(persistArgs);
+      if (needed > 0) await db.settleCredits({ id: reservationId, charge: persisted.charged + extraCredits });
+    }
+    const charge = persisted.charged + extraCredits;
 
     const images: ImageResult[] = plans.map((plan, i) => {
       const call = calls[i]!;
