@@ -1,11 +1,31 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client } from '@temporalio/client';
-import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure, TemporalFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { BaseLogger } from 'pino';
 import { AppError, isErrorCode } from '../core/errors.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 
+/**
+ * A run ended from outside (an operator terminated or cancelled it, or it hit its execution
+ * timeout) never answers under this request id: the same x-request-id attaches to the ended run
+ * again. Say so, and what happens to the credits (the sweeper closes the reservation at expiry).
+ */
+const ENDED_RUN =
+  'Send the request again with a new x-request-id (or none). Credits it held go back to the balance when its reservation expires, ' +
+  'unless it had already saved its results, which are then charged once and served as a cache hit.';
+
 /** Find our error code in a workflow failure's cause chain and turn it back into an AppError. */
 export function appErrorFromWorkflow(err: unknown): AppError {
+  if (err instanceof WorkflowFailedError) {
+    if (err.cause instanceof TerminatedFailure) {
+      return new AppError('INTERNAL_ERROR', `This analysis was stopped by an operator before it finished. ${ENDED_RUN}`);
+    }
+    if (err.cause instanceof TimeoutFailure) {
+      return new AppError('INTERNAL_ERROR', `This analysis did not finish within its time limit. ${ENDED_RUN}`);
+    }
+    if (err.cause instanceof CancelledFailure) {
+      return new AppError('INTERNAL_ERROR', `This analysis was cancelled before it finished. ${ENDED_RUN}`);
+    }
+  }
   let cur: unknown = err instanceof WorkflowFailedError ? err.cause : err;
   while (cur instanceof TemporalFailure) {
     if (cur instanceof ApplicationFailure && isErrorCode(cur.type)) {

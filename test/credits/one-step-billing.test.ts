@@ -18,7 +18,7 @@ let db: Db;
 let acts: ReturnType<typeof createActivities>;
 // The refusal below is expected: the SDK's warning about it is not shown.
 const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
-const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A) => env.run(fn, ...args);
+const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> => env.run(fn, ...args) as Promise<R>;
 
 beforeAll(() => {
   const config = testConfig();
