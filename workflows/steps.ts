@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
@@ -89,6 +89,9 @@ export async function callWithFallback(
       const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, summary: `${v}: ${summary}` }, [input]);
       return { result, fellBackFrom };
     } catch (err) {
+      // A cancelled workflow stops here: the next vendor would be cancelled too, and the caller
+      // must learn the run was cancelled, not that every provider failed.
+      if (isCancellation(err)) throw err;
       const type = failureType(err);
       if (type === VENDOR_REJECTED || type === VENDOR_INVALID_OUTPUT) explicitError = true;
       lastMessage = (err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message) ?? lastMessage;

@@ -65,4 +65,33 @@ describe('an analysis whose workflow an operator terminated', () => {
     expect(fresh.statusCode, fresh.body).toBe(200);
     expect(fresh.json().usage.creditsCharged).toBe(2);
   }, 60_000);
+
+  it('a cancelled run releases its credits at once and says it was cancelled, not that every provider failed', async () => {
+    p.sim.setBehaviour('all', { latencyMs: 120_000 });
+    const user = await createTestUser(p.db, { community: 10 });
+    const requestId = 'req-cancelled-1';
+    const workflowId = `analyze:${user.userId}:${requestId}`;
+    const pending = p.app.inject({
+      method: 'POST',
+      url: '/v1/analyze',
+      headers: { ...bearer(user.liveKey), 'x-request-id': requestId },
+      payload: { imageBase64: photoBase64('Nikon_D70.jpg'), modules: ['dating', 'describe', 'location'] },
+    });
+    await untilVendorCallPending(workflowId);
+    await p.temporal.workflow.getHandle(workflowId).cancel();
+
+    const res = await pending;
+    p.sim.reset();
+    expect(res.statusCode).toBe(500);
+    expect(res.json().error.code).toBe('INTERNAL_ERROR');
+    expect(res.json().error.message).toContain('was cancelled');
+    // The saga's compensation ran (cancellation is not termination): nothing held, nothing charged.
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+    const described = await p.temporal.workflow.getHandle(workflowId).describe();
+    expect(described.status.name).toBe('CANCELLED');
+    // One vendor was tried, not all three in turn.
+    const history = await p.temporal.workflow.getHandle(workflowId).fetchHistory();
+    const scheduled = history.events!.filter((e) => e.activityTaskScheduledEventAttributes).map((e) => e.activityTaskScheduledEventAttributes!.activityType!.name);
+    expect(scheduled).toEqual(['callOpenAI']);
+  }, 60_000);
 });
