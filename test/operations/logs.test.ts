@@ -78,7 +78,7 @@ describe('structured logs', () => {
       const call = worker.logLines().find((l) => l.workflowId === workflowId && l.msg === 'vendor call succeeded')!;
       expect(call).toMatchObject({ service: 'worker', activityType: 'callOpenAI', vendor: 'openai', task: 'lenses', attempt: 1, workflowType: 'analyzeWorkflow' });
       const settled = worker.logLines().find((l) => l.workflowId === workflowId && l.msg === 'credits settled')!;
-      expect(settled).toMatchObject({ activityType: 'settleCredits', charged: 1, refunded: 0 });
+      expect(settled).toMatchObject({ activityType: 'persistAndSettle', charged: 1, refunded: 0 });
       for (const secret of [user.liveKey, INTERNAL_SECRET]) expect(worker.output()).not.toContain(secret);
     } finally {
       await app.close();
