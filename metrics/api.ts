@@ -1,5 +1,4 @@
-import { registerProcessMetrics } from './process.ts';
-import { Registry } from './registry.ts';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Latency buckets (seconds) for HTTP requests: cache hits in milliseconds, analyses in seconds. */
 const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -11,35 +10,44 @@ const WORKFLOW_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600
  * methods, status codes, outcomes and error codes; never user ids, keys or hashes.
  */
 export function createApiMetrics(registry = new Registry()) {
-  registerProcessMetrics(registry);
+  // prom-client's process figures: process_resident_memory_bytes, process_cpu_seconds_total,
+  // process_start_time_seconds, nodejs_heap_size_used_bytes, nodejs_eventloop_lag_p99_seconds, ...
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
   return {
     registry,
-    httpRequests: registry.counter({
+    httpRequests: new Counter({
+      registers,
       name: 'lenstack_http_requests_total',
       help: 'HTTP requests answered, by method, route pattern and status code.',
       labelNames: ['method', 'route', 'status'],
     }),
-    httpDuration: registry.histogram({
+    httpDuration: new Histogram({
+      registers,
       name: 'lenstack_http_request_duration_seconds',
       help: 'Time from receiving a request to the end of its response, by method and route pattern.',
       labelNames: ['method', 'route'],
       buckets: HTTP_BUCKETS,
     }),
-    httpInFlight: registry.gauge({
+    httpInFlight: new Gauge({
+      registers,
       name: 'lenstack_http_requests_in_flight',
       help: 'Requests received and not yet answered (or abandoned by the client).',
     }),
-    analyses: registry.counter({
+    analyses: new Counter({
+      registers,
       name: 'lenstack_analyses_total',
       help: 'Analyze requests (v1 and v2) by outcome (analyzed, cache_hit, sandbox, failed) and error code (OK on success).',
       labelNames: ['outcome', 'code'],
     }),
-    workflowsStarted: registry.counter({
+    workflowsStarted: new Counter({
+      registers,
       name: 'lenstack_workflows_started_total',
       help: 'Workflows the API started (start="new") or attached to because the same request id had started one (start="attached").',
       labelNames: ['workflow', 'start'],
     }),
-    workflowDuration: registry.histogram({
+    workflowDuration: new Histogram({
+      registers,
       name: 'lenstack_workflow_duration_seconds',
       help: 'End-to-end time from starting (or attaching to) a workflow to its result, measured in the API, by workflow and outcome (succeeded, failed, abandoned at shutdown).',
       labelNames: ['workflow', 'outcome'],

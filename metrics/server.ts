@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PROMETHEUS_CONTENT_TYPE, type Registry } from './registry.ts';
+import type { Registry } from 'prom-client';
 
 export interface MetricsServer {
   url: string;
@@ -9,7 +9,7 @@ export interface MetricsServer {
 
 /** A bare HTTP listener that answers GET /metrics (the worker has no other HTTP surface). */
 export async function startMetricsServer(registry: Registry, opts: { host: string; port: number }): Promise<MetricsServer> {
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer(async (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: try /metrics\n');
@@ -19,8 +19,14 @@ export async function startMetricsServer(registry: Registry, opts: { host: strin
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('method not allowed\n');
       return;
     }
-    const body = registry.expose();
-    res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) });
+    let body: string;
+    try {
+      body = await registry.metrics();
+    } catch (err) {
+      res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(`metrics collection failed: ${(err as Error).message}\n`);
+      return;
+    }
+    res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(body) });
     res.end(req.method === 'HEAD' ? undefined : body);
   });
   // Scrapes are short; idle keep-alive sockets must not hold shutdown up.

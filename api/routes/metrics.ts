@@ -2,7 +2,6 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { internalSecretMatches } from '../../auth/authenticate.ts';
 import { authFailed } from '../../core/errors.ts';
 import type { ApiMetrics } from '../../metrics/api.ts';
-import { PROMETHEUS_CONTENT_TYPE } from '../../metrics/registry.ts';
 import type { AppDeps } from '../deps.ts';
 
 /**
@@ -25,7 +24,8 @@ export function metricsRoutes(deps: AppDeps, metrics: ApiMetrics): FastifyPlugin
       if (mode === 'internal' && !internalSecretMatches(providedSecret(request), deps.config.INTERNAL_SECRET)) {
         throw authFailed('Missing or invalid internal secret');
       }
-      return reply.header('cache-control', 'no-store').type(PROMETHEUS_CONTENT_TYPE).send(metrics.registry.expose());
+      const body = await metrics.registry.metrics();
+      return reply.header('cache-control', 'no-store').type(metrics.registry.contentType).send(body);
     });
   };
 }

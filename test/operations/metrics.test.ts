@@ -1,17 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance, reserve } from '../../credits/ledger.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
-import { PROMETHEUS_CONTENT_TYPE } from '../../metrics/registry.ts';
 import { sweepOnce } from '../../worker/sweeper.ts';
 import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
+import { PROMETHEUS_CONTENT_TYPE, sample } from '../helpers/metrics.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-
-/** One sample's value from an exposition, or undefined when the series is absent. */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 describe('GET /metrics on the API port', () => {
   it('API_METRICS=internal (default): 401 envelope without the internal secret; x-internal-secret or Bearer <secret> get the text format', async () => {
@@ -151,11 +145,12 @@ describe('what the API and the worker count', () => {
     await reserve(p.db, { id: `res:test-sweep:${user.userId}`, userId: user.userId, amount: 4, ttlMs: 0, workflowId: 'terminated-by-hand' });
     const ids = await sweepOnce(p.db, metrics, (m) => logs.push(m));
     expect(ids).toContain(`res:test-sweep:${user.userId}`);
-    expect(metrics.reservationsSwept.get({})).toBe(ids.length);
-    expect(metrics.reservations.get({ event: 'swept' })).toBe(ids.length);
-    expect(metrics.credits.get({ event: 'swept' })).toBeGreaterThanOrEqual(4); // nothing persisted: all returned
+    const scrape = await metrics.registry.metrics();
+    expect(sample(scrape, 'lenstack_reservations_swept_total')).toBe(ids.length);
+    expect(sample(scrape, 'lenstack_credit_reservations_total{event="swept"}')).toBe(ids.length);
+    expect(sample(scrape, 'lenstack_credits_total{event="swept"}')).toBeGreaterThanOrEqual(4); // nothing persisted: all returned
     expect(logs.join('\n')).toContain(`res:test-sweep:${user.userId}`);
-    expect(metrics.registry.expose()).toContain(`lenstack_reservations_swept_total ${ids.length}\n`);
+    expect(scrape).toContain(`\nlenstack_reservations_swept_total ${ids.length}\n`);
   });
 
   it('a swept run that had persisted its analysis is charged for it: swept_charged', async () => {
@@ -168,8 +163,9 @@ describe('what the API and the worker count', () => {
     const ids = await sweepOnce(p.db, metrics, () => {});
     expect(ids).toContain(reservationId);
     // This pass may have closed other files' expired reservations too: at least ours is counted.
-    expect(metrics.credits.get({ event: 'swept_charged' })).toBeGreaterThanOrEqual(3);
-    expect(metrics.credits.get({ event: 'swept' })).toBeGreaterThanOrEqual(2);
+    const scrape = await metrics.registry.metrics();
+    expect(sample(scrape, 'lenstack_credits_total{event="swept_charged"}')).toBeGreaterThanOrEqual(3);
+    expect(sample(scrape, 'lenstack_credits_total{event="swept"}')).toBeGreaterThanOrEqual(2);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 17, reserved: 0 });
   });
 });

@@ -3,6 +3,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { sweepOnce } from '../../worker/sweeper.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { sample } from '../helpers/metrics.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -72,7 +73,7 @@ describe('runbook: a stuck analysis in the Temporal UI', () => {
     const metrics = createWorkerMetrics();
     const swept = await sweepOnce(p.db, metrics, () => {});
     expect(swept).toContain(reservationId);
-    expect(metrics.reservationsSwept.get({})).toBe(swept.length);
+    expect(sample(await metrics.registry.metrics(), 'lenstack_reservations_swept_total')).toBe(swept.length);
     expect(await getBalance(p.db, s.user.userId)).toMatchObject({ community: 20, reserved: 0 });
     const r = await p.db.query('SELECT status, reason FROM reservations WHERE id = $1', [reservationId]);
     expect(r.rows[0]).toEqual({ status: 'released', reason: 'expired' });
