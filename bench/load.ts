@@ -1,15 +1,15 @@
 /**
  * Load on the real processes (npx tsx bench/load.ts), loopback only, bounded, stops by itself:
- *  - closed-loop clients (each sends its next request when the previous answer is read) against
- *    GET /v1/modules, GET /v2/lookup?sha256, POST /v2/lookup (one 640×480 image), full cache
- *    hits on POST /v1/analyze and fresh analyses of distinct photos (simulated vendor, 0 ms);
- *    p50/p90/p99/max latency and throughput for each;
+ *  - autocannon (one keep-alive connection per client, each sends its next request when the
+ *    previous answer is read) against GET /v1/modules, GET /v2/lookup?sha256, POST /v2/lookup
+ *    (one 640×480 image), full cache hits on POST /v1/analyze and fresh analyses of distinct
+ *    photos (simulated vendor, 0 ms); p50/p90/p99/max latency and throughput for each, and every
+ *    answer must be 2xx or the script fails;
  *  - peak memory of a fresh API process while 10 clients send a ~37 MB JPEG each (~49 MB of
  *    base64) at once: VmHWM from /proc/<pid>/status plus VmRSS sampled every 20 ms.
  * The API and one worker run as child processes (node --import tsx, as npm start runs them),
  * with a Temporal dev server, the simulated vendor in this process, and a scratch database that is
- * dropped at the end. autocannon is not among our dependencies, so the load generator is the
- * small closed loop below on Node's fetch. Writes bench/results/load.txt.
+ * dropped at the end. Writes bench/results/load.txt.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -18,6 +18,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
 import pg from 'pg';
 import sharp from 'sharp';
 import { createUser, issueKey } from '../auth/repository.ts';
@@ -30,59 +31,57 @@ import { startSimVendor } from '../sim/index.ts';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PHOTO = path.join(ROOT, '../shared/photos/gps-DSCN0010.jpg');
 const USERS = 50;
-/** Every scenario stops after its requests or this long, whichever comes first. */
+/** Every scenario stops after its requests or this long, whichever comes first; also autocannon's per-request timeout. */
 const SCENARIO_DEADLINE_MS = 120_000;
 const BIG_CLIENTS = 10;
 /** 4200×3000 of noise at JPEG q100 4:4:4 is ~37 MB: ~49 MB of base64, under the 50 MiB and 100 MP caps. */
 const BIG_SIZE = { width: 4200, height: 3000 };
 
+const AUTOCANNON_VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'node_modules/autocannon/package.json'), 'utf8')) as { version: string }).version;
+
 const lines: string[] = [];
-/** Scenarios that got anything but 200, named in the summary. */
-const notAllOk: string[] = [];
 const say = (s: string) => {
   console.log(s);
   lines.push(s);
 };
 
-interface Result {
+interface Scenario {
   name: string;
+  /** autocannon connections: each is one client with one request in flight. */
   clients: number;
-  latencies: number[];
-  statuses: Map<number, number>;
-  seconds: number;
+  /** autocannon `amount`: the run ends after this many answers (split evenly over the clients). */
+  requests: number;
+  method: 'GET' | 'POST';
+  path: string;
+  /** JSON body of the i-th request built in this scenario (i from 0); none for GET. */
+  body?: (i: number) => string;
+  /** x-request-id of the i-th request, when the API's log lines of it are wanted. */
+  requestId?: (i: number) => string;
+  /** The i-th request goes out with user (i + userOffset) mod USERS's key. */
+  userOffset?: number;
 }
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-
-function describe(r: Result): string {
-  const s = [...r.latencies].sort((a, b) => a - b);
-  const statuses = [...r.statuses].map(([code, n]) => `${code}×${n}`).join(' ');
-  return `${r.name.padEnd(34)} ${String(r.clients).padStart(3)} clients  n=${String(s.length).padEnd(5)} ${(s.length / r.seconds).toFixed(1).padStart(7)} req/s  p50 ${pct(s, 50).toFixed(1).padStart(7)} ms  p90 ${pct(s, 90).toFixed(1).padStart(7)} ms  p99 ${pct(s, 99).toFixed(1).padStart(7)} ms  max ${s.at(-1)!.toFixed(1).padStart(7)} ms  [${statuses}]`;
+interface Outcome {
+  scenario: Scenario;
+  result: autocannon.Result;
+  /** setupRequest calls: one per request sent, so == requests when every request went out once. */
+  built: number;
 }
 
-/** `clients` closed loops sharing `requests` request slots; every body is read to the end. */
-async function closedLoop(name: string, clients: number, requests: number, send: (i: number) => Promise<Response>): Promise<Result> {
-  const latencies: number[] = [];
-  const statuses = new Map<number, number>();
-  const deadline = performance.now() + SCENARIO_DEADLINE_MS;
-  let next = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < requests && performance.now() < deadline) {
-        const i = next++;
-        const start = performance.now();
-        const res = await send(i);
-        await res.arrayBuffer();
-        latencies.push(performance.now() - start);
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      }
-    }),
-  );
-  const result = { name, clients, latencies, statuses, seconds: (performance.now() - t0) / 1000 };
-  say(describe(result));
-  if (statuses.get(200) !== latencies.length || latencies.length < requests) notAllOk.push(name);
-  return result;
+function describe({ scenario, result: r }: Outcome): string {
+  const statuses = Object.entries(r.statusCodeStats ?? {}).map(([code, { count }]) => `${code}×${count ?? 0}`).join(' ');
+  const rps = r.requests.total / r.duration;
+  const ms = (x: number) => x.toFixed(0).padStart(6);
+  return `${scenario.name.padEnd(34)} ${String(scenario.clients).padStart(3)} clients  n=${String(r.requests.total).padEnd(5)} ${rps.toFixed(1).padStart(7)} req/s (${r.duration.toFixed(2)} s)  p50 ${ms(r.latency.p50)} ms  p90 ${ms(r.latency.p90)} ms  p99 ${ms(r.latency.p99)} ms  max ${ms(r.latency.max)} ms  [${statuses}${r.errors ? ` errors×${r.errors}` : ''}${r.timeouts ? ` timeouts×${r.timeouts}` : ''}]`;
+}
+
+/** Throws unless every one of the scenario's requests was sent once and answered 2xx. */
+function requireAll2xx({ scenario, result: r, built }: Outcome): void {
+  const ok = r['2xx'] === scenario.requests && r.requests.total === scenario.requests && r.non2xx === 0 && r.errors === 0 && r.timeouts === 0 && r.resets === 0 && built === scenario.requests;
+  if (ok) return;
+  const why = `${scenario.name}: expected ${scenario.requests} answers, all 2xx; got 2xx=${r['2xx']} non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts} resets=${r.resets} answers=${r.requests.total} sent=${built}`;
+  say(`FAILED: ${why}`);
+  throw new Error(why);
 }
 
 /** A child service process; its output is scanned for `ready`, kept when `keep`, otherwise discarded. */
@@ -190,13 +189,55 @@ try {
   }
   // Requests go round-robin over the users: 600/min per user would otherwise cap the test.
   const keyFor = (i: number) => keys[i % keys.length]!;
-  const post = (url: string, i: number, body: unknown, requestId?: string) =>
-    fetch(`${base}${url}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${keyFor(i)}`, 'content-type': 'application/json', ...(requestId ? { 'x-request-id': requestId } : {}) },
-      body: JSON.stringify(body),
+
+  /**
+   * One bounded autocannon run against the current API. setupRequest numbers the requests in the
+   * order they are built (autocannon builds each one just before it sends it), which picks the
+   * user's key and the body, so every fresh photo goes out exactly once.
+   */
+  const load = async (scenario: Scenario): Promise<Outcome> => {
+    let built = 0;
+    const result = await new Promise<autocannon.Result>((resolve, reject) => {
+      const instance = autocannon(
+        {
+          url: base,
+          connections: scenario.clients,
+          amount: scenario.requests,
+          timeout: SCENARIO_DEADLINE_MS / 1000,
+          // Results come at the first sample tick after the last answer: 100 ms keeps `duration` close to the wall time.
+          sampleInt: 100,
+          requests: [
+            {
+              method: scenario.method,
+              path: scenario.path,
+              setupRequest: (req) => {
+                const i = built++;
+                return {
+                  ...req,
+                  headers: {
+                    ...req.headers,
+                    authorization: `Bearer ${keyFor(i + (scenario.userOffset ?? 0))}`,
+                    ...(scenario.body ? { 'content-type': 'application/json' } : {}),
+                    ...(scenario.requestId ? { 'x-request-id': scenario.requestId(i) } : {}),
+                  },
+                  ...(scenario.body ? { body: scenario.body(i) } : {}),
+                };
+              },
+            },
+          ],
+        },
+        (err, res) => {
+          clearTimeout(deadline);
+          if (err) reject(err instanceof Error ? err : new Error(String(err)));
+          else resolve(res);
+        },
+      );
+      const deadline = setTimeout(() => instance.stop(), SCENARIO_DEADLINE_MS);
     });
-  const get = (url: string, i: number) => fetch(`${base}${url}`, { headers: { authorization: `Bearer ${keyFor(i)}` } });
+    const outcome = { scenario, result, built };
+    say(describe(outcome));
+    return outcome;
+  };
 
   // Distinct 640×480 photos: the index as a row of black/white blocks survives JPEG.
   const source = await sharp(PHOTO).resize(640, 480).raw().toBuffer({ resolveWithObject: true });
@@ -214,21 +255,25 @@ try {
   const hitPhoto = await photo(0);
   const hitSha = createHash('sha256').update(Buffer.from(hitPhoto, 'base64')).digest('hex');
 
-  // Warm-up, and every user's registry gets the cache-hit photo.
-  const warm = await closedLoop('warm-up: hit photo, once per user', 10, USERS, (i) => post('/v1/analyze', i, { imageBase64: hitPhoto, preset: 'full-analysis' }));
-  if (warm.statuses.get(200) !== USERS) throw new Error('warm-up failed');
-  lines.length = 0;
-  notAllOk.length = 0;
+  const hitBody = JSON.stringify({ imageBase64: hitPhoto, preset: 'full-analysis' });
 
-  say('# Load: closed-loop clients over loopback, real API and worker processes, simulated vendor at 0 ms');
+  // Warm-up, and every user's registry gets the cache-hit photo.
+  requireAll2xx(await load({ name: 'warm-up: hit photo, once per user', clients: 10, requests: USERS, method: 'POST', path: '/v1/analyze', body: () => hitBody }));
+  lines.length = 0;
+
+  say(`# Load: autocannon ${AUTOCANNON_VERSION} over loopback (one request in flight per client), real API and worker processes, simulated vendor at 0 ms`);
   say(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model}), ${Math.round(os.totalmem() / 2 ** 30)} GiB; load before ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; node ${process.version}`);
   say('one API process and one worker (child processes, LOG_LEVEL=info), Temporal dev server, Postgres, Redis, the simulator and this client on the same machine');
+  say('req/s = answers / autocannon duration; latencies are autocannon\'s (whole ms)');
   say('');
-  await closedLoop('GET /v1/modules', 20, 3000, (i) => get('/v1/modules', i));
-  await closedLoop('GET /v2/lookup?sha256 (exact hit)', 20, 2000, (i) => get(`/v2/lookup?sha256=${hitSha}`, i));
-  await closedLoop('POST /v2/lookup (1 image, 640×480)', 20, 1000, (i) => post('/v2/lookup', i, { images_base64: [hitPhoto] }));
-  await closedLoop('POST /v1/analyze, full cache hit', 20, 1500, (i) => post('/v1/analyze', i, { imageBase64: hitPhoto, preset: 'full-analysis' }));
-  await closedLoop('POST /v1/analyze, fresh (workflow)', 10, N_FRESH, (i) => post('/v1/analyze', i, { imageBase64: fresh[i]!, preset: 'full-analysis' }));
+  const scenarios: Scenario[] = [
+    { name: 'GET /v1/modules', clients: 20, requests: 3000, method: 'GET', path: '/v1/modules' },
+    { name: 'GET /v2/lookup?sha256 (exact hit)', clients: 20, requests: 2000, method: 'GET', path: `/v2/lookup?sha256=${hitSha}` },
+    { name: 'POST /v2/lookup (1 image, 640×480)', clients: 20, requests: 1000, method: 'POST', path: '/v2/lookup', body: () => JSON.stringify({ images_base64: [hitPhoto] }) },
+    { name: 'POST /v1/analyze, full cache hit', clients: 20, requests: 1500, method: 'POST', path: '/v1/analyze', body: () => hitBody },
+    { name: 'POST /v1/analyze, fresh (workflow)', clients: 10, requests: N_FRESH, method: 'POST', path: '/v1/analyze', body: (i) => JSON.stringify({ imageBase64: fresh[i], preset: 'full-analysis' }) },
+  ];
+  for (const scenario of scenarios) requireAll2xx(await load(scenario));
 
   // Peak memory: a fresh API process, 10 clients each sending a ~49 MB base64 image at once.
   say('');
@@ -246,23 +291,38 @@ try {
   const jpegMb = (Buffer.byteLength(bigs[0]!, 'base64') / 1e6).toFixed(1);
   const b64Mb = (bigs[0]!.length / 1e6).toFixed(1);
   // One small analysis first so the idle figure includes loaded code paths (sharp, Temporal client).
-  await post('/v1/analyze', 0, { imageBase64: hitPhoto, modules: ['dating'] }).then((r) => r.arrayBuffer());
+  const first = await fetch(`${base}/v1/analyze`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${keyFor(0)}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ imageBase64: hitPhoto, modules: ['dating'] }),
+  });
+  await first.arrayBuffer();
+  if (!first.ok) throw new Error(`small analysis before the burst answered ${first.status}`);
   const idle = procMemoryKb(pid);
   let sampledPeak = idle.rss;
   const sampler = setInterval(() => {
     sampledPeak = Math.max(sampledPeak, procMemoryKb(pid).rss);
   }, 20);
-  const big = await closedLoop(`POST /v1/analyze, ${BIG_CLIENTS} × ${b64Mb} MB base64 at once`, BIG_CLIENTS, BIG_CLIENTS, (i) =>
-    post('/v1/analyze', i + 1, { imageBase64: bigs[i]!, modules: ['dating'] }, `big-${i}-${process.pid}`),
-  );
+  // autocannon builds each client's first request when it creates the client and sends it on connect, so all 10 go at once.
+  const big = await load({
+    name: `POST /v1/analyze, ${BIG_CLIENTS} × ${b64Mb} MB base64 at once`,
+    clients: BIG_CLIENTS,
+    requests: BIG_CLIENTS,
+    method: 'POST',
+    path: '/v1/analyze',
+    body: (i) => JSON.stringify({ imageBase64: bigs[i], modules: ['dating'] }),
+    requestId: (i) => `big-${i}-${process.pid}`,
+    userOffset: 1,
+  });
   clearInterval(sampler);
   const after = procMemoryKb(pid);
   const workerMem = procMemoryKb(worker.child.pid!);
   say(`API process RSS: idle ${mb(idle.rss)} → peak ${mb(after.hwm)} (VmHWM; highest 20 ms sample ${mb(sampledPeak)}); ${mb(after.rss)} after the burst`);
-  say(`images: ${BIG_SIZE.width}×${BIG_SIZE.height} noise JPEG q100 4:4:4, ${jpegMb} MB each (${b64Mb} MB base64), all ${big.statuses.get(200) ?? 0}/${BIG_CLIENTS} answered 200`);
+  say(`images: ${BIG_SIZE.width}×${BIG_SIZE.height} noise JPEG q100 4:4:4, ${jpegMb} MB each (${b64Mb} MB base64), ${big.result['2xx']}/${BIG_CLIENTS} answered 2xx`);
   say(`worker process peak RSS over the whole run: ${mb(workerMem.hwm)}`);
   for (const [phase, ms] of Object.entries(phaseMedians(api.output(), 'big-'))) say(`  median ${phase}: ${(ms / 1000).toFixed(1)} s`);
-  say(notAllOk.length ? `NOT ALL 200 (or stopped at the deadline): ${notAllOk.join('; ')}` : 'every request of every scenario answered 200');
+  requireAll2xx(big);
+  say('every request of every scenario answered 2xx');
 } finally {
   for (const c of children) await stopService(c);
   await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
