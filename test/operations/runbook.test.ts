@@ -47,11 +47,12 @@ describe('runbook: a stuck analysis in the Temporal UI', () => {
     await s.handle.cancel(); // UI: "Request Cancellation"
     const res = await s.pending;
     p.sim.setBehaviour('openai', { failRate: 0 });
-    // The saga treats the cancelled vendor call like a failed one (callWithFallback): the workflow
-    // ends FAILED and the waiting request gets a retryable 502, not a cancellation.
-    expect(res.statusCode).toBe(502);
-    expect(expectEnvelope(res.json())).toMatchObject({ code: 'PROVIDER_UNAVAILABLE', retryable: true, requestId });
-    expect((await s.handle.describe()).status.name).toBe('FAILED');
+    // The cancellation stops the saga at its vendor call (no fallback to the next vendor): the
+    // workflow ends CANCELLED and the waiting request is told so, and to resend with a new id.
+    expect(res.statusCode).toBe(500);
+    expect(expectEnvelope(res.json())).toMatchObject({ code: 'INTERNAL_ERROR', retryable: true, requestId });
+    expect(res.json().error.message).toContain('was cancelled');
+    expect((await s.handle.describe()).status.name).toBe('CANCELLED');
     // The saga's compensation ran: released, nothing charged.
     expect(await getBalance(p.db, s.user.userId)).toMatchObject({ community: 20, reserved: 0 });
     const ledger = await p.db.query('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [s.user.userId]);
