@@ -9,13 +9,14 @@ import { startSimVendor } from '../../sim/index.ts';
 import { createVisionClients } from '../../vendors/index.ts';
 import { startWorker, WORKFLOWS_PATH, type RunningWorker } from '../../worker/main.ts';
 import type { FetchImageOptions } from '../../images/fetch.ts';
+import type { AppDeps } from '../../api/deps.ts';
 import { testConfig, type ConfigOverrides } from '../harness/env.ts';
 import { INTERNAL_SECRET } from './app.ts';
 import type { FastifyInstance } from 'fastify';
 
 let runtimeInstalled = false;
 /** Activity failures we provoke on purpose are logged by the SDK at WARN: keep test output readable. */
-function quietTemporal(): void {
+export function quietTemporal(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -46,7 +47,7 @@ export interface Pipeline {
  * a real worker on this file's task queue, the real app with a real Temporal client.
  */
 export async function startPipeline(
-  opts: { config?: ConfigOverrides; worker?: boolean; fetchOptions?: Partial<FetchImageOptions> } = {},
+  opts: { config?: ConfigOverrides; worker?: boolean; fetchOptions?: Partial<FetchImageOptions>; deps?: Partial<AppDeps> } = {},
 ): Promise<Pipeline> {
   quietTemporal();
   const sim = await startSimVendor({ port: 0 });
@@ -64,6 +65,7 @@ export async function startPipeline(
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,
     ...(opts.fetchOptions ? { fetchOptions: opts.fetchOptions } : {}),
+    ...opts.deps,
   });
   await app.ready();
   const p: Pipeline = {

@@ -19,6 +19,12 @@ export const SIZES = {
     ssrfUrls: 60,
     /** Byte-mutated copies of the shared photos. */
     imageMutants: 100,
+    /**
+     * Share of the mutants (a seeded draw) also sent to POST /v1/analyze, which runs a real
+     * analysis for each one intake accepts; the others go to lookup and enrich only. Every other
+     * image category goes to analyze whole.
+     */
+    analyzeMutantShare: 0.25,
     /** Cut points per base file (each format), besides the fixed ones. */
     truncationsPerFormat: 4,
     /** Malformed requests from the OpenAPI document, over all operations. */
@@ -29,6 +35,7 @@ export const SIZES = {
   full: {
     ssrfUrls: Number.POSITIVE_INFINITY, // the whole corpus
     imageMutants: 600,
+    analyzeMutantShare: 1,
     truncationsPerFormat: 40,
     fuzzRequests: 20_000,
     fuzzSocketShare: 0.15,

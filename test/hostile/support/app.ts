@@ -1,62 +1,75 @@
+import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../../api/app.ts';
-import { KeyCache } from '../../../auth/cache.ts';
 import type { Config } from '../../../core/config.ts';
-import { getBalance, type Balance } from '../../../credits/ledger.ts';
-import { createPool, type Db } from '../../../db/pool.ts';
+import { checkInvariants, getBalance, type Balance } from '../../../credits/ledger.ts';
+import type { Db } from '../../../db/pool.ts';
 import { closeSharedMetadataTool } from '../../../enrich/exiftool.ts';
-import { FsBlobStore } from '../../../images/blobstore.ts';
 import type { FetchImageOptions } from '../../../images/fetch.ts';
 import { RateLimiter } from '../../../ratelimit/limiter.ts';
 import { testConfig, type ConfigOverrides } from '../../harness/env.ts';
-import { INTERNAL_SECRET } from '../../helpers/app.ts';
-import { pipelineStub, type PipelineStub } from './pipeline-stub.ts';
+import { startPipeline, type Pipeline } from '../../helpers/pipeline.ts';
+import { endpointOf, type Attempt } from './egress.ts';
 
 /**
- * The real app, as api/server.ts builds it (real Postgres, Redis rate limits, blob store,
- * exiftool), except that the Temporal client is the pipeline stub: no worker runs, and a request
- * that gets through every check is answered 502 by the stub instead of waiting.
+ * The real app and the real analysis pipeline, as api/server.ts and worker/main.ts build them:
+ * real Postgres, Redis rate limits, blob store, exiftool, a real Temporal client on the harness's
+ * dev server, a real worker on this file's task queue, and the real vendor SDKs talking to the
+ * simulated vendor server (0 ms latency) over HTTP. A request that gets through every check runs
+ * a real analysis and is billed for it.
  */
 
 export interface HostileApp {
   app: FastifyInstance;
   config: Config;
   db: Db;
-  pipeline: PipelineStub;
+  pipeline: Pipeline;
   close(): Promise<void>;
 }
 
 export async function startHostileApp(
   opts: { config?: ConfigOverrides; fetchOptions?: Partial<FetchImageOptions>; rateLimits?: boolean } = {},
 ): Promise<HostileApp> {
-  const config = testConfig({ INTERNAL_SECRET, ...opts.config });
-  const db = createPool(config.DATABASE_URL, { max: 8 });
-  const pipeline = pipelineStub();
-  const rateLimiter = opts.rateLimits ? await RateLimiter.connect(config.REDIS_URL) : undefined;
-  const app = await buildApp({
-    config,
-    db,
-    keyCache: new KeyCache(),
-    blobs: new FsBlobStore(config.BLOB_DIR),
-    temporal: pipeline.client,
-    vendors: ['openai'],
-    simulated: [],
+  const rateLimiter = opts.rateLimits ? await RateLimiter.connect(testConfig().REDIS_URL) : undefined;
+  const pipeline = await startPipeline({
+    ...(opts.config ? { config: opts.config } : {}),
     ...(opts.fetchOptions ? { fetchOptions: opts.fetchOptions } : {}),
-    ...(rateLimiter ? { rateLimiter } : {}),
+    ...(rateLimiter ? { deps: { rateLimiter } } : {}),
   });
-  await app.ready();
   return {
-    app,
-    config,
-    db,
+    app: pipeline.app,
+    config: pipeline.config,
+    db: pipeline.db,
     pipeline,
     async close() {
-      await app.close();
+      await pipeline.close();
       await rateLimiter?.close();
-      await db.end();
       await closeSharedMetadataTool();
     },
   };
+}
+
+/**
+ * Request ids (from workflow ids `analyze:<user>:<requestId>`) of the analyze workflows that ran on
+ * `taskQueue`, from Temporal's visibility store. Visibility lags the workflows a little: polls
+ * until the count stops short of `expected` no longer, bounded by `timeoutMs`.
+ */
+export async function analyzeWorkflowRequestIds(temporal: Client, taskQueue: string, expected: number, timeoutMs = 15_000): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ids: string[] = [];
+    for await (const w of temporal.workflow.list({ query: `TaskQueue = '${taskQueue}' AND WorkflowType = 'analyzeWorkflow'` })) {
+      ids.push(w.workflowId.split(':').slice(2).join(':'));
+    }
+    if (ids.length >= expected || Date.now() > deadline) return ids;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** A user's books after real analyses: nothing left reserved, and the ledger agrees with the balances. */
+export async function books(db: Db, userId: string): Promise<{ reserved: number; problems: string[] }> {
+  const balance = await getBalance(db, userId);
+  const problems = (await checkInvariants(db, userId)).flatMap((r) => r.problems);
+  return { reserved: balance.reserved, problems };
 }
 
 export interface Footprint {
@@ -83,4 +96,9 @@ export async function footprint(db: Db, userId: string): Promise<Footprint> {
     bespokeSchemas: await count('bespoke_schemas'),
     vehicleReports: await count('vehicle_reports'),
   };
+}
+
+/** Where the real pipeline connects on its own: the simulated vendor and the Temporal frontend. */
+export function pipelineEndpoints(h: HostileApp): Attempt[] {
+  return [endpointOf(h.pipeline.sim.url, 80), endpointOf(`http://${h.config.TEMPORAL_ADDRESS!}`, 7233)];
 }

@@ -9,8 +9,6 @@ export interface ApiProcess {
   pid: number;
   /** Current and peak (high-water) resident set size of the API process, bytes. */
   memory(): Promise<{ rss: number; maxRss: number }>;
-  /** Request ids whose analyze reached the (stubbed) pipeline. */
-  pipelineRequestIds(): Promise<string[]>;
   /** Null while running; the exit code or signal once it died. */
   exited(): { code: number | null; signal: NodeJS.Signals | null } | null;
   stderr(): string;
@@ -31,6 +29,12 @@ function envOf(config: Config): Record<string, string> {
     IMAGE_MAX_BYTES: String(config.IMAGE_MAX_BYTES),
     IMAGE_MAX_PIXELS: String(config.IMAGE_MAX_PIXELS),
     MAX_BODY_BYTES: String(config.MAX_BODY_BYTES),
+    // The real pipeline: the harness's Temporal, this file's task queue, the simulated vendor.
+    ...(config.TEMPORAL_ADDRESS ? { TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS } : {}),
+    TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE,
+    TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
+    VENDOR_ORDER: config.VENDOR_ORDER.join(','),
+    ...(config.SIM_VENDOR_URL ? { SIM_VENDOR_URL: config.SIM_VENDOR_URL } : {}),
     ...(config.INTERNAL_SECRET ? { INTERNAL_SECRET: config.INTERNAL_SECRET } : {}),
   };
 }
@@ -76,7 +80,6 @@ export async function startApiProcess(config: Config): Promise<ApiProcess> {
       const m = await ask('memory');
       return { rss: m.rss as number, maxRss: m.maxRss as number };
     },
-    pipelineRequestIds: async () => (await ask('pipeline')).requestIds as string[],
     exited: () => exit,
     stderr: () => stderr,
     async stop() {

@@ -62,6 +62,9 @@ export function parseResponse(bytes: Buffer, ended: boolean): Omit<Answer, 'ms'>
   if (headEnd < 0) return null;
   const [statusLine, ...headerLines] = bytes.toString('latin1', 0, headEnd).split('\r\n');
   const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine ?? '')?.[1] ?? 0);
+  // An interim answer (100 Continue to `Expect: 100-continue`, 103 Early Hints) comes before the
+  // real one on the same connection: skip it.
+  if (status >= 100 && status < 200 && status !== 101) return parseResponse(bytes.subarray(headEnd + 4), ended);
   const headers: Record<string, string | string[]> = {};
   for (const line of headerLines) {
     const i = line.indexOf(':');

@@ -50,13 +50,13 @@ export interface Row {
   /** Requests sent for those cases (a case may go to several endpoints). */
   requests: number;
   /**
-   * Taken in: 2xx, or an image that passed intake and was stopped later on purpose (the stubbed
-   * pipeline's 502, enrich's 404 for a photo not in the registry, exiftool refusing a write).
+   * Taken in: 2xx, or an image that passed intake and was stopped later (a spec 502 from the
+   * analysis pipeline, enrich's 404 for a photo not in the registry, exiftool refusing a write).
    */
   accepted: number;
   /** Refusals. */
   c4xx: number;
-  /** Real 5xx: any 5xx except the pipeline stub's. */
+  /** 5xx not counted as accepted (any 5xx but the analysis pipeline's spec 502). */
   c5xx: number;
   /** Connections the loopback canary counted during this category (SSRF only). */
   canary?: number;
