@@ -2,13 +2,17 @@ import { validationFailed } from '../core/errors.ts';
 import { getLens, isLensName, LENS_NAMES } from './index.ts';
 import { DEFAULT_STACK, getStack, isStackName, PIPELINE_STEPS, STACK_NAMES, type StackName } from './stacks.ts';
 import type { LensName } from './types.ts';
+import { MAX_MODULE_OPTIONS_CHARS } from './prompt.ts';
+
+/** Deepest nesting a lens's options may have (what a prompt can use is a few levels at most). */
+export const MAX_MODULE_OPTIONS_DEPTH = 32;
 
 export interface ResolveRequest {
   preset?: string;
   modules?: readonly string[];
   modulesAdd?: readonly string[];
   modulesRemove?: readonly string[];
-  /** Only its keys are checked here (lens names); values are the prompt's business. */
+  /** Keys must be lens names; each value is bounded (depth, size) here, its meaning is the prompt's business. */
   moduleOptions?: Record<string, unknown>;
 }
 
@@ -107,6 +111,26 @@ export function resolveLenses(req: ResolveRequest): Resolution {
 function checkModuleOptions(options: Record<string, unknown> | undefined, lenses: readonly LensName[], warnings: string[]): void {
   for (const key of Object.keys(options ?? {})) {
     if (!isLensName(key)) throw validationFailed(`moduleOptions: unknown lens ${quote(key)}`);
+    // The options travel in the workflow input (a Temporal payload, serialized with JSON.stringify):
+    // one nested 10,000 deep overflowed the stack, one of megabytes went over the payload limit,
+    // both a 500 after the image was taken in. Bounded here, before anything runs, ignored or not.
+    const value = options![key];
+    if (depthOf(value) > MAX_MODULE_OPTIONS_DEPTH) throw validationFailed(`moduleOptions.${key}: nested deeper than ${MAX_MODULE_OPTIONS_DEPTH} levels`);
+    if ((JSON.stringify(value) ?? '').length > MAX_MODULE_OPTIONS_CHARS) throw validationFailed(`moduleOptions.${key}: larger than ${MAX_MODULE_OPTIONS_CHARS} characters`);
     if (!lenses.includes(key)) warnings.push(`moduleOptions.${key} ignored: lens not requested`);
   }
+}
+
+/** Nesting depth of a JSON value (a scalar is 0), iteratively: it may nest 100,000 deep. Stops past the limit. */
+function depthOf(root: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[root, 0]];
+  while (stack.length) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > MAX_MODULE_OPTIONS_DEPTH) return deepest;
+    for (const child of Array.isArray(value) ? value : Object.values(value)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }

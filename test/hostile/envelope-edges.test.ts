@@ -15,6 +15,9 @@ import { envelopeOf, type Answer } from './support/report.ts';
  *  - A NUL in a user id reached Postgres (500); a NUL or a lone surrogate in any JSON string
  *    reached jsonb or text columns inside the workflow (bespoke schemas: 500 after ~80 s of
  *    retries).
+ *  - With the real pipeline behind the fuzzer: live-key moduleOptions nested 10,000+ deep or
+ *    megabytes long (even for a lens not requested) went into the workflow input, where
+ *    serializing it overflowed the stack or the payload limit: 500 INTERNAL_ERROR.
  */
 
 let t: TestApp;
@@ -112,6 +115,22 @@ describe('NUL and unpaired surrogates are refused at the edge, naming the field'
     expect(expectEnvelope(withKey.json()).code).toBe('VALIDATION_FAILED');
     const emoji = await t.app.inject({ method: 'POST', url: '/v1/internal/evict', headers: { 'x-internal-secret': INTERNAL_SECRET }, payload: { userId: 'usr_\u{1F600}' } });
     expect(emoji.statusCode, emoji.body).toBe(200);
+  });
+
+  it.each([
+    ['nested 10,000 objects deep', `${'{"k":'.repeat(10_000)}1${'}'.repeat(10_000)}`, 'nested deeper than'],
+    ['a string of 3,000,000 characters', JSON.stringify('aa'.repeat(1_500_000)), 'larger than'],
+  ])('live-key moduleOptions of a lens not requested, %s → 400 (it reached the workflow input: a 500)', async (_name, value, message) => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/v1/analyze',
+      headers: { authorization: `Bearer ${user.liveKey}`, 'content-type': 'application/json' },
+      payload: `{"imageUrl":"https://example.com/a.jpg","modules":["describe"],"moduleOptions":{"dating":{"k":${value}}}}`,
+    });
+    expect(res.statusCode, res.body.slice(0, 200)).toBe(400);
+    const e = expectEnvelope(res.json());
+    expect(e.code).toBe('VALIDATION_FAILED');
+    expect(e.message).toContain(`moduleOptions.dating: ${message}`);
   });
 
   it('a body nested 400,000 levels deep is walked without overflowing the stack', async () => {
