@@ -96,6 +96,9 @@ export function createActivities(deps: ActivityDeps) {
       if (err instanceof VendorError && !err.retryable) {
         throw ApplicationFailure.nonRetryable(`${v}: ${err.message}`, err.kind === 'invalid_output' ? VENDOR_INVALID_OUTPUT : VENDOR_REJECTED);
       }
+      // An image that passed intake but cannot be prepared for the vendor (IMAGE_INVALID): the
+      // same bytes fail for every attempt and every vendor.
+      if (err instanceof AppError) rethrowDomain(err);
       throw err; // transient: the activity retry policy handles it
     } finally {
       clearInterval(beat);

@@ -3,6 +3,9 @@ import type { Activities } from '../activities/index.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
 
+/** Our error code for an image that cannot be decoded (core/errors.ts; workflow code cannot import it). */
+const IMAGE_INVALID = 'IMAGE_INVALID';
+
 /** Database steps: retried patiently, never on a domain refusal. */
 const DB_STEP = {
   startToCloseTimeout: '30 seconds',
@@ -11,7 +14,7 @@ const DB_STEP = {
     backoffCoefficient: 2,
     maximumInterval: '5 seconds',
     maximumAttempts: 20,
-    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'IMAGE_INVALID'],
+    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', IMAGE_INVALID],
   },
 } as const;
 
@@ -37,7 +40,7 @@ export const VENDOR_OPTIONS: ActivityOptions = {
     backoffCoefficient: 2,
     maximumInterval: '4 seconds',
     maximumAttempts: 3,
-    nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED],
+    nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, IMAGE_INVALID],
   },
 };
 
@@ -93,6 +96,8 @@ export async function callWithFallback(
       // must learn the run was cancelled, not that every provider failed.
       if (isCancellation(err)) throw err;
       const type = failureType(err);
+      // The image itself cannot be prepared: another vendor would get the same bytes (422 for the caller).
+      if (type === IMAGE_INVALID) throw err;
       if (type === VENDOR_REJECTED || type === VENDOR_INVALID_OUTPUT) explicitError = true;
       lastMessage = (err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message) ?? lastMessage;
       fellBackFrom.push(v);
