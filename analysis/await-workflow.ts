@@ -13,18 +13,18 @@ const ENDED_RUN =
   'Send the request again with a new x-request-id (or none). Credits it held go back to the balance when its reservation expires, ' +
   'unless it had already saved its results, which are then charged once and served as a cache hit.';
 
+/** How a run ended from outside, as the caller is told. */
+const ENDED_BY: Array<[new (...args: never[]) => TemporalFailure, string]> = [
+  [TerminatedFailure, 'was stopped by an operator before it finished'],
+  [TimeoutFailure, 'did not finish within its time limit'],
+  [CancelledFailure, 'was cancelled before it finished'],
+];
+
 /** Find our error code in a workflow failure's cause chain and turn it back into an AppError. */
 export function appErrorFromWorkflow(err: unknown): AppError {
   if (err instanceof WorkflowFailedError) {
-    if (err.cause instanceof TerminatedFailure) {
-      return new AppError('INTERNAL_ERROR', `This analysis was stopped by an operator before it finished. ${ENDED_RUN}`);
-    }
-    if (err.cause instanceof TimeoutFailure) {
-      return new AppError('INTERNAL_ERROR', `This analysis did not finish within its time limit. ${ENDED_RUN}`);
-    }
-    if (err.cause instanceof CancelledFailure) {
-      return new AppError('INTERNAL_ERROR', `This analysis was cancelled before it finished. ${ENDED_RUN}`);
-    }
+    const ended = ENDED_BY.find(([kind]) => err.cause instanceof kind);
+    if (ended) return new AppError('INTERNAL_ERROR', `This analysis ${ended[1]}. ${ENDED_RUN}`);
   }
   let cur: unknown = err instanceof WorkflowFailedError ? err.cause : err;
   while (cur instanceof TemporalFailure) {

@@ -61,10 +61,6 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       }
     }
     const plans = planDelta({ sha256s, lenses: input.lenses, billable: input.billable, cached }).plans.map((plan, i) => ({ ...plan, img: input.images[i]! }));
-    const firstIndex = new Map<string, number>();
-    sha256s.forEach((sha, i) => {
-      if (!firstIndex.has(sha)) firstIndex.set(sha, i);
-    });
 
     let bespoke: BespokeTask | undefined;
     let bespokeSchemaId: string | undefined;
@@ -136,7 +132,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
     const images: ImageResult[] = plans.map((plan, i) => {
       const call = calls[i]!;
       const r = call.result;
-      const source = r ?? calls[firstIndex.get(plan.img.sha256)!]!.result;
+      const source = r ?? calls[plan.source]!.result;
       return {
         sha256: plan.img.sha256,
         pHash: fingerprints[i]!.pHash,

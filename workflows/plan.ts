@@ -10,6 +10,8 @@ export interface ImagePlan {
   billed: string[];
   /** Whether this is the first copy of its photo in the request (a later copy rides along). */
   first: boolean;
+  /** Index of the first copy of this photo in the request (this image's own index when `first`). */
+  source: number;
 }
 
 export function planDelta(args: {
@@ -25,11 +27,12 @@ export function planDelta(args: {
     if (!firstIndex.has(sha)) firstIndex.set(sha, i);
   });
   const plans = args.sha256s.map((sha, i) => {
-    const first = firstIndex.get(sha) === i;
+    const source = firstIndex.get(sha)!;
+    const first = source === i;
     const have = new Set(args.cached[sha] ?? []);
     const ran = first ? args.lenses.filter((l) => !have.has(l)) : [];
     const billed = ran.filter((l) => args.billable.includes(l));
-    return { ran, billed, first };
+    return { ran, billed, first, source };
   });
   return { plans, needed: plans.reduce((n, p) => n + p.billed.length, 0) };
 }

@@ -6,7 +6,13 @@ import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from '.
 /** Our error code for an image that cannot be decoded (core/errors.ts; workflow code cannot import it). */
 const IMAGE_INVALID = 'IMAGE_INVALID';
 
-/** Database steps: retried patiently, never on a domain refusal. */
+/**
+ * Database steps: retried patiently, never on a domain refusal. Fast ones run as local activities:
+ * in the worker that runs the workflow, with no task-queue round trip per step (the orchestration
+ * overhead of a fresh analysis is mostly these round trips). They are idempotent, so a worker
+ * dying after one ran just runs it again. CPU-heavy ones (fingerprints of a 50-photo report) are
+ * regular activities other workers may share.
+ */
 const DB_STEP = {
   startToCloseTimeout: '30 seconds',
   retry: {
@@ -16,17 +22,9 @@ const DB_STEP = {
     maximumAttempts: 20,
     nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', IMAGE_INVALID],
   },
-} as const;
-
-/**
- * Fast database steps run as local activities: in the worker that runs the workflow, with no
- * task-queue round trip per step (the orchestration overhead of a fresh analysis is mostly these
- * round trips). They are idempotent, so a worker dying after one ran just runs it again.
- */
-export const DB_LOCAL_OPTIONS: LocalActivityOptions = { ...DB_STEP, retry: { ...DB_STEP.retry, nonRetryableErrorTypes: [...DB_STEP.retry.nonRetryableErrorTypes] } };
-
-/** CPU-heavy steps other workers may share (fingerprints of a 50-photo report). */
-export const DB_OPTIONS: ActivityOptions = { ...DB_STEP, retry: { ...DB_STEP.retry, nonRetryableErrorTypes: [...DB_STEP.retry.nonRetryableErrorTypes] } };
+} satisfies ActivityOptions & LocalActivityOptions;
+export const DB_LOCAL_OPTIONS: LocalActivityOptions = DB_STEP;
+export const DB_OPTIONS: ActivityOptions = DB_STEP;
 
 /**
  * Vendor calls heartbeat every second, so a worker killed mid-call is noticed in seconds and the
