@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueKey, listKeys, revokeKey } from '../../auth/repository.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import { freePort } from '../../scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
+import { apiUrl, serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
 
 /**
  * Four real API processes (`node --import tsx api/server.ts`) on one Postgres and one Redis, as in
@@ -14,43 +13,12 @@ import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
 const PROCESSES = 4;
 const config = testConfig({ INTERNAL_SECRET });
 let db: Db;
-const apis: Array<{ url: string; child: ChildProcess; stderr: string[] }> = [];
+const apis: Array<{ url: string; child: ChildProcess }> = [];
 
 /** Start one API process and resolve once it logs that it listens (or reject when it exits first). */
 async function startApiProcess(): Promise<(typeof apis)[number]> {
-  const port = await freePort();
-  const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '',
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'info', // its "Server listening" line is how we know it is up
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    DATABASE_URL: config.DATABASE_URL,
-    REDIS_URL: config.REDIS_URL,
-    REDIS_PREFIX: config.REDIS_PREFIX,
-    TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS!,
-    TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE,
-    TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
-    BLOB_DIR: config.BLOB_DIR,
-    INTERNAL_SECRET,
-  };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'api/server.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const stderr: string[] = [];
-  child.stderr!.on('data', (b: Buffer) => stderr.push(b.toString()));
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (b: Buffer) => {
-      out += b.toString();
-      if (out.includes('Server listening at')) {
-        out = '';
-        resolve();
-      }
-      // Keep only a tail: request logs keep coming after start-up and are not needed.
-      if (out.length > 100_000) out = out.slice(-1_000);
-    });
-    child.once('exit', (code) => reject(new Error(`API process exited with ${code} before listening: ${stderr.join('').slice(-2000)}`)));
-  });
-  return { url: `http://127.0.0.1:${port}`, child, stderr };
+  const api = spawnService('api/server.ts', serviceEnv(config));
+  return { url: await apiUrl(api), child: api.child };
 }
 
 const statusOf = (url: string, key: string) =>
@@ -68,14 +36,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await Promise.all(
-    apis.map(async ({ child }) => {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    }),
-  );
+  await Promise.all(apis.map(({ child }) => stopGracefully(child)));
   await db?.end();
 });
 

@@ -8,7 +8,7 @@ import { createVisionClients } from '../../vendors/index.ts';
 import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from './processes.ts';
+import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from '../helpers/processes.ts';
 
 let p: Pipeline;
 let worker: ServiceProcess;

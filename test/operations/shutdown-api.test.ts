@@ -3,7 +3,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { apiUrl, killAll, serviceEnv, spawnService } from './processes.ts';
+import { apiUrl, killAll, serviceEnv, spawnService } from '../helpers/processes.ts';
 
 // A real API process (node --import tsx api/server.ts) receives SIGTERM while an analysis it
 // started is waiting on its workflow. The worker and the simulated vendor run in this process.

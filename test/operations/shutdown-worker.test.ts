@@ -3,7 +3,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from './processes.ts';
+import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from '../helpers/processes.ts';
 
 // Real worker processes (node --import tsx worker/main.ts), two polling at once; the one running
 // the vendor call gets SIGTERM. The API (app.inject) and the simulated vendor run in this process.

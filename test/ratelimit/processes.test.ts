@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -8,6 +8,7 @@ import { createPool, type Db } from '../../db/pool.ts';
 import { freePort } from '../../scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
+import { serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
 
 // Four real API processes (node --import tsx api/server.ts) against one Redis, on the real clock:
 // the limits hold across processes because they live in Redis. Each process listens dual-stack and
@@ -28,27 +29,8 @@ let db: Db;
 let redis: ReturnType<typeof createClient>;
 
 function spawnApi(port: number): ApiProcess {
-  let out = '';
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'warn',
-    HOST: '::',
-    PORT: String(port),
-    DATABASE_URL: config.DATABASE_URL,
-    REDIS_URL: config.REDIS_URL,
-    REDIS_PREFIX: config.REDIS_PREFIX,
-    TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS,
-    TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE,
-    TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
-    BLOB_DIR: config.BLOB_DIR,
-    TRUSTED_PROXIES: config.TRUSTED_PROXIES,
-    INTERNAL_SECRET,
-  };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'api/server.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  return { child, port, output: () => out };
+  const api = spawnService('api/server.ts', serviceEnv(config, { LOG_LEVEL: 'warn', HOST: '::', PORT: port, TRUSTED_PROXIES: config.TRUSTED_PROXIES }));
+  return { child: api.child, port, output: api.output };
 }
 
 /** Resolves when /v1/health answers 200; fails at once, with the process's output, if it exits first. */
@@ -78,16 +60,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await Promise.all(
-    apis.map(async ({ child }) => {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }),
-  );
+  await Promise.all(apis.map(({ child }) => stopGracefully(child, 10_000)));
   redis?.destroy();
   await db?.end();
 });

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import type { Config } from '../../core/config.ts';
 
 /** A real service process (node --import tsx <script>) with its output kept for assertions. */
@@ -96,6 +97,16 @@ export async function apiUrl(api: ServiceProcess): Promise<string> {
 
 export async function workerPolling(worker: ServiceProcess): Promise<void> {
   await waitForOutput(worker, /polling task queue/);
+}
+
+/** SIGTERM, and SIGKILL after `killAfterMs` when given; resolves once the process is gone. */
+export async function stopGracefully(child: ChildProcess, killAfterMs?: number): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  await exited;
+  clearTimeout(timer);
 }
 
 /** afterAll: nothing this file started outlives it. */
