@@ -34,6 +34,24 @@ const SHA_B = 'b'.repeat(64);
 const ledgerKinds = async (userId: string) =>
   (await db.query<{ kind: string }>('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [userId])).rows.map((r) => r.kind);
 
+/** The photo `sha256` in the registry with a `dating` record that run `workflowId` produced (event `eventId`, 1 credit). */
+async function recordDating(userId: string, sha256: string, eventId: string, workflowId: string): Promise<void> {
+  await db.query(
+    `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3) VALUES ($1, $2, 1, 2, 0, 0, 0, 1)`,
+    [userId, sha256],
+  );
+  await db.query(
+    `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
+     VALUES ($3, $1, $2, 'dating', $4, '{}', '1', 'x', 'p', 'openai', 'm', 1)`,
+    [userId, sha256, eventId, workflowId],
+  );
+  await db.query(
+    `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
+     VALUES ($1, $2, 'dating', $3, '{}', '1', 'x', 'p', 'openai', 'm', now())`,
+    [userId, sha256, eventId],
+  );
+}
+
 function image(sha256: string, lenses: string[], billed: string[]) {
   return {
     sha256,
@@ -82,20 +100,7 @@ describe('one-step billing activities', () => {
       images: [image(SHA_A, ['dating', 'describe', 'moderation'], ['dating', 'describe']), image(SHA_B, ['dating', 'describe', 'moderation'], ['dating', 'describe'])],
       settle: { reservationId, extraCharge: 0 },
     };
-    await db.query(
-      `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3) VALUES ($1, $2, 1, 2, 0, 0, 0, 1)`,
-      [userId, SHA_B],
-    );
-    await db.query(
-      `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
-       VALUES ('evt_concurrent', $1, $2, 'dating', 'analyze:other', '{}', '1', 'x', 'p', 'openai', 'm', 1)`,
-      [userId, SHA_B],
-    );
-    await db.query(
-      `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
-       VALUES ($1, $2, 'dating', 'evt_concurrent', '{}', '1', 'x', 'p', 'openai', 'm', now())`,
-      [userId, SHA_B],
-    );
+    await recordDating(userId, SHA_B, 'evt_concurrent', 'analyze:other');
     const persisted = await run(acts.persistAndSettle, persist);
     expect(persisted).toEqual({ applied: true, charged: 3, chargedPerImage: [2, 1] });
     const repeat = await run(acts.persistAndSettle, persist);
@@ -109,20 +114,7 @@ describe('one-step billing activities', () => {
   it('a fully cached request reserves nothing; short of credits is PLAN_LIMIT_EXCEEDED with nothing held', async () => {
     const { userId } = await createTestUser(db, { community: 1 });
     const base = { userId, ttlMs: 600_000, sha256s: [SHA_A], billable: ['dating', 'describe'], refresh: false, extraCredits: 0 };
-    await db.query(
-      `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3) VALUES ($1, $2, 1, 2, 0, 0, 0, 1)`,
-      [userId, SHA_A],
-    );
-    await db.query(
-      `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
-       VALUES ($3, $1, $2, 'dating', 'analyze:earlier', '{}', '1', 'x', 'p', 'openai', 'm', 1)`,
-      [userId, SHA_A, `evt_${userId}`],
-    );
-    await db.query(
-      `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
-       VALUES ($1, $2, 'dating', $3, '{}', '1', 'x', 'p', 'openai', 'm', now())`,
-      [userId, SHA_A, `evt_${userId}`],
-    );
+    await recordDating(userId, SHA_A, `evt_${userId}`, 'analyze:earlier');
 
     const cached = await run(acts.reserveDelta, { ...base, reservationId: `res:c-${userId}`, workflowId: `c-${userId}`, lenses: ['dating', 'moderation'] });
     expect(cached).toEqual({ cached: { [SHA_A]: ['dating'] }, needed: 0 });
