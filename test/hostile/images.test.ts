@@ -64,6 +64,18 @@ const ENDPOINTS: Endpoint[] = [
 ];
 
 const scale = hostileScale();
+/** Every category: the corpus must have each, and each gets its own test. */
+const CATEGORIES = [
+  'bombs over the pixel cap',
+  'bombs under the pixel cap',
+  'nested and recursive structures',
+  'truncated files',
+  'shared invalid-* photos (intact)',
+  'shared photos',
+  'byte mutants of the shared photos',
+  'empty and tiny',
+  'masquerading files',
+] satisfies ImageCategory[];
 const MUTANTS: ImageCategory = 'byte mutants of the shared photos';
 let corpus: ImageCase[] = [];
 /** Cases not sent to analyze (a seeded share of the mutants at CI size: sizes.ts analyzeMutantShare). */
@@ -189,33 +201,13 @@ function judge(c: ImageCase, answers: Array<[Endpoint, Answer]>): string[] {
 
 describe(`image corpus (${scale} size), API in its own process`, () => {
   it('has every category, and at full size hundreds of mutants', () => {
-    expect([...categories].sort()).toEqual([
-      'bombs over the pixel cap',
-      'bombs under the pixel cap',
-      'nested and recursive structures',
-      'truncated files',
-      'shared invalid-* photos (intact)',
-      'shared photos',
-      'byte mutants of the shared photos',
-      'empty and tiny',
-      'masquerading files',
-    ].sort());
+    expect([...categories].sort()).toEqual([...CATEGORIES].sort());
     expect(corpus.filter((c) => c.category === 'byte mutants of the shared photos').length).toBe(sizes().imageMutants);
     const analyzedMutants = corpus.filter((c) => c.category === MUTANTS && !notAnalyzed.has(c)).length;
     expect(analyzedMutants).toBeGreaterThanOrEqual(Math.floor(sizes().imageMutants * sizes().analyzeMutantShare * 0.6));
   });
 
-  it.each([
-    'bombs over the pixel cap',
-    'bombs under the pixel cap',
-    'nested and recursive structures',
-    'truncated files',
-    'shared invalid-* photos (intact)',
-    'shared photos',
-    'byte mutants of the shared photos',
-    'empty and tiny',
-    'masquerading files',
-  ] satisfies ImageCategory[])('%s: 4xx envelopes for every bad file, no 5xx, endpoints agree', async (category) => {
+  it.each(CATEGORIES)('%s: 4xx envelopes for every bad file, no 5xx, endpoints agree', async (category) => {
     const cases = corpus.filter((c) => c.category === category);
     const failures: string[] = [];
     const { peakMb } = await watchingMemory(() =>
