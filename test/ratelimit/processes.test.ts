@@ -9,6 +9,7 @@ import { freePort } from '../../scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
 import { serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
+import { inPool } from '../hostile/support/pool.ts';
 
 // Four real API processes (node --import tsx api/server.ts) against one Redis, on the real clock:
 // the limits hold across processes because they live in Redis. Each process listens dual-stack and
@@ -78,18 +79,8 @@ async function send(i: number, path: string, headers: Record<string, string>, ho
 }
 
 /** `count` requests, request i to process i % 4, at most `concurrency` in flight. */
-async function sendMany(count: number, request: (i: number) => Promise<Sent>, concurrency = 32): Promise<Sent[]> {
-  const results: Sent[] = new Array(count);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        const i = next++;
-        results[i] = await request(i);
-      }
-    }),
-  );
-  return results;
+function sendMany(count: number, request: (i: number) => Promise<Sent>, concurrency = 32): Promise<Sent[]> {
+  return inPool(Array.from({ length: count }, (_, i) => i), concurrency, request);
 }
 
 const statuses = (results: Sent[]) => results.reduce<Record<number, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
