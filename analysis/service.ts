@@ -3,6 +3,7 @@ import type { BaseLogger } from 'pino';
 import type { Principal } from '../auth/authenticate.ts';
 import type { Config } from '../core/config.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
+import { mapBounded } from '../core/map-bounded.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
@@ -60,20 +61,6 @@ export function imageInputs(body: AnalyzeBody): { inputs: ImageInput[]; multi: b
     throw validationFailed(`body.images.${i}: each item needs url or base64`);
   });
   return { inputs, multi: true };
-}
-
-async function mapBounded<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!, i);
-      }
-    }),
-  );
-  return out;
 }
 
 export async function analyze(
