@@ -1,7 +1,5 @@
-import { validationFailed } from '../core/errors.ts';
-import { decodeBase64Image } from './base64.ts';
-import { fetchImage, type FetchImageOptions } from './fetch.ts';
-import { fingerprint, type Fingerprint } from './fingerprint.ts';
+import type { Fingerprint } from './fingerprint.ts';
+import { checkedFingerprint, readInput, type IntakeDeps, type IntakeInput } from './intake.ts';
 import { probeImage } from './probe.ts';
 
 /**
@@ -11,28 +9,12 @@ import { probeImage } from './probe.ts';
  * nothing reaches the blob store.
  */
 
-export interface FingerprintInputDeps {
-  /** IMAGE_MAX_BYTES: largest image accepted, fetched or decoded. */
-  maxBytes: number;
-  /** IMAGE_MAX_PIXELS: largest width × height accepted. */
-  maxPixels: number;
-  /** Fetcher overrides (timeouts, redirects, address policy, resolver). */
-  fetchOptions?: Partial<Omit<FetchImageOptions, 'maxBytes'>>;
-}
+/** IMAGE_MAX_BYTES, IMAGE_MAX_PIXELS and fetcher overrides, as for intake. */
+export type FingerprintInputDeps = Omit<IntakeDeps, 'blobs'>;
 
-export async function fingerprintInput(input: { url?: string; base64?: string }, deps: FingerprintInputDeps): Promise<Fingerprint> {
-  if ((input.url === undefined) === (input.base64 === undefined)) throw validationFailed('Provide exactly one of an image URL or base64 image data');
-  const bytes =
-    input.url !== undefined
-      ? (await fetchImage(input.url, { ...deps.fetchOptions, maxBytes: deps.maxBytes })).bytes
-      : decodeBase64Image(input.base64!, deps.maxBytes);
+export async function fingerprintInput(input: IntakeInput, deps: FingerprintInputDeps): Promise<Fingerprint> {
+  const bytes = await readInput(input, deps);
   // Header checks (format, pixel cap) first; then fingerprint()'s one decode is the decode check.
   await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
-  try {
-    return await fingerprint(bytes);
-  } catch (err) {
-    // As in intake: the probe's own decode check words the refusal precisely (HEVC, truncation).
-    await probeImage(bytes, { maxPixels: deps.maxPixels, decode: true });
-    throw err;
-  }
+  return checkedFingerprint(bytes, deps.maxPixels);
 }

@@ -3,7 +3,7 @@ import { validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchImageOptions } from './fetch.ts';
-import { fingerprint } from './fingerprint.ts';
+import { fingerprint, type Fingerprint } from './fingerprint.ts';
 import { probeImage, type ImageFormat } from './probe.ts';
 
 /**
@@ -51,20 +51,27 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise
   const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
   if (known) return base;
-  let fp;
-  try {
-    // A full decode at reduced size: it rejects corrupt or truncated data, and yields the hashes.
-    fp = await fingerprint(bytes);
-  } catch (err) {
-    // The probe's own decode check words the refusal precisely (HEVC, pixel limit, truncation).
-    await probeImage(bytes, { maxPixels: deps.maxPixels, decode: true });
-    throw err;
-  }
+  const fp = await checkedFingerprint(bytes, deps.maxPixels);
   await deps.blobs.put(sha256, bytes);
   return { ...base, pHash: fp.pHash, dHash: fp.dHash };
 }
 
-async function readInput(input: IntakeInput, deps: IntakeDeps): Promise<Buffer> {
+/**
+ * Fingerprint bytes whose header probe passed. The fingerprint's decode (at reduced size) is the
+ * decode check: it rejects corrupt or truncated data, and yields the hashes.
+ */
+export async function checkedFingerprint(bytes: Buffer, maxPixels: number): Promise<Fingerprint> {
+  try {
+    return await fingerprint(bytes);
+  } catch (err) {
+    // The probe's own decode check words the refusal precisely (HEVC, pixel limit, truncation).
+    await probeImage(bytes, { maxPixels, decode: true });
+    throw err;
+  }
+}
+
+/** The request image's bytes: SSRF-safe fetch of its URL, or its base64 decoded, within maxBytes. */
+export async function readInput(input: IntakeInput, deps: Pick<IntakeDeps, 'maxBytes' | 'fetchOptions'>): Promise<Buffer> {
   const hasUrl = input.url !== undefined;
   const hasBase64 = input.base64 !== undefined;
   if (hasUrl === hasBase64) throw validationFailed('Provide exactly one of an image URL or base64 image data');
