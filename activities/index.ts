@@ -81,6 +81,22 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
+  /** A reservation made (or found again by a retry): counted and logged. */
+  function countReserved(reservationId: string, amount: number): void {
+    deps.metrics?.reservations.inc({ event: 'reserved' });
+    deps.metrics?.credits.inc({ event: 'reserved' }, amount);
+    Context.current().log.info('credits reserved', { reservationId, amount });
+  }
+
+  /** A reservation of `amount` just settled for `charge`, the rest refunded: counted and logged. */
+  function countSettled(reservationId: string, amount: number, charge: number): void {
+    const refunded = amount - charge;
+    deps.metrics?.reservations.inc({ event: 'settled' });
+    deps.metrics?.credits.inc({ event: 'settled' }, charge);
+    deps.metrics?.credits.inc({ event: 'refunded' }, refunded);
+    Context.current().log.info('credits settled', { reservationId, charged: charge, refunded });
+  }
+
   async function callVendorOnce(v: Vendor, input: VendorCallInput): Promise<VendorCallResult> {
     const client = deps.vision.get(v);
     if (!client) throw ApplicationFailure.nonRetryable(`${v} is not configured on this worker`, VENDOR_NOT_CONFIGURED);
@@ -134,9 +150,7 @@ export function createActivities(deps: ActivityDeps) {
 
     async reserveCredits(input: { id: string; userId: string; amount: number; ttlMs: number; workflowId: string }): Promise<void> {
       const held = await reserve(deps.db, { ...input, reason: 'analyze' }).catch(rethrowDomain);
-      deps.metrics?.reservations.inc({ event: 'reserved' });
-      deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
-      Context.current().log.info('credits reserved', { reservationId: input.id, amount: held.amount });
+      countReserved(input.id, held.amount);
     },
 
     /**
@@ -165,9 +179,7 @@ export function createActivities(deps: ActivityDeps) {
         const held = await inTransaction(deps.db, (c) =>
           reserveIn(c, { id: input.reservationId, userId: input.userId, amount: needed, ttlMs: input.ttlMs, workflowId: input.workflowId, reason: 'analyze' }),
         ).catch(rethrowDomain);
-        deps.metrics?.reservations.inc({ event: 'reserved' });
-        deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
-        Context.current().log.info('credits reserved', { reservationId: input.reservationId, amount: held.amount });
+        countReserved(input.reservationId, held.amount);
       }
       return { cached, needed };
     },
@@ -198,23 +210,14 @@ export function createActivities(deps: ActivityDeps) {
         const charge = persisted.charged + input.settle.extraCharge;
         return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge }), charge };
       });
-      if (closed?.applied && closed.reservation) {
-        const refunded = closed.reservation.amount - charge;
-        deps.metrics?.reservations.inc({ event: 'settled' });
-        deps.metrics?.credits.inc({ event: 'settled' }, charge);
-        deps.metrics?.credits.inc({ event: 'refunded' }, refunded);
-        Context.current().log.info('credits settled', { reservationId: input.settle!.reservationId, charged: charge, refunded });
-      }
+      if (closed?.applied && closed.reservation) countSettled(input.settle!.reservationId, closed.reservation.amount, charge);
       return persisted;
     },
 
     async settleCredits(input: { id: string; charge: number }): Promise<void> {
       const out = await settle(deps.db, input);
       if (!out.applied || !out.reservation) return; // settled before (a retry): counted then
-      deps.metrics?.reservations.inc({ event: 'settled' });
-      deps.metrics?.credits.inc({ event: 'settled' }, input.charge);
-      deps.metrics?.credits.inc({ event: 'refunded' }, out.reservation.amount - input.charge);
-      Context.current().log.info('credits settled', { reservationId: input.id, charged: input.charge, refunded: out.reservation.amount - input.charge });
+      countSettled(input.id, out.reservation.amount, input.charge);
     },
 
     async releaseCredits(input: { id: string; reason: string }): Promise<void> {
