@@ -24,15 +24,19 @@ const ANONYMOUS: Principal = {
   anonymous: true,
 };
 
+/** The key of an `Authorization: Bearer <key>` header, or undefined when the header is absent or not of that form. */
+export function bearerToken(authorization: string | undefined): string | undefined {
+  return authorization === undefined ? undefined : /^Bearer[ ]+(\S+)\s*$/i.exec(authorization)?.[1];
+}
+
 /** Resolve `Authorization: Bearer <key>` to a principal, or throw 401 AUTH_FAILED. */
 export async function authenticate(
   authorization: string | undefined,
   deps: { db: Db; cache: KeyCache },
 ): Promise<Principal> {
   if (!authorization) throw authFailed('Missing Authorization header (expected "Bearer <API key>")');
-  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
-  if (!m) throw authFailed('Malformed Authorization header (expected "Bearer <API key>")');
-  const key = m[1]!;
+  const key = bearerToken(authorization);
+  if (key === undefined) throw authFailed('Malformed Authorization header (expected "Bearer <API key>")');
   if (key === ANONYMOUS_SANDBOX_KEY) return ANONYMOUS;
   if (!keyKind(key)) throw authFailed('Invalid API key');
   const keyHash = hashKey(key);

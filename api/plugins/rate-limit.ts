@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { bearerToken } from '../../auth/authenticate.ts';
 import { ANONYMOUS_SANDBOX_KEY, hashKey } from '../../auth/keys.ts';
 import { AppError } from '../../core/errors.ts';
 import { clientAddress, ipBucket, parseTrustedProxies, type TrustedProxies } from '../../ratelimit/client-ip.ts';
@@ -110,10 +111,6 @@ function clientAddressOf(request: FastifyRequest, trusted: TrustedProxies) {
 function isKeyAuthAttempt(request: FastifyRequest): boolean {
   const mode = request.routeOptions.config?.auth ?? 'none';
   return mode === 'key' || (mode === 'key-or-internal' && request.headers['x-internal-secret'] === undefined);
-}
-
-function bearerToken(authorization: string | undefined): string | undefined {
-  return authorization === undefined ? undefined : /^Bearer[ ]+(\S+)\s*$/i.exec(authorization)?.[1];
 }
 
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
