@@ -9,7 +9,7 @@ import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { embedImage } from '../images/embedding.ts';
 import { intakeImage } from '../images/intake.ts';
-import type { FetchImageOptions } from '../images/fetch.ts';
+import { fetchPolicy, type FetchImageOptions } from '../images/fetch.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
 import { getBespokeSchema } from '../bespoke/repository.ts';
 import { bespokeSchemaInput, checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
@@ -108,7 +108,7 @@ export async function analyze(
       blobs: deps.blobs,
       maxBytes: deps.config.IMAGE_MAX_BYTES,
       maxPixels: deps.config.IMAGE_MAX_PIXELS,
-      fetchOptions: { ...(deps.config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...deps.fetchOptions },
+      fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
     });
     return {
       sha256: img.sha256,

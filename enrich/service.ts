@@ -8,7 +8,7 @@ import { AppError, authFailed, imageInvalid, validationFailed } from '../core/er
 import { release, reserve, settle } from '../credits/ledger.ts';
 import type { Db } from '../db/pool.ts';
 import { decodeBase64Image } from '../images/base64.ts';
-import { fetchImage, type FetchImageOptions } from '../images/fetch.ts';
+import { fetchImage, fetchPolicy, type FetchImageOptions } from '../images/fetch.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { sandboxPerLens } from '../lenses/fixtures.ts';
 import { getLens, type LensName } from '../lenses/index.ts';
@@ -104,7 +104,7 @@ async function readImage(input: EnrichInput, deps: EnrichDeps): Promise<Buffer> 
   if (hasUrl === (input.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl or imageBase64');
   const maxBytes = deps.config.IMAGE_MAX_BYTES;
   if (!hasUrl) return decodeBase64Image(input.imageBase64!, maxBytes);
-  const policy = { ...(deps.config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...deps.fetchOptions };
+  const policy = fetchPolicy(deps.config, deps.fetchOptions);
   return (await fetchImage(input.imageUrl!, { ...policy, maxBytes })).bytes;
 }
 

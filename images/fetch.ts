@@ -44,6 +44,14 @@ export interface FetchedImage {
 
 export const FETCH_DEFAULTS = { timeoutMs: 15_000, connectTimeoutMs: 5_000, maxRedirects: 3 } as const;
 
+/**
+ * This deployment's fetch policy: public addresses only unless SSRF_ALLOW_PRIVATE (tests of the
+ * fetcher itself), with the caller's overrides (test hooks) on top.
+ */
+export function fetchPolicy(config: { SSRF_ALLOW_PRIVATE: boolean }, overrides?: Partial<FetchImageOptions>): Partial<FetchImageOptions> {
+  return { ...(config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...overrides };
+}
+
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const USER_AGENT = 'LenstackImageFetcher/1.0';
 

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { AppError } from '../../core/errors.ts';
 import { mapBounded } from '../../core/map-bounded.ts';
+import { fetchPolicy } from '../../images/fetch.ts';
 import { fingerprintInput } from '../../images/fingerprint-input.ts';
 import { lookupFingerprints, type LookupMatch, type LookupQuery } from '../../registry/lookup.ts';
 import type { AppDeps } from '../deps.ts';
@@ -56,7 +57,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
             return await fingerprintInput(input, {
               maxBytes: deps.config.IMAGE_MAX_BYTES,
               maxPixels: deps.config.IMAGE_MAX_PIXELS,
-              fetchOptions: { ...(deps.config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...deps.fetchOptions },
+              fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
             });
           } catch (err) {
             // Name the item: messages from the shared readers speak of "imageBase64" / "Image URL".
