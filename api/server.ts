@@ -11,7 +11,6 @@ import { FsBlobStore } from '../images/blobstore.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
-import { createApiMetrics } from '../metrics/api.ts';
 import { buildApp } from './app.ts';
 import { Drain } from './drain.ts';
 
@@ -46,7 +45,6 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,
     rateLimiter,
-    metrics: createApiMetrics(),
     drain,
   });
   for (const w of vision.warnings) app.log.warn(w);
