@@ -1,3 +1,5 @@
+import { setMaxListeners } from 'node:events';
+
 /**
  * Graceful shutdown state of one API process. `begin()` when shutdown starts: responses then
  * close their connection and requests that still arrive on a kept-alive connection get 503.
@@ -7,6 +9,12 @@
 export class Drain {
   #draining = false;
   readonly #waits = new AbortController();
+
+  constructor() {
+    // Every analysis awaiting its workflow listens here: past 10 concurrent ones Node would warn
+    // of a listener leak that is not one. Each listener is removed when its wait ends.
+    setMaxListeners(0, this.#waits.signal);
+  }
 
   get draining(): boolean {
     return this.#draining;
