@@ -1,6 +1,7 @@
 /**
  * Analyze end to end over real HTTP, side by side in one run (npx tsx bench/analyze.ts):
- *  - fresh 1-photo full-analysis vs the same vendor call made directly (orchestration overhead)
+ *  - fresh 1-photo full-analysis vs the same vendor call made directly (orchestration overhead),
+ *    and vs the Temporal floor: the saga's shape with steps that do nothing (bench/floor-workflows.ts)
  *  - full cache hits
  *  - throughput at 20 concurrent clients (fresh and cache hits)
  *  - a 50-photo vehicle report vs a 1-photo report with 800 ms simulated vendor latency
@@ -14,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import sharp from 'sharp';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { buildApp } from '../api/app.ts';
 import { KeyCache } from '../auth/cache.ts';
 import { createUser, issueKey } from '../auth/repository.ts';
@@ -83,6 +84,15 @@ await migrate(config.DATABASE_URL);
 const db = createPool(config.DATABASE_URL, { max: 20 });
 const worker = await startWorker(config, { log: () => {} });
 const connection = await Connection.connect({ address: temporalServer.address });
+// The floor's worker: same process, same dev server, the SDK's defaults like the real worker.
+const floorConnection = await NativeConnection.connect({ address: temporalServer.address });
+const floorWorker = await Worker.create({
+  connection: floorConnection,
+  taskQueue: `bench-floor-${process.pid}`,
+  workflowsPath: fileURLToPath(new URL('./floor-workflows.ts', import.meta.url)),
+  activities: { nothing: async () => null },
+});
+const floorRunning = floorWorker.run();
 const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
 const vision = createVisionClients(config);
 const app = await buildApp({
@@ -140,6 +150,15 @@ try {
   const fresh: number[] = [];
   const direct: number[] = [];
   const freshRuns: Array<{ requestId: string; ms: number }> = [];
+  const floorEmpty: number[] = [];
+  const floorShape: number[] = [];
+  // Started and awaited as the API does it (analysis/await-workflow.ts): start, then result().
+  const floor = async (workflowType: 'emptyWorkflow' | 'sagaShapeWorkflow', i: number) => {
+    const t0 = performance.now();
+    const handle = await temporal.workflow.start(workflowType, { taskQueue: `bench-floor-${process.pid}`, workflowId: `floor:${workflowType}:${i}` });
+    await handle.result();
+    return performance.now() - t0;
+  };
   for (let i = 0; i < N_FRESH; i++) {
     const r = await post(full(photos[next++]!));
     if (r.json.usage?.creditsCharged !== 14) throw new Error(`not a fresh analysis (#${i}): ${JSON.stringify({ usage: r.json.usage, meta: r.json.meta })}`);
@@ -148,12 +167,18 @@ try {
     const t0 = performance.now();
     await client.analyze({ image, system: built.system, prompt: built.prompt, schemaName: 'lenstack_analysis', jsonSchema: schema });
     direct.push(performance.now() - t0);
+    floorEmpty.push(await floor('emptyWorkflow', i));
+    floorShape.push(await floor('sagaShapeWorkflow', i));
   }
   say('# Analyze end to end (simulated vendor at 0 ms latency, real HTTP, 1 worker)');
   say(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model}), load ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; node ${process.version}`);
   say(`fresh 1-photo full-analysis:       ${fmt(fresh)}`);
   say(`same vendor call made directly:    ${fmt(direct)}`);
   say(`orchestration overhead (p50 diff): ${(pct(fresh, 50) - pct(direct, 50)).toFixed(1)} ms`);
+  say('the Temporal floor, same run (bench/floor-workflows.ts: steps that do nothing, started and awaited like the API does):');
+  say(`  empty workflow:                  ${fmt(floorEmpty)}`);
+  say(`  saga shape (local activity → activity → local activity): ${fmt(floorShape)}`);
+  say(`  overhead above the saga shape (p50 diff): ${(pct(fresh, 50) - pct(direct, 50) - pct(floorShape, 50)).toFixed(1)} ms`);
 
   // Where a fresh analysis spends its time, from the event timestamps of each run's workflow history
   // (the server's clock, millisecond resolution): the API before the workflow starts and after it
@@ -224,6 +249,9 @@ try {
   await writeFile(path.join(ROOT, 'bench/results/analyze.txt'), lines.join('\n') + '\n');
   await app.close();
   await worker.shutdown();
+  floorWorker.shutdown();
+  await floorRunning;
+  await floorConnection.close();
   await connection.close();
   await db.end();
   await sim.close();
