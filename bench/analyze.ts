@@ -152,12 +152,14 @@ try {
   const freshRuns: Array<{ requestId: string; ms: number }> = [];
   const floorEmpty: number[] = [];
   const floorShape: number[] = [];
+  const floorShapeRuns: Array<{ workflowId: string; ms: number }> = [];
   // Started and awaited as the API does it (analysis/await-workflow.ts): start, then result().
   const floor = async (workflowType: 'emptyWorkflow' | 'sagaShapeWorkflow', i: number) => {
     const t0 = performance.now();
-    const handle = await temporal.workflow.start(workflowType, { taskQueue: `bench-floor-${process.pid}`, workflowId: `floor:${workflowType}:${i}` });
+    const workflowId = `floor:${workflowType}:${i}`;
+    const handle = await temporal.workflow.start(workflowType, { taskQueue: `bench-floor-${process.pid}`, workflowId });
     await handle.result();
-    return performance.now() - t0;
+    return { workflowId, ms: performance.now() - t0 };
   };
   for (let i = 0; i < N_FRESH; i++) {
     const r = await post(full(photos[next++]!));
@@ -167,8 +169,10 @@ try {
     const t0 = performance.now();
     await client.analyze({ image, system: built.system, prompt: built.prompt, schemaName: 'lenstack_analysis', jsonSchema: schema });
     direct.push(performance.now() - t0);
-    floorEmpty.push(await floor('emptyWorkflow', i));
-    floorShape.push(await floor('sagaShapeWorkflow', i));
+    floorEmpty.push((await floor('emptyWorkflow', i)).ms);
+    const shape = await floor('sagaShapeWorkflow', i);
+    floorShape.push(shape.ms);
+    floorShapeRuns.push(shape);
   }
   say('# Analyze end to end (simulated vendor at 0 ms latency, real HTTP, 1 worker)');
   say(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model}), load ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; node ${process.version}`);
@@ -183,23 +187,29 @@ try {
   // Where a fresh analysis spends its time, from the event timestamps of each run's workflow history
   // (the server's clock, millisecond resolution): the API before the workflow starts and after it
   // completes, each workflow task (started → completed, its local activities included), the vendor
-  // activity (scheduled → completed) and the waits between them.
-  const spans = new Map<string, number[]>();
-  const add = (k: string, v: number) => spans.set(k, [...(spans.get(k) ?? []), v]);
-  for (const run of freshRuns) {
-    const history = await temporal.workflow.getHandle(`analyze:${userId}:${run.requestId}`).fetchHistory();
-    const ev = history.events!.map((e) => ({ type: Number(e.eventType), t: Number(e.eventTime!.seconds) * 1000 + Math.floor((e.eventTime!.nanos ?? 0) / 1e6) }));
-    const at = (type: keyof typeof EVENT, nth = 0) => ev.filter((e) => e.type === EVENT[type])[nth]!.t;
-    const wfStart = at('WORKFLOW_EXECUTION_STARTED');
-    const wfEnd = at('WORKFLOW_EXECUTION_COMPLETED');
-    add('workflow task 1 (delta + reserve)', at('WORKFLOW_TASK_COMPLETED', 0) - at('WORKFLOW_TASK_STARTED', 0));
-    add('vendor activity (scheduled → completed)', at('ACTIVITY_TASK_COMPLETED') - at('ACTIVITY_TASK_SCHEDULED'));
-    add('workflow task 2 (persist + settle)', at('WORKFLOW_TASK_COMPLETED', 1) - at('WORKFLOW_TASK_STARTED', 1));
-    add('waits for a workflow task', at('WORKFLOW_TASK_STARTED', 0) - at('WORKFLOW_TASK_SCHEDULED', 0) + at('WORKFLOW_TASK_STARTED', 1) - at('WORKFLOW_TASK_SCHEDULED', 1));
-    add('API outside the workflow (intake, start, result, response)', run.ms - (wfEnd - wfStart));
-  }
-  say('breakdown of a fresh analysis (p50 of each part):');
-  for (const [k, v] of spans) say(`  ${k.padEnd(58)} ${pct(v, 50).toFixed(0)} ms`);
+  // activity (scheduled → completed) and the waits between them. The saga-shape floor's runs are
+  // read the same way, so each part shows what Lenstack's own work adds to it.
+  const breakdown = async (runs: Array<{ workflowId: string; ms: number }>) => {
+    const spans = new Map<string, number[]>();
+    const add = (k: string, v: number) => spans.set(k, [...(spans.get(k) ?? []), v]);
+    for (const run of runs) {
+      const history = await temporal.workflow.getHandle(run.workflowId).fetchHistory();
+      const ev = history.events!.map((e) => ({ type: Number(e.eventType), t: Number(e.eventTime!.seconds) * 1000 + Math.floor((e.eventTime!.nanos ?? 0) / 1e6) }));
+      const at = (type: keyof typeof EVENT, nth = 0) => ev.filter((e) => e.type === EVENT[type])[nth]!.t;
+      const wfStart = at('WORKFLOW_EXECUTION_STARTED');
+      const wfEnd = at('WORKFLOW_EXECUTION_COMPLETED');
+      add('workflow task 1 (delta + reserve)', at('WORKFLOW_TASK_COMPLETED', 0) - at('WORKFLOW_TASK_STARTED', 0));
+      add('vendor activity (scheduled → completed)', at('ACTIVITY_TASK_COMPLETED') - at('ACTIVITY_TASK_SCHEDULED'));
+      add('workflow task 2 (persist + settle)', at('WORKFLOW_TASK_COMPLETED', 1) - at('WORKFLOW_TASK_STARTED', 1));
+      add('waits for a workflow task', at('WORKFLOW_TASK_STARTED', 0) - at('WORKFLOW_TASK_SCHEDULED', 0) + at('WORKFLOW_TASK_STARTED', 1) - at('WORKFLOW_TASK_SCHEDULED', 1));
+      add('outside the workflow (API: intake, start, result, response)', run.ms - (wfEnd - wfStart));
+    }
+    return spans;
+  };
+  const freshParts = await breakdown(freshRuns.map((r) => ({ workflowId: `analyze:${userId}:${r.requestId}`, ms: r.ms })));
+  const floorParts = await breakdown(floorShapeRuns);
+  say(`breakdown, p50 of each part:${' '.repeat(33)}fresh analysis  saga shape, no-op steps`);
+  for (const [k, v] of freshParts) say(`  ${k.padEnd(60)} ${pct(v, 50).toFixed(0).padStart(5)} ms  ${pct(floorParts.get(k)!, 50).toFixed(0).padStart(5)} ms`);
 
   // 2) Full cache hits of one analyzed photo.
   const hitPhoto = photos[1]!;
