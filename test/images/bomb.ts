@@ -1,4 +1,5 @@
-import { crc32, deflateSync } from 'node:zlib';
+import { deflateSync } from 'node:zlib';
+import { pngFrom } from '../hostile/images/containers.ts';
 
 /**
  * A real decompression bomb: a valid, fully decodable 1-bit black PNG of width × height whose
@@ -14,19 +15,9 @@ export function solidPngBomb(width: number, height: number): Buffer {
   ihdr.writeUInt32BE(height, 4);
   ihdr[8] = 1; // bit depth
   ihdr[9] = 0; // greyscale
-  return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk('IHDR', ihdr),
-    chunk('IDAT', idat),
-    chunk('IEND', Buffer.alloc(0)),
+  return pngFrom([
+    { type: 'IHDR', data: ihdr },
+    { type: 'IDAT', data: idat },
+    { type: 'IEND', data: Buffer.alloc(0) },
   ]);
-}
-
-function chunk(type: string, data: Buffer): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'latin1');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-  return Buffer.concat([head, data, crc]);
 }
