@@ -12,7 +12,6 @@ import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import sharp from 'sharp';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
@@ -21,7 +20,7 @@ import { KeyCache } from '../auth/cache.ts';
 import { createUser, issueKey } from '../auth/repository.ts';
 import { loadConfig } from '../core/config.ts';
 import { grant } from '../credits/ledger.ts';
-import { createDatabaseIfMissing, migrate } from '../db/migrate.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { LENSES } from '../lenses/index.ts';
@@ -266,9 +265,6 @@ try {
   await db.end();
   await sim.close();
   await temporalServer.stop();
-  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await admin.end();
+  await dropDatabase(config.DATABASE_URL);
   await rm(blobDir, { recursive: true, force: true });
 }

@@ -19,11 +19,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import pg from 'pg';
 import sharp from 'sharp';
 import { createUser, issueKey } from '../auth/repository.ts';
 import { grant } from '../credits/ledger.ts';
-import { createDatabaseIfMissing, migrate } from '../db/migrate.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
 import { startTemporalDevServer } from '../scripts/temporal.ts';
 import { startSimVendor } from '../sim/index.ts';
@@ -330,9 +329,6 @@ try {
   await db.end();
   await sim.close();
   await temporal.stop();
-  const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await admin.end();
+  await dropDatabase(databaseUrl);
   await rm(blobDir, { recursive: true, force: true });
 }

@@ -10,11 +10,10 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import pg from 'pg';
 import { createClient } from 'redis';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../core/config.ts';
-import { createDatabaseIfMissing, migrate } from '../db/migrate.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { startTemporalDevServer, type DevServer } from '../scripts/temporal.ts';
 import { FULL_SIZE, runChaos, type ChaosOptions } from './driver.ts';
 import { ROOT } from './processes.ts';
@@ -130,15 +129,7 @@ try {
   if (keep) {
     console.log(`[chaos] kept database ${dbUrl.pathname.slice(1)} and ${runDir}`);
   } else {
-    const admin = new URL(databaseUrl);
-    admin.pathname = '/postgres';
-    const c = new pg.Client({ connectionString: admin.toString() });
-    c.on('error', () => {});
-    await c
-      .connect()
-      .then(() => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(dbUrl.pathname.slice(1))} WITH (FORCE)`))
-      .catch((err: Error) => console.error(`[chaos] could not drop ${dbUrl.pathname.slice(1)}: ${err.message}`))
-      .finally(() => c.end().catch(() => {}));
+    await dropDatabase(databaseUrl).catch((err: Error) => console.error(`[chaos] could not drop ${dbUrl.pathname.slice(1)}: ${err.message}`));
     await rm(path.join(runDir, 'blobs'), { recursive: true, force: true });
     await rm(path.join(runDir, 'workflow-bundle.js'), { force: true });
   }

@@ -4,8 +4,8 @@ import { runner } from 'node-pg-migrate';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations', import.meta.url));
 
-/** Create the database named in `databaseUrl` when it does not exist yet (first `npm start`). */
-export async function createDatabaseIfMissing(databaseUrl: string): Promise<boolean> {
+/** The database named in `databaseUrl`, and a client of the `postgres` database on its server. */
+async function adminFor(databaseUrl: string): Promise<{ name: string; client: pg.Client }> {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
   if (!name) throw new Error(`DATABASE_URL has no database name: ${url.origin}`);
@@ -13,6 +13,12 @@ export async function createDatabaseIfMissing(databaseUrl: string): Promise<bool
   admin.pathname = '/postgres';
   const client = new pg.Client({ connectionString: admin.toString() });
   await client.connect();
+  return { name, client };
+}
+
+/** Create the database named in `databaseUrl` when it does not exist yet (first `npm start`). */
+export async function createDatabaseIfMissing(databaseUrl: string): Promise<boolean> {
+  const { name, client } = await adminFor(databaseUrl);
   try {
     const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (found.rowCount) return false;
@@ -24,6 +30,16 @@ export async function createDatabaseIfMissing(databaseUrl: string): Promise<bool
       return false;
     }
     return true;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Drop the database named in `databaseUrl` (a scratch database of a bench, chaos run or test), sessions and all. */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const { name, client } = await adminFor(databaseUrl);
+  try {
+    await client.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
   } finally {
     await client.end();
   }

@@ -2,10 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runChaos, FULL_SIZE, type ChaosOptions } from '../../chaos/driver.ts';
-import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../../db/migrate.ts';
 import { testConfig } from '../harness/env.ts';
 
 /**
@@ -47,15 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (runDir) await rm(runDir, { recursive: true, force: true });
   if (!databaseUrl) return;
-  const admin = new URL(databaseUrl);
-  admin.pathname = '/postgres';
-  const c = new pg.Client({ connectionString: admin.toString() });
-  await c.connect();
-  try {
-    await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(new URL(databaseUrl).pathname.slice(1))} WITH (FORCE)`);
-  } finally {
-    await c.end();
-  }
+  await dropDatabase(databaseUrl);
 }, 60_000);
 
 describe('chaos (CI size)', () => {

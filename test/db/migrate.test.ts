@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../../db/migrate.ts';
 import { testConfig } from '../harness/env.ts';
 
 describe('migrations', () => {
@@ -24,12 +24,23 @@ describe('migrations', () => {
       ]);
       expect(runs.rows[0].n).toBeGreaterThanOrEqual(1);
     } finally {
-      const admin = new URL(url);
-      admin.pathname = '/postgres';
-      const c = new pg.Client({ connectionString: admin.toString() });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(url.pathname.slice(1))} WITH (FORCE)`);
-      await c.end();
+      await dropDatabase(url.toString());
     }
+  });
+
+  it('dropDatabase removes a scratch database even while a session is still connected to it', async () => {
+    const url = new URL(testConfig().DATABASE_URL);
+    url.pathname = `/lenstack_drop_${randomBytes(4).toString('hex')}`;
+    await createDatabaseIfMissing(url.toString());
+    const session = new pg.Client({ connectionString: url.toString() });
+    session.on('error', () => {}); // the drop terminates it
+    await session.connect();
+    await dropDatabase(url.toString());
+    await session.end().catch(() => {});
+    const c = new pg.Client({ connectionString: testConfig().DATABASE_URL });
+    await c.connect();
+    const found = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [url.pathname.slice(1)]);
+    await c.end();
+    expect(found.rowCount).toBe(0);
   });
 });
