@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { loadConfig } from '../core/config.ts';
-import { migrate } from '../db/migrate.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool, type Db } from '../db/pool.ts';
 import { hashChunks, hexToSigned64 } from '../registry/hashes.ts';
 import { chunkRadii, mihProbes, MIH_MAX_THRESHOLD, nearestByPHash, nearestQuery, type FuzzyStrategy } from '../registry/lookup.ts';
@@ -49,18 +49,6 @@ const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length 
 function stats(times: number[]) {
   const s = [...times].sort((a, b) => a - b);
   return { p50: quantile(s, 0.5), p99: quantile(s, 0.99), min: s[0]!, n: s.length };
-}
-
-async function admin<T>(serverUrl: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const url = new URL(serverUrl);
-  url.pathname = '/postgres';
-  const c = new pg.Client({ connectionString: url.toString() });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
 }
 
 /**
@@ -139,10 +127,8 @@ async function main(): Promise<void> {
   const url = new URL(serverUrl);
   url.pathname = `/${DB_NAME}`;
   const log = (s: string) => process.stdout.write(`${s}\n`);
-  await admin(serverUrl, async (c) => {
-    await c.query(`DROP DATABASE IF EXISTS ${DB_NAME}`);
-    await c.query(`CREATE DATABASE ${DB_NAME}`);
-  });
+  await dropDatabase(url.toString()); // a stale one from an interrupted run
+  await createDatabaseIfMissing(url.toString());
   const db = createPool(url.toString(), { max: 2, application: 'bench-lookup' });
   try {
     await migrate(url.toString());
@@ -293,7 +279,7 @@ async function main(): Promise<void> {
     await writeFile(out, report);
   } finally {
     await db.end();
-    await admin(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`));
+    await dropDatabase(url.toString());
   }
 }
 
