@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { createClient } from 'redis';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../core/config.ts';
@@ -20,66 +21,51 @@ import { ROOT } from './processes.ts';
 
 const USAGE = `usage: npm run chaos -- [--seed S] [--calls ${FULL_SIZE.calls}] [--clients ${FULL_SIZE.clients}] [--users ${FULL_SIZE.users}] [--duration ${FULL_SIZE.durationMs / 1000}] [--workers ${FULL_SIZE.workers}] [--keep]`;
 
-function parseArgs(argv: string[]): { options: Partial<ChaosOptions> & { seed: string }; keep: boolean } {
-  const options: Partial<ChaosOptions> & { seed: string } = { seed: '1' };
-  let keep = false;
-  const int = (name: string, v: string | undefined, min: number) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) {
-      console.error(`${name} needs an integer ≥ ${min}\n${USAGE}`);
-      process.exit(2);
-    }
-    return n;
+function parseOptions(argv: string[]): { options: Partial<ChaosOptions> & { seed: string }; keep: boolean } {
+  const fail = (message: string): never => {
+    console.error(`${message}\n${USAGE}`);
+    process.exit(2);
   };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const v = argv[i + 1];
-    switch (a) {
-      case '--seed':
-        if (!v) {
-          console.error(USAGE);
-          process.exit(2);
-        }
-        options.seed = v;
-        i++;
-        break;
-      case '--calls':
-        options.calls = int(a, v, 1);
-        i++;
-        break;
-      case '--clients':
-        options.clients = int(a, v, 1);
-        i++;
-        break;
-      case '--users':
-        options.users = int(a, v, 1);
-        i++;
-        break;
-      case '--duration':
-        options.durationMs = int(a, v, 1) * 1000;
-        i++;
-        break;
-      case '--workers':
-        options.workers = int(a, v, 1);
-        i++;
-        break;
-      case '--keep':
-        keep = true;
-        break;
-      case '--help':
-      case '-h':
-        console.log(USAGE);
-        process.exit(0);
-        break;
-      default:
-        console.error(`unknown argument ${a}\n${USAGE}`);
-        process.exit(2);
-    }
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        seed: { type: 'string', default: '1' },
+        calls: { type: 'string' },
+        clients: { type: 'string' },
+        users: { type: 'string' },
+        duration: { type: 'string' },
+        workers: { type: 'string' },
+        keep: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    return fail((err as Error).message);
   }
-  return { options, keep };
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  if (!values.seed) fail('--seed needs a value');
+  const int = (name: 'calls' | 'clients' | 'users' | 'duration' | 'workers'): number | undefined => {
+    const v = values[name];
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    return Number.isInteger(n) && n >= 1 ? n : fail(`--${name} needs an integer ≥ 1`);
+  };
+  const options: Partial<ChaosOptions> & { seed: string } = { seed: values.seed };
+  for (const name of ['calls', 'clients', 'users', 'workers'] as const) {
+    const n = int(name);
+    if (n !== undefined) options[name] = n;
+  }
+  const duration = int('duration');
+  if (duration !== undefined) options.durationMs = duration * 1000;
+  return { options, keep: values.keep };
 }
 
-const { options, keep } = parseArgs(process.argv.slice(2));
+const { options, keep } = parseOptions(process.argv.slice(2));
 const config = loadConfig();
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
