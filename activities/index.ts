@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Config } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
-import { release, reserve, reserveIn, settle, settleIn } from '../credits/ledger.ts';
+import { release, reserve, settle, settleIn } from '../credits/ledger.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
 import { fingerprint } from '../images/fingerprint.ts';
@@ -176,9 +176,8 @@ export function createActivities(deps: ActivityDeps) {
         : await cachedLenses(deps.db, { userId: input.userId, sha256s: unique, lenses: input.lenses });
       const needed = planDelta({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached }).needed + input.extraCredits;
       if (needed > 0) {
-        const held = await inTransaction(deps.db, (c) =>
-          reserveIn(c, { id: input.reservationId, userId: input.userId, amount: needed, ttlMs: input.ttlMs, workflowId: input.workflowId, reason: 'analyze' }),
-        ).catch(rethrowDomain);
+        const { reservationId: id, userId, ttlMs, workflowId } = input;
+        const held = await reserve(deps.db, { id, userId, amount: needed, ttlMs, workflowId, reason: 'analyze' }).catch(rethrowDomain);
         countReserved(input.reservationId, held.amount);
       }
       return { cached, needed };
