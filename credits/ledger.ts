@@ -233,12 +233,11 @@ async function closeIn(c: DbClient, id: string, outcome: CloseOutcome): Promise<
   return { applied: true, reservation: await findReservation(c, id) };
 }
 
-export const settle = (db: Db, args: { id: string; charge: number; reason?: string }) =>
-  close(db, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) });
-export const release = (db: Db, args: { id: string; reason: string }) => close(db, args.id, { kind: 'release', reason: args.reason });
 /** `settle` inside a caller's transaction (persisting an analysis and charging for it commit together). */
 export const settleIn = (c: DbClient, args: { id: string; charge: number; reason?: string }) =>
   closeIn(c, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) });
+export const settle = (db: Db, args: { id: string; charge: number; reason?: string }) => inTransaction(db, (c) => settleIn(c, args));
+export const release = (db: Db, args: { id: string; reason: string }) => close(db, args.id, { kind: 'release', reason: args.reason });
 
 /**
  * The sweeper: close every open reservation past its expiry, whose workflow ended without closing
