@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { internalSecretMatches } from '../../auth/authenticate.ts';
+import { bearerToken, internalSecretMatches } from '../../auth/authenticate.ts';
 import { authFailed } from '../../core/errors.ts';
 import type { ApiMetrics } from '../../metrics/api.ts';
 import type { AppDeps } from '../deps.ts';
@@ -11,8 +11,7 @@ import type { AppDeps } from '../deps.ts';
 function providedSecret(request: FastifyRequest): string | undefined {
   const header = request.headers['x-internal-secret'];
   if (header !== undefined) return Array.isArray(header) ? header[0] : header;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
-  return m?.[1];
+  return bearerToken(request.headers.authorization);
 }
 
 /** GET /metrics in the Prometheus text format (API_METRICS: internal | public | off). */

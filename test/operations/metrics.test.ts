@@ -28,6 +28,9 @@ describe('GET /metrics on the API port', () => {
       const viaBearer = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${INTERNAL_SECRET}` } });
       expect(viaBearer.statusCode).toBe(200);
       expect(sample(viaBearer.body, 'lenstack_http_requests_total{method="GET",route="/metrics",status="200"}')).toBe(1);
+      // The same Authorization parser as API keys (auth/authenticate.ts bearerToken): one space-separated token.
+      const tab = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer\t${INTERNAL_SECRET}` } });
+      expect(tab.statusCode).toBe(401);
     } finally {
       await t.close();
     }
