@@ -1,6 +1,9 @@
+import { intIn, pick, rngFor } from '../../../sim/random.ts';
+
 /**
- * A small seeded PRNG (mulberry32) so every hostile corpus is the same on every run: a failure
- * names a seed and an index, and re-running reproduces it exactly.
+ * The hostile corpora's seeded random source, so every corpus is the same on every run: a failure
+ * names a seed and an index, and re-running reproduces it exactly. The stream is the simulator's
+ * (sim/random.ts), keyed by the seed and each fork's labels.
  */
 export interface Prng {
   /** Uniform in [0, 1). */
@@ -16,31 +19,17 @@ export interface Prng {
 }
 
 export function prng(seed: number): Prng {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const self: Prng = {
-    next,
-    int: (n) => Math.floor(next() * n),
-    range: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)),
-    pick: (items) => items[Math.floor(next() * items.length)]!,
-    chance: (p) => next() < p,
-    fork: (label) => prng(hashSeed(`${seed}:${label}`)),
-  };
-  return self;
+  return keyed(`hostile:${seed}`);
 }
 
-/** FNV-1a of a string: a stable seed from a label. */
-export function hashSeed(label: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < label.length; i++) {
-    h ^= label.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
+function keyed(key: string): Prng {
+  const next = rngFor(key);
+  return {
+    next,
+    int: (n) => Math.floor(next() * n),
+    range: (lo, hi) => intIn(next, lo, hi),
+    pick: (items) => pick(next, items),
+    chance: (p) => next() < p,
+    fork: (label) => keyed(`${key}:${label}`),
+  };
 }
