@@ -1,4 +1,4 @@
-import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client } from '@temporalio/client';
+import { isGrpcServiceError, ServiceError, WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TemporalFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { BaseLogger } from 'pino';
 import { AppError, isErrorCode } from '../core/errors.ts';
@@ -20,8 +20,27 @@ const ENDED_BY: Array<[new (...args: never[]) => TemporalFailure, string]> = [
   [CancelledFailure, 'was cancelled before it finished'],
 ];
 
+/** How long starting a workflow may take before the caller is told to retry (503). */
+const START_DEADLINE_MS = 5_000;
+
+/** gRPC codes for a Temporal frontend that cannot be reached or did not answer in time. */
+const UNREACHABLE = new Set([14 /* UNAVAILABLE */, 4 /* DEADLINE_EXCEEDED */]);
+
+/** Whether `err` says Temporal itself could not be reached (not that a workflow failed). */
+export function temporalUnreachable(err: unknown): boolean {
+  const grpc = err instanceof ServiceError ? err.cause : err;
+  return isGrpcServiceError(grpc) && UNREACHABLE.has(grpc.code);
+}
+
 /** Find our error code in a workflow failure's cause chain and turn it back into an AppError. */
 export function appErrorFromWorkflow(err: unknown): AppError {
+  if (temporalUnreachable(err)) {
+    return new AppError(
+      'SERVICE_UNAVAILABLE',
+      'The analysis pipeline is unreachable right now. Send the same request again with the same x-request-id in a moment: it is billed at most once.',
+      { headers: { 'retry-after': '5' } },
+    );
+  }
   if (err instanceof WorkflowFailedError) {
     const ended = ENDED_BY.find(([kind]) => err.cause instanceof kind);
     if (ended) return new AppError('INTERNAL_ERROR', `This analysis ${ended[1]}. ${ENDED_RUN}`);
@@ -30,9 +49,10 @@ export function appErrorFromWorkflow(err: unknown): AppError {
   while (cur instanceof TemporalFailure) {
     if (cur instanceof ApplicationFailure && isErrorCode(cur.type)) {
       const details = (cur.details?.[0] ?? undefined) as Record<string, unknown> | undefined;
+      const headers = (cur.details?.[1] ?? undefined) as Record<string, string> | undefined;
       return new AppError(cur.type, cur.message, {
         ...(details ? { details } : {}),
-        ...(cur.type === 'PLAN_LIMIT_EXCEEDED' ? { headers: { 'cache-control': 'no-store, private' } } : {}),
+        ...(cur.type === 'PLAN_LIMIT_EXCEEDED' ? { headers: { 'cache-control': 'no-store, private' } } : headers ? { headers } : {}),
       });
     }
     cur = cur.cause;
@@ -88,7 +108,8 @@ export async function startAndAwait<T>(
   let handle: { result(): Promise<T> };
   let attached = false;
   try {
-    handle = await start();
+    // A frontend that does not answer fails the request within seconds, not after every gRPC retry.
+    handle = await deps.temporal.connection.withDeadline(Date.now() + START_DEADLINE_MS, start);
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
       deps.log?.error({ workflowId, err }, 'workflow start failed');

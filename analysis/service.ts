@@ -13,13 +13,15 @@ import { fetchPolicy, type FetchImageOptions } from '../images/fetch.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
 import { getBespokeSchema } from '../bespoke/repository.ts';
 import { bespokeSchemaInput, checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
-import { generate } from '../sim/generate.ts';
+import { generate } from '../tools/sim/generate.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
-import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
+import { analysisPersisted, getPhotos, photoFingerprint, recordCacheHit, referencedPhotos } from '../registry/photos.ts';
 import type { AnalyzeBody, Analysis } from '../api/schemas/analyze.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
+import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AnalyzeInput, AnalyzeResult, ImageRef, Vendor } from '../workflows/types.ts';
+import { bindRequest, requestFingerprint, storeAnswer, unbindRequest } from './request-binding.ts';
 import { vehicleAnalysis } from './vehicle.ts';
 import { startAndAwait } from './await-workflow.ts';
 import { analysisEnvelope, assembleOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
@@ -70,6 +72,66 @@ export async function analyze(
   requestId: string,
   startedAt: number,
 ): Promise<Analysis> {
+  if (principal.sandbox) return runAnalysis(deps, principal, body, requestId, startedAt, newProgress());
+  const userId = principal.userId!;
+  // Checked before the id is bound: a malformed request never takes its x-request-id.
+  imageInputs(body);
+  const binding = await bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(body) });
+  if (binding.kind === 'answered') return binding.response;
+  const progress = newProgress();
+  try {
+    const answer = await runAnalysis(deps, principal, body, requestId, startedAt, progress);
+    await storeAnswer(deps.db, { userId, requestId, response: answer });
+    return answer;
+  } catch (err) {
+    // Refused before any workflow started (bad image, unknown schema): nothing ran under this id,
+    // so it is free again for a corrected request.
+    if (!progress.started && binding.kind === 'new') await unbindRequest(deps.db, { userId, requestId });
+    // A failed request keeps no image it brought: nobody pays for storing it. A workflow that may
+    // still run (the wait was abandoned) keeps its images; the blob collector takes them later.
+    if (!progress.started || progress.ended) await discardBlobs(deps, progress.stored);
+    throw err;
+  }
+}
+
+interface Progress {
+  /** A workflow was started (or attached to) under this request's id. */
+  started: boolean;
+  /** That workflow is known to have ended (its result, a failure, was received). */
+  ended: boolean;
+  /** Blobs this request wrote (bytes nobody had stored before). */
+  stored: string[];
+}
+
+const newProgress = (): Progress => ({ started: false, ended: false, stored: [] });
+
+/** Delete the blobs a failed request wrote, unless some registry holds them meanwhile. */
+async function discardBlobs(deps: AnalyzeDeps, stored: string[]): Promise<void> {
+  if (!stored.length) return;
+  const kept = await referencedPhotos(deps.db, stored);
+  await Promise.all(stored.filter((sha) => !kept.has(sha)).map((sha) => deps.blobs.delete(sha)));
+}
+
+/** Await a workflow's answer, noting when its failure means the run has ended. */
+async function untilEnded<T>(progress: Progress, run: () => Promise<T>): Promise<T> {
+  progress.started = true;
+  try {
+    return await run();
+  } catch (err) {
+    // 503: Temporal unreachable or this server shutting down; the run may go on.
+    if (!(err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE')) progress.ended = true;
+    throw err;
+  }
+}
+
+async function runAnalysis(
+  deps: AnalyzeDeps,
+  principal: Principal,
+  body: AnalyzeBody,
+  requestId: string,
+  startedAt: number,
+  progress: Progress,
+): Promise<Analysis> {
   const { inputs, multi } = imageInputs(body);
   const resolved = resolveLenses({
     preset: body.preset,
@@ -109,19 +171,15 @@ export async function analyze(
       maxBytes: deps.config.IMAGE_MAX_BYTES,
       maxPixels: deps.config.IMAGE_MAX_PIXELS,
       fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
+      knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
     });
-    return {
-      sha256: img.sha256,
-      format: img.format,
-      width: img.width,
-      height: img.height,
-      ...(img.pHash && img.dHash ? { pHash: img.pHash, dHash: img.dHash } : {}),
-    };
+    if (img.stored) progress.stored.push(img.sha256);
+    return { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash };
   });
   const shas = refs.map((r) => r.sha256);
   if (resolved.outputSchema === 'vehicle') {
     if (extractInput) throw validationFailed('body.extract: not available with the vehicle-condition stack');
-    return vehicleAnalysis(pipeline, userId, body, refs, requestId, startedAt, warnings);
+    return untilEnded(progress, () => vehicleAnalysis(pipeline, userId, body, refs, requestId, startedAt, warnings));
   }
 
   // A full cache hit needs no vendor and no credits: answer from the registry without a workflow.
@@ -173,11 +231,12 @@ export async function analyze(
     ...(body.context ? { context: body.context } : {}),
     ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
     vendors: deps.vendors,
+    vendorAttemptTimeoutMs: vendorAttemptTimeoutMs({ workflowTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, vendors: deps.vendors.length }),
     reservationTtlMs: deps.config.RESERVATION_TTL_MS,
     imageConcurrency: 8,
     ...(extractInput ? { extract: extractInput } : {}),
   };
-  const result = await runWorkflow(pipeline, input);
+  const result = await untilEnded(progress, () => runWorkflow(pipeline, input));
 
   const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
   const perImage: PerImage[] = result.images.map((r) => {

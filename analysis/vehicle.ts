@@ -4,6 +4,7 @@ import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos
 import type { Analysis, AnalyzeBody } from '../api/schemas/analyze.ts';
 import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
 import type { ImageRef, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
 import { analysisEnvelope, newAnalysisId } from './response.ts';
@@ -68,6 +69,7 @@ export async function vehicleAnalysis(
     images: refs,
     ...(body.context ? { context: body.context } : {}),
     vendors: deps.vendors,
+    vendorAttemptTimeoutMs: vendorAttemptTimeoutMs({ workflowTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, vendors: deps.vendors.length }),
     refresh: body.refresh,
     reservationTtlMs: deps.config.RESERVATION_TTL_MS,
     photoConcurrency: VEHICLE_PHOTO_CONCURRENCY,

@@ -16,6 +16,7 @@ import { registerDrain } from './plugins/drain.ts';
 import { registerHttpMetrics } from './plugins/http-metrics.ts';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.ts';
 import { registerAuthFailureGuard, registerRateLimit } from './plugins/rate-limit.ts';
+import { registerBodyBudget } from './plugins/body-budget.ts';
 import { registerTextGuard } from './plugins/text-guard.ts';
 import { requestIdFrom } from './request-id.ts';
 import { accountRoutes } from './routes/accounts.ts';
@@ -67,6 +68,7 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   registerAuthFailureGuard(app, deps);
   registerAuth(app, deps);
   registerRateLimit(app, deps);
+  registerBodyBudget(app, deps.config.BODY_BYTES_IN_FLIGHT);
 
   await app.register(fastifySwagger, {
     openapi: {

@@ -42,10 +42,12 @@ export async function authenticate(
   const keyHash = hashKey(key);
   let record = deps.cache.get(keyHash);
   if (!record) {
+    // Read before the query: an eviction landing while it runs keeps this row out of the cache.
+    const epoch = deps.cache.epoch;
     const found = await findKeyByHash(deps.db, keyHash);
     if (!found) throw authFailed('Invalid API key');
     record = found;
-    if (!record.revoked) deps.cache.set(record);
+    if (!record.revoked) deps.cache.set(record, epoch);
   }
   if (record.revoked) throw authFailed('API key has been revoked');
   return {

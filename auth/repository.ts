@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from '../db/pool.ts';
+import { inTransaction, type Db } from '../db/pool.ts';
 import { generateKey, hashKey, keyDisplay, type KeyKind } from './keys.ts';
 
 export interface KeyRecord {
@@ -22,10 +22,13 @@ export interface KeyListing {
 
 export const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 
+/** A user and its credit account, together or not at all. */
 export async function createUser(db: Db, email: string): Promise<{ userId: string }> {
   const userId = newId('usr');
-  await db.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, email.trim()]);
-  await db.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [userId]);
+  await inTransaction(db, async (c) => {
+    await c.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, email.trim()]);
+    await c.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [userId]);
+  });
   return { userId };
 }
 

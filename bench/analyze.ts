@@ -26,13 +26,13 @@ import { FsBlobStore } from '../images/blobstore.ts';
 import { LENSES } from '../lenses/index.ts';
 import { buildPrompt } from '../lenses/prompt.ts';
 import { jsonSchemaFor } from '../lenses/schema.ts';
-import { startTemporalDevServer } from '../scripts/temporal.ts';
-import { startSimVendor } from '../sim/index.ts';
+import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
+import { startSimVendor } from '../tools/sim/index.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import { startWorker } from '../worker/main.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const PHOTO = path.join(ROOT, '../shared/photos/gps-DSCN0010.jpg');
+const PHOTO = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
 const N_FRESH = 150;
 const N_HIT = 300;
 const N_THROUGHPUT = 200;

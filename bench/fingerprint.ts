@@ -13,7 +13,7 @@ import { fingerprint } from '../images/fingerprint.ts';
 
 const ITERATIONS = 40;
 const WARMUP = 5;
-const SOURCE = fileURLToPath(new URL('../../shared/photos/mobile-jolla.jpg', import.meta.url));
+const SOURCE = fileURLToPath(new URL('../test/fixtures/photos/mobile-jolla.jpg', import.meta.url));
 
 type Contender = { name: string; what: string; run: (buf: Buffer) => Promise<unknown> };
 

@@ -24,11 +24,11 @@ import { createUser, issueKey } from '../auth/repository.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
-import { startTemporalDevServer } from '../scripts/temporal.ts';
-import { startSimVendor } from '../sim/index.ts';
+import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
+import { startSimVendor } from '../tools/sim/index.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const PHOTO = path.join(ROOT, '../shared/photos/gps-DSCN0010.jpg');
+const PHOTO = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
 const USERS = 50;
 /** Every scenario stops after its requests or this long, whichever comes first; also autocannon's per-request timeout. */
 const SCENARIO_DEADLINE_MS = 120_000;

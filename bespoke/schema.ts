@@ -44,13 +44,42 @@ const nodeSchema: z.ZodType<BespokeNode> = z.lazy(() =>
   }),
 );
 
-/** The wire schema of `extract.schema` (also documented in OpenAPI). */
-export const bespokeSchemaInput = z.strictObject({
+const schemaShape = z.strictObject({
   type: z.literal('object'),
   description: z.string().max(BESPOKE_LIMITS.maxDescriptionChars).optional(),
   properties: z.record(z.string().regex(PROPERTY_NAME, 'property names are letters, digits and _ (max 64)'), nodeSchema),
   required: z.array(z.string()).optional(),
 });
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The path of the first node nested deeper than maxDepth (the schema object is level 1), or null.
+ * Iterative, so any nesting a request body can carry is measured without growing the call stack:
+ * the recursive validators below only ever see schemas within the limit.
+ */
+export function firstTooDeep(raw: unknown): Array<string> | null {
+  const stack: Array<{ node: unknown; path: string[]; depth: number }> = [{ node: raw, path: [], depth: 1 }];
+  while (stack.length > 0) {
+    const { node, path, depth } = stack.pop()!;
+    if (!isRecord(node)) continue;
+    if (depth > BESPOKE_LIMITS.maxDepth) return path;
+    if (isRecord(node.properties)) {
+      for (const name of Object.keys(node.properties)) stack.push({ node: node.properties[name], path: [...path, 'properties', name], depth: depth + 1 });
+    }
+    if (Object.hasOwn(node, 'items')) stack.push({ node: node.items, path: [...path, 'items'], depth: depth + 1 });
+  }
+  return null;
+}
+
+/** The wire schema of `extract.schema` (also documented in OpenAPI); depth is checked before the recursive parse. */
+export const bespokeSchemaInput = z
+  .unknown()
+  .superRefine((raw, ctx) => {
+    const path = firstTooDeep(raw);
+    if (path) ctx.addIssue({ code: 'custom', path, message: `nested deeper than ${BESPOKE_LIMITS.maxDepth} levels` });
+  })
+  .pipe(schemaShape);
 
 /** Structural checks zod cannot express: depth, size, consistency. Returns problems, or []. */
 export function checkBespokeSchema(schema: BespokeSchema): string[] {
@@ -64,7 +93,7 @@ export function checkBespokeSchema(schema: BespokeSchema): string[] {
     if (node.type === 'object') {
       const props = node.properties ?? {};
       if (!Object.keys(props).length) problems.push(`${path}: an object needs at least one property`);
-      for (const r of node.required ?? []) if (!(r in props)) problems.push(`${path}.required: "${r}" is not a property`);
+      for (const r of node.required ?? []) if (!Object.hasOwn(props, r)) problems.push(`${path}.required: "${r}" is not a property`);
       for (const [name, child] of Object.entries(props)) {
         count++;
         visit(child, `${path}.properties.${name}`, depth + 1);
@@ -172,7 +201,7 @@ export const DRAFT_JSON_SCHEMA: Record<string, unknown> = {
 export function compileDraft(draft: DraftedFields): BespokeSchema {
   const properties: Record<string, BespokeNode> = {};
   for (const f of draft.fields) {
-    if (f.name in properties) continue; // a duplicate name: first one wins
+    if (Object.hasOwn(properties, f.name)) continue; // a duplicate name: first one wins
     const base: BespokeNode =
       f.type === 'string-list'
         ? { type: 'array', items: { type: 'string' } }
@@ -181,5 +210,5 @@ export function compileDraft(draft: DraftedFields): BespokeSchema {
           : { type: f.type, ...(f.enumValues?.length && f.type === 'string' ? { enum: f.enumValues } : {}) };
     properties[f.name] = { ...base, description: f.description };
   }
-  return { type: 'object', properties, required: draft.fields.filter((f) => f.required && properties[f.name]).map((f) => f.name) };
+  return { type: 'object', properties, required: draft.fields.filter((f) => f.required && Object.hasOwn(properties, f.name)).map((f) => f.name) };
 }

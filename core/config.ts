@@ -31,6 +31,8 @@ export const configSchema = z.object({
   IMAGE_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
   /** Largest request body accepted by the image-carrying endpoints (analyze, lookup, enrich). */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(100 * 1024 * 1024),
+  /** Bytes of large request bodies one API process reads and holds at once; 503 with Retry-After beyond. */
+  BODY_BYTES_IN_FLIGHT: z.coerce.number().int().positive().default(400 * 1024 * 1024),
   /** Maximum decoded pixel count (decompression-bomb guard). */
   IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
   /** Allow fetching images from private/loopback addresses. Only for tests of the fetcher itself. */
@@ -42,6 +44,12 @@ export const configSchema = z.object({
    * (a terminated or timed-out workflow never releases its own). Must exceed WORKFLOW_TIMEOUT_MS.
    */
   RESERVATION_TTL_MS: z.coerce.number().int().positive().default(15 * 60 * 1000),
+  /** Vendor calls an account may make per UTC day without paying for them (free lenses, failed runs). */
+  FREE_VENDOR_CALLS_PER_DAY: z.coerce.number().int().positive().default(1000),
+  /** A blob no registry holds is collected once it is this old (longer than any analysis may run). */
+  BLOB_GC_GRACE_MS: z.coerce.number().int().positive().default(60 * 60 * 1000),
+  /** How often the worker looks for such blobs. */
+  BLOB_GC_INTERVAL_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
 
   OPENAI_BASE_URL: z.url().optional(),
   OPENAI_API_KEY: z.string().min(1).optional(),
@@ -72,6 +80,11 @@ export const configSchema = z.object({
   /** Port of the worker's Prometheus listener (GET /metrics); unset = no listener, 0 = any free port. */
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
+  /**
+   * Which payment gateway captures pack purchases: `none` refuses to sell (503), `recording`
+   * charges no card and records every capture (development and tests, never by default).
+   */
+  PAYMENTS_GATEWAY: z.enum(['none', 'recording']).default('none'),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -90,8 +103,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   // A reservation expiring while its workflow may still run could be swept, then settled for free.
+  if (parsed.data.BODY_BYTES_IN_FLIGHT < parsed.data.MAX_BODY_BYTES) {
+    throw new ConfigError('Invalid configuration:\n  BODY_BYTES_IN_FLIGHT: must be at least MAX_BODY_BYTES (one largest upload must fit)');
+  }
+  if (parsed.data.BLOB_GC_GRACE_MS <= parsed.data.WORKFLOW_TIMEOUT_MS) {
+    throw new ConfigError('Invalid configuration:\n  BLOB_GC_GRACE_MS: must be greater than WORKFLOW_TIMEOUT_MS');
+  }
   if (parsed.data.RESERVATION_TTL_MS <= parsed.data.WORKFLOW_TIMEOUT_MS) {
     throw new ConfigError('Invalid configuration:\n  RESERVATION_TTL_MS: must be greater than WORKFLOW_TIMEOUT_MS');
+  }
+  // The recording gateway grants credits without charging anyone: never in production.
+  if (parsed.data.NODE_ENV === 'production' && parsed.data.PAYMENTS_GATEWAY === 'recording') {
+    throw new ConfigError('Invalid configuration:\n  PAYMENTS_GATEWAY: recording charges no card and is refused with NODE_ENV=production');
   }
   return parsed.data;
 }

@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   SCHEMA_NOT_FOUND: 404,
   PHOTO_NOT_IN_REGISTRY: 404,
   NOT_FOUND: 404,
+  /** An x-request-id sent again with a different request, or whose finished run can no longer answer. */
+  REQUEST_ID_CONFLICT: 409,
   /** The request did not arrive in full within the server's request timeout. */
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,

@@ -154,12 +154,17 @@ export async function reserve(db: Db, args: ReserveArgs): Promise<Reservation> {
 /** `reserve` inside a caller's transaction. Takes the account-row lock. */
 export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
-  const acct = await lockAccount(c, args.userId);
-  const existing = await findReservation(c, args.id);
-  if (existing) {
-    if (existing.userId !== args.userId) throw new Error(`reservation ${args.id} belongs to another user`);
-    return existing;
-  }
+  // One round trip: the account lock and any reservation a retry already made.
+  const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null }>(
+    `SELECT a.community_balance, a.purchased_balance, a.reserved, a.referral_bonus,
+            (SELECT to_jsonb(r) FROM (SELECT id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at
+                                        FROM reservations WHERE id = $2) r) AS existing
+       FROM credit_accounts a WHERE a.user_id = $1 FOR UPDATE OF a`,
+    [args.userId, args.id],
+  );
+  const acct = found.rows[0];
+  if (!acct) throw new AppError('AUTH_FAILED', 'No credit account for this user');
+  if (acct.existing) return ownReservation(rowToReservation({ ...acct.existing, expires_at: new Date(acct.existing.expires_at) }), args);
   const total = acct.community_balance + acct.purchased_balance;
   if (total < args.amount) {
     throw planLimitExceeded({
@@ -172,23 +177,36 @@ export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reserva
   }
   const fromCommunity = Math.min(acct.community_balance, args.amount);
   const fromPurchased = args.amount - fromCommunity;
+  // The reservation, its ledger row and the account change in one statement. The lock statement
+  // above read `existing` with its own snapshot, taken before it waited for the account lock: a
+  // retry of this id that committed meanwhile is invisible to it, so the insert may still meet the
+  // row. Then nothing is inserted or moved (the ledger row and the account change depend on the
+  // insert), and the retry's reservation is the answer.
   const ins = await c.query(
-    `INSERT INTO reservations (id, user_id, amount, from_community, from_purchased, workflow_id, reason, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, now() + ($8 || ' milliseconds')::interval)
-     RETURNING id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at`,
+    `WITH res AS (
+       INSERT INTO reservations (id, user_id, amount, from_community, from_purchased, workflow_id, reason, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, now() + ($8 || ' milliseconds')::interval)
+       ON CONFLICT (id) DO NOTHING
+       RETURNING id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at
+     ), led AS (
+       INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta)
+       SELECT $2, 'reserve', 'reserve:' || $1, $1, -$4::bigint, -$5::bigint, $3 FROM res
+     ), acct AS (
+       UPDATE credit_accounts SET community_balance = community_balance - $4, purchased_balance = purchased_balance - $5,
+         reserved = reserved + $3, updated_at = now() WHERE user_id = $2 AND EXISTS (SELECT 1 FROM res)
+     )
+     SELECT * FROM res`,
     [args.id, args.userId, args.amount, fromCommunity, fromPurchased, args.workflowId ?? null, args.reason ?? null, String(args.ttlMs)],
   );
-  await c.query(
-    `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta)
-     VALUES ($1, 'reserve', $2, $3, $4, $5, $6)`,
-    [args.userId, `reserve:${args.id}`, args.id, -fromCommunity, -fromPurchased, args.amount],
-  );
-  await c.query(
-    `UPDATE credit_accounts SET community_balance = community_balance - $2, purchased_balance = purchased_balance - $3,
-       reserved = reserved + $4, updated_at = now() WHERE user_id = $1`,
-    [args.userId, fromCommunity, fromPurchased, args.amount],
-  );
-  return rowToReservation(ins.rows[0]);
+  if (ins.rows[0]) return rowToReservation(ins.rows[0]);
+  const raced = await findReservation(c, args.id);
+  if (!raced) throw new Error(`reservation ${args.id} conflicted but cannot be read`);
+  return ownReservation(raced, args);
+}
+
+function ownReservation(r: Reservation, args: ReserveArgs): Reservation {
+  if (r.userId !== args.userId) throw new Error(`reservation ${args.id} belongs to another user`);
+  return r;
 }
 
 type CloseOutcome = { kind: 'settle'; charge: number; reason?: string } | { kind: 'release'; reason: string };
@@ -204,9 +222,12 @@ async function close(db: Db, id: string, outcome: CloseOutcome): Promise<Closed>
 }
 
 async function closeIn(c: DbClient, id: string, outcome: CloseOutcome): Promise<Closed> {
-  const peek = await findReservation(c, id);
-  if (!peek) return { applied: false, reservation: null };
-  await lockAccount(c, peek.userId); // account lock first, same order as reserve: no deadlock
+  // Account lock first, same order as reserve (no deadlock), then the reservation row.
+  const locked = await c.query<{ user_id: string }>(
+    'SELECT user_id FROM credit_accounts WHERE user_id = (SELECT user_id FROM reservations WHERE id = $1) FOR UPDATE',
+    [id],
+  );
+  if (!locked.rows[0]) return { applied: false, reservation: null };
   const res = await findReservation(c, id, true);
   if (!res || res.status !== 'open') return { applied: false, reservation: res };
   const charge = outcome.kind === 'settle' ? outcome.charge : 0;
@@ -216,21 +237,25 @@ async function closeIn(c: DbClient, id: string, outcome: CloseOutcome): Promise<
   const refund = res.amount - charge;
   const backToPurchased = Math.min(refund, res.fromPurchased);
   const backToCommunity = refund - backToPurchased;
-  await c.query(
-    `UPDATE reservations SET status = $2, settled_amount = $3, closed_at = now(), reason = coalesce($4, reason) WHERE id = $1`,
-    [id, outcome.kind === 'settle' ? 'settled' : 'released', outcome.kind === 'settle' ? charge : null, outcome.reason ?? null],
+  const status = outcome.kind === 'settle' ? 'settled' : 'released';
+  const settledAmount = outcome.kind === 'settle' ? charge : null;
+  // The reservation's close, its ledger row and the account change in one statement.
+  const closed = await c.query<{ closed_at: Date }>(
+    `WITH res AS (
+       UPDATE reservations SET status = $2, settled_amount = $3, closed_at = now(), reason = coalesce($4, reason) WHERE id = $1
+       RETURNING closed_at
+     ), led AS (
+       INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta, charged_delta, note)
+       VALUES ($5, $6, $6 || ':' || $1, $1, $7, $8, -$9::bigint, $10, $4)
+     ), acct AS (
+       UPDATE credit_accounts SET community_balance = community_balance + $7, purchased_balance = purchased_balance + $8,
+         reserved = reserved - $9, charged = charged + $10, updated_at = now() WHERE user_id = $5
+     )
+     SELECT closed_at FROM res`,
+    [id, status, settledAmount, outcome.reason ?? null, res.userId, outcome.kind, backToCommunity, backToPurchased, res.amount, charge],
   );
-  await c.query(
-    `INSERT INTO credit_ledger (user_id, kind, idempotency_key, reservation_id, community_delta, purchased_delta, reserved_delta, charged_delta, note)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [res.userId, outcome.kind, `${outcome.kind}:${id}`, id, backToCommunity, backToPurchased, -res.amount, charge, outcome.reason ?? null],
-  );
-  await c.query(
-    `UPDATE credit_accounts SET community_balance = community_balance + $2, purchased_balance = purchased_balance + $3,
-       reserved = reserved - $4, charged = charged + $5, updated_at = now() WHERE user_id = $1`,
-    [res.userId, backToCommunity, backToPurchased, res.amount, charge],
-  );
-  return { applied: true, reservation: await findReservation(c, id) };
+  if (!closed.rows[0]) throw new Error(`reservation ${id} vanished while closing it`);
+  return { applied: true, reservation: { ...res, status, settledAmount } };
 }
 
 /** `settle` inside a caller's transaction (persisting an analysis and charging for it commit together). */
@@ -247,7 +272,17 @@ export const release = (db: Db, args: { id: string; reason: string }) => close(d
  * vehicle report it saved) rather than hand the analysis out. An extraction answer is never
  * stored, so one the caller never received is not charged. Returns the ids closed.
  */
-export async function sweepExpired(db: Db, limit = 500): Promise<string[]> {
+export interface Swept {
+  /** Reservations closed by this pass. */
+  ids: string[];
+  /** Of those, how many were charged for a persisted run. */
+  settled: number;
+  /** Credits charged for persisted runs, and credits returned to the pools. */
+  charged: number;
+  returned: number;
+}
+
+export async function sweepExpired(db: Db, limit = 500): Promise<Swept> {
   const r = await db.query<{ id: string; amount: number; recorded: number | null }>(
     `SELECT r.id, r.amount,
             (SELECT a.credits FROM analysis_runs a WHERE a.workflow_id = r.workflow_id)
@@ -255,15 +290,20 @@ export async function sweepExpired(db: Db, limit = 500): Promise<string[]> {
        FROM reservations r WHERE r.status = 'open' AND r.expires_at < now() ORDER BY r.expires_at LIMIT $1`,
     [limit],
   );
-  const closed: string[] = [];
+  const swept: Swept = { ids: [], settled: 0, charged: 0, returned: 0 };
   for (const { id, amount, recorded } of r.rows) {
     const charge = Math.min(Number(recorded ?? 0), amount);
     const out = charge > 0
       ? await settle(db, { id, charge, reason: 'expired: charged what the run persisted' })
       : await release(db, { id, reason: 'expired' });
-    if (out.applied) closed.push(id);
+    if (!out.applied || !out.reservation) continue;
+    swept.ids.push(id);
+    const charged = out.reservation.settledAmount ?? 0;
+    swept.charged += charged;
+    swept.returned += out.reservation.amount - charged;
+    if (out.reservation.status === 'settled') swept.settled += 1;
   }
-  return closed;
+  return swept;
 }
 
 export interface InvariantReport {
@@ -309,4 +349,54 @@ export async function checkInvariants(db: Db, userId?: string): Promise<Invarian
     if (n(a.l_granted_purchased) !== n(a.purchased_granted)) problems.push(`ledger purchases ${a.l_granted_purchased} != ${a.purchased_granted}`);
     return { userId: a.user_id, ok: problems.length === 0, problems };
   });
+}
+
+/** Seconds until the next UTC midnight, when the unbilled-call budget starts again. */
+function secondsToUtcMidnight(now = new Date()): number {
+  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+}
+
+/**
+ * The gate for vendor work nobody pays for, in the caller's transaction. A request that sends
+ * anything to a vendor is refused (429) once the account's unbilled calls today reached `cap`; one
+ * that bills nothing (`freeCalls` > 0: only free lenses run) also needs 1 available credit (not
+ * charged; 402 otherwise), and its calls count at once.
+ */
+export async function gateUnbilledCalls(
+  c: DbClient,
+  args: { userId: string; cap: number; vendorWork: boolean; freeCalls: number },
+): Promise<void> {
+  if (!args.vendorWork) return;
+  const r = await c.query<{ calls: number | null; community: number; purchased: number }>(
+    `SELECT (SELECT calls FROM unbilled_vendor_calls WHERE user_id = $1 AND day = (now() AT TIME ZONE 'utc')::date) AS calls,
+            a.community_balance AS community, a.purchased_balance AS purchased
+       FROM credit_accounts a WHERE a.user_id = $1`,
+    [args.userId],
+  );
+  const row = r.rows[0];
+  if (!row) throw new AppError('AUTH_FAILED', 'No credit account for this user');
+  if ((row.calls ?? 0) >= args.cap) {
+    throw new AppError(
+      'RATE_LIMITED',
+      `This account made ${args.cap} unbilled AI provider calls today (free lenses and failed analyses); more run again from 00:00 UTC`,
+      { headers: { 'retry-after': String(secondsToUtcMidnight()) } },
+    );
+  }
+  if (args.freeCalls <= 0) return;
+  const total = row.community + row.purchased;
+  if (total < 1) {
+    throw planLimitExceeded({ needed: 1, community: row.community, purchased: row.purchased, total, resetsInDays: 0 });
+  }
+  await countUnbilledCallsIn(c, { userId: args.userId, calls: args.freeCalls });
+}
+
+/** Add `calls` to the account's unbilled vendor calls of today. */
+export async function countUnbilledCallsIn(c: DbClient | Db, args: { userId: string; calls: number }): Promise<void> {
+  if (args.calls <= 0) return;
+  await c.query(
+    `INSERT INTO unbilled_vendor_calls (user_id, day, calls) VALUES ($1, (now() AT TIME ZONE 'utc')::date, $2)
+     ON CONFLICT (user_id, day) DO UPDATE SET calls = unbilled_vendor_calls.calls + EXCLUDED.calls`,
+    [args.userId, args.calls],
+  );
 }

@@ -23,6 +23,8 @@ export const ENRICH_CREDITS = 5;
 export const ENRICH_RESERVATION_TTL_MS = 5 * 60 * 1000;
 /** Concurrent enrichments per process (see Limiter). */
 export const ENRICH_CONCURRENCY = 4;
+/** Enrichments that may wait for a slot in one process (each holds its image). */
+export const ENRICH_QUEUE = 16;
 
 /** What svc_test_ keys get written: the fixtures of the lenses with standard-field mappings. */
 export const SANDBOX_LENSES: readonly LensName[] = ['describe', 'accessibility', 'dating', 'location', 'people', 'entities'];

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -7,11 +7,15 @@ import path from 'node:path';
  * (DESIGN: nothing big travels through Temporal). S3-compatible stores implement the same interface.
  */
 export interface BlobStore {
-  /** Stores bytes under their hash; storing the same blob again is a no-op. */
-  put(sha256: string, bytes: Buffer): Promise<void>;
+  /** Stores bytes under their hash; storing the same blob again is a no-op. True when this call created it. */
+  put(sha256: string, bytes: Buffer): Promise<boolean>;
   /** The stored bytes; rejects with BlobNotFoundError when absent. */
   get(sha256: string): Promise<Buffer>;
   has(sha256: string): Promise<boolean>;
+  /** Removes a blob; removing an absent one is a no-op. */
+  delete(sha256: string): Promise<void>;
+  /** Every stored blob with when it was written, for the collector of unreferenced blobs. */
+  list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }>;
 }
 
 export class BlobNotFoundError extends Error {
@@ -38,12 +42,12 @@ export class FsBlobStore implements BlobStore {
     return path.join(this.rootDir, sha256.slice(0, 2), sha256.slice(2, 4), sha256);
   }
 
-  async put(sha256: string, bytes: Buffer): Promise<void> {
+  async put(sha256: string, bytes: Buffer): Promise<boolean> {
     const target = this.pathOf(sha256);
     // A wrong key would poison every later reader of that hash, so the store checks it.
     const actual = createHash('sha256').update(bytes).digest('hex');
     if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
-    if (await this.has(sha256)) return;
+    if (await this.has(sha256)) return false;
 
     await mkdir(path.dirname(target), { recursive: true });
     // Same directory as the target so rename is atomic; readers never see a partial file.
@@ -57,6 +61,7 @@ export class FsBlobStore implements BlobStore {
         await fh.close();
       }
       await rename(tmp, target); // concurrent puts of one blob both succeed; the content is identical
+      return true;
     } catch (err) {
       await rm(tmp, { force: true });
       throw err;
@@ -69,6 +74,23 @@ export class FsBlobStore implements BlobStore {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(sha256);
       throw err;
+    }
+  }
+
+  async delete(sha256: string): Promise<void> {
+    await rm(this.pathOf(sha256), { force: true });
+  }
+
+  async *list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }> {
+    const level = async (dir: string) => (await readdir(dir, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name));
+    for (const first of await level(this.rootDir)) {
+      for (const second of await level(first)) {
+        for (const name of await readdir(second).catch(() => [] as string[])) {
+          if (!SHA256_HEX.test(name)) continue; // temp files of a put in progress
+          const info = await stat(path.join(second, name)).catch(() => null);
+          if (info?.isFile()) yield { sha256: name, writtenAt: info.mtime, bytes: info.size };
+        }
+      }
     }
   }
 

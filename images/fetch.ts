@@ -1,8 +1,8 @@
-import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupAddress } from 'node:dns';
 import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
+import { defaultLookup } from './dns.ts';
 import {
   isPublicAddress,
   parseImageUrl,
@@ -29,7 +29,7 @@ export interface FetchImageOptions {
   maxRedirects?: number;
   /** Replaces the public-address policy (tests use it to treat 127.0.0.2 as public). */
   allowAddress?: AddressPolicy;
-  /** DNS resolver; dns.lookup by default. */
+  /** DNS resolver; by default c-ares off the thread pool (images/dns.ts), never dns.lookup. */
   lookup?: LookupFn;
   /** Trusted CA certificates (PEM) for https instead of Node's bundled roots: tests, private PKI. */
   ca?: string | Buffer;
@@ -63,7 +63,7 @@ export async function fetchImage(url: string, opts: FetchImageOptions): Promise<
   const timeoutMs = opts.timeoutMs ?? FETCH_DEFAULTS.timeoutMs;
   const connectTimeoutMs = opts.connectTimeoutMs ?? FETCH_DEFAULTS.connectTimeoutMs;
   const maxRedirects = opts.maxRedirects ?? FETCH_DEFAULTS.maxRedirects;
-  const policy = { allowAddress: opts.allowAddress ?? isPublicAddress, lookup: opts.lookup ?? dns.lookup };
+  const policy = { allowAddress: opts.allowAddress ?? isPublicAddress, lookup: opts.lookup ?? defaultLookup() };
 
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), timeoutMs);
@@ -152,7 +152,7 @@ async function readCapped(res: http.IncomingMessage, maxBytes: number): Promise<
 }
 
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  // dns.lookup cannot be cancelled; stop waiting for it when the deadline passes.
+  // A lookup cannot be cancelled; stop waiting for it when the deadline passes.
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
     if (signal.aborted) return onAbort();

@@ -8,8 +8,8 @@ import { probeImage, type ImageFormat } from './probe.ts';
 
 /**
  * Takes one request image in (URL or base64), accepts it only if it decodes within the limits,
- * and stores it under its SHA-256. Returns a small reference; the bytes stay in the blob store
- * (fingerprinting happens later, in a worker activity, from the blob).
+ * fingerprints it with that same decode, and stores it under its SHA-256. Returns a small
+ * reference; the bytes stay in the blob store.
  */
 
 export interface IntakeInput {
@@ -25,6 +25,11 @@ export interface IntakeDeps {
   maxPixels: number;
   /** Fetcher overrides (timeouts, redirects, address policy, resolver). */
   fetchOptions?: Partial<Omit<FetchImageOptions, 'maxBytes'>>;
+  /**
+   * The caller's own registry entry for a photo: a photo this account analyzed before was fully
+   * decoded then, so its hashes are reused and a header read is enough.
+   */
+  knownFingerprint?: (sha256: string) => Promise<Pick<Fingerprint, 'pHash' | 'dHash'> | null>;
 }
 
 export interface ImageIntake {
@@ -35,25 +40,23 @@ export interface ImageIntake {
   height: number;
   /** Size of the stored file in bytes. */
   bytes: number;
-  /**
-   * Perceptual hashes, when this intake decoded the image (new bytes): the one decode that checks
-   * the image also fingerprints it. Absent for bytes already in the store (the registry has them).
-   */
-  pHash?: string;
-  dHash?: string;
+  /** Perceptual hashes: the one decode that checks the image also fingerprints it. */
+  pHash: string;
+  dHash: string;
+  /** Whether this intake wrote the blob (nobody had stored these bytes before). */
+  stored: boolean;
 }
 
 export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise<ImageIntake> {
   const bytes = await readInput(input, deps);
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  // Bytes we already hold were fully decoded when first taken in: a header read is enough.
-  const known = await deps.blobs.has(sha256);
   const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
-  if (known) return base;
-  const fp = await checkedFingerprint(bytes, deps.maxPixels);
-  await deps.blobs.put(sha256, bytes);
-  return { ...base, pHash: fp.pHash, dHash: fp.dHash };
+  // Only the caller's own registry spares the decode: whether another account sent these bytes
+  // must not change what this request costs or how long it takes.
+  const fp = (await deps.knownFingerprint?.(sha256)) ?? (await checkedFingerprint(bytes, deps.maxPixels));
+  const stored = await deps.blobs.put(sha256, bytes);
+  return { ...base, pHash: fp.pHash, dHash: fp.dHash, stored };
 }
 
 /**

@@ -22,6 +22,11 @@ export interface ProbeResult {
 /** libvips fails on decoder errors and truncation but tolerates warnings (e.g. stray bytes). */
 export const DECODE_FAIL_ON = 'error' as const;
 
+/** Pixels per stored byte above which a large image is refused unread (camera JPEGs: ~2–20). */
+export const MAX_PIXELS_PER_BYTE = 1_000;
+/** The ratio applies above this size (4 MP): smaller images decode cheaply whatever they claim. */
+const BOMB_MIN_PIXELS = 4_000_000;
+
 const MIME: Record<ImageFormat, string> = {
   jpeg: 'image/jpeg',
   png: 'image/png',
@@ -55,6 +60,13 @@ export async function probeImage(bytes: Buffer, opts: { maxPixels: number; decod
   if (!(width > 0 && height > 0)) throw imageInvalid('Image has no dimensions');
   if (width * height > opts.maxPixels) {
     throw imageTooLarge(`Image is ${width}×${height} (${width * height} pixels), over the ${opts.maxPixels}-pixel limit`);
+  }
+  // A few kilobytes that claim tens of megapixels cost a gigabyte and seconds of CPU to decode,
+  // for any caller: refused from the header, before any decode. Real photos stay far below this.
+  if (width * height > BOMB_MIN_PIXELS && (width * height) / bytes.length > MAX_PIXELS_PER_BYTE) {
+    throw imageTooLarge(
+      `Image claims ${width}×${height} pixels from only ${bytes.length} bytes (over ${MAX_PIXELS_PER_BYTE} pixels per byte): refused as a decompression bomb`,
+    );
   }
 
   if (opts.decode !== false) await decodeCheck(bytes, opts.maxPixels);

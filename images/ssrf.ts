@@ -1,7 +1,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { imageInvalid, validationFailed } from '../core/errors.ts';
+import { validationFailed } from '../core/errors.ts';
 
 /**
  * Server-side request forgery guard for image URLs: which URLs and addresses we may connect to.
@@ -11,6 +11,9 @@ import { imageInvalid, validationFailed } from '../core/errors.ts';
 
 /** The SPEC's wording for a refused host (400 VALIDATION_FAILED). */
 export const SSRF_BLOCKED_MESSAGE = 'Image URL host blocked as server-side request forgery risk';
+
+/** The one answer for a host name that does not resolve, or resolves to any non-public address (400 VALIDATION_FAILED). */
+export const UNRESOLVABLE_MESSAGE = 'Image URL host does not resolve to a public address';
 
 /** A dns.lookup-compatible resolver, called with `all: true`. */
 export type LookupFn = (
@@ -141,26 +144,21 @@ function lookupAll(lookup: LookupFn, host: string): Promise<dns.LookupAddress[]>
 /**
  * Every address the URL's host stands for, each one allowed by the policy; refuses the whole
  * host if any single address is not (a name answering both public and private is hostile).
+ * Both refusals are 400; a name's never says whether it exists.
  */
 export async function resolveAllowed(
   url: URL,
   opts: { allowAddress: AddressPolicy; lookup: LookupFn },
 ): Promise<dns.LookupAddress[]> {
   const { host, isLiteral } = urlHost(url);
-  let addresses: dns.LookupAddress[];
   if (isLiteral) {
-    addresses = [{ address: host, family: net.isIP(host) }];
-  } else {
-    try {
-      addresses = await lookupAll(opts.lookup, host);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? 'lookup failed';
-      throw imageInvalid(`Image URL host could not be resolved (${code})`);
-    }
-    if (addresses.length === 0) throw imageInvalid('Image URL host could not be resolved (no addresses)');
+    if (!opts.allowAddress(host)) throw validationFailed(SSRF_BLOCKED_MESSAGE);
+    return [{ address: host, family: net.isIP(host) }];
   }
-  // The message never names the address: it would let callers map our internal DNS.
-  if (!addresses.every((a) => opts.allowAddress(a.address))) throw validationFailed(SSRF_BLOCKED_MESSAGE);
+  // A name that does not resolve and a name that resolves to an internal address get the very
+  // same answer, so callers cannot use us to map which internal names exist.
+  const addresses = await lookupAll(opts.lookup, host).catch(() => []);
+  if (addresses.length === 0 || !addresses.every((a) => opts.allowAddress(a.address))) throw validationFailed(UNRESOLVABLE_MESSAGE);
   return addresses;
 }
 

@@ -49,6 +49,16 @@ export function createWorkerMetrics(registry = new Registry()) {
       name: 'lenstack_reservations_swept_total',
       help: 'Expired reservations the sweeper closed (their workflow ended without settling or releasing).',
     }),
+    blobsCollected: new Counter({
+      registers,
+      name: 'lenstack_blobs_collected_total',
+      help: 'Stored images no registry held past their grace period, deleted by the collector.',
+    }),
+    blobBytesCollected: new Counter({
+      registers,
+      name: 'lenstack_blob_bytes_collected_total',
+      help: 'Bytes of the blobs the collector deleted.',
+    }),
     sweeperFailures: new Counter({
       registers,
       name: 'lenstack_sweeper_failures_total',

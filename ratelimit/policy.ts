@@ -33,6 +33,12 @@ export const POLICIES = {
    * partner. Generous, so a misconfigured client behind a shared NAT does not lock its neighbours out.
    */
   authFailures: { name: 'auth-failures', limit: 300, windowMs: 10 * MINUTE, counts: 'failed authentications', per: 'IP address' },
+  /**
+   * Failed internal-secret attempts per client IP. Only a misconfigured server ever fails, so this
+   * is tight; once over it, even the right secret is refused from that IP (else a correct guess
+   * would stand out from the 429s).
+   */
+  internalSecretFailures: { name: 'internal-secret-failures', limit: 30, windowMs: 10 * MINUTE, counts: 'failed internal-secret attempts', per: 'IP address' },
 } as const satisfies Record<string, Policy>;
 
 /** Both lookup endpoints share one route URL. */
@@ -42,6 +48,8 @@ export interface Caller {
   userId: string | null;
   keyHash: string;
   anonymous: boolean;
+  /** A svc_test_ key: fixtures only, counted apart from the user's live traffic. */
+  sandbox: boolean;
 }
 
 /**
@@ -63,11 +71,16 @@ export function bucketsFor(
     ];
   }
   const user = `${prefix}rl:{u:${caller.userId}}`;
-  const buckets: Bucket[] = [{ ...POLICIES.user, key: `${user}:all` }];
+  // A test loop on a sandbox key must not eat the budget of the same user's production traffic.
+  const buckets: Bucket[] = [{ ...POLICIES.user, key: caller.sandbox ? `${user}:sandbox` : `${user}:all` }];
   if (routeUrl === LOOKUP_ROUTE) buckets.push({ ...POLICIES.lookup, key: `${user}:lookup:${caller.keyHash}` });
   return buckets;
 }
 
 export function authFailureBucket(prefix: string, ipBucket: string): Bucket {
   return { ...POLICIES.authFailures, key: `${prefix}rl:{ip:${ipBucket}}:authfail` };
+}
+
+export function internalSecretFailureBucket(prefix: string, ipBucket: string): Bucket {
+  return { ...POLICIES.internalSecretFailures, key: `${prefix}rl:{ip:${ipBucket}}:internalfail` };
 }

@@ -30,19 +30,33 @@ export interface LensOrigin {
   model: string;
 }
 
-/** For each photo, which of `lenses` the caller's projection already holds. */
-export async function cachedLenses(
-  db: Db,
+/** For each photo, which of `lenses` the caller's projection already holds (in the caller's transaction). */
+export async function cachedLensesIn(
+  c: DbClient,
   args: { userId: string; sha256s: string[]; lenses: string[] },
 ): Promise<Record<string, string[]>> {
   const out: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
   if (!args.sha256s.length || !args.lenses.length) return out;
-  const r = await db.query<{ sha256: string; lens: string }>(
+  const r = await c.query<{ sha256: string; lens: string }>(
     'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
     [args.userId, args.sha256s, args.lenses],
   );
   for (const row of r.rows) out[row.sha256]!.push(row.lens);
   return out;
+}
+
+/** The perceptual hashes the caller's registry holds for a photo, if it holds the photo. */
+export async function photoFingerprint(db: Db, userId: string, sha256: string): Promise<{ pHash: string; dHash: string } | null> {
+  const r = await db.query<{ phash: string; dhash: string }>('SELECT phash::text, dhash::text FROM photos WHERE user_id = $1 AND sha256 = $2', [userId, sha256]);
+  const row = r.rows[0];
+  return row ? { pHash: signed64ToHex(row.phash), dHash: signed64ToHex(row.dhash) } : null;
+}
+
+/** Which of `sha256s` some account's registry holds (their blobs must be kept). */
+export async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
+  if (!sha256s.length) return new Set();
+  const r = await db.query<{ sha256: string }>('SELECT DISTINCT sha256 FROM photos WHERE sha256 = ANY($1)', [sha256s]);
+  return new Set(r.rows.map((row) => row.sha256));
 }
 
 /** The registry projection of photos, scoped to one user. Missing photos are absent from the map. */

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from '../db/pool.ts';
+import type { Db, DbClient } from '../db/pool.ts';
 
 export interface VehicleReport {
   id: string;
@@ -31,12 +31,23 @@ export async function findVehicleReport(db: Db, userId: string, setHash: string)
   return row ? { id: row.id, output: row.output, version: row.version, provider: row.provider, vendor: row.vendor, model: row.model, producedAt: row.produced_at.toISOString() } : null;
 }
 
-/** Store a report once per workflow (Temporal may run the activity again). */
-export async function saveVehicleReport(
-  db: Db,
-  args: { workflowId: string; userId: string; setHash: string; sha256s: string[]; output: Record<string, unknown>; version: string; provider: string; vendor: string; model: string; credits: number },
-): Promise<string> {
-  const r = await db.query<{ id: string }>(
+/** A report as the saga stores it. */
+export interface VehicleReportRecord {
+  workflowId: string;
+  userId: string;
+  setHash: string;
+  sha256s: string[];
+  output: Record<string, unknown>;
+  version: string;
+  provider: string;
+  vendor: string;
+  model: string;
+  credits: number;
+}
+
+/** Store a report once per workflow (Temporal may run the step again), in the caller's transaction. */
+export async function saveVehicleReportIn(c: DbClient, args: VehicleReportRecord): Promise<string> {
+  const r = await c.query<{ id: string }>(
     `INSERT INTO vehicle_reports (id, user_id, set_hash, workflow_id, photo_sha256s, output, version, provider, vendor, model, credits)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
      ON CONFLICT (workflow_id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id
@@ -46,11 +57,14 @@ export async function saveVehicleReport(
   return r.rows[0]!.id;
 }
 
-/** Latest stored output of one lens (or step) for each photo that has it. */
-export async function lensOutputs(db: Db, userId: string, sha256s: string[], lens: string): Promise<Record<string, Record<string, unknown>>> {
-  const r = await db.query<{ sha256: string; output: Record<string, unknown> }>(
+/** Latest stored output of one lens (or step) for each photo that has it, in the caller's transaction. */
+export async function lensOutputsIn(
+  c: DbClient,
+  args: { userId: string; sha256s: string[]; lens: string },
+): Promise<Record<string, Record<string, unknown>>> {
+  const r = await c.query<{ sha256: string; output: Record<string, unknown> }>(
     'SELECT sha256, output FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = $3',
-    [userId, sha256s, lens],
+    [args.userId, args.sha256s, args.lens],
   );
   return Object.fromEntries(r.rows.map((row) => [row.sha256, row.output]));
 }

@@ -11,6 +11,7 @@ import type { Vendor } from '../workflows/types.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import { createActivities } from '../activities/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from './address.ts';
+import { collectBlobs } from './blob-collector.ts';
 import { sweepOnce } from './sweeper.ts';
 import { PinoTemporalLogger } from './temporal-logger.ts';
 
@@ -63,8 +64,15 @@ export async function startWorker(
   const sweepEvery = opts.sweepIntervalMs ?? 30_000;
   const sweeper = setInterval(() => void sweepOnce(db, metrics, log), sweepEvery);
   sweeper.unref();
+  const blobs = new FsBlobStore(config.BLOB_DIR);
+  const collector = setInterval(
+    () => void collectBlobs(db, blobs, { graceMs: config.BLOB_GC_GRACE_MS, metrics, log }).catch((err: Error) => log(`blob collector failed: ${err.message}`)),
+    config.BLOB_GC_INTERVAL_MS,
+  );
+  collector.unref();
   const done = worker.run().finally(async () => {
     clearInterval(sweeper);
+    clearInterval(collector);
     await metricsServer?.close().catch(() => {});
     await connection.close().catch(() => {});
     await db.end().catch(() => {});

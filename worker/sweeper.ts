@@ -9,19 +9,13 @@ import type { WorkerMetrics } from '../metrics/worker.ts';
  */
 export async function sweepOnce(db: Db, metrics: WorkerMetrics, log: (msg: string) => void): Promise<string[]> {
   try {
-    const ids = await sweepExpired(db);
+    const swept = await sweepExpired(db);
+    const { ids, settled, charged, returned } = swept;
     if (ids.length) {
-      const r = await db.query<{ returned: string; charged: string; settled: string }>(
-        `SELECT coalesce(sum(amount - coalesce(settled_amount, 0)), 0) AS returned, coalesce(sum(settled_amount), 0) AS charged,
-                count(*) FILTER (WHERE status = 'settled') AS settled
-           FROM reservations WHERE id = ANY($1)`,
-        [ids],
-      );
-      const { returned, charged, settled } = r.rows[0] ?? { returned: '0', charged: '0', settled: '0' };
       metrics.reservationsSwept.inc({}, ids.length);
       metrics.reservations.inc({ event: 'swept' }, ids.length);
-      metrics.credits.inc({ event: 'swept' }, Number(returned));
-      metrics.credits.inc({ event: 'swept_charged' }, Number(charged));
+      metrics.credits.inc({ event: 'swept' }, returned);
+      metrics.credits.inc({ event: 'swept_charged' }, charged);
       log(`sweeper closed ${ids.length} expired reservation(s) (${settled} charged for a persisted analysis: ${charged} credit(s); ${returned} credit(s) returned): ${ids.join(', ')}`);
     }
     return ids;

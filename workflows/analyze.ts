@@ -1,162 +1,98 @@
-import { ApplicationFailure, CancellationScope, patched, workflowInfo } from '@temporalio/workflow';
-import { callWithFallback, db, DB_LOCAL_OPTIONS, mapBounded, short } from './steps.ts';
-import type { AnalyzeInput, AnalyzeResult, BespokeTask, ImageResult, Vendor, VendorCallResult } from './types.ts';
+import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
+import { mapBounded } from '../core/map-bounded.ts';
+import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
+import { Compensations } from './saga.ts';
+import { callWithFallback, db, short } from './steps.ts';
+import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
 import { EXTRACT_CREDITS } from './types.ts';
-import { planDelta } from './plan.ts';
-
-/** Patch id: the delta+reservation and the persist+settlement each became one local activity. */
-const ONE_STEP_BILLING = 'one-step-billing';
 
 /**
- * The analyze saga: fingerprint → delta → reserve → vendors (retry, then fall back) → persist →
- * settle. Any failure after the reservation releases it in a non-cancellable scope, then fails.
- * With `extract` (v2) the bespoke schema is drafted/saved after the reservation and rides along
- * each image's vendor call; it always bills EXTRACT_CREDITS and bypasses the projection.
+ * The analyze saga: reserve the delta → vendors (retry, then fall back) → persist and settle.
+ * A failure after the reservation releases it, then fails the workflow. With `extract` (v2) the
+ * bespoke schema is drafted and saved after the reservation and rides along each image's vendor
+ * call; it always bills EXTRACT_CREDITS and bypasses the projection.
  */
 export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResult> {
   const { workflowId } = workflowInfo();
-  const compensations: Array<() => Promise<unknown>> = [];
+  const reservationId = `res:${workflowId}`;
+  const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
+  const saga = new Compensations();
+  // Vendor calls of a run that fails are not paid for: they count against the daily budget.
+  const tally = { calls: 0 };
+  const chain = { vendors: input.vendors, attemptTimeoutMs: input.vendorAttemptTimeoutMs, tally };
+  saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
   try {
-    const fingerprints = await mapBounded(input.images, 8, async (img, i) =>
-      img.pHash && img.dHash
-        ? { pHash: img.pHash, dHash: img.dHash }
-        : db.fingerprintImage.executeWithOptions(
-        { ...DB_LOCAL_OPTIONS, summary: `fingerprint image ${i + 1}/${input.images.length} ${short(img.sha256)}` },
-        [{ sha256: img.sha256 }],
-      ),
-    );
+    // 1. Which lenses each image still needs, and their credits held: one step, one plan.
+    const { plans, needed } = await db.reserveDelta({
+      reservationId,
+      userId: input.userId,
+      workflowId,
+      ttlMs: input.reservationTtlMs,
+      sha256s: input.images.map((i) => i.sha256),
+      lenses: input.lenses,
+      billable: input.billable,
+      refresh: input.refresh,
+      extraCredits,
+    });
+    if (needed > 0) saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
 
-    const extracting = input.extract !== undefined;
-    const reservationId = `res:${workflowId}`;
-    const sha256s = input.images.map((i) => i.sha256);
-    const extraCredits = extracting ? EXTRACT_CREDITS : 0;
-    // Histories recorded before the delta and its reservation became one step replay the old way.
-    const oneStepBilling = patched(ONE_STEP_BILLING);
-    let cached: Record<string, string[]>;
-    let needed = -1; // unknown until the step answers
-    if (oneStepBilling) {
-      // Registered first, so a step that reserved and then lost its answer is still undone;
-      // releasing a reservation that was never made is a no-op.
-      compensations.unshift(() => (needed === 0 ? Promise.resolve() : db.releaseCredits({ id: reservationId, reason: 'analysis failed' })));
-      ({ cached, needed } = await db.reserveDelta({
-        reservationId,
-        userId: input.userId,
-        workflowId,
-        ttlMs: input.reservationTtlMs,
-        sha256s,
-        lenses: input.lenses,
-        billable: input.billable,
-        refresh: input.refresh,
-        extraCredits,
-      }));
-    } else {
-      const unique = [...new Set(sha256s)];
-      cached = input.refresh
-        ? Object.fromEntries(unique.map((s) => [s, [] as string[]]))
-        : await db.cachedLenses({ userId: input.userId, sha256s: unique, lenses: input.lenses });
-      needed = planDelta({ sha256s, lenses: input.lenses, billable: input.billable, cached }).needed + extraCredits;
-      if (needed > 0) {
-        await db.reserveCredits({ id: reservationId, userId: input.userId, amount: needed, ttlMs: input.reservationTtlMs, workflowId });
-        compensations.unshift(() => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
-      }
-    }
-    const plans = planDelta({ sha256s, lenses: input.lenses, billable: input.billable, cached }).plans.map((plan, i) => ({ ...plan, img: input.images[i]! }));
+    // 2. The bespoke schema, drafted by a vendor from the caller's prompt when it has none.
+    const { bespoke, bespokeSchemaId } = input.extract ? await prepareExtraction(input, chain) : { bespoke: undefined, bespokeSchemaId: undefined };
 
-    let bespoke: BespokeTask | undefined;
-    let bespokeSchemaId: string | undefined;
-    if (input.extract) {
-      let schema = input.extract.schema;
-      if (input.extract.prompt !== undefined) {
-        const drafted = await callWithFallback(
-          input.vendors,
-          { userId: input.userId, sha256: input.images[0]!.sha256, task: { kind: 'draft-schema', prompt: input.extract.prompt } },
-          'draft the bespoke schema from the prompt',
-        );
-        schema = drafted.result.data;
-      }
-      if (!schema) throw ApplicationFailure.nonRetryable('extract has no schema', 'VALIDATION_FAILED');
-      bespokeSchemaId = input.extract.schemaId ?? (await db.saveBespokeSchema({ userId: input.userId, schema, prompt: input.extract.prompt ?? null }));
-      bespoke = { schema, ...(input.extract.prompt !== undefined ? { prompt: input.extract.prompt } : {}) };
-    }
-
-    const calls = await mapBounded(plans, input.imageConcurrency, async (plan, i) => {
-      // Extraction bypasses the projection: every first copy of a photo gets a call for it.
-      if (!plan.ran.length && !(bespoke && plan.first)) return { result: null as VendorCallResult | null, fellBackFrom: [] as Vendor[] };
+    // 3. One vendor call per image that runs anything (extraction runs on every first copy).
+    const calls = await mapBounded(plans, input.imageConcurrency, async (plan, i): Promise<ImageCall> => {
+      if (!plan.ran.length && !(bespoke && plan.first)) return { result: null, fellBackFrom: [] };
+      const img = input.images[i]!;
       const what = [plan.ran.length ? plan.ran.join(', ') : null, bespoke ? 'bespoke' : null].filter(Boolean).join(' + ');
       return callWithFallback(
-        input.vendors,
+        chain,
         {
           userId: input.userId,
-          sha256: plan.img.sha256,
+          sha256: img.sha256,
           task: { kind: 'lenses', lenses: plan.ran, ...(bespoke ? { bespoke } : {}) },
           ...(input.context ? { context: input.context } : {}),
           ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
         },
-        `image ${i + 1}/${plans.length} ${short(plan.img.sha256)}: ${what}`,
+        `image ${i + 1}/${plans.length} ${short(img.sha256)}: ${what}`,
       );
     });
 
-    const persistArgs = {
+    // 4. Records and charge in one transaction: a lens a concurrent request recorded first is not
+    //    billed twice; the extraction bills every call.
+    const persisted = await db.persistAndSettle({
       workflowId,
       requestId: input.requestId,
       userId: input.userId,
       refresh: input.refresh,
-      images: plans.map((plan, i) => {
-        const r = calls[i]!.result;
-        return {
-          sha256: plan.img.sha256,
-          pHash: fingerprints[i]!.pHash,
-          dHash: fingerprints[i]!.dHash,
-          outputs: r?.outputs ?? {},
-          versions: r?.versions ?? {},
-          billed: plan.billed,
-          lenses: plan.ran,
-          provider: r?.provider ?? 'registry',
-          vendor: r?.vendor ?? 'registry',
-          model: r?.model ?? 'registry',
-        };
-      }),
-    };
-    // Charge what persisting found new (a lens a concurrent request recorded first is not billed
-    // twice), plus the extraction, which bills every call.
-    let persisted: { charged: number; chargedPerImage: number[] };
-    if (oneStepBilling) {
-      // The records and the charge for them commit in one transaction.
-      persisted = await db.persistAndSettle({ ...persistArgs, settle: needed > 0 ? { reservationId, extraCharge: extraCredits } : null });
-    } else {
-      persisted = await db.persistAnalysis(persistArgs);
-      if (needed > 0) await db.settleCredits({ id: reservationId, charge: persisted.charged + extraCredits });
-    }
-    const charge = persisted.charged + extraCredits;
+      images: persistedImages(input.images, plans, calls),
+      settle: needed > 0 ? { reservationId, extraCharge: extraCredits } : null,
+    });
 
-    const images: ImageResult[] = plans.map((plan, i) => {
-      const call = calls[i]!;
-      const r = call.result;
-      const source = r ?? calls[plan.source]!.result;
-      return {
-        sha256: plan.img.sha256,
-        pHash: fingerprints[i]!.pHash,
-        dHash: fingerprints[i]!.dHash,
-        ran: plan.ran,
-        billed: plan.billed,
-        credits: persisted.chargedPerImage[i] ?? 0,
-        vendor: r?.vendor ?? null,
-        model: r?.model ?? null,
-        provider: r?.provider ?? null,
-        simulated: r?.simulated ?? false,
-        promptHash: r?.promptHash ?? null,
-        inputTokens: r?.inputTokens ?? 0,
-        outputTokens: r?.outputTokens ?? 0,
-        fellBackFrom: call.fellBackFrom,
-        ...(bespoke && source?.data ? { bespoke: source.data } : {}),
-      };
-    });
-    return { workflowId, images, creditsCharged: charge, ...(bespokeSchemaId ? { bespokeSchemaId } : {}) };
+    return {
+      workflowId,
+      images: imageResults(input.images, plans, calls, persisted.chargedPerImage, bespoke !== undefined),
+      creditsCharged: persisted.charged + extraCredits,
+      ...(bespokeSchemaId ? { bespokeSchemaId } : {}),
+    };
   } catch (err) {
-    // Compensate newest-first; a cancelled workflow still releases what it holds.
-    await CancellationScope.nonCancellable(async () => {
-      for (const undo of compensations) await undo();
-    });
+    await saga.run(err);
     throw err;
   }
+}
+
+/** The extraction's schema (the caller's, or drafted from its prompt) and the saved schema's id. */
+async function prepareExtraction(input: AnalyzeInput, chain: Parameters<typeof callWithFallback>[0]): Promise<{ bespoke: BespokeTask; bespokeSchemaId: string }> {
+  const extract = input.extract!;
+  let schema = extract.schema;
+  if (extract.prompt !== undefined) {
+    const drafted = await callWithFallback(
+      chain,
+      { userId: input.userId, sha256: input.images[0]!.sha256, task: { kind: 'draft-schema', prompt: extract.prompt } },
+      'draft the bespoke schema from the prompt',
+    );
+    schema = drafted.result.data;
+  }
+  if (!schema) throw ApplicationFailure.nonRetryable('extract has no schema', 'VALIDATION_FAILED');
+  const bespokeSchemaId = extract.schemaId ?? (await db.saveBespokeSchema({ userId: input.userId, schema, prompt: extract.prompt ?? null }));
+  return { bespoke: { schema, ...(extract.prompt !== undefined ? { prompt: extract.prompt } : {}) }, bespokeSchemaId };
 }

@@ -1,5 +1,6 @@
 import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
+import { VENDOR_ATTEMPTS } from './deadlines.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
 
@@ -7,24 +8,20 @@ import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from '.
 const IMAGE_INVALID = 'IMAGE_INVALID';
 
 /**
- * Database steps: retried patiently, never on a domain refusal. Fast ones run as local activities:
- * in the worker that runs the workflow, with no task-queue round trip per step (the orchestration
- * overhead of a fresh analysis is mostly these round trips). They are idempotent, so a worker
- * dying after one ran just runs it again. CPU-heavy ones (fingerprints of a 50-photo report) are
- * regular activities other workers may share.
+ * Database steps: retried patiently, never on a domain refusal. They run as local activities, in
+ * the worker that runs the workflow, with no task-queue round trip per step. Each is one
+ * idempotent transaction, so a worker dying after one ran just runs it again.
  */
-const DB_STEP = {
+export const DB_LOCAL_OPTIONS: LocalActivityOptions = {
   startToCloseTimeout: '30 seconds',
   retry: {
     initialInterval: '200 milliseconds',
     backoffCoefficient: 2,
     maximumInterval: '5 seconds',
     maximumAttempts: 20,
-    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', IMAGE_INVALID],
+    nonRetryableErrorTypes: ['PLAN_LIMIT_EXCEEDED', 'RATE_LIMITED', 'REQUEST_ID_CONFLICT', IMAGE_INVALID],
   },
-} satisfies ActivityOptions & LocalActivityOptions;
-export const DB_LOCAL_OPTIONS: LocalActivityOptions = DB_STEP;
-export const DB_OPTIONS: ActivityOptions = DB_STEP;
+};
 
 /**
  * Vendor calls heartbeat every second, so a worker killed mid-call is noticed in seconds and the
@@ -37,14 +34,13 @@ export const VENDOR_OPTIONS: ActivityOptions = {
     initialInterval: '500 milliseconds',
     backoffCoefficient: 2,
     maximumInterval: '4 seconds',
-    maximumAttempts: 3,
+    maximumAttempts: VENDOR_ATTEMPTS,
     nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, IMAGE_INVALID],
   },
 };
 
 // One proxy per latency profile (STYLE.md).
 export const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
-export const shared = proxyActivities<Activities>(DB_OPTIONS);
 const vendor = proxyActivities<Activities>(VENDOR_OPTIONS);
 
 const VENDOR_ACTIVITY = {
@@ -52,20 +48,6 @@ const VENDOR_ACTIVITY = {
   anthropic: vendor.callAnthropic,
   google: vendor.callGoogle,
 } as const;
-
-/** Run `fn` over `items` with at most `limit` in flight, keeping result order. */
-export async function mapBounded<T, R>(items: T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!, i);
-    }
-  });
-  await Promise.all(lanes);
-  return results;
-}
 
 function failureType(err: unknown): string | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -78,16 +60,24 @@ function failureType(err: unknown): string | undefined {
  * else PROVIDER_UNAVAILABLE. `summary` labels the activity in the Temporal UI.
  */
 export async function callWithFallback(
-  vendors: Vendor[],
+  chain: {
+    vendors: Vendor[];
+    /** Deadline of one attempt, sized so the chain ends inside the workflow timeout (workflows/deadlines.ts). */
+    attemptTimeoutMs: number;
+    /** Counts every vendor tried, so a run that fails can count what it spent. */
+    tally: { calls: number };
+  },
   input: VendorCallInput,
   summary: string,
 ): Promise<{ result: VendorCallResult; fellBackFrom: Vendor[] }> {
+  const { vendors, tally } = chain;
   const fellBackFrom: Vendor[] = [];
   let explicitError = false;
   let lastMessage = 'no AI provider is configured';
   for (const v of vendors) {
+    tally.calls += 1;
     try {
-      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, summary: `${v}: ${summary}` }, [input]);
+      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [input]);
       return { result, fellBackFrom };
     } catch (err) {
       // A cancelled workflow stops here: the next vendor would be cancelled too, and the caller

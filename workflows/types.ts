@@ -12,9 +12,9 @@ export interface ImageRef {
   format: string;
   width: number;
   height: number;
-  /** Known when intake decoded the image; otherwise the workflow's fingerprint step computes them. */
-  pHash?: string;
-  dHash?: string;
+  /** Perceptual hashes: intake computes them (or finds them in the caller's registry). */
+  pHash: string;
+  dHash: string;
 }
 
 export interface AnalyzeInput {
@@ -31,6 +31,8 @@ export interface AnalyzeInput {
   moduleOptions?: Record<string, Record<string, unknown>>;
   /** Vendors to try, in order (configured ones only). */
   vendors: Vendor[];
+  /** Deadline of one vendor attempt (workflows/deadlines.ts). */
+  vendorAttemptTimeoutMs: number;
   /** How long the credit reservation may stay open before the sweeper releases it. */
   reservationTtlMs: number;
   /** At most this many images are sent to vendors at once. */
@@ -125,6 +127,8 @@ export interface VehicleReportInput {
   images: ImageRef[];
   context?: AnalyzeContext;
   vendors: Vendor[];
+  /** Deadline of one vendor attempt (workflows/deadlines.ts). */
+  vendorAttemptTimeoutMs: number;
   refresh: boolean;
   reservationTtlMs: number;
   /** Per-photo vendor calls in flight at once. */

@@ -1,82 +1,82 @@
-import { CancellationScope, workflowInfo } from '@temporalio/workflow';
-import { callWithFallback, db, DB_OPTIONS, mapBounded, shared, short } from './steps.ts';
-import type { Vendor, VehicleReportInput, VehicleReportResult } from './types.ts';
+import { workflowInfo } from '@temporalio/workflow';
+import { mapBounded } from '../core/map-bounded.ts';
+import { Compensations } from './saga.ts';
+import { callWithFallback, db, short } from './steps.ts';
+import type { Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
 import { VEHICLE_REPORT_CREDITS } from './types.ts';
 
 const PHOTO_STEP = 'vehicle-photo';
+const REPORT_LENS = 'vehicle-condition';
 
 /**
- * The vehicle-condition stack as a saga: fingerprint every photo → reserve the report's credit →
- * fan out one vendor call per new photo (bounded; photos seen in earlier reports are reused) →
- * one synthesis call over all per-photo findings → persist findings and the report → settle.
- * Every step is a labelled activity, so an operator can follow a 50-photo report in the UI.
+ * The vehicle-condition stack, in the same shape as analyze: reserve the delta (photos already
+ * described are reused) → one vendor call per new photo (bounded) and one synthesis over all
+ * per-photo findings → persist findings and report and settle in one transaction. Every step is a
+ * labelled activity, so an operator can follow a 50-photo report in the UI.
  */
 export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<VehicleReportResult> {
   const { workflowId } = workflowInfo();
-  const compensations: Array<() => Promise<unknown>> = [];
+  const reservationId = `res:${workflowId}`;
   const count = input.images.length;
+  const saga = new Compensations();
+  // Vendor calls of a run that fails are not paid for: they count against the daily budget.
+  const tally = { calls: 0 };
+  const chain = { vendors: input.vendors, attemptTimeoutMs: input.vendorAttemptTimeoutMs, tally };
+  saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
   try {
-    const fingerprints = await mapBounded(input.images, 8, async (img, i) =>
-      img.pHash && img.dHash
-        ? { pHash: img.pHash, dHash: img.dHash }
-        : shared.fingerprintImage.executeWithOptions({ ...DB_OPTIONS, summary: `fingerprint photo ${i + 1}/${count} ${short(img.sha256)}` }, [{ sha256: img.sha256 }]),
-    );
-    const unique = [...new Set(input.images.map((i) => i.sha256))];
-    const known = input.refresh ? {} : await db.lensOutputs({ userId: input.userId, sha256s: unique, lens: PHOTO_STEP });
-
-    const reservationId = `res:${workflowId}`;
-    await db.reserveCredits({ id: reservationId, userId: input.userId, amount: VEHICLE_REPORT_CREDITS, ttlMs: input.reservationTtlMs, workflowId });
-    compensations.unshift(() => db.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
-
-    // Fan out over the photos not already described, first occurrence of each photo only.
-    const firstIndex = new Map<string, number>();
-    input.images.forEach((img, i) => {
-      if (!firstIndex.has(img.sha256)) firstIndex.set(img.sha256, i);
+    // 1. Which photos need describing, and the report's credit held.
+    const plan = await db.reserveVehicleReport({
+      reservationId,
+      userId: input.userId,
+      workflowId,
+      ttlMs: input.reservationTtlMs,
+      sha256s: input.images.map((i) => i.sha256),
+      refresh: input.refresh,
+      step: PHOTO_STEP,
+      credits: VEHICLE_REPORT_CREDITS,
     });
-    const todo = unique.filter((s) => !known[s]);
-    let inputTokens = 0;
-    let outputTokens = 0;
+    saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
+
+    // 2. One call per new photo (first copy only), then the synthesis over every photo's findings.
     const fellBack = new Set<Vendor>();
-    const fresh = await mapBounded(todo, input.photoConcurrency, async (sha256) => {
-      const index = firstIndex.get(sha256)!;
+    const described = new Map<string, VendorCallResult>();
+    await mapBounded(plan.todo, input.photoConcurrency, async (sha256) => {
+      const index = input.images.findIndex((img) => img.sha256 === sha256);
       const { result, fellBackFrom } = await callWithFallback(
-        input.vendors,
+        chain,
         { userId: input.userId, sha256, task: { kind: 'vehicle-photo', photoIndex: index, photoCount: count }, ...(input.context ? { context: input.context } : {}) },
         `vehicle photo ${index + 1}/${count} ${short(sha256)}`,
       );
-      inputTokens += result.inputTokens;
-      outputTokens += result.outputTokens;
       fellBackFrom.forEach((v) => fellBack.add(v));
-      return { sha256, result };
+      described.set(sha256, result);
     });
-    const findingsBySha: Record<string, Record<string, unknown>> = { ...known };
-    for (const f of fresh) findingsBySha[f.sha256] = f.result.outputs[PHOTO_STEP]!;
-
+    const findingsOf = (sha256: string) => described.get(sha256)?.outputs[PHOTO_STEP] ?? plan.known[sha256] ?? null;
     const synthesis = await callWithFallback(
-      input.vendors,
+      chain,
       {
         userId: input.userId,
         sha256: input.images[0]!.sha256,
-        task: { kind: 'vehicle-report', findings: input.images.map((img, index) => ({ index, findings: findingsBySha[img.sha256] ?? null })) },
+        task: { kind: 'vehicle-report', findings: input.images.map((img, index) => ({ index, findings: findingsOf(img.sha256) })) },
         ...(input.context ? { context: input.context } : {}),
       },
       `vehicle report over ${count} photos`,
     );
     synthesis.fellBackFrom.forEach((v) => fellBack.add(v));
     const s = synthesis.result;
-    const report = s.outputs['vehicle-condition']!;
+    const report = s.outputs[REPORT_LENS]!;
 
-    await db.persistAnalysis({
+    // 3. Findings, report and charge commit together.
+    const { reportId } = await db.persistVehicleReport({
       workflowId,
       requestId: input.requestId,
       userId: input.userId,
       refresh: input.refresh,
       images: input.images.map((img, i) => {
-        const done = fresh.find((f) => f.sha256 === img.sha256 && firstIndex.get(img.sha256) === i)?.result;
+        const done = plan.sources[i] === i ? described.get(img.sha256) : undefined;
         return {
           sha256: img.sha256,
-          pHash: fingerprints[i]!.pHash,
-          dHash: fingerprints[i]!.dHash,
+          pHash: img.pHash,
+          dHash: img.dHash,
           outputs: done?.outputs ?? {},
           versions: done?.versions ?? {},
           billed: [],
@@ -86,40 +86,38 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
           model: done?.model ?? 'registry',
         };
       }),
+      report: {
+        setHash: input.setHash,
+        sha256s: input.images.map((i) => i.sha256),
+        output: report,
+        version: s.versions[REPORT_LENS] ?? '0',
+        provider: s.provider,
+        vendor: s.vendor,
+        model: s.model,
+        credits: VEHICLE_REPORT_CREDITS,
+      },
+      reservationId,
     });
-    const reportId = await db.saveVehicleReport({
-      workflowId,
-      userId: input.userId,
-      setHash: input.setHash,
-      sha256s: input.images.map((i) => i.sha256),
-      output: report,
-      version: s.versions['vehicle-condition'] ?? '0',
-      provider: s.provider,
-      vendor: s.vendor,
-      model: s.model,
-      credits: VEHICLE_REPORT_CREDITS,
-    });
-    await db.settleCredits({ id: reservationId, charge: VEHICLE_REPORT_CREDITS });
+
+    const photoTokens = [...described.values()];
     return {
       workflowId,
       reportId,
       report,
-      images: input.images.map((img, i) => ({ sha256: img.sha256, pHash: fingerprints[i]!.pHash, dHash: fingerprints[i]!.dHash })),
+      images: input.images.map((img) => ({ sha256: img.sha256, pHash: img.pHash, dHash: img.dHash })),
       creditsCharged: VEHICLE_REPORT_CREDITS,
       vendor: s.vendor,
       model: s.model,
       provider: s.provider,
       simulated: s.simulated,
       promptHash: s.promptHash,
-      inputTokens: inputTokens + s.inputTokens,
-      outputTokens: outputTokens + s.outputTokens,
-      photosReused: unique.length - todo.length,
+      inputTokens: photoTokens.reduce((n, r) => n + r.inputTokens, s.inputTokens),
+      outputTokens: photoTokens.reduce((n, r) => n + r.outputTokens, s.outputTokens),
+      photosReused: new Set(input.images.map((i) => i.sha256)).size - plan.todo.length,
       fellBackFrom: [...fellBack],
     };
   } catch (err) {
-    await CancellationScope.nonCancellable(async () => {
-      for (const undo of compensations) await undo();
-    });
+    await saga.run(err);
     throw err;
   }
 }

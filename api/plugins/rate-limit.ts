@@ -5,7 +5,7 @@ import { AppError } from '../../core/errors.ts';
 import { clientAddress, ipBucket, parseTrustedProxies, type TrustedProxies } from '../../ratelimit/client-ip.ts';
 import type { Decision, RateLimiter } from '../../ratelimit/limiter.ts';
 import { OutageReporter } from '../../ratelimit/outage.ts';
-import { authFailureBucket, bucketsFor, type Bucket } from '../../ratelimit/policy.ts';
+import { authFailureBucket, bucketsFor, internalSecretFailureBucket, type Bucket } from '../../ratelimit/policy.ts';
 import type { AppDeps } from '../deps.ts';
 
 /**
@@ -43,6 +43,8 @@ export function registerRateLimit(app: FastifyInstance, deps: AppDeps): void {
   app.addHook('onSend', async (request, reply, payload) => {
     if (reply.statusCode === 401 && isKeyAuthAttempt(request)) {
       await decide(ctx, [authFailureBucket(prefix, ipBucket(clientAddressOf(request, trusted)))], true);
+    } else if (reply.statusCode === 401 && isInternalAttempt(request)) {
+      await decide(ctx, [internalSecretFailureBucket(prefix, ipBucket(clientAddressOf(request, trusted)))], true);
     }
     return payload;
   });
@@ -50,13 +52,19 @@ export function registerRateLimit(app: FastifyInstance, deps: AppDeps): void {
 
 /**
  * Brute-force guard, registered BEFORE auth: an address with too many failed key authentications
- * is refused with 429 before its key is looked up in Postgres. Keys this process already holds in
- * its key cache (and the public anonymous key) skip the check: they cannot fail and cost nothing.
+ * is refused with 429 before its key is looked up in Postgres, and one with too many wrong
+ * internal secrets is refused every internal call, right secret or not. Keys this process already
+ * holds in its key cache (and the public anonymous key) skip the key check: they cannot fail.
  */
 export function registerAuthFailureGuard(app: FastifyInstance, deps: AppDeps): void {
   const ctx = contextOf(app, deps);
   if (!ctx) return;
   app.addHook('onRequest', async (request) => {
+    if (isInternalAttempt(request)) {
+      const decision = await decide(ctx, [internalSecretFailureBucket(ctx.prefix, ipBucket(clientAddressOf(request, ctx.trusted)))], false);
+      if (decision && !decision.admitted) throw rateLimited(decision);
+      return;
+    }
     if (!isKeyAuthAttempt(request)) return;
     const token = bearerToken(request.headers.authorization);
     if (token !== undefined && (token === ANONYMOUS_SANDBOX_KEY || deps.keyCache.get(hashKey(token)))) return;
@@ -105,6 +113,12 @@ async function decide(ctx: Context, buckets: Bucket[], record: boolean): Promise
 
 function clientAddressOf(request: FastifyRequest, trusted: TrustedProxies) {
   return clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], trusted);
+}
+
+/** A request that authenticates (or fails to) with the internal secret. */
+function isInternalAttempt(request: FastifyRequest): boolean {
+  const mode = request.routeOptions.config?.auth ?? 'none';
+  return mode === 'internal' || (mode === 'key-or-internal' && request.headers['x-internal-secret'] !== undefined);
 }
 
 /** A request that authenticates (or fails to) with a Bearer key, not with the internal secret. */

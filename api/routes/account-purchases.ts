@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { AppError } from '../../core/errors.ts';
 import { listPurchases, PACKS, purchasePack, type Purchase } from '../../credits/packs.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
-import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
+import { configuredPaymentGateway } from '../../payments/configured.ts';
 import type { AppDeps } from '../deps.ts';
 import { packSchema, purchaseBody, purchaseSchema, userIdParams, internalDoc, internalRoute } from '../schemas/accounts.ts';
 import { errorResponses } from '../schemas/common.ts';
@@ -12,11 +12,11 @@ import { errorResponses } from '../schemas/common.ts';
 const purchaseView = ({ userId: _userId, ...p }: Purchase) => p;
 
 /**
- * The pack catalog and a user's pack purchases. Without `opts.payments`, development and tests use
- * the recording gateway; production refuses to sell rather than hand out credits nobody paid for.
+ * The pack catalog and a user's pack purchases. Without `opts.payments`, the gateway PAYMENTS_GATEWAY
+ * names; with none, purchases are refused rather than hand out credits nobody paid for.
  */
 export function accountPurchaseRoutes(deps: AppDeps, opts: { payments?: PaymentGateway } = {}): FastifyPluginAsync {
-  const payments = opts.payments ?? (deps.config.NODE_ENV === 'production' ? null : new RecordingPaymentGateway(deps.db));
+  const payments = opts.payments ?? configuredPaymentGateway(deps.config, deps.db);
   return async (app) => {
     const r = app.withTypeProvider<ZodTypeProvider>();
 
@@ -45,11 +45,11 @@ export function accountPurchaseRoutes(deps: AppDeps, opts: { payments?: PaymentG
             'Captures the price, then grants the credits to the purchased pool (2× on the first pack), once per `idempotencyKey`: a retry answers the same purchase (200) without capturing or granting again. A declined payment answers `status: "failed"` and grants nothing; a payment fault answers 500 and leaves the purchase `pending` for a retry with the same key.',
           params: userIdParams,
           body: purchaseBody,
-          response: { 200: purchaseSchema, 201: purchaseSchema, ...errorResponses(400, 401, 404) },
+          response: { 200: purchaseSchema, 201: purchaseSchema, ...errorResponses(400, 401, 404, 503) },
         },
       },
       async (request, reply) => {
-        if (!payments) throw new AppError('INTERNAL_ERROR', 'Pack purchases are unavailable: no payment gateway is configured');
+        if (!payments) throw new AppError('SERVICE_UNAVAILABLE', 'Pack purchases are unavailable: no payment gateway is configured (PAYMENTS_GATEWAY)');
         const { purchase, created } = await purchasePack(
           { db: deps.db, payments },
           { userId: request.params.userId, pack: request.body.pack, idempotencyKey: request.body.idempotencyKey },

@@ -38,7 +38,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
             tags: ['analyze'],
             security: [{ bearer: [] }],
             body: version === 'v1' ? analyzeBodyV1 : analyzeBodyV2,
-            response: { 200: analysisSchema, ...errorResponses(...(version === 'v1' ? [400, 401, 402, 413, 415, 422, 429, 502, 503] : [400, 401, 402, 404, 413, 415, 422, 429, 502, 503])) },
+            response: { 200: analysisSchema, ...errorResponses(...(version === 'v1' ? [400, 401, 402, 409, 413, 415, 422, 429, 502, 503] : [400, 401, 402, 404, 409, 413, 415, 422, 429, 502, 503])) },
           },
         },
         async (request) => {

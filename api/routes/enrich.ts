@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { sharedMetadataTool } from '../../enrich/exiftool.ts';
 import { Limiter } from '../../enrich/limiter.ts';
 import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
-import { ENRICH_CONCURRENCY, ENRICH_CREDITS, enrichPhoto } from '../../enrich/service.ts';
+import { ENRICH_CONCURRENCY, ENRICH_CREDITS, ENRICH_QUEUE, enrichPhoto } from '../../enrich/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../schemas/analyze.ts';
@@ -43,7 +43,8 @@ export const enrichmentSchema = z
 
 export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
-    const limiter = new Limiter(ENRICH_CONCURRENCY);
+    // Waiters hold their image in memory: a bounded queue, 503 beyond it.
+    const limiter = new Limiter(ENRICH_CONCURRENCY, ENRICH_QUEUE);
     app.withTypeProvider<ZodTypeProvider>().post(
       '/v2/enrich',
       {

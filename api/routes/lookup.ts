@@ -4,6 +4,7 @@ import { AppError } from '../../core/errors.ts';
 import { mapBounded } from '../../core/map-bounded.ts';
 import { fetchPolicy } from '../../images/fetch.ts';
 import { fingerprintInput } from '../../images/fingerprint-input.ts';
+import { parseImageUrl } from '../../images/ssrf.ts';
 import { lookupFingerprints, type LookupMatch, type LookupQuery } from '../../registry/lookup.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
@@ -51,6 +52,20 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         const principal = principalOf(request);
         const { images, images_base64: base64s, threshold } = request.body;
         const field = images ? 'images' : 'images_base64';
+        // The anonymous key owns no photos and makes no server-side fetch: its URLs are all `none`.
+        if (images && principal.anonymous) {
+          // Vetted like any image URL (no network involved); only the fetch is skipped.
+          images.forEach((url, i) => {
+            try {
+              parseImageUrl(url);
+            } catch (err) {
+              if (err instanceof AppError) throw new AppError(err.code, `body.images.${i}: ${err.message}`, { cause: err });
+              throw err;
+            }
+          });
+          const keys = [...new Set(images)];
+          return response(keys, new Map(keys.map((k) => [k, { matchType: 'none' as const }])), request.id, startedAt);
+        }
         const inputs: Array<{ url?: string; base64?: string }> = images ? images.map((url) => ({ url })) : base64s!.map((base64) => ({ base64 }));
         const fingerprints = await mapBounded(inputs, IMAGE_CONCURRENCY, async (input, i) => {
           try {

@@ -16,7 +16,7 @@ afterAll(async () => db.end());
 async function admin(...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
   const env = { ...process.env, DATABASE_URL: config.DATABASE_URL, REDIS_URL: config.REDIS_URL, REDIS_PREFIX: config.REDIS_PREFIX };
   try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { env });
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'tools/scripts/admin.ts', ...args], { env });
     return { code: 0, json: stdout.trim() ? JSON.parse(stdout.trim()) : null, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };

@@ -208,7 +208,7 @@ describe('internal account endpoints: the dashboard flow', () => {
 
 describe('pack purchases in production', () => {
   it('are refused without a real payment gateway: the recording one never runs there, nothing is granted', async () => {
-    const prod = await buildTestApp({ config: { NODE_ENV: 'production' } });
+    const prod = await buildTestApp({ config: { NODE_ENV: 'production', PAYMENTS_GATEWAY: 'none' } });
     try {
       const user = await createTestUser(prod.db);
       const res = await prod.app.inject({
@@ -217,8 +217,8 @@ describe('pack purchases in production', () => {
         headers: internal,
         payload: { pack: 'starter', idempotencyKey: 'prod-1' },
       });
-      expect(res.statusCode).toBe(500);
-      expect(expectEnvelope(res.json()).code).toBe('INTERNAL_ERROR');
+      expect(res.statusCode).toBe(503);
+      expect(expectEnvelope(res.json()).code).toBe('SERVICE_UNAVAILABLE');
       const rows = await prod.db.query(
         `SELECT (SELECT count(*) FROM credit_purchases WHERE user_id = $1)::int AS purchases,
                 (SELECT count(*) FROM recorded_payments WHERE user_id = $1)::int AS captures,

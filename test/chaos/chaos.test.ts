@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runChaos, FULL_SIZE, type ChaosOptions } from '../../chaos/driver.ts';
+import { runChaos, FULL_SIZE, type ChaosOptions } from '../../tools/chaos/driver.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../../db/migrate.ts';
 import { testConfig } from '../harness/env.ts';
 

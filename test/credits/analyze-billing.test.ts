@@ -112,7 +112,7 @@ describe('credits around analyze', () => {
 
     expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
     const env = { ...process.env, DATABASE_URL: p.config.DATABASE_URL, REDIS_URL: p.config.REDIS_URL, REDIS_PREFIX: p.config.REDIS_PREFIX };
-    const cli = await run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', 'ledger', 'check'], { env });
+    const cli = await run(process.execPath, ['--import', 'tsx', 'tools/scripts/admin.ts', 'ledger', 'check'], { env });
     const report = JSON.parse(cli.stdout.trim());
     expect(report.ok).toBe(true);
     expect(report.usersChecked).toBeGreaterThanOrEqual(1);

@@ -34,9 +34,15 @@ describe('credit ledger', () => {
   });
 
   it('a reservation id reserves once, however often it is retried', async () => {
-    const { userId } = await createTestUser(db, { community: 10 });
-    await Promise.all(Array.from({ length: 5 }, () => reserve(db, { id: `same-${userId}`, userId, amount: 4, ttlMs: 60_000 })));
-    expect(await getBalance(db, userId)).toMatchObject({ community: 6, reserved: 4 });
+    // Retries racing each other: the ones that waited for the account lock read the reservation
+    // with a snapshot from before the winner committed (this once raised a duplicate-key error).
+    const { userId } = await createTestUser(db, { community: 100 });
+    for (let round = 0; round < 10; round++) {
+      const got = await Promise.all(Array.from({ length: 6 }, () => reserve(db, { id: `same-${round}-${userId}`, userId, amount: 4, ttlMs: 60_000 })));
+      expect(new Set(got.map((r) => r.id))).toEqual(new Set([`same-${round}-${userId}`]));
+    }
+    expect(await getBalance(db, userId)).toMatchObject({ community: 60, reserved: 40 });
+    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
   });
 
   it('short of credits → PLAN_LIMIT_EXCEEDED with the shortfall, nothing moves', async () => {
@@ -80,9 +86,10 @@ describe('credit ledger', () => {
     await reserve(db, { id: `old-${userId}`, userId, amount: 3, ttlMs: 1 });
     await reserve(db, { id: `new-${userId}`, userId, amount: 2, ttlMs: 600_000 });
     await db.query(`UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1`, [`old-${userId}`]);
-    const released = await sweepExpired(db);
-    expect(released).toContain(`old-${userId}`);
-    expect(released).not.toContain(`new-${userId}`);
+    const swept = await sweepExpired(db);
+    expect(swept.ids).toContain(`old-${userId}`);
+    expect(swept.ids).not.toContain(`new-${userId}`);
+    expect(swept.ids.filter((id) => id.endsWith(userId))).toHaveLength(1);
     expect(await getBalance(db, userId)).toMatchObject({ community: 8, reserved: 2 });
   });
 

@@ -19,8 +19,8 @@ describe('migrations', () => {
       const runs = await c.query('SELECT count(*)::int AS n FROM pgmigrations');
       await c.end();
       expect(tables.rows.map((r) => r.tablename)).toEqual([
-        'analysis_runs', 'api_keys', 'bespoke_schemas', 'credit_accounts', 'credit_ledger', 'credit_purchases', 'email_verification_tokens',
-        'lens_events', 'lens_records', 'pgmigrations', 'photos', 'recorded_payments', 'reservations', 'users', 'vehicle_reports',
+        'analysis_requests', 'analysis_runs', 'api_keys', 'bespoke_schemas', 'credit_accounts', 'credit_ledger', 'credit_purchases', 'email_verification_tokens',
+        'lens_events', 'lens_records', 'pgmigrations', 'photos', 'recorded_payments', 'reservations', 'unbilled_vendor_calls', 'users', 'vehicle_reports',
       ]);
       expect(runs.rows[0].n).toBeGreaterThanOrEqual(1);
     } finally {

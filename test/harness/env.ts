@@ -28,6 +28,8 @@ export function testConfig(overrides: ConfigOverrides = {}): Config {
     TEMPORAL_TASK_QUEUE: `${inject('temporalTaskQueue')}-${fileId}`,
     // Each file its own blob store: a blob another file stored must not change what this one sees.
     BLOB_DIR: `${inject('blobDir')}/${fileId}`,
+    // Tests buy packs without charging a card: the recording gateway, chosen explicitly.
+    PAYMENTS_GATEWAY: 'recording',
   };
   for (const [key, value] of Object.entries(overrides)) env[key] = value === undefined ? undefined : String(value);
   return loadConfig(env);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { loadConfig } from '../../core/config.ts';
 import { migrate } from '../../db/migrate.ts';
-import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer } from '../../scripts/temporal.ts';
+import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer } from '../../tools/scripts/temporal.ts';
 import type { HarnessValues } from './provided.ts';
 import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, safeUrl } from './services.ts';
 import { createTestDatabase, type TestDatabase } from './test-database.ts';

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-/** The shared real-camera photos (../shared/photos beside the checkout, as in CI). */
-export const PHOTOS_DIR = fileURLToPath(new URL('../../../shared/photos/', import.meta.url));
+/** Real camera photos kept in the repo (test/fixtures/photos, CC BY-SA 4.0: see its ATTRIBUTION). */
+export const PHOTOS_DIR = fileURLToPath(new URL('../fixtures/photos/', import.meta.url));
 
 export const photoBytes = (name: string): Buffer => readFileSync(PHOTOS_DIR + name);
 export const photoBase64 = (name: string): string => photoBytes(name).toString('base64');

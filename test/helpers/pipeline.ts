@@ -5,7 +5,7 @@ import { KeyCache } from '../../auth/cache.ts';
 import type { Config } from '../../core/config.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
-import { startSimVendor } from '../../sim/index.ts';
+import { startSimVendor } from '../../tools/sim/index.ts';
 import { createVisionClients } from '../../vendors/index.ts';
 import { startWorker, WORKFLOWS_PATH, type RunningWorker } from '../../worker/main.ts';
 import type { FetchImageOptions } from '../../images/fetch.ts';

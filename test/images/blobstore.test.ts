@@ -57,4 +57,18 @@ describe('FsBlobStore', () => {
     await expect(store.put(other, bytes)).rejects.toThrow(/hashes to/);
     expect(await store.has(other)).toBe(false);
   });
+
+  it('says whether a put created the blob, lists what is stored with its size, and deletes (absent: a no-op)', async () => {
+    expect(await store.put(key, bytes)).toBe(true);
+    expect(await store.put(key, bytes)).toBe(false);
+    const listed = [];
+    for await (const b of store.list()) listed.push(b);
+    expect(listed).toEqual([{ sha256: key, writtenAt: expect.any(Date), bytes: bytes.length }]);
+    await store.delete(key);
+    expect(await store.has(key)).toBe(false);
+    await store.delete(key);
+    const after = [];
+    for await (const b of store.list()) after.push(b);
+    expect(after).toEqual([]);
+  });
 });

@@ -45,10 +45,23 @@ describe('intakeImage', () => {
     const ref = await intakeImage({ base64: `data:image/jpeg;base64,${jpeg.toString('base64')}` }, deps);
     const fp = await fingerprint(jpeg);
     // New bytes are decoded once, which also fingerprints them.
-    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, pHash: fp.pHash, dHash: fp.dHash });
+    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, pHash: fp.pHash, dHash: fp.dHash, stored: true });
     expect((await blobs.get(sha)).equals(jpeg)).toBe(true);
-    // Bytes already stored are only header-read: no hashes, the registry has them.
-    expect(await intakeImage({ base64: jpeg.toString('base64') }, deps)).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length });
+  });
+
+  it('decodes bytes another account stored (no cross-account shortcut) and spares the decode only for the caller\'s own registry', async () => {
+    const fp = await fingerprint(jpeg);
+    await intakeImage({ base64: jpeg.toString('base64') }, deps);
+    // Already in the blob store, not in this caller's registry: decoded and fingerprinted again.
+    const asked: string[] = [];
+    const again = await intakeImage({ base64: jpeg.toString('base64') }, { ...deps, knownFingerprint: async (s) => (asked.push(s), null) });
+    expect(again).toMatchObject({ sha256: sha, pHash: fp.pHash, dHash: fp.dHash, stored: false });
+    expect(asked).toEqual([sha]);
+    // The caller's registry holds the photo: its hashes are used as they are (no decode would produce these).
+    const known = { pHash: 'ffffffffffffffff', dHash: '0000000000000000' };
+    expect(await intakeImage({ base64: jpeg.toString('base64') }, { ...deps, knownFingerprint: async () => known })).toEqual({
+      sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, ...known, stored: false,
+    });
   });
 
   it('takes a URL in through the SSRF-checked fetcher', async () => {

@@ -170,6 +170,8 @@ describe('Prometheus text exposition of the metric sets we build (prom-client)',
       lenstack_credits_total: 'counter',
       lenstack_reservations_swept_total: 'counter',
       lenstack_sweeper_failures_total: 'counter',
+      lenstack_blobs_collected_total: 'counter',
+      lenstack_blob_bytes_collected_total: 'counter',
     });
     expect(await globalRegistry.metrics()).not.toContain('lenstack_');
   });

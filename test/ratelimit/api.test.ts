@@ -1,6 +1,7 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ANONYMOUS_SANDBOX_KEY, generateKey } from '../../auth/keys.ts';
+import { issueKey } from '../../auth/repository.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
@@ -40,8 +41,9 @@ function expectRateLimited(res: LightMyRequestResponse, retryAfter: number): str
 }
 
 describe('per-user limit: 600 requests per minute over all keys and endpoints', () => {
-  it('the 601st request in a minute gets 429 with a true Retry-After; all keys of the user share it', async () => {
+  it('the 601st request in a minute gets 429 with a true Retry-After; all live keys of the user share it', async () => {
     const user = await createTestUser(t.db);
+    const secondLive = (await issueKey(t.db, user.userId, 'live')).key;
     now = T0;
     const first = await get('/v1/modules', bearer(user.liveKey));
     expect(first.statusCode).toBe(200);
@@ -49,12 +51,12 @@ describe('per-user limit: 600 requests per minute over all keys and endpoints', 
 
     for (let i = 1; i < 600; i++) {
       now = T0 + i * 50;
-      const key = i % 2 === 0 ? user.liveKey : user.testKey;
+      const key = i % 2 === 0 ? user.liveKey : secondLive;
       const res = i % 3 === 0 ? await get('/v1/usage', bearer(key)) : await get('/v1/modules', bearer(key));
       expect(res.statusCode, `request ${i + 1}`).toBe(200);
     }
     now = T0 + 30_000;
-    const refused = await get('/v1/modules', bearer(user.testKey));
+    const refused = await get('/v1/modules', bearer(secondLive));
     expect(expectRateLimited(refused, 30)).toBe('Rate limit exceeded: 600 requests per minute per user. Retry in 30 s.');
     expect(refused.headers['ratelimit-limit']).toBe('600');
 
@@ -71,6 +73,7 @@ describe('per-user limit: 600 requests per minute over all keys and endpoints', 
 describe('lookup limit: 300 per minute per key, counted against the user too', () => {
   it('a key that used up its lookups is refused while another key of the user still looks up; the refusal spends no user quota', async () => {
     const user = await createTestUser(t.db);
+    const secondLive = (await issueKey(t.db, user.userId, 'live')).key;
     now = T0;
     const lookups = await Promise.all(Array.from({ length: 300 }, () => get(`/v2/lookup?sha256=${SHA}`, bearer(user.liveKey))));
     expect(lookups.map((r) => r.statusCode)).toEqual(Array(300).fill(200));
@@ -81,7 +84,7 @@ describe('lookup limit: 300 per minute per key, counted against the user too', (
     expect(expectRateLimited(refused, 59)).toBe('Rate limit exceeded: 300 lookup requests per minute per API key. Retry in 59 s.');
     expect(refused.headers['ratelimit-limit']).toBe('300');
 
-    const otherKey = await get(`/v2/lookup?sha256=${SHA}`, bearer(user.testKey));
+    const otherKey = await get(`/v2/lookup?sha256=${SHA}`, bearer(secondLive));
     expect(otherKey.statusCode).toBe(200);
     expect(otherKey.json()).toMatchObject({ object: 'lookup', results: { [SHA]: { matchType: 'none' } } });
     expect(otherKey.headers['ratelimit-remaining']).toBe('299');

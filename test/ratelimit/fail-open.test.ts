@@ -2,7 +2,7 @@ import net from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
-import { freePort } from '../../scripts/temporal.ts';
+import { freePort } from '../../tools/scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, buildTestApp, expectEnvelope } from '../helpers/app.ts';
 

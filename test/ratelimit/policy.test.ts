@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { OutageReporter } from '../../ratelimit/outage.ts';
 import { bucketsFor, POLICIES } from '../../ratelimit/policy.ts';
 
-const user = { userId: 'usr_1', keyHash: 'h1', anonymous: false };
+const user = { userId: 'usr_1', keyHash: 'h1', anonymous: false, sandbox: false };
 const ip = () => '203.0.113.9';
 
 describe('which limits apply', () => {
@@ -13,7 +13,11 @@ describe('which limits apply', () => {
     expect([POLICIES.anonymousDay.limit, POLICIES.anonymousDay.windowMs]).toEqual([10, 86_400_000]);
   });
 
-  it('every key of a user shares the user bucket; lookup adds a bucket per key in the same hash slot', () => {
+  it('a sandbox key of the user counts in a bucket of its own, in the same hash slot', () => {
+    expect(bucketsFor('p:', { ...user, keyHash: 'h3', sandbox: true }, '/v1/modules', ip).map((x) => [x.key, x.limit])).toEqual([['p:rl:{u:usr_1}:sandbox', 600]]);
+  });
+
+  it('every live key of a user shares the user bucket; lookup adds a bucket per key in the same hash slot', () => {
     const a = bucketsFor('p:', user, '/v1/modules', ip);
     const b = bucketsFor('p:', { ...user, keyHash: 'h2' }, '/v1/analyze', ip);
     expect(a.map((x) => x.key)).toEqual(['p:rl:{u:usr_1}:all']);
@@ -26,7 +30,7 @@ describe('which limits apply', () => {
   });
 
   it('the anonymous key is limited per client IP only, on lookup too', () => {
-    const anon = { userId: null, keyHash: 'anon', anonymous: true };
+    const anon = { userId: null, keyHash: 'anon', anonymous: true, sandbox: true };
     for (const route of ['/v1/analyze', '/v2/lookup']) {
       expect(bucketsFor('p:', anon, route, ip).map((x) => [x.key, x.limit, x.windowMs])).toEqual([
         ['p:rl:{ip:203.0.113.9}:anon:m', 2, 60_000],

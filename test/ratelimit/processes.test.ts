@@ -3,9 +3,10 @@ import { once } from 'node:events';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
+import { issueKey } from '../../auth/repository.ts';
 import type { Config } from '../../core/config.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import { freePort } from '../../scripts/temporal.ts';
+import { freePort } from '../../tools/scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
 import { serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
@@ -101,7 +102,8 @@ function expectRefusal(r: Sent, message: RegExp): void {
 describe(`${PROCESSES} API processes, one Redis`, () => {
   it('600 requests per minute per user: of 650 sent round-robin, exactly 600 succeed; the 601st gets 429 everywhere', async () => {
     const user = await createTestUser(db);
-    const results = await sendMany(650, (i) => send(i, '/v1/modules', bearer(i % 2 === 0 ? user.liveKey : user.testKey)));
+    const secondLive = (await issueKey(db, user.userId, 'live')).key;
+    const results = await sendMany(650, (i) => send(i, '/v1/modules', bearer(i % 2 === 0 ? user.liveKey : secondLive)));
     expect(statuses(results)).toEqual({ 200: 600, 429: 50 });
     for (const r of results.filter((x) => x.status === 429)) expectRefusal(r, /^Rate limit exceeded: 600 requests per minute per user\. Retry in \d+ s\.$/);
     for (let i = 0; i < PROCESSES; i++) expectRefusal(await send(i, '/v1/modules', bearer(user.liveKey)), /600 requests per minute per user/);
@@ -112,6 +114,7 @@ describe(`${PROCESSES} API processes, one Redis`, () => {
 
   it('300 lookups per minute per key: a second key of the same user has its own 300, both count against the user', async () => {
     const user = await createTestUser(db);
+    const secondLive = (await issueKey(db, user.userId, 'live')).key;
     const lookup = `/v2/lookup?sha256=${SHA}`;
     const first = await sendMany(320, (i) => send(i, lookup, bearer(user.liveKey)));
     expect(statuses(first)).toEqual({ 200: 300, 429: 20 });
@@ -120,7 +123,7 @@ describe(`${PROCESSES} API processes, one Redis`, () => {
 
     // The 20 refused lookups spent nothing: the other key still gets all of its 300, which brings
     // the user to exactly 600.
-    const second = await sendMany(310, (i) => send(i, lookup, bearer(user.testKey)));
+    const second = await sendMany(310, (i) => send(i, lookup, bearer(secondLive)));
     expect(statuses(second)).toEqual({ 200: 300, 429: 10 });
     expectRefusal(await send(1, '/v1/modules', bearer(user.liveKey)), /600 requests per minute per user/);
   });

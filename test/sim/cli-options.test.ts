@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { SimUsageError, simOptionsFrom } from '../../sim/cli-options.ts';
+import { SimUsageError, simOptionsFrom } from '../../tools/sim/cli-options.ts';
 
-describe('sim/server.ts options', () => {
+describe('tools/sim/server.ts options', () => {
   it('defaults: port 4010 on loopback, no latency, no failures', () => {
     const o = simOptionsFrom([], {});
     expect(o).toMatchObject({ help: false, port: 4010, host: '127.0.0.1', seed: 'lenstack-sim', behaviour: {} });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startSimVendor, type SimVendor } from '../../sim/index.ts';
+import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { prepareImage } from '../../vendors/resize.ts';
 import { toGeminiSchema, toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { HAND_SCHEMA, lensLikeSchema, photo } from '../vendors/fixtures.ts';

@@ -8,7 +8,7 @@ import {
   isChecksumDbUnreachable,
   TEMPORAL_CLI_VERSION,
   temporalCliLocation,
-} from '../../scripts/temporal-cli.ts';
+} from '../../tools/scripts/temporal-cli.ts';
 
 const run = promisify(execFile);
 

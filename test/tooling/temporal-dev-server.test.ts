@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { afterAll, describe, expect, test } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { connectIfTemporal, LOW_LATENCY_DYNAMIC_CONFIG, startTemporalDevServer } from '../../scripts/temporal.ts';
+import { connectIfTemporal, LOW_LATENCY_DYNAMIC_CONFIG, startTemporalDevServer } from '../../tools/scripts/temporal.ts';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 
 const tmp = await mkdtemp(join(tmpdir(), 'lenstack-temporal-test-'));
@@ -88,7 +88,7 @@ describe('startTemporalDevServer', () => {
 });
 
 const OWNER_SCRIPT = `
-import { startTemporalDevServer } from './scripts/temporal.ts';
+import { startTemporalDevServer } from './tools/scripts/temporal.ts';
 const server = await startTemporalDevServer({});
 console.log('ADDRESS ' + server.address);
 setInterval(() => {}, 1000);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig, type VendorName } from '../../core/config.ts';
-import { startSimVendor, type SimVendor } from '../../sim/index.ts';
+import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { createVisionClients, simBaseURL, VendorError, type VisionClient, type VisionRequest } from '../../vendors/index.ts';
 import { createAnthropicClient } from '../../vendors/anthropic.ts';
 import { createGoogleClient } from '../../vendors/google.ts';

@@ -7,7 +7,7 @@ import { z } from 'zod';
 
 /** Shared by test/vendors and test/sim: real photos, a demanding schema, an independent validator. */
 
-const PHOTOS_DIR = fileURLToPath(new URL('../../../shared/photos/', import.meta.url));
+const PHOTOS_DIR = fileURLToPath(new URL('../fixtures/photos/', import.meta.url));
 export const photo = (name: string): Buffer => readFileSync(PHOTOS_DIR + name);
 
 /** A lens-like schema from zod (as lenses/ produce them): nested objects, arrays, enums, nullables, pattern, date. */

@@ -1,4 +1,4 @@
-import { intIn, pick, rngFor } from '../../../sim/random.ts';
+import { intIn, pick, rngFor } from '../../../tools/sim/random.ts';
 
 /**
  * The hostile corpora's seeded random source, so every corpus is the same on every run: a failure

@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { planAnalysis, planVehicleReport, type AnalysisPlan, type VehiclePlan } from '../credits/delta.ts';
+import { countUnbilledCallsIn, gateUnbilledCalls, release, reserveIn, settleIn, type Reservation } from '../credits/ledger.ts';
+import { inTransaction, type DbClient } from '../db/pool.ts';
+import { cachedLensesIn, persistAnalysisIn, type PersistImage, type Persisted } from '../registry/photos.ts';
+import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
+import { rethrowDomain, type ActivityDeps } from './deps.ts';
+
+/** Which lenses ran together in one vendor call (stored on each lens record). */
+export function coRunHash(lenses: string[]): string {
+  return createHash('sha256').update([...lenses].sort().join(',')).digest('hex').slice(0, 16);
+}
+
+export type PersistedImage = Omit<PersistImage, 'coRunHash'> & { lenses: string[] };
+
+interface ReserveBase {
+  reservationId: string;
+  userId: string;
+  workflowId: string;
+  ttlMs: number;
+  sha256s: string[];
+  refresh: boolean;
+}
+
+/**
+ * The saga's database steps. Each is one transaction, so each is exactly once however often
+ * Temporal runs it: a reservation is found again by its id, a persisted run by its workflow id.
+ */
+export function billingActivities(deps: ActivityDeps) {
+  const log = () => Context.current().log;
+
+  /** Reserve `needed` in the caller's transaction (nothing when 0); counted and logged. */
+  async function hold(c: DbClient, input: ReserveBase, needed: number, reason: string): Promise<Reservation | null> {
+    if (needed <= 0) return null;
+    const { reservationId: id, userId, ttlMs, workflowId } = input;
+    return reserveIn(c, { id, userId, amount: needed, ttlMs, workflowId, reason });
+  }
+
+  function countReserved(reservationId: string, held: Reservation | null): void {
+    if (!held) return;
+    deps.metrics?.reservations.inc({ event: 'reserved' });
+    deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
+    log().info('credits reserved', { reservationId, amount: held.amount });
+  }
+
+  function countSettled(reservationId: string, closed: { applied: boolean; reservation: Reservation | null } | null): void {
+    if (!closed?.applied || !closed.reservation) return; // settled before (a retry): counted then
+    const charge = closed.reservation.settledAmount ?? 0;
+    const refunded = closed.reservation.amount - charge;
+    deps.metrics?.reservations.inc({ event: 'settled' });
+    deps.metrics?.credits.inc({ event: 'settled' }, charge);
+    deps.metrics?.credits.inc({ event: 'refunded' }, refunded);
+    log().info('credits settled', { reservationId, charged: charge, refunded });
+  }
+
+  /**
+   * A run under a workflow id that already finished (Temporal forgot it and the id was started
+   * again) must not run vendors against a closed reservation or an old run's records.
+   */
+  async function refuseFinishedRun(c: DbClient, input: ReserveBase): Promise<void> {
+    const r = await c.query<{ finished: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
+           OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1)
+           OR EXISTS (SELECT 1 FROM reservations WHERE id = $2 AND status <> 'open') AS finished`,
+      [input.workflowId, input.reservationId],
+    );
+    if (r.rows[0]!.finished) {
+      throw ApplicationFailure.nonRetryable(
+        `The analysis of request ${input.workflowId.split(':').slice(2).join(':')} already finished and its answer is no longer held; send the request again with a new x-request-id`,
+        'REQUEST_ID_CONFLICT',
+      );
+    }
+  }
+
+  return {
+    /**
+     * The delta of an analysis and its reservation in one transaction: which requested lenses the
+     * caller's projection holds, the plan (credits/delta.ts), and the credits it bills plus
+     * `extraCredits`. The workflow runs what this plan says.
+     */
+    async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan> {
+      const { plan, held } = await inTransaction(deps.db, async (c) => {
+        await refuseFinishedRun(c, input);
+        const unique = [...new Set(input.sha256s)];
+        const cached = input.refresh ? {} : await cachedLensesIn(c, { userId: input.userId, sha256s: unique, lenses: input.lenses });
+        const plan = planAnalysis({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached, extraCredits: input.extraCredits });
+        const calls = plan.plans.filter((p) => p.ran.length > 0 || (input.extraCredits > 0 && p.first)).length;
+        await gateUnbilledCalls(c, {
+          userId: input.userId,
+          cap: deps.config.FREE_VENDOR_CALLS_PER_DAY,
+          vendorWork: calls > 0,
+          freeCalls: plan.needed === 0 ? calls : 0,
+        });
+        return { plan, held: await hold(c, input, plan.needed, 'analyze') };
+      }).catch(rethrowDomain);
+      countReserved(input.reservationId, held);
+      return plan;
+    },
+
+    /** The delta of a vehicle report (photos already described are reused) and its flat reservation. */
+    async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan> {
+      const { plan, held } = await inTransaction(deps.db, async (c) => {
+        await refuseFinishedRun(c, input);
+        const unique = [...new Set(input.sha256s)];
+        const known = input.refresh ? {} : await lensOutputsIn(c, { userId: input.userId, sha256s: unique, lens: input.step });
+        const plan = planVehicleReport({ sha256s: input.sha256s, known, credits: input.credits });
+        await gateUnbilledCalls(c, { userId: input.userId, cap: deps.config.FREE_VENDOR_CALLS_PER_DAY, vendorWork: true, freeCalls: 0 });
+        return { plan, held: await hold(c, input, plan.needed, 'vehicle report') };
+      }).catch(rethrowDomain);
+      countReserved(input.reservationId, held);
+      return plan;
+    },
+
+    /**
+     * Persist the analysis and settle its reservation in one transaction: the records and the
+     * charge for them commit together or not at all. A retry finds the run persisted and the
+     * reservation closed, and reports the first run's figures.
+     */
+    async persistAndSettle(input: {
+      workflowId: string;
+      requestId: string;
+      userId: string;
+      refresh: boolean;
+      images: PersistedImage[];
+      /** The reservation to settle (none when nothing was billable), charged what persisting found new plus `extraCharge`. */
+      settle: { reservationId: string; extraCharge: number } | null;
+    }): Promise<Persisted> {
+      const { persisted, closed } = await inTransaction(deps.db, async (c) => {
+        const persisted = await persistAnalysisIn(c, {
+          workflowId: input.workflowId,
+          requestId: input.requestId,
+          userId: input.userId,
+          refresh: input.refresh,
+          images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
+        });
+        if (!input.settle) return { persisted, closed: null };
+        const charge = persisted.charged + input.settle.extraCharge;
+        return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge }) };
+      });
+      if (input.settle) countSettled(input.settle.reservationId, closed);
+      return persisted;
+    },
+
+    /** The per-photo findings, the report and the report's charge in one transaction. */
+    async persistVehicleReport(input: {
+      workflowId: string;
+      requestId: string;
+      userId: string;
+      refresh: boolean;
+      images: PersistedImage[];
+      report: Omit<VehicleReportRecord, 'workflowId' | 'userId'>;
+      reservationId: string;
+    }): Promise<{ reportId: string }> {
+      const { reportId, closed } = await inTransaction(deps.db, async (c) => {
+        await persistAnalysisIn(c, {
+          workflowId: input.workflowId,
+          requestId: input.requestId,
+          userId: input.userId,
+          refresh: input.refresh,
+          images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
+        });
+        const reportId = await saveVehicleReportIn(c, { ...input.report, workflowId: input.workflowId, userId: input.userId });
+        return { reportId, closed: await settleIn(c, { id: input.reservationId, charge: input.report.credits }) };
+      });
+      countSettled(input.reservationId, closed);
+      return { reportId };
+    },
+
+    /** A failed run's vendor calls were not paid for: they count against the account's daily budget. */
+    async countUnbilledCalls(input: { userId: string; calls: number }): Promise<void> {
+      await countUnbilledCallsIn(deps.db, input);
+    },
+
+    /** The saga's compensation: return what the reservation holds (a no-op when it is closed or was never made). */
+    async releaseCredits(input: { id: string; reason: string }): Promise<void> {
+      const out = await release(deps.db, input);
+      if (!out.applied || !out.reservation) return;
+      deps.metrics?.reservations.inc({ event: 'released' });
+      deps.metrics?.credits.inc({ event: 'released' }, out.reservation.amount);
+      log().info('credits released', { reservationId: input.id, amount: out.reservation.amount, reason: input.reason });
+    },
+  };
+}

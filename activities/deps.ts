@@ -1,0 +1,32 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Config } from '../core/config.ts';
+import { AppError } from '../core/errors.ts';
+import type { Db } from '../db/pool.ts';
+import type { BlobStore } from '../images/blobstore.ts';
+import type { WorkerMetrics } from '../metrics/worker.ts';
+import type { VisionClient } from '../vendors/types.ts';
+import type { Vendor } from '../workflows/types.ts';
+
+/** What the worker builds once and every activity shares (STYLE: activities from a factory). */
+export interface ActivityDeps {
+  config: Config;
+  db: Db;
+  blobs: BlobStore;
+  vision: Map<Vendor, VisionClient>;
+  /** Vendor-call and credit counters (metrics/worker.ts); absent in tests that do not read them. */
+  metrics?: WorkerMetrics;
+}
+
+/** Our domain errors cross into Temporal as failures typed by their code (non-retryable unless marked retryable). */
+export function rethrowDomain(err: unknown): never {
+  if (err instanceof AppError) {
+    throw ApplicationFailure.create({
+      message: err.message,
+      type: err.code,
+      nonRetryable: !err.retryable,
+      // [envelope fields, response headers]: both cross back to the API (analysis/await-workflow.ts).
+      details: [err.details ?? null, err.headers ?? null],
+    });
+  }
+  throw err;
+}

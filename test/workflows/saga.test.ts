@@ -1,0 +1,87 @@
+import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities/index.ts';
+import { getBalance } from '../../credits/ledger.ts';
+import { createPool, type Db } from '../../db/pool.ts';
+import { FsBlobStore } from '../../images/blobstore.ts';
+import { analyzeWorkflow } from '../../workflows/analyze.ts';
+import type { AnalyzeInput } from '../../workflows/types.ts';
+import { createTestUser } from '../helpers/app.ts';
+import { quietTemporal, workflowBundle } from '../helpers/pipeline.ts';
+import { testConfig } from '../harness/env.ts';
+
+/**
+ * The saga's unwinding against a real Temporal server and database: a compensation that fails is
+ * logged and skipped, and the caller sees the failure that started the unwinding, not the
+ * compensation's. The reservation stays open for the sweeper, which closes it at its expiry.
+ */
+const config = testConfig({ TEMPORAL_TASK_QUEUE: `saga-${process.pid}` });
+let db: Db;
+let connection: Connection;
+let client: Client;
+let worker: Worker;
+let running: Promise<void>;
+let releaseAttempts = 0;
+
+beforeAll(async () => {
+  quietTemporal();
+  db = createPool(config.DATABASE_URL, { max: 3 });
+  const activities = createActivities({ config, db, blobs: new FsBlobStore(config.BLOB_DIR), vision: new Map() });
+  worker = await Worker.create({
+    connection: await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS! }),
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    workflowBundle: await workflowBundle(),
+    activities: {
+      ...activities,
+      async releaseCredits() {
+        releaseAttempts += 1;
+        throw ApplicationFailure.nonRetryable('the ledger is unreachable', 'TEST_RELEASE_FAILED');
+      },
+    },
+  });
+  running = worker.run();
+  connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS! });
+  client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+}, 120_000);
+
+afterAll(async () => {
+  worker?.shutdown();
+  await running;
+  await connection?.close();
+  await db?.end();
+});
+
+describe('the analyze saga unwinds', () => {
+  it('a failing compensation is logged and skipped; the caller sees the original cause', async () => {
+    const { userId } = await createTestUser(db, { community: 5 });
+    const input: AnalyzeInput = {
+      requestId: 'saga-failing-release',
+      userId,
+      stack: null,
+      images: [{ sha256: 'c'.repeat(64), format: 'jpeg', width: 10, height: 10, pHash: '0000000000000001', dHash: '0000000000000002' }],
+      lenses: ['dating', 'describe'],
+      billable: ['dating', 'describe'],
+      refresh: false,
+      // No vendor: the vendor step fails after the reservation was made.
+      vendors: [],
+      vendorAttemptTimeoutMs: 30_000,
+      reservationTtlMs: 600_000,
+      imageConcurrency: 4,
+    };
+    const workflowId = `analyze:${userId}:saga-failing-release`;
+    const run = client.workflow.execute(analyzeWorkflow, { taskQueue: config.TEMPORAL_TASK_QUEUE, workflowId, args: [input] });
+    const failure = await run.then(() => null, (err: unknown) => err);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('PROVIDER_UNAVAILABLE');
+    expect(cause.message).toMatch(/Every configured AI provider failed/);
+    expect(releaseAttempts).toBe(1);
+    // The release failed, so the 2 credits stay held until the reservation expires.
+    expect(await getBalance(db, userId)).toMatchObject({ community: 3, reserved: 2 });
+    const res = await db.query<{ status: string; amount: number }>('SELECT status, amount FROM reservations WHERE id = $1', [`res:${workflowId}`]);
+    expect(res.rows).toEqual([{ status: 'open', amount: 2 }]);
+  }, 60_000);
+});

@@ -1,0 +1,679 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { createUser, issueKey } from '../../auth/repository.ts';
+import { grant, sweepExpired } from '../../credits/ledger.ts';
+import { createPool } from '../../db/pool.ts';
+import { startSimVendor } from '../sim/index.ts';
+import { FAILURE_MODES, type FailureMode } from '../sim/behaviour.ts';
+import { intIn, pick, rngFor, type Rng } from '../sim/random.ts';
+import { freePort } from '../scripts/temporal.ts';
+import { WORKFLOWS_PATH } from '../../worker/main.ts';
+import { checkBooks } from './checks.ts';
+import { runCall, type CallResult } from './client.ts';
+import { FaultProxy, type Faults, type FaultProxyStats } from './fault-proxy.ts';
+import { makePlan, type PlannedCall } from './plan.ts';
+import { pollUntil, ROOT, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
+
+/**
+ * The chaos driver: real API and worker processes against Postgres and Redis through fault
+ * proxies, the simulated vendors failing and stalling, workers SIGKILLed and restarted, API
+ * processes stopped and killed, while clients send a seeded plan of analyze calls. Then the load
+ * and the faults stop, every workflow ends, the sweeper runs once past every expiry, and the books
+ * and the answers are checked. Every loop is bounded in count and time; the run stops by itself.
+ */
+
+export interface ChaosServices {
+  /** The database the service uses (reached through the Postgres fault proxy). */
+  databaseUrl: string;
+  redisUrl: string;
+  redisPrefix: string;
+  temporalAddress: string;
+  temporalNamespace: string;
+  taskQueue: string;
+  blobDir: string;
+  /** Logs of every process, the workflow bundle and the report go here. */
+  runDir: string;
+}
+
+export interface ChaosOptions {
+  seed: string;
+  calls: number;
+  clients: number;
+  users: number;
+  /** Bound on the load phase: no call starts after it (the rest are reported as not sent). */
+  durationMs: number;
+  /** Worker processes kept running (the kill loop takes them down and brings them back). */
+  workers: number;
+  /** API processes behind the clients. */
+  apis: number;
+  /** Pause between two kill events, drawn in [min, max] ms. */
+  killEveryMs: [number, number];
+  /** Share of kill events that take every worker down at once (briefly none is polling). */
+  allDownShare: number;
+  /** Share of kill events that are a graceful SIGTERM instead of a SIGKILL. */
+  sigtermShare: number;
+  /** API process faults: none; one SIGKILL mid-run; or a SIGTERM at 35% and a SIGKILL at 65%. */
+  apiFaults: 'none' | 'kill' | 'term-and-kill';
+  /** Share of vendor calls that fail; each vendor's failure mode changes every WEATHER_MS. */
+  vendorFailRate: number;
+  /** Chance per weather window of a stall burst: one vendor's failures hang (until aborted) for 2–5 s. */
+  stallBurstChance: number;
+  pgFaults: Faults;
+  redisFaults: Faults;
+  workflowTimeoutMs: number;
+  reservationTtlMs: number;
+  /** The workers' reservation sweeper period. */
+  sweepIntervalMs: number;
+  /** Distinct photos in the plan. */
+  images: number;
+  /** Client-side bound on one HTTP attempt; past it the call is a hang (a failure). */
+  clientTimeoutMs: number;
+  log: (line: string) => void;
+}
+
+export interface ChaosReport {
+  ok: boolean;
+  failures: string[];
+  /** The printable report. */
+  lines: string[];
+  figures: {
+    sent: number;
+    answered: number;
+    outcomes: Record<string, number>;
+    attempts: number;
+    workerKills: number;
+    allDown: number;
+    workerStarts: number;
+    apiKills: number;
+    pgResets: number;
+    redisResets: number;
+    stalls: number;
+    vendorCalls: number;
+    vendorFailures: number;
+    workflows: Record<string, number>;
+    crashes: number;
+    books: Awaited<ReturnType<typeof checkBooks>>['figures'];
+  };
+}
+
+/** The full-size defaults of `npm run chaos` (issue 6). */
+export const FULL_SIZE: Omit<ChaosOptions, 'seed' | 'log'> = {
+  calls: 2000,
+  clients: 20,
+  users: 50,
+  durationMs: 30 * 60_000,
+  workers: 3,
+  apis: 2,
+  killEveryMs: [3_000, 8_000],
+  allDownShare: 0.05,
+  sigtermShare: 0.1,
+  apiFaults: 'term-and-kill',
+  vendorFailRate: 0.3,
+  stallBurstChance: 0.6,
+  pgFaults: { resetPerSecond: 1, stallPerSecond: 0.4, stallMs: [200, 2_000], acceptResetRate: 0.02 },
+  redisFaults: { resetPerSecond: 0.3, stallPerSecond: 0.2, stallMs: [200, 1_500], acceptResetRate: 0.02 },
+  workflowTimeoutMs: 45_000,
+  reservationTtlMs: 50_000,
+  sweepIntervalMs: 2_000,
+  images: 60,
+  clientTimeoutMs: 75_000,
+};
+
+const VENDORS = ['openai', 'anthropic', 'google'] as const;
+/** How often the simulated vendors change failure mode and latency (the failure sequence goes on). */
+const WEATHER_MS = 10_000;
+const KEEP = { keepFailureSequence: true };
+const READY_TIMEOUT_MS = 90_000;
+const API_SHUTDOWN_GRACE_MS = 3_000;
+const WORKER_SHUTDOWN_GRACE_MS = 2_000;
+const MAX_ATTEMPTS = 6;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+class Stopper {
+  stopped = false;
+  private wakers = new Set<() => void>();
+  stop(): void {
+    this.stopped = true;
+    for (const w of this.wakers) w();
+    this.wakers.clear();
+  }
+  /** Sleep `ms`, or less if stopped meanwhile. */
+  sleep(ms: number): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.wakers.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.wakers.add(done);
+    });
+  }
+}
+
+/** Slots of one kind of process, restarted by the driver; unexpected exits are recorded (and restarted). */
+class Group {
+  readonly procs: Array<ServiceProcess | undefined>;
+  readonly crashes: ExitRecord[] = [];
+  readonly exits: ExitRecord[] = [];
+  starts = 0;
+  private gen = 0;
+  supervising = true;
+  /** Set by stopAll: restarts not yet spawned never will be. */
+  private closed = false;
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(
+    readonly kind: Kind,
+    size: number,
+    private readonly spawn: (name: string, slot: number) => ServiceProcess,
+    private readonly ready: (p: ServiceProcess) => Promise<boolean>,
+    private readonly log: (line: string) => void,
+  ) {
+    this.procs = new Array(size).fill(undefined);
+  }
+
+  aliveSlots(): number[] {
+    return this.procs.flatMap((p, i) => (p?.alive ? [i] : []));
+  }
+
+  /** Slots whose process is alive and was seen ready (polling / answering). */
+  readySlots(): number[] {
+    return this.procs.flatMap((p, i) => (p?.ready ? [i] : []));
+  }
+
+  /** Spawn-to-ready times of every start. */
+  readonly readyTimes: number[] = [];
+
+  /** Start a process in `slot` and wait (bounded) until it is ready. */
+  async start(slot: number): Promise<boolean> {
+    const p = this.spawn(`${this.kind}-${slot}.${++this.gen}`, slot);
+    this.procs[slot] = p;
+    this.starts++;
+    void p.exited.then((rec) => {
+      this.exits.push(rec);
+      if (rec.expected) return;
+      this.crashes.push(rec);
+      this.log(`!! ${rec.name} exited on its own (code ${rec.code}, signal ${rec.signal}); last lines:\n   ${rec.tail.slice(-12).join('\n   ')}`);
+      if (this.supervising && this.procs[slot] === p) this.restartLater(slot, 500);
+    });
+    const ok = await this.ready(p);
+    if (ok && p.readyMs !== undefined) this.readyTimes.push(p.readyMs);
+    if (!ok && p.alive) this.log(`!! ${p.name} not ready within ${READY_TIMEOUT_MS} ms`);
+    return ok;
+  }
+
+  /** Restart `slot` after `delayMs` unless something already runs there; tracked for settle(). */
+  restartLater(slot: number, delayMs: number): void {
+    const job = (async () => {
+      await sleep(delayMs);
+      if (this.closed || this.procs[slot]?.alive) return;
+      await this.start(slot);
+    })();
+    this.pending.add(job);
+    void job.finally(() => this.pending.delete(job));
+  }
+
+  /** Wait for every restart under way. */
+  async settle(): Promise<void> {
+    while (this.pending.size) await Promise.allSettled([...this.pending]);
+  }
+
+  /** No more restarts; stop every process (those still starting too), then wait for the jobs. */
+  async stopAll(graceMs: number): Promise<void> {
+    this.supervising = false;
+    this.closed = true;
+    await Promise.all(this.procs.map((p) => (p?.alive ? p.stop(graceMs) : undefined)));
+    await this.settle();
+  }
+}
+
+function pct(xs: number[], p: number): number {
+  if (!xs.length) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+
+function hostPort(url: string, defaultPort: number): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname === 'localhost' ? '127.0.0.1' : u.hostname, port: Number(u.port || defaultPort) };
+}
+
+export async function runChaos(services: ChaosServices, o: ChaosOptions): Promise<ChaosReport> {
+  const t0 = Date.now();
+  const log = o.log;
+  const failures: string[] = [];
+  const lines: string[] = [];
+  await mkdir(path.join(services.runDir, 'logs'), { recursive: true });
+  const logDir = path.join(services.runDir, 'logs');
+
+  const db = createPool(services.databaseUrl, { max: 8, application: 'lenstack-chaos' });
+  const connection = await Connection.connect({ address: services.temporalAddress });
+  const temporal = new Client({ connection, namespace: services.temporalNamespace });
+  const sim = await startSimVendor({ port: 0, seed: o.seed });
+  const pgProxy = await FaultProxy.start({ name: 'postgres', target: hostPort(services.databaseUrl, 5432), rng: rngFor(`${o.seed}|faults|postgres`) });
+  const redisProxy = await FaultProxy.start({ name: 'redis', target: hostPort(services.redisUrl, 6379), rng: rngFor(`${o.seed}|faults|redis`) });
+  const stopper = new Stopper();
+  const phases = { startup: 0, load: 0, settle: 0, stop: 0 };
+  let workers: Group | undefined;
+  let apis: Group | undefined;
+
+  try {
+    // --- processes, the plan, the users, the workflow bundle (APIs start meanwhile) -----------
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const k of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'GEMINI_BASE_URL', 'PORT', 'HOST']) delete env[k];
+    Object.assign(env, {
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: pgProxy.proxiedUrl(services.databaseUrl),
+      REDIS_URL: redisProxy.proxiedUrl(services.redisUrl),
+      REDIS_PREFIX: services.redisPrefix,
+      TEMPORAL_ADDRESS: services.temporalAddress,
+      TEMPORAL_NAMESPACE: services.temporalNamespace,
+      TEMPORAL_TASK_QUEUE: services.taskQueue,
+      BLOB_DIR: services.blobDir,
+      SIM_VENDOR_URL: sim.url,
+      VENDOR_ORDER: VENDORS.join(','),
+      WORKFLOW_TIMEOUT_MS: String(o.workflowTimeoutMs),
+      RESERVATION_TTL_MS: String(o.reservationTtlMs),
+      SHUTDOWN_GRACE_MS: String(API_SHUTDOWN_GRACE_MS),
+    });
+    const apiPorts = await Promise.all(Array.from({ length: o.apis }, () => freePort()));
+    const apiUrls = apiPorts.map((p) => `http://127.0.0.1:${p}`);
+    const bundlePath = path.join(services.runDir, 'workflow-bundle.js');
+    workers = new Group(
+      'worker',
+      o.workers,
+      (name) => new ServiceProcess(name, 'worker', 'tools/chaos/worker-process.ts', ['--bundle', bundlePath, '--sweep-ms', String(o.sweepIntervalMs)],
+        { ...env, SHUTDOWN_GRACE_MS: String(WORKER_SHUTDOWN_GRACE_MS) }, logDir),
+      (p) => waitWorkerReady(p, READY_TIMEOUT_MS),
+      log,
+    );
+    apis = new Group(
+      'api',
+      o.apis,
+      (name, slot) => new ServiceProcess(name, 'api', 'api/server.ts', [], { ...env, HOST: '127.0.0.1', PORT: String(apiPorts[slot]) }, logDir, apiPorts[slot]),
+      (p) => waitApiReady(p, READY_TIMEOUT_MS),
+      log,
+    );
+    const apisUp = Promise.all(Array.from({ length: o.apis }, (_, i) => apis!.start(i)));
+
+    const runTag = Date.now().toString(36);
+    // Workers start as soon as the workflow code is bundled, while the users are created.
+    const workersUp = workflowBundle()
+      .then((code) => writeFile(bundlePath, code))
+      .then(() => Promise.all(Array.from({ length: o.workers }, (_, i) => workers!.start(i))));
+    workersUp.catch(() => {}); // awaited below; a failure before that must not be an unhandled rejection
+    apisUp.catch(() => {});
+    const plan = await makePlan({ seed: o.seed, runTag, calls: o.calls, users: o.users, images: o.images });
+    const keys: string[] = [];
+    const userIds: string[] = [];
+    for (const u of plan.users) {
+      const { userId } = await createUser(db, `chaos-${runTag}-${u.index}@example.test`);
+      const { key } = await issueKey(db, userId, 'live');
+      await grant(db, { userId, pool: 'community', amount: u.community, idempotencyKey: 'chaos-community' });
+      if (u.purchased) await grant(db, { userId, pool: 'purchased', amount: u.purchased, idempotencyKey: 'chaos-purchased' });
+      userIds.push(userId);
+      keys.push(key);
+    }
+    const workflowIdOf = (c: PlannedCall) => `${c.workflow}:${userIds[c.user]}:${c.requestId}`;
+    log(`plan: ${plan.calls.length} calls, ${plan.users.length} users (${plan.users.reduce((n, u) => n + u.community + u.purchased, 0)} credits granted), ${plan.images.length} photos; seed ${o.seed}`);
+    const startedOk = [...(await workersUp), ...(await apisUp)];
+    if (startedOk.some((ok) => !ok)) throw new Error(`processes not ready: ${[...apis.procs, ...workers.procs].map((p) => `${p?.name} alive=${p?.alive}`).join(', ')}`);
+    phases.startup = Date.now() - t0;
+    log(`up in ${(phases.startup / 1000).toFixed(1)} s: ${o.apis} API processes (${apiUrls.join(', ')}), ${o.workers} workers; Postgres via :${pgProxy.port}, Redis via :${redisProxy.port}, sim ${sim.url}`);
+
+    // --- faults -------------------------------------------------------------------------------
+    pgProxy.setFaults(o.pgFaults);
+    redisProxy.setFaults(o.redisFaults);
+    const counts = { workerKills: 0, allDown: 0, sigterms: 0, apiKills: 0, apiTerms: 0, weatherChanges: 0, stallBursts: 0 };
+    const apiShutdownOverruns: string[] = [];
+
+    const weather = (async () => {
+      const rng = rngFor(`${o.seed}|weather`);
+      const modes = FAILURE_MODES.filter((m) => m !== 'stall');
+      while (!stopper.stopped) {
+        const mode = {} as Record<(typeof VENDORS)[number], FailureMode>;
+        for (const v of VENDORS) {
+          mode[v] = pick(rng, modes);
+          sim.setBehaviour(v, { failRate: o.vendorFailRate, failure: mode[v], latencyMs: pick(rng, [0, 20, 100, 250]) }, KEEP);
+        }
+        counts.weatherChanges++;
+        if (rng() < o.stallBurstChance) {
+          const v = pick(rng, VENDORS);
+          const at = intIn(rng, 0, WEATHER_MS - 5_000);
+          const length = intIn(rng, 2_000, 5_000);
+          await stopper.sleep(at);
+          if (stopper.stopped) break;
+          counts.stallBursts++;
+          sim.setBehaviour(v, { failure: 'stall' }, KEEP);
+          await stopper.sleep(length);
+          sim.setBehaviour(v, { failure: mode[v] }, KEEP);
+          await stopper.sleep(WEATHER_MS - at - length);
+        } else {
+          await stopper.sleep(WEATHER_MS);
+        }
+      }
+    })();
+
+    const killLoop = (async () => {
+      const rng: Rng = rngFor(`${o.seed}|kills`);
+      const w = workers!;
+      while (!stopper.stopped) {
+        await stopper.sleep(intIn(rng, o.killEveryMs[0], o.killEveryMs[1]));
+        if (stopper.stopped) break;
+        const r = rng();
+        const alive = w.aliveSlots();
+        // Killing a worker that is still starting proves nothing: faults hit serving workers.
+        if (!w.readySlots().length) continue;
+        if (r < o.allDownShare) {
+          counts.allDown++;
+          counts.workerKills += alive.length;
+          for (const s of alive) w.procs[s]!.kill('SIGKILL');
+          await Promise.all(alive.map((s) => w.procs[s]!.exited));
+          const down = intIn(rng, 1_000, 3_000);
+          for (let s = 0; s < o.workers; s++) w.restartLater(s, down);
+        } else if (r < o.allDownShare + o.sigtermShare) {
+          const s = pick(rng, w.readySlots());
+          counts.sigterms++;
+          const p = w.procs[s]!;
+          void p.stop(WORKER_SHUTDOWN_GRACE_MS + 15_000).then(() => w.restartLater(s, 0));
+        } else {
+          // Keep one worker polling: bring a dead slot back first when this is the last one.
+          if (w.readySlots().length === 1 && o.workers > 1) {
+            const dead = [...Array(o.workers).keys()].find((s) => !w.procs[s]?.alive);
+            if (dead !== undefined) w.restartLater(dead, 0);
+            await pollUntil(() => stopper.stopped || w.readySlots().length > 1, READY_TIMEOUT_MS, 100);
+            if (stopper.stopped || w.readySlots().length < 2) continue;
+          }
+          const s = pick(rng, w.readySlots());
+          counts.workerKills++;
+          w.procs[s]!.kill('SIGKILL');
+          await w.procs[s]!.exited;
+          w.restartLater(s, intIn(rng, 0, 1_500));
+        }
+      }
+    })();
+
+    // --- load ---------------------------------------------------------------------------------
+    const results: Array<CallResult | undefined> = new Array(plan.calls.length);
+    let next = 0;
+    let done = 0;
+    const loadDeadline = Date.now() + o.durationMs;
+    const apiFaultPoints = o.apiFaults === 'none' ? [] : o.apiFaults === 'kill' ? [{ at: 0.5, signal: 'SIGKILL' as const }] : [
+      { at: 0.35, signal: 'SIGTERM' as const },
+      { at: 0.65, signal: 'SIGKILL' as const },
+    ];
+    const apiChaos = (async () => {
+      for (const [i, point] of apiFaultPoints.entries()) {
+        await pollUntil(() => stopper.stopped || done >= point.at * plan.calls.length, o.durationMs, 200);
+        if (stopper.stopped) return;
+        const slot = (i + 1) % o.apis;
+        const p = apis!.procs[slot];
+        if (!p?.alive) continue;
+        if (point.signal === 'SIGKILL') {
+          counts.apiKills++;
+          log(`SIGKILL ${p.name} at ${done} calls`);
+          p.kill('SIGKILL');
+          await p.exited;
+          await sleep(1_000);
+        } else {
+          counts.apiTerms++;
+          log(`SIGTERM ${p.name} at ${done} calls (graceful drain, ${API_SHUTDOWN_GRACE_MS} ms grace)`);
+          const bound = API_SHUTDOWN_GRACE_MS + 20_000;
+          const t = Date.now();
+          const rec = await p.stop(bound);
+          if (rec.signal === 'SIGKILL') apiShutdownOverruns.push(`${p.name} still running ${bound} ms after SIGTERM`);
+          else log(`${p.name} stopped ${Date.now() - t} ms after SIGTERM (code ${rec.code})`);
+        }
+        await apis!.start(slot);
+      }
+    })();
+
+    const progress = setInterval(() => {
+      const pg = pgProxy.stats();
+      log(`… ${done}/${plan.calls.length} calls answered; workers up ${workers!.aliveSlots().length}/${o.workers}, kills ${counts.workerKills}; ` +
+        `pg resets ${pg.resets + pg.acceptResets}, redis resets ${redisProxy.stats().resets + redisProxy.stats().acceptResets}`);
+    }, 10_000);
+    // A load balancer with health checks: send to API processes that are up, all if none is.
+    const readyApis = () => {
+      const up = apis!.readySlots().map((s) => apiUrls[s]!);
+      return up.length ? up : apiUrls;
+    };
+    const loadStart = Date.now();
+    await Promise.all(
+      Array.from({ length: o.clients }, async () => {
+        for (;;) {
+          if (Date.now() >= loadDeadline) return;
+          const i = next++;
+          if (i >= plan.calls.length) return;
+          results[i] = await runCall(plan.calls[i]!, { apis: readyApis, keyOf: (u) => keys[u]!, timeoutMs: o.clientTimeoutMs, maxAttempts: MAX_ATTEMPTS });
+          done++;
+        }
+      }),
+    );
+    const loadMs = Date.now() - loadStart;
+    phases.load = loadMs;
+    const settleStart = Date.now();
+    clearInterval(progress);
+
+    // --- the faults stop; every workflow ends -------------------------------------------------
+    stopper.stop();
+    await Promise.all([weather, killLoop, apiChaos]);
+    pgProxy.setFaults(null);
+    redisProxy.setFaults(null);
+    sim.setBehaviour('all', { failRate: 0, latencyMs: 0 });
+    // Restarts under way go on; what matters now is one worker polling.
+    if (!(await pollUntil(() => workers!.readySlots().length > 0, READY_TIMEOUT_MS))) await workers.start(0);
+    log(`load done in ${(loadMs / 1000).toFixed(1)} s; faults stopped; ${workers.aliveSlots().length} worker(s) running`);
+
+    const wfIds = [...new Set(plan.calls.filter((_, i) => results[i]).map(workflowIdOf))];
+    const status = new Map<string, string>();
+    const describeAll = async (ids: string[]) => {
+      let k = 0;
+      await Promise.all(Array.from({ length: 16 }, async () => {
+        while (k < ids.length) {
+          const id = ids[k++]!;
+          try {
+            status.set(id, (await temporal.workflow.getHandle(id).describe()).status.name);
+          } catch (err) {
+            if (err instanceof WorkflowNotFoundError) status.set(id, 'NONE');
+            else throw err;
+          }
+        }
+      }));
+    };
+    await describeAll(wfIds);
+    const running = () => wfIds.filter((id) => status.get(id) === 'RUNNING');
+    await pollUntil(async () => {
+      const r = running();
+      if (!r.length) return true;
+      await describeAll(r);
+      return running().length === 0;
+    }, o.workflowTimeoutMs + 15_000, 1_000);
+    const stragglers = running();
+    for (const id of stragglers) await temporal.workflow.getHandle(id).terminate('chaos: still running after the load and the faults stopped');
+    if (stragglers.length) await describeAll(stragglers);
+
+    // --- past every expiry, the sweeper once --------------------------------------------------
+    const openRes = await db.query<{ n: number; wait_ms: number | null }>(
+      `SELECT count(*)::int AS n, ceil(extract(epoch FROM max(expires_at) - now()) * 1000)::int AS wait_ms
+         FROM reservations WHERE user_id = ANY($1) AND status = 'open'`,
+      [userIds],
+    );
+    const openBefore = openRes.rows[0]!.n;
+    const waitMs = Math.max(0, openRes.rows[0]!.wait_ms ?? 0) + 250;
+    if (openBefore) {
+      log(`${openBefore} reservation(s) open after every workflow ended: waiting ${waitMs} ms for their expiry, then one sweep`);
+      await sleep(Math.min(waitMs, o.reservationTtlMs + 1_000));
+    }
+    const swept = await sweepExpired(db);
+    log(`sweeper: closed ${swept.ids.length} expired reservation(s)`);
+
+    phases.settle = Date.now() - settleStart;
+
+    // --- stop the processes -------------------------------------------------------------------
+    const stopStart = Date.now();
+    await Promise.all([apis.stopAll(API_SHUTDOWN_GRACE_MS + 20_000), workers.stopAll(WORKER_SHUTDOWN_GRACE_MS + 15_000)]);
+    phases.stop = Date.now() - stopStart;
+
+    // --- the checks ---------------------------------------------------------------------------
+    const books = await checkBooks({ db, userIds, calls: plan.calls, results, workflowIdOf });
+    failures.push(...books.failures);
+
+    const answered = results.filter((r): r is CallResult => r !== undefined);
+    const outcomes: Record<string, number> = {};
+    const bump = (k: string) => (outcomes[k] = (outcomes[k] ?? 0) + 1);
+    const hangs: string[] = [];
+    const malformed: string[] = [];
+    const unanswered: string[] = [];
+    for (const r of answered) {
+      const f = r.final;
+      if (f.kind === 'answer') {
+        if ('creditsCharged' in f) bump(f.cacheHit ? '200 cache hit' : f.creditsCharged > 0 ? '200 analyzed, charged' : '200 analyzed, 0 credits');
+        else bump(`${f.status} ${f.code}`);
+      } else {
+        bump(f.kind);
+        if (f.kind === 'timeout') hangs.push(`#${r.call.index} ${r.call.kind}`);
+        if (f.kind === 'malformed') malformed.push(`#${r.call.index} ${f.status}: ${f.detail}`);
+        if (f.kind === 'unanswered') unanswered.push(`#${r.call.index}: ${f.detail}`);
+      }
+    }
+    if (hangs.length) failures.push(`${hangs.length} call(s) got no answer within ${o.clientTimeoutMs} ms: ${hangs.slice(0, 5).join(', ')}`);
+    if (malformed.length) failures.push(`${malformed.length} answer(s) neither a success nor a SPEC error envelope: ${malformed.slice(0, 5).join('; ')}`);
+    if (unanswered.length) failures.push(`${unanswered.length} call(s) unanswered after ${MAX_ATTEMPTS} attempts: ${unanswered.slice(0, 5).join('; ')}`);
+    const notSent = plan.calls.length - answered.length;
+    if (notSent) failures.push(`${notSent} planned call(s) not sent within --duration ${o.durationMs / 1000} s`);
+
+    const attempts = answered.flatMap((r) => r.attempts);
+    const network: Record<string, number> = {};
+    for (const a of attempts) if (a.network) network[a.network] = (network[a.network] ?? 0) + 1;
+    const retried = answered.filter((r) => r.attempts.length > 1).length;
+    const latencies = answered.filter((r) => r.final.kind === 'answer').map((r) => r.attempts.reduce((n, a) => n + a.ms, 0));
+    const repeats = answered.filter((r) => r.call.kind === 'repeat' && r.final.kind === 'answer' && r.final.status === 200);
+    const repeatHits = repeats.filter((r) => r.final.kind === 'answer' && 'cacheHit' in r.final && r.final.cacheHit).length;
+
+    const wfCounts: Record<string, number> = {};
+    for (const id of wfIds) wfCounts[status.get(id) ?? '?'] = (wfCounts[status.get(id) ?? '?'] ?? 0) + 1;
+    const stillRunning = wfIds.filter((id) => status.get(id) === 'RUNNING');
+    if (stillRunning.length) failures.push(`${stillRunning.length} workflow(s) still running after termination`);
+
+    const crashes = [...workers.crashes, ...apis.crashes];
+    for (const c of crashes) failures.push(`${c.name} exited on its own (code ${c.code}, signal ${c.signal}): ${c.tail.slice(-3).join(' | ')}`);
+    failures.push(...apiShutdownOverruns);
+    const allProcs = [...workers.exits, ...apis.exits];
+    const sweeperFailures = await countInLogs(logDir, /sweeper failed/);
+    const sweeperPasses = await countInLogs(logDir, /sweeper (released|closed)/);
+    const apiErrors = await countInLogs(logDir, /"level":50/, 'api-');
+
+    const pg: FaultProxyStats = pgProxy.stats();
+    const rd: FaultProxyStats = redisProxy.stats();
+    const simStats = sim.stats();
+    const vendorCalls = VENDORS.reduce((n, v) => n + simStats[v].calls, 0);
+    const failedBy: Record<string, number> = {};
+    for (const v of VENDORS) for (const [m, n] of Object.entries(simStats[v].failed)) if (n) failedBy[m] = (failedBy[m] ?? 0) + n;
+    const vendorFailures = Object.values(failedBy).reduce((a, b) => a + b, 0);
+
+    const fmt = (rec: Record<string, number>) => Object.entries(rec).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+    lines.push(
+      `seed ${o.seed}: ${o.calls} calls, ${o.clients} clients, ${o.users} users, ${o.workers} workers, ${o.apis} API processes; ` +
+        `workflow timeout ${o.workflowTimeoutMs / 1000} s, reservation TTL ${o.reservationTtlMs / 1000} s`,
+      `load: ${answered.length} calls in ${(loadMs / 1000).toFixed(1)} s (${(answered.length / (loadMs / 1000)).toFixed(1)}/s); latency p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${pct(latencies, 100)} ms`,
+      `outcomes: ${fmt(outcomes)}`,
+      `attempts: ${attempts.length} for ${answered.length} calls (${retried} calls retried with the same x-request-id); ` +
+        `by status: ${fmt(Object.fromEntries(Object.entries(groupCount(attempts.filter((a) => a.status).map((a) => `${a.status}${a.code ? ' ' + a.code : ''}`)))))}; connection errors: ${fmt(network)}`,
+      `repeats answered 200: ${repeats.length}, of them cache hits ${repeatHits}`,
+      `workers: ${counts.workerKills} SIGKILLed (${counts.allDown} times all at once), ${counts.sigterms} SIGTERMed, ${workers.starts} starts ` +
+        `(spawn to polling p50 ${pct(workers.readyTimes, 50)} ms, max ${pct(workers.readyTimes, 100)} ms); ` +
+        `API: ${counts.apiTerms} SIGTERM, ${counts.apiKills} SIGKILL, ${apis.starts} starts; unexpected exits: ${crashes.length}`,
+      `postgres proxy: ${pg.accepted} connections, ${pg.resets} reset mid-life + ${pg.acceptResets} at accept, ${pg.stalls} stalled; ` +
+        `redis proxy: ${rd.accepted} connections, ${rd.resets} + ${rd.acceptResets} reset, ${rd.stalls} stalled`,
+      `vendors (sim): ${vendorCalls} calls, ${vendorFailures} failed (${vendorCalls ? ((100 * vendorFailures) / vendorCalls).toFixed(1) : 0}%): ${fmt(failedBy)}; ` +
+        `aborted ${VENDORS.reduce((n, v) => n + simStats[v].aborted, 0)}; ${counts.weatherChanges} failure-mode windows, ${counts.stallBursts} stall bursts`,
+      `workflows: ${wfIds.length} request ids → ${fmt(wfCounts)}; terminated by the suite at the end: ${stragglers.length}`,
+      `sweeper: workers' passes that closed reservations ${sweeperPasses}, passes failed (Postgres faults) ${sweeperFailures}; ` +
+        `open after every workflow ended: ${openBefore}; the final sweep closed ${swept.ids.length}`,
+      `phases: startup ${(phases.startup / 1000).toFixed(1)} s, load ${(phases.load / 1000).toFixed(1)} s, ` +
+        `every workflow ended + expiry + sweep ${(phases.settle / 1000).toFixed(1)} s, stop ${(phases.stop / 1000).toFixed(1)} s`,
+      `logs: ${apiErrors} API error lines, ${allProcs.length} process exits; ${services.runDir}`,
+      ...books.lines,
+    );
+    const figures: ChaosReport['figures'] = {
+      sent: answered.length,
+      answered: answered.filter((r) => r.final.kind === 'answer').length,
+      outcomes,
+      attempts: attempts.length,
+      workerKills: counts.workerKills,
+      allDown: counts.allDown,
+      workerStarts: workers.starts,
+      apiKills: counts.apiKills + counts.apiTerms,
+      pgResets: pg.resets + pg.acceptResets,
+      redisResets: rd.resets + rd.acceptResets,
+      stalls: pg.stalls + rd.stalls,
+      vendorCalls,
+      vendorFailures,
+      workflows: wfCounts,
+      crashes: crashes.length,
+      books: books.figures,
+    };
+    lines.push(failures.length ? `FAILED: ${failures.length} check(s)` : 'OK: every check passed');
+    for (const f of failures) lines.push(`  ✗ ${f}`);
+    await writeFile(path.join(services.runDir, 'report.txt'), lines.join('\n') + '\n');
+    return { ok: failures.length === 0, failures, lines, figures };
+  } finally {
+    stopper.stop();
+    if (workers) workers.supervising = false;
+    if (apis) apis.supervising = false;
+    for (const p of [...(workers?.procs ?? []), ...(apis?.procs ?? [])]) p?.kill('SIGKILL');
+    await Promise.allSettled([...(workers?.procs ?? []), ...(apis?.procs ?? [])].map((p) => p?.exited));
+    await pgProxy.close();
+    await redisProxy.close();
+    await sim.close();
+    await connection.close();
+    await db.end();
+  }
+}
+
+/**
+ * The workflow code bundled once (webpack takes seconds of CPU), cached in the temp directory
+ * under a hash of everything it is built from: workflows/ (it imports nothing else at run time)
+ * and the @temporalio/workflow version.
+ */
+async function workflowBundle(): Promise<string> {
+  const dir = path.dirname(WORKFLOWS_PATH);
+  const hash = createHash('sha256');
+  for (const f of (await readdir(dir)).sort()) hash.update(f).update(await readFile(path.join(dir, f)));
+  hash.update(await readFile(path.join(ROOT, 'node_modules/@temporalio/workflow/package.json')));
+  const cached = path.join(tmpdir(), 'lenstack-chaos-bundles', `${hash.digest('hex').slice(0, 24)}.js`);
+  try {
+    return await readFile(cached, 'utf8');
+  } catch {
+    const quiet = { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} };
+    const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet as never });
+    await mkdir(path.dirname(cached), { recursive: true });
+    const partial = `${cached}.${process.pid}.tmp`;
+    await writeFile(partial, code);
+    await rename(partial, cached);
+    return code;
+  }
+}
+
+function groupCount(items: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const i of items) out[i] = (out[i] ?? 0) + 1;
+  return out;
+}
+
+async function countInLogs(dir: string, pattern: RegExp, prefix = ''): Promise<number> {
+  let n = 0;
+  for (const f of await readdir(dir)) {
+    if (!f.startsWith(prefix)) continue;
+    for (const line of (await readFile(path.join(dir, f), 'utf8')).split('\n')) if (pattern.test(line)) n++;
+  }
+  return n;
+}

@@ -1,0 +1,45 @@
+/**
+ * A worker process for the chaos suite: the production `startWorker` (worker/main.ts), configured
+ * from the environment like `npm run worker`, with two differences a chaos run needs:
+ *   --bundle <file>    the workflow code bundled once by the driver, so a restarted worker polls
+ *                      within a second or two instead of re-running webpack;
+ *   --sweep-ms <n>     the reservation sweeper's period (production: 30 s), so the short
+ *                      reservation TTL of a chaos run is actually swept while it runs.
+ * Prints "polling task queue" when ready. Exits when its stdin closes, so a driver that dies
+ * (even by SIGKILL) leaves no worker behind.
+ */
+import { readFile } from 'node:fs/promises';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { loadConfig } from '../../core/config.ts';
+import { startWorker } from '../../worker/main.ts';
+
+function arg(name: string): string {
+  const i = process.argv.indexOf(name);
+  const value = i >= 0 ? process.argv[i + 1] : undefined;
+  if (!value) {
+    console.error(`chaos worker: missing ${name}`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const codePath = arg('--bundle');
+const sweepIntervalMs = Number(arg('--sweep-ms'));
+const config = loadConfig();
+// Provoked activity failures are logged by the SDK at WARN; keep those (they go to the run's logs).
+Runtime.install({ logger: new DefaultLogger('WARN') });
+const running = await startWorker(config, {
+  workflowBundle: { code: await readFile(codePath, 'utf8') },
+  sweepIntervalMs,
+  log: (m) => console.log(`[worker] ${m}`),
+});
+console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE}`);
+process.stdin.on('end', () => process.exit(3));
+process.stdin.resume();
+try {
+  await running.done;
+} catch (err) {
+  console.error(`[worker] stopped with an error: ${(err as Error).stack ?? String(err)}`);
+  process.exit(1);
+}
+process.exit(0);

@@ -1,0 +1,148 @@
+/**
+ * `npm start`: the whole service on embedded defaults. Applies migrations, starts (or reuses) the
+ * Temporal dev server, the vendor simulator when no vendor key is set, then the API and one worker
+ * as child processes. Ctrl-C stops everything.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadConfig } from '../../core/config.ts';
+import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
+import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
+import { startSimVendor } from '../sim/index.ts';
+import { generateInternalSecret } from './internal-secret.ts';
+import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer, type DevServer } from './temporal.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const say = (msg: string) => console.log(`[lenstack] ${msg}`);
+
+let config;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(err.message);
+    process.exit(2);
+  }
+  throw err;
+}
+
+const stops: Array<() => Promise<void>> = [];
+let stopping = false;
+async function stopAll(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    say('stopping…');
+    for (const stop of stops.reverse()) await stop().catch((e: Error) => say(`stop failed: ${e.message}`));
+  }
+  process.exit(code);
+}
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+const childEnv: NodeJS.ProcessEnv = { ...process.env };
+const graceMs = config.SHUTDOWN_GRACE_MS;
+
+try {
+  if (await createDatabaseIfMissing(config.DATABASE_URL)) say(`created database ${new URL(config.DATABASE_URL).pathname.slice(1)}`);
+  await migrate(config.DATABASE_URL);
+  say('database migrated');
+
+  // Temporal: TEMPORAL_ADDRESS = someone else's cluster; otherwise reuse or start the dev server.
+  let temporalAddress = config.TEMPORAL_ADDRESS;
+  let uiUrl: string | null = null;
+  if (!temporalAddress) {
+    const existing = await connectIfTemporal(DEFAULT_TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, 1500).catch(() => null);
+    if (existing) {
+      await ensureSearchAttributes(existing, config.TEMPORAL_NAMESPACE);
+      await existing.close();
+      temporalAddress = DEFAULT_TEMPORAL_ADDRESS;
+      uiUrl = 'http://127.0.0.1:8233';
+      say(`reusing the Temporal server already running at ${temporalAddress}`);
+    } else {
+      mkdirSync(`${ROOT}/.data`, { recursive: true });
+      say('starting the Temporal dev server (first run may build the temporal CLI with go, ~5 min)…');
+      const server: DevServer = await startTemporalDevServer({
+        port: 7233,
+        uiPort: 8233,
+        dbFile: `${ROOT}/.data/temporal.sqlite`,
+        namespace: config.TEMPORAL_NAMESPACE,
+        logFile: `${ROOT}/.data/temporal.log`,
+      });
+      stops.push(() => server.stop());
+      temporalAddress = server.address;
+      uiUrl = server.uiUrl;
+    }
+  } else {
+    const connection = await connectIfTemporal(temporalAddress, config.TEMPORAL_NAMESPACE, 10_000);
+    await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
+    await connection.close();
+    say(`using the Temporal cluster at ${temporalAddress}`);
+  }
+  childEnv.TEMPORAL_ADDRESS = temporalAddress;
+
+  // No vendor key at all: answer from the simulator, and say so loudly.
+  const anyKey = config.OPENAI_API_KEY || config.ANTHROPIC_API_KEY || config.GEMINI_API_KEY;
+  if (!config.SIM_VENDOR_URL && !anyKey) {
+    const sim = await startSimVendor({ port: 0 });
+    stops.push(() => sim.close());
+    childEnv.SIM_VENDOR_URL = sim.url;
+    say('!!! No vendor API key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY).');
+    say(`!!! Analyses are answered by the vendor SIMULATOR at ${sim.url}: labelled "simulated", not real AI output.`);
+    // A stack with simulated vendors is a development one: its pack purchases charge no card either.
+    if (!childEnv.PAYMENTS_GATEWAY) {
+      childEnv.PAYMENTS_GATEWAY = 'recording';
+      say('!!! Pack purchases use the RECORDING payment gateway: no card is charged (PAYMENTS_GATEWAY=recording).');
+    }
+  }
+
+  if (!config.INTERNAL_SECRET) {
+    const generated = generateInternalSecret(`${ROOT}/.data`);
+    childEnv.INTERNAL_SECRET = generated.secret;
+    say(generated.message);
+  }
+
+  const children: ChildProcess[] = [];
+  const run = (name: string, script: string) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: childEnv, stdio: 'inherit' });
+    children.push(child);
+    child.on('exit', (code, signal) => {
+      if (!stopping) {
+        say(`${name} exited (${signal ?? code}); stopping everything`);
+        void stopAll(code ?? 1);
+      }
+    });
+    stops.push(
+      () =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGTERM');
+          // Each child drains for SHUTDOWN_GRACE_MS (in-flight requests, activities) before it exits.
+          setTimeout(() => child.kill('SIGKILL'), graceMs + 15_000).unref();
+        }),
+    );
+    return child;
+  };
+  run('worker', 'worker/main.ts');
+  run('api', 'api/server.ts');
+
+  const base = `http://127.0.0.1:${config.PORT}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ok = await fetch(`${base}/v1/health`).then((r) => r.ok).catch(() => false);
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error(`the API did not answer ${base}/v1/health within 60 s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  say('');
+  say(`API          ${base}   (health: ${base}/v1/health)`);
+  say(`Docs         ${base}/v1/docs   OpenAPI: ${base}/v1/openapi.json   llms.txt: ${base}/v1/llms.txt`);
+  say(`Temporal UI  ${uiUrl ?? '(not started here: see your cluster)'}   frontend: ${temporalAddress}`);
+  say('First key:   npm run admin -- user create --email you@example.com');
+  say('             npm run admin -- credits grant --user <userId> --pool purchased --amount 1000');
+  say('Ctrl-C stops everything.');
+} catch (err) {
+  console.error(`[lenstack] start failed: ${(err as Error).message}`);
+  await stopAll(1);
+}

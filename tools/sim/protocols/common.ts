@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import type { VendorName } from '../../../core/config.ts';
+
+/** What the sim needs from any vendor's request, once parsed from that vendor's wire format. */
+export interface SimCall {
+  /** Model as requested; echoed back like the real APIs do. */
+  model: string;
+  /** The JSON schema the answer must satisfy, exactly as it arrived on the wire. */
+  schema: Record<string, unknown>;
+  schemaName: string;
+  /** Decoded image bytes (base64 inline images only). */
+  images: Buffer[];
+  /** All prompt text the vendor would tokenize: system, user text, schema/tool definitions. */
+  promptText: string;
+  /** Anthropic only: whether the answer goes into a tool_use block or a text block. */
+  answerAs: 'text' | 'tool';
+}
+
+export interface SimUsage {
+  inputTokens: number;
+  outputTokens: number;
+  imageTokens: number;
+  textTokens: number;
+}
+
+/** Error statuses the sim can answer with; each protocol renders its vendor's error body. */
+export type ErrorStatus = 400 | 401 | 403 | 404 | 413 | 429 | 500;
+
+export interface WireResponse {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface Protocol {
+  vendor: VendorName;
+  parse(body: unknown, pathModel: string | undefined): SimCall;
+  /** Answer with `answer` (a JSON value; for `invalid-json`, the raw non-JSON text). */
+  success(call: SimCall, answer: { json: unknown } | { raw: string }, usage: SimUsage): WireResponse;
+  error(status: ErrorStatus, message: string): WireResponse;
+}
+
+/** A request the real vendor would refuse; rendered in that vendor's error format. */
+export class ProtocolError extends Error {
+  constructor(
+    readonly status: ErrorStatus,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export function requireObject(v: unknown, what: string): Record<string, unknown> {
+  if (!isObject(v)) throw new ProtocolError(400, `${what} must be an object`);
+  return v;
+}
+
+export function requireString(v: unknown, what: string): string {
+  if (typeof v !== 'string' || v === '') throw new ProtocolError(400, `${what}: Field required`);
+  return v;
+}
+
+export function decodeBase64Image(data: unknown, what: string): Buffer {
+  if (typeof data !== 'string' || data === '') throw new ProtocolError(400, `${what}: image data is required`);
+  const buf = Buffer.from(data, 'base64');
+  if (buf.length === 0) throw new ProtocolError(400, `${what}: image data is not valid base64`);
+  return buf;
+}
+
+/** `alphabet`-only random id of `length` characters, like the vendors' message ids. */
+export function randomId(length: number, alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'): string {
+  const bytes = randomBytes(length);
+  let out = '';
+  for (const b of bytes) out += alphabet[b % alphabet.length];
+  return out;
+}
+
+/** Visits every subschema with its JSON path (for the vendors' schema-dialect checks). */
+export function walkSchema(schema: unknown, visit: (node: Record<string, unknown>, path: string) => void, path = '$'): void {
+  if (!isObject(schema)) return;
+  visit(schema, path);
+  for (const key of ['items', 'additionalProperties', 'not', 'contains', 'if', 'then', 'else']) {
+    if (isObject(schema[key])) walkSchema(schema[key], visit, `${path}.${key}`);
+  }
+  for (const key of ['anyOf', 'oneOf', 'allOf', 'prefixItems']) {
+    const list = schema[key];
+    if (Array.isArray(list)) list.forEach((s, i) => walkSchema(s, visit, `${path}.${key}[${i}]`));
+  }
+  for (const key of ['properties', '$defs', 'definitions', 'patternProperties']) {
+    const map = schema[key];
+    if (isObject(map)) for (const [k, s] of Object.entries(map)) walkSchema(s, visit, `${path}.${key}.${k}`);
+  }
+}

@@ -1,0 +1,42 @@
+import type { Db } from '../db/pool.ts';
+import type { BlobStore } from '../images/blobstore.ts';
+import type { WorkerMetrics } from '../metrics/worker.ts';
+import { referencedPhotos } from '../registry/photos.ts';
+
+/** Blobs checked against the registry per query. */
+const BATCH = 500;
+
+/**
+ * One collector pass: delete every stored image that no account's registry holds and that was
+ * written more than `graceMs` ago (longer than any analysis may run, so a blob an analysis in
+ * flight still reads is never taken). Returns how many blobs and bytes it deleted.
+ */
+export async function collectBlobs(
+  db: Db,
+  blobs: BlobStore,
+  opts: { graceMs: number; metrics?: WorkerMetrics; log?: (msg: string) => void; now?: Date },
+): Promise<{ deleted: number; bytes: number }> {
+  const cutoff = (opts.now ?? new Date()).getTime() - opts.graceMs;
+  const out = { deleted: 0, bytes: 0 };
+  let batch: Array<{ sha256: string; bytes: number }> = [];
+  const flush = async () => {
+    const kept = await referencedPhotos(db, batch.map((b) => b.sha256));
+    for (const b of batch) {
+      if (kept.has(b.sha256)) continue;
+      await blobs.delete(b.sha256);
+      out.deleted += 1;
+      out.bytes += b.bytes;
+    }
+    batch = [];
+  };
+  for await (const blob of blobs.list()) {
+    if (blob.writtenAt.getTime() > cutoff) continue;
+    batch.push({ sha256: blob.sha256, bytes: blob.bytes });
+    if (batch.length >= BATCH) await flush();
+  }
+  if (batch.length) await flush();
+  opts.metrics?.blobsCollected.inc(out.deleted);
+  opts.metrics?.blobBytesCollected.inc(out.bytes);
+  if (out.deleted) opts.log?.(`blob collector deleted ${out.deleted} unreferenced image(s), ${out.bytes} bytes`);
+  return out;
+}
