@@ -45,17 +45,33 @@ export async function dropDatabase(databaseUrl: string): Promise<void> {
   }
 }
 
-/** Apply every pending migration (node-pg-migrate, SQL files under db/migrations). */
+/** Our own advisory lock key for migrations (any constant; distinct from node-pg-migrate's). */
+const MIGRATE_LOCK = 7_151_102;
+
+/**
+ * Apply every pending migration (node-pg-migrate, SQL files under db/migrations). node-pg-migrate
+ * refuses at once ("Another migration is already running") when another process migrates the same
+ * database; processes starting together (an API, a worker, an admin command) wait their turn on a
+ * blocking advisory lock instead, and the later ones find nothing to do.
+ */
 export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<void> {
-  await runner({
-    databaseUrl,
-    dir: MIGRATIONS_DIR,
-    direction: 'up',
-    migrationsTable: 'pgmigrations',
-    count: Infinity,
-    singleTransaction: true,
-    checkOrder: true,
-    log,
-    noLock: false,
-  });
+  const lock = new pg.Client({ connectionString: databaseUrl, application_name: 'lenstack-migrate-lock' });
+  await lock.connect();
+  try {
+    await lock.query('SELECT pg_advisory_lock($1)', [MIGRATE_LOCK]);
+    await runner({
+      databaseUrl,
+      dir: MIGRATIONS_DIR,
+      direction: 'up',
+      migrationsTable: 'pgmigrations',
+      count: Infinity,
+      singleTransaction: true,
+      checkOrder: true,
+      log,
+      noLock: false,
+    });
+  } finally {
+    // Ending the session releases the lock.
+    await lock.end();
+  }
 }

@@ -38,6 +38,7 @@ describe('admin CLI: accounts and packs', () => {
     expect(await admin('user', 'card-on-file', '--user', userId)).toMatchObject({ code: 0, json: { userId, granted: 4_000 } });
 
     const packs = await admin('packs', 'list');
+    expect(packs.code, packs.stderr).toBe(0);
     expect(packs.json.map((p: { name: string; priceCents: number }) => [p.name, p.priceCents])).toEqual([['starter', 1_000], ['pro', 10_000], ['business', 100_000]]);
 
     const bought = await admin('credits', 'buy', '--user', userId, '--pack', 'starter', '--idempotency-key', 'cli-1');
