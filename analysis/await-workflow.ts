@@ -26,6 +26,14 @@ const START_DEADLINE_MS = 5_000;
 /** gRPC codes for a Temporal frontend that cannot be reached or did not answer in time. */
 const UNREACHABLE = new Set([14 /* UNAVAILABLE */, 4 /* DEADLINE_EXCEEDED */]);
 
+/**
+ * The 503 of a start that never reached Temporal (every try UNAVAILABLE, the last one still waiting
+ * for a connection at the deadline), so no workflow runs under this id and the request's images
+ * can go. In theory a try could have been delivered with its answer lost; that workflow would find
+ * no image, fail and release its credits (docs/decisions.md), which costs the caller nothing.
+ */
+export class WorkflowNotStarted extends AppError {}
+
 /** Whether `err` says Temporal itself could not be reached (not that a workflow failed). */
 export function temporalUnreachable(err: unknown): boolean {
   const grpc = err instanceof ServiceError ? err.cause : err;
@@ -113,7 +121,9 @@ export async function startAndAwait<T>(
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
       deps.log?.error({ workflowId, err }, 'workflow start failed');
-      throw appErrorFromWorkflow(err);
+      const mapped = appErrorFromWorkflow(err);
+      if (temporalUnreachable(err)) throw new WorkflowNotStarted(mapped.code, mapped.message, { headers: mapped.headers ?? {}, cause: err });
+      throw mapped;
     }
     handle = deps.temporal.workflow.getHandle<() => Promise<T>>(workflowId);
     attached = true;

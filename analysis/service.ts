@@ -23,7 +23,7 @@ import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AnalyzeInput, AnalyzeResult, ImageRef, Vendor } from '../workflows/types.ts';
 import { bindRequest, requestFingerprint, storeAnswer, unbindRequest } from './request-binding.ts';
 import { vehicleAnalysis } from './vehicle.ts';
-import { startAndAwait } from './await-workflow.ts';
+import { startAndAwait, WorkflowNotStarted } from './await-workflow.ts';
 import { analysisEnvelope, assembleOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
 
 export interface AnalyzeDeps {
@@ -118,8 +118,9 @@ async function untilEnded<T>(progress: Progress, run: () => Promise<T>): Promise
   try {
     return await run();
   } catch (err) {
-    // 503: Temporal unreachable or this server shutting down; the run may go on.
-    if (!(err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE')) progress.ended = true;
+    // 503: Temporal unreachable or this server shutting down; the run may go on, unless Temporal
+    // refused its start outright.
+    if (err instanceof WorkflowNotStarted || !(err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE')) progress.ended = true;
     throw err;
   }
 }
