@@ -5,6 +5,7 @@ import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
 import type { VisionClient } from '../vendors/types.ts';
+import type { WorkCopies } from '../vendors/work-copies.ts';
 import type { Vendor } from '../workflows/types.ts';
 
 /** What the worker builds once and every activity shares (STYLE: activities from a factory). */
@@ -13,6 +14,8 @@ export interface ActivityDeps {
   db: Db;
   blobs: BlobStore;
   vision: Map<Vendor, VisionClient>;
+  /** The originals decoded once for the vendors (vendors/work-copies.ts). */
+  workCopies: WorkCopies;
   /** Vendor-call and credit counters (metrics/worker.ts); absent in tests that do not read them. */
   metrics?: WorkerMetrics;
 }

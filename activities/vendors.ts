@@ -56,7 +56,6 @@ export function vendorActivities(deps: ActivityDeps) {
     const signal = AbortSignal.any([ctx.cancellationSignal, deadline]);
     const progress = (phase: string) => ctx.heartbeat({ phase, elapsedMs: Date.now() - started });
     progress('reading image');
-    const image = await deps.blobs.get(input.sha256);
     const call = planVendorCall(input);
     // Heartbeats say the worker is alive and where the attempt is; they stop with the attempt's
     // deadline, so a hung call never looks alive past it.
@@ -65,14 +64,15 @@ export function vendorActivities(deps: ActivityDeps) {
     }, 1000);
     let res;
     try {
+      const image = await deps.workCopies.get(input.sha256);
       progress('calling the vendor');
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
     } catch (err) {
       if (err instanceof VendorError && !err.retryable) {
         throw ApplicationFailure.nonRetryable(`${v}: ${err.message}`, err.kind === 'invalid_output' ? VENDOR_INVALID_OUTPUT : VENDOR_REJECTED);
       }
-      // An image that passed intake but cannot be prepared for the vendor (IMAGE_INVALID): the
-      // same bytes fail for every attempt and every vendor.
+      // An image that passed intake but cannot be decoded or prepared for the vendor
+      // (IMAGE_INVALID): the same bytes fail for every attempt and every vendor.
       if (err instanceof AppError) rethrowDomain(err);
       throw err; // transient: the activity retry policy handles it
     } finally {

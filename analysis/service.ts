@@ -7,7 +7,6 @@ import { mapBounded } from '../core/map-bounded.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
-import { embedImage } from '../images/embedding.ts';
 import { intakeImage } from '../images/intake.ts';
 import { fetchPolicy, type FetchImageOptions } from '../images/fetch.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
@@ -166,6 +165,7 @@ async function runAnalysis(
     }
   }
 
+  const embeddings = new Map<string, number[]>();
   const refs: ImageRef[] = await mapBounded(inputs, INTAKE_CONCURRENCY, async (input) => {
     const img = await intakeImage(input, {
       blobs: deps.blobs,
@@ -173,8 +173,9 @@ async function runAnalysis(
       maxPixels: deps.config.IMAGE_MAX_PIXELS,
       fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
       knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
-    });
+    }, { embedding: includeEmbedding });
     if (img.stored) progress.stored.push(img.sha256);
+    if (img.embedding) embeddings.set(img.sha256, img.embedding);
     return { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash };
   });
   const shas = refs.map((r) => r.sha256);
@@ -195,7 +196,7 @@ async function runAnalysis(
       const list = shas.map((s) => photos.get(s)!);
       const origin = originOf(list, lenses);
       const perImage: PerImage[] = list.map((p) => ({ sha256: p.sha256, pHash: p.pHash, dHash: p.dHash, output: photoOutput(p, lenses), cacheHit: true, creditsCharged: 0 }));
-      if (includeEmbedding) await addEmbeddings(deps, perImage);
+      if (includeEmbedding) addEmbeddings(embeddings, perImage);
       const first = perImage[0]!;
       return analysisEnvelope({
         id: newAnalysisId(),
@@ -247,7 +248,7 @@ async function runAnalysis(
     if (extractInput) output.bespoke = { schemaId: result.bespokeSchemaId ?? null, data: r.bespoke ?? null };
     return { sha256: r.sha256, pHash: r.pHash, dHash: r.dHash, output, cacheHit: r.ran.length === 0 && !extractInput, creditsCharged: r.credits };
   });
-  if (includeEmbedding) await addEmbeddings(deps, perImage);
+  if (includeEmbedding) addEmbeddings(embeddings, perImage);
   const ran = result.images.filter((r) => r.vendor);
   const lead = ran[0];
   const origin = lead ? { vendor: lead.vendor!, model: lead.model!, provider: lead.provider! } : originOf([...photos.values()], lenses);
@@ -287,12 +288,12 @@ async function runAnalysis(
   });
 }
 
-/** The local visual embedding of each image (images/embedding.ts), from the stored blob. */
-async function addEmbeddings(deps: AnalyzeDeps, perImage: PerImage[]): Promise<void> {
-  const bySha = new Map<string, Promise<number[]>>();
+/** The local visual embedding of each image (images/embedding.ts), made by intake's one decode. */
+function addEmbeddings(embeddings: Map<string, number[]>, perImage: PerImage[]): void {
   for (const p of perImage) {
-    if (!bySha.has(p.sha256)) bySha.set(p.sha256, deps.blobs.get(p.sha256).then(embedImage));
-    p.embedding = await bySha.get(p.sha256)!;
+    const embedding = embeddings.get(p.sha256);
+    if (!embedding) throw new Error(`no embedding was made for ${p.sha256} at intake`);
+    p.embedding = embedding;
   }
 }
 

@@ -50,6 +50,11 @@ export const configSchema = z.object({
   BLOB_GC_GRACE_MS: z.coerce.number().int().positive().default(60 * 60 * 1000),
   /** How often the worker looks for such blobs. */
   BLOB_GC_INTERVAL_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
+  /**
+   * Bytes of vendor work copies a worker keeps (vendors/work-copies.ts): each original is decoded
+   * once per analysis, and its retries and fallbacks reuse the copy (at most ~1.5 MB per image).
+   */
+  WORK_COPY_CACHE_BYTES: z.coerce.number().int().positive().default(128 * 1024 * 1024),
 
   OPENAI_BASE_URL: z.url().optional(),
   OPENAI_API_KEY: z.string().min(1).optional(),

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { imageInvalid } from '../core/errors.ts';
-import { DECODE_FAIL_ON } from './probe.ts';
+import { decodeUpright, type UprightPixels } from './decode.ts';
 
 /**
  * `embedding` on the wire (options.includeEmbedding): a 192-dimensional visual descriptor of the
@@ -21,19 +21,20 @@ export const EMBEDDING_DIMENSIONS = 192;
 
 const SIDE = 64;
 
+/** The embedding of an image's bytes: one decode (images/decode.ts), as intake makes it. */
 export async function embedImage(bytes: Buffer): Promise<number[]> {
-  const { data, info } = await sharp(bytes, { failOn: DECODE_FAIL_ON })
-    .autoOrient()
-    .flatten({ background: '#ffffff' })
+  const px = await decodeUpright(bytes).catch((err: unknown) => {
+    throw imageInvalid(`Image could not be decoded for the embedding: ${err instanceof Error ? err.message : String(err)}`);
+  });
+  return embedPixels(px);
+}
+
+/** The embedding of the intake decode's pixels (no second decode of the image). */
+export async function embedPixels(px: UprightPixels): Promise<number[]> {
+  const data = await sharp(px.rgb, { raw: { width: px.width, height: px.height, channels: 3 } })
     .resize(SIDE, SIDE, { fit: 'fill' })
-    .removeAlpha()
-    .toColourspace('srgb')
     .raw({ depth: 'uchar' })
-    .toBuffer({ resolveWithObject: true })
-    .catch((err: unknown) => {
-      throw imageInvalid(`Image could not be decoded for the embedding: ${err instanceof Error ? err.message : String(err)}`);
-    });
-  if (info.channels !== 3) throw new Error(`unexpected ${info.channels} channels`);
+    .toBuffer();
   const rgb = new Uint8Array(data.buffer, data.byteOffset, data.length);
   const parts = [colourLayout(rgb), colourHistogram(rgb), edgeHistogram(rgb)].map(normalise);
   const out = normalise(parts.flat());

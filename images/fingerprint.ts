@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { imageInvalid } from '../core/errors.ts';
-import { DECODE_FAIL_ON } from './probe.ts';
+import { decodeUpright, greyscale } from './decode.ts';
+import { embedPixels } from './embedding.ts';
 import { HASH_GRID, boxDownsample, dctHash, gradientHash } from './perceptual-hash.ts';
 
 export { hammingDistance } from './perceptual-hash.ts';
@@ -25,38 +26,30 @@ export interface Fingerprint {
   height: number;
 }
 
-// One greyscale intermediate that both grids divide exactly: 288 = 9·32, 256 = 8·32, so each
-// pHash pixel is a 9×8 block mean and each dHash pixel a 32×32 block mean.
-const INTER_W = HASH_GRID.gradientW * HASH_GRID.dct;
-const INTER_H = HASH_GRID.gradientH * HASH_GRID.dct;
+export interface FingerprintOptions {
+  /** Also compute the visual embedding (images/embedding.ts) from the same decode. */
+  embedding?: boolean;
+}
 
-export async function fingerprint(bytes: Buffer): Promise<Fingerprint> {
+export async function fingerprint(bytes: Buffer, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
   // Started first: libvips works on its own threads while this thread hashes the bytes.
-  const decoding = sharp(bytes, { failOn: DECODE_FAIL_ON })
-    .autoOrient() // same as .rotate() without arguments
-    .flatten({ background: '#ffffff' }) // transparent pixels have arbitrary colour underneath
-    .resize(INTER_W, INTER_H, { fit: 'fill' }) // shrink-on-load: a 12 MP JPEG decodes at 1/8
-    .greyscale()
-    .raw({ depth: 'uchar' })
-    .toBuffer({ resolveWithObject: true });
+  const decoding = decodeUpright(bytes);
   const header = sharp(bytes).metadata();
   const sha256 = createHash('sha256').update(bytes).digest('hex');
 
   // A decode failure is deterministic: a non-retryable domain error, not something to retry.
-  const [{ data, info }, meta] = await Promise.all([decoding, header]).catch((err: unknown) => {
+  const [px, meta] = await Promise.all([decoding, header]).catch((err: unknown) => {
     throw imageInvalid(`Image could not be decoded for fingerprinting: ${err instanceof Error ? err.message.split('\n').at(-1) : String(err)}`);
   });
-  if (info.channels !== 1 || info.width !== INTER_W || info.height !== INTER_H) {
-    throw new Error(`unexpected intermediate ${info.width}×${info.height}×${info.channels}`);
-  }
-  const pixels = new Uint8Array(data.buffer, data.byteOffset, data.length);
-  const grey32 = boxDownsample(pixels, INTER_W, INTER_H, HASH_GRID.dct, HASH_GRID.dct);
-  const grey9x8 = boxDownsample(pixels, INTER_W, INTER_H, HASH_GRID.gradientW, HASH_GRID.gradientH);
+  const [grey, embedding] = await Promise.all([greyscale(px), opts.embedding ? embedPixels(px) : undefined]);
+  const grey32 = boxDownsample(grey, px.width, px.height, HASH_GRID.dct, HASH_GRID.dct);
+  const grey9x8 = boxDownsample(grey, px.width, px.height, HASH_GRID.gradientW, HASH_GRID.gradientH);
   return {
     sha256,
     pHash: dctHash(grey32),
     dHash: gradientHash(grey9x8),
     width: meta.autoOrient.width,
     height: meta.autoOrient.height,
+    ...(embedding ? { embedding } : {}),
   };
 }

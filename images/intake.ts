@@ -3,7 +3,7 @@ import { validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchImageOptions } from './fetch.ts';
-import { fingerprint, type Fingerprint } from './fingerprint.ts';
+import { fingerprint, type Fingerprint, type FingerprintOptions } from './fingerprint.ts';
 import { probeImage, type ImageFormat } from './probe.ts';
 
 /**
@@ -45,27 +45,35 @@ export interface ImageIntake {
   dHash: string;
   /** Whether this intake wrote the blob (nobody had stored these bytes before). */
   stored: boolean;
+  /** The visual embedding, from the same decode, when `embedding` was asked for. */
+  embedding?: number[];
 }
 
-export async function intakeImage(input: IntakeInput, deps: IntakeDeps): Promise<ImageIntake> {
+export interface IntakeOptions {
+  /** Compute the embedding (options.includeEmbedding) with the decode that fingerprints. */
+  embedding?: boolean;
+}
+
+export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: IntakeOptions = {}): Promise<ImageIntake> {
   const bytes = await readInput(input, deps);
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
-  // Only the caller's own registry spares the decode: whether another account sent these bytes
-  // must not change what this request costs or how long it takes.
-  const fp = (await deps.knownFingerprint?.(sha256)) ?? (await checkedFingerprint(bytes, deps.maxPixels));
+  // Only the caller's own registry spares the decode (unless the embedding needs it): whether
+  // another account sent these bytes must not change what this request costs or how long it takes.
+  const known = opts.embedding ? null : await deps.knownFingerprint?.(sha256);
+  const fp: Pick<Fingerprint, 'pHash' | 'dHash'> & { embedding?: number[] } = known ?? (await checkedFingerprint(bytes, deps.maxPixels, opts));
   const stored = await deps.blobs.put(sha256, bytes);
-  return { ...base, pHash: fp.pHash, dHash: fp.dHash, stored };
+  return { ...base, pHash: fp.pHash, dHash: fp.dHash, stored, ...(fp.embedding ? { embedding: fp.embedding } : {}) };
 }
 
 /**
  * Fingerprint bytes whose header probe passed. The fingerprint's decode (at reduced size) is the
  * decode check: it rejects corrupt or truncated data, and yields the hashes.
  */
-export async function checkedFingerprint(bytes: Buffer, maxPixels: number): Promise<Fingerprint> {
+export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
   try {
-    return await fingerprint(bytes);
+    return await fingerprint(bytes, opts);
   } catch (err) {
     // The probe's own decode check words the refusal precisely (HEVC, pixel limit, truncation).
     await probeImage(bytes, { maxPixels, decode: true });

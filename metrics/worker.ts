@@ -59,6 +59,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       name: 'lenstack_blob_bytes_collected_total',
       help: 'Bytes of the blobs the collector deleted.',
     }),
+    workCopies: new Counter({
+      registers,
+      name: 'lenstack_work_copies_total',
+      help: 'Vendor work copies looked up by vendor attempts: decoded (the original read and decoded, once per image per analysis) or reused (retries, fallbacks, further tasks).',
+      labelNames: ['outcome'],
+    }),
     sweeperFailures: new Counter({
       registers,
       name: 'lenstack_sweeper_failures_total',

@@ -7,6 +7,10 @@ import { AppError } from '../core/errors.ts';
  * the vendor's own downscaling, so we downscale to exactly that size first: the tokens are the
  * same, the upload is smaller, and the token count is known before the call. The sim imports
  * `imageTokens` from here, so the simulated usage and our estimate can never drift apart.
+ *
+ * The original is decoded once per analysis, into a work copy (`makeWorkCopy`): upright, on white,
+ * no larger than the largest size any vendor bills. Every vendor attempt then prepares its upload
+ * from that copy (at most 2048 px), whatever size the original was.
  */
 
 export interface Size {
@@ -24,6 +28,18 @@ export interface PreparedImage extends Size {
 }
 
 export const JPEG_QUALITY = 85;
+/** The work copy is an intermediate: encoded near-losslessly, so the vendor upload loses nothing. */
+const WORK_COPY_QUALITY = 95;
+
+/**
+ * A decoded-once copy of an original, for the vendors: auto-oriented, flattened onto white and
+ * shrunk to fit WORK_COPY_EDGE (never enlarged). `source` is the original's upright size, which
+ * decides what each vendor bills.
+ */
+export interface WorkCopy extends Size {
+  data: Buffer;
+  source: Size;
+}
 
 /** OpenAI high detail: fit within 2048×2048, then shortest side at most 768; 512-px tiles. */
 const OPENAI = { fitBox: 2048, shortSide: 768, tile: 512, baseTokens: 85, tileTokens: 170 } as const;
@@ -35,6 +51,9 @@ const ANTHROPIC = { longEdge: 1568, maxPixels: Math.floor(1.15 * 1024 * 1024), p
  * tiles (long edge 1536), a detail level comparable to the other two vendors.
  */
 const GEMINI = { smallSide: 384, tile: 768, tileTokens: 258, longEdge: 1536 } as const;
+
+/** Long edge of the work copy: OpenAI's fit box, the largest long edge any vendor bills. */
+export const WORK_COPY_EDGE = Math.max(OPENAI.fitBox, ANTHROPIC.longEdge, GEMINI.longEdge);
 
 function scaled(size: Size, factor: number, round: (n: number) => number = Math.round): Size {
   if (factor >= 1) return size;
@@ -101,16 +120,37 @@ export async function orientedSize(input: Buffer): Promise<Size> {
   }
 }
 
+/** The one decode of an original per analysis: see WorkCopy. */
+export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
+  const source = await orientedSize(input);
+  try {
+    const { data, info } = await open(input)
+      .autoOrient()
+      .resize(WORK_COPY_EDGE, WORK_COPY_EDGE, { fit: 'inside', withoutEnlargement: true })
+      .flatten({ background: '#ffffff' })
+      .jpeg({ quality: WORK_COPY_QUALITY })
+      .toBuffer({ resolveWithObject: true });
+    return { data, width: info.width, height: info.height, source };
+  } catch (e) {
+    throw invalid(e);
+  }
+}
+
 /**
  * Auto-orient, downscale to the vendor's billed size, flatten transparency onto white and encode
- * as JPEG. Metadata (EXIF, GPS, XMP) is not carried over: the vendor gets pixels only.
+ * as JPEG. Metadata (EXIF, GPS, XMP) is not carried over: the vendor gets pixels only. From a work
+ * copy, the billed size is that of its original (the copy is never smaller than any billed size,
+ * up to a pixel of rounding), so the upload is the same as from the original.
  */
-export async function prepareImage(vendor: VendorName, input: Buffer): Promise<PreparedImage> {
-  const source = await orientedSize(input);
+export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy): Promise<PreparedImage> {
+  const fromCopy = !Buffer.isBuffer(input);
+  const bytes = fromCopy ? input.data : input;
+  const current = fromCopy ? { width: input.width, height: input.height } : await orientedSize(input);
+  const source = fromCopy ? input.source : current;
   const target = billedSize(vendor, source.width, source.height);
   try {
-    let pipeline = open(input).autoOrient();
-    if (target.width !== source.width || target.height !== source.height) {
+    let pipeline = open(bytes).autoOrient();
+    if (target.width !== current.width || target.height !== current.height) {
       pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
     }
     const { data, info } = await pipeline

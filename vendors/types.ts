@@ -1,9 +1,13 @@
 import type { VendorName } from '../core/config.ts';
+import type { WorkCopy } from './resize.ts';
 
 /** One vision call: one image, one instruction, one JSON schema the answer must satisfy. */
 export interface VisionRequest {
-  /** Image bytes, any format sharp reads; the adapter resizes/re-encodes to what the vendor bills. */
-  image: Buffer;
+  /**
+   * The original's bytes (any format sharp reads) or its work copy (vendors/resize.ts); the
+   * adapter resizes/re-encodes to what the vendor bills.
+   */
+  image: Buffer | WorkCopy;
   /** System / developer instructions. */
   system: string;
   /** User turn text (sent together with the image). */

@@ -9,6 +9,7 @@ import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import type { Vendor } from '../workflows/types.ts';
 import type { VisionClient } from '../vendors/types.ts';
+import { createWorkCopies } from '../vendors/work-copies.ts';
 import { createActivities } from '../activities/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from './address.ts';
 import { collectBlobs } from './blob-collector.ts';
@@ -45,13 +46,19 @@ export async function startWorker(
   const { clients, warnings } = createVisionClients(config);
   for (const w of warnings) log(w);
   const vision = new Map<Vendor, VisionClient>(clients.map((c) => [c.vendor, c]));
+  const blobs = new FsBlobStore(config.BLOB_DIR);
+  const workCopies = createWorkCopies({
+    read: (sha256) => blobs.get(sha256),
+    maxBytes: config.WORK_COPY_CACHE_BYTES,
+    onLookup: (outcome) => metrics.workCopies.inc({ outcome }),
+  });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ config, db, blobs: new FsBlobStore(config.BLOB_DIR), vision, metrics }),
+    activities: createActivities({ config, db, blobs, vision, metrics, workCopies }),
     maxConcurrentActivityTaskExecutions: 100,
     shutdownGraceTime: config.SHUTDOWN_GRACE_MS,
     shutdownForceTime: config.SHUTDOWN_GRACE_MS + FORCE_AFTER_GRACE_MS,
@@ -64,7 +71,6 @@ export async function startWorker(
   const sweepEvery = opts.sweepIntervalMs ?? 30_000;
   const sweeper = setInterval(() => void sweepOnce(db, metrics, log), sweepEvery);
   sweeper.unref();
-  const blobs = new FsBlobStore(config.BLOB_DIR);
   const collector = setInterval(
     () => void collectBlobs(db, blobs, { graceMs: config.BLOB_GC_GRACE_MS, metrics, log }).catch((err: Error) => log(`blob collector failed: ${err.message}`)),
     config.BLOB_GC_INTERVAL_MS,

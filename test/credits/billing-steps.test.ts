@@ -5,6 +5,7 @@ import { createActivities } from '../../activities/index.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
+import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { testConfig } from '../harness/env.ts';
 
@@ -23,7 +24,8 @@ const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A)
 beforeAll(() => {
   const config = testConfig();
   db = createPool(config.DATABASE_URL, { max: 3 });
-  acts = createActivities({ config, db, blobs: new FsBlobStore(config.BLOB_DIR), vision: new Map() });
+  const blobs = new FsBlobStore(config.BLOB_DIR);
+  acts = createActivities({ config, db, blobs, vision: new Map(), workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
 });
 afterAll(async () => {
   await db.end();

@@ -172,6 +172,7 @@ describe('Prometheus text exposition of the metric sets we build (prom-client)',
       lenstack_sweeper_failures_total: 'counter',
       lenstack_blobs_collected_total: 'counter',
       lenstack_blob_bytes_collected_total: 'counter',
+      lenstack_work_copies_total: 'counter',
     });
     expect(await globalRegistry.metrics()).not.toContain('lenstack_');
   });

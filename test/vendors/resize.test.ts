@@ -1,7 +1,8 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { billedSize, imageTokens, orientedSize, prepareImage } from '../../vendors/resize.ts';
+import { billedSize, imageTokens, makeWorkCopy, orientedSize, prepareImage, WORK_COPY_EDGE } from '../../vendors/resize.ts';
+import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { photo, syntheticJpeg } from './fixtures.ts';
 
 const VENDORS = ['openai', 'anthropic', 'google'] as const;
@@ -120,5 +121,47 @@ describe('prepareImage', () => {
     expect(err).toBeInstanceOf(AppError);
     expect((err as AppError).code).toBe('IMAGE_INVALID');
     expect((err as AppError).retryable).toBe(false);
+  });
+});
+
+describe('work copies: the original decoded once, every vendor upload prepared from the copy', () => {
+  it('a copy is upright, at most WORK_COPY_EDGE, and gives each vendor the upload the original gives', async () => {
+    const inputs = [await syntheticJpeg(4032, 3024, 40), await syntheticJpeg(3000, 4000, 90), photo('mobile-jolla.jpg'), photo('orientation-portrait_8.jpg'), photo('tiff-Arbitro.tiff')];
+    for (const input of inputs) {
+      const copy = await makeWorkCopy(input);
+      const source = await orientedSize(input);
+      expect(copy.source).toEqual(source);
+      expect(Math.max(copy.width, copy.height)).toBe(Math.min(WORK_COPY_EDGE, Math.max(source.width, source.height)));
+      for (const vendor of VENDORS) {
+        const [direct, viaCopy] = await Promise.all([prepareImage(vendor, input), prepareImage(vendor, copy)]);
+        expect({ w: viaCopy.width, h: viaCopy.height, tokens: viaCopy.tokens }).toEqual({ w: direct.width, h: direct.height, tokens: direct.tokens });
+      }
+    }
+  });
+
+  it('one decode per image however many lookups, concurrent ones included; a failed decode is not kept', async () => {
+    const reads: string[] = [];
+    const outcomes: string[] = [];
+    const bytes: Record<string, Buffer> = { a: await syntheticJpeg(3000, 2000, 10), bad: Buffer.from('not an image') };
+    const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: 64 << 20, onLookup: (o) => outcomes.push(o) });
+    const got = await Promise.all(Array.from({ length: 9 }, () => copies.get('a')));
+    expect(new Set(got).size).toBe(1);
+    expect(reads).toEqual(['a']);
+    expect(outcomes.filter((o) => o === 'decoded')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'reused')).toHaveLength(8);
+    await expect(copies.get('bad')).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(copies.get('bad')).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    expect(reads).toEqual(['a', 'bad', 'bad']);
+  });
+
+  it('is bounded by bytes: the least recently used copy is dropped and decoded again when asked for', async () => {
+    const reads: string[] = [];
+    const bytes: Record<string, Buffer> = { a: await syntheticJpeg(2000, 1500, 10), b: await syntheticJpeg(2000, 1500, 200) };
+    const one = (await makeWorkCopy(bytes.a!)).data.length;
+    const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: Math.ceil(one * 1.5) });
+    await copies.get('a');
+    await copies.get('b');
+    await copies.get('a');
+    expect(reads).toEqual(['a', 'b', 'a']);
   });
 });

@@ -6,6 +6,7 @@ import { createActivities } from '../../activities/index.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
+import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
 import type { AnalyzeInput } from '../../workflows/types.ts';
 import { createTestUser } from '../helpers/app.ts';
@@ -28,7 +29,8 @@ let releaseAttempts = 0;
 beforeAll(async () => {
   quietTemporal();
   db = createPool(config.DATABASE_URL, { max: 3 });
-  const activities = createActivities({ config, db, blobs: new FsBlobStore(config.BLOB_DIR), vision: new Map() });
+  const blobs = new FsBlobStore(config.BLOB_DIR);
+  const activities = createActivities({ config, db, blobs, vision: new Map(), workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
   worker = await Worker.create({
     connection: await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS! }),
     namespace: config.TEMPORAL_NAMESPACE,
