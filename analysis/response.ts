@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Analysis } from '../api/schemas/analyze.ts';
+import type { Analysis } from './contract.ts';
 import type { PhotoRecord, LensOrigin } from '../registry/photos.ts';
 import type { Vendor } from '../workflows/types.ts';
 

@@ -1,7 +1,7 @@
 import { getLens } from '../lenses/index.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
 import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
-import type { Analysis, AnalyzeBody } from '../api/schemas/analyze.ts';
+import type { Analysis, AnalyzeBody } from './contract.ts';
 import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';

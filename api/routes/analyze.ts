@@ -4,7 +4,7 @@ import { analyze } from '../../analysis/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { toAppError } from '../plugins/errors.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { analysisSchema, analyzeBodyV1, analyzeBodyV2, type Analysis } from '../schemas/analyze.ts';
+import { analysisSchema, analyzeBodyV1, analyzeBodyV2, type Analysis } from '../../analysis/contract.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 type Outcome = 'analyzed' | 'cache_hit' | 'sandbox';

@@ -7,7 +7,7 @@ import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
 import { ENRICH_CONCURRENCY, ENRICH_CREDITS, ENRICH_QUEUE, enrichPhoto } from '../../enrich/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../schemas/analyze.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../../analysis/contract.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 const formatSchema = z.enum(ENRICH_FORMATS, {

@@ -1,11 +1,15 @@
 import { z } from 'zod';
+import { ERROR_STATUS, type ErrorCode } from '../../core/errors.ts';
+
+/** Every error code the API answers with: one vocabulary from core/errors.ts to the OpenAPI document. */
+const ERROR_CODES = Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]];
 
 /** The error envelope (SPEC "Errors"), used in every route's documented responses. */
 export const errorEnvelopeSchema = z
   .object({
     error: z
       .object({
-        code: z.string(),
+        code: z.enum(ERROR_CODES),
         message: z.string(),
         retryable: z.boolean(),
         requestId: z.string(),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { THRESHOLD } from '../../registry/lookup.ts';
-import { MAX_BASE64_CHARS, MAX_URL_CHARS } from './analyze.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../../analysis/contract.ts';
 
 /** Request and response of POST and GET /v2/lookup (SPEC "POST /v2/lookup", "GET /v2/lookup"). */
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileErrors, validate } from '@readme/openapi-parser';
+import { ERROR_STATUS } from '../../core/errors.ts';
 import { LENSES } from '../../lenses/index.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 
@@ -41,6 +42,8 @@ describe('meta endpoints (no auth)', () => {
     const analyzeBody = doc.paths['/v1/analyze'].post.requestBody.content['application/json'].schema;
     const ref = String(analyzeBody.$ref).split('/').pop()!;
     expect(doc.components.schemas[ref].properties.imageBase64.maxLength).toBe(67_000_000);
+    // The error envelope's code is the enum of every code the API answers with (core/errors.ts).
+    expect(doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum).toEqual(Object.keys(ERROR_STATUS));
   });
 
   it('GET /v1/docs serves an interactive HTML page', async () => {

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FaultProxy } from '../../tools/chaos/fault-proxy.ts';
-import { rngFor } from '../../tools/sim/random.ts';
+import { rngFor } from '../../samples/random.ts';
 
 /** The chaos suite's TCP fault proxy against a loopback echo server. */
 let echo: net.Server;

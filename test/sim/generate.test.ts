@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { generate, violate } from '../../tools/sim/generate.ts';
-import { rngFor } from '../../tools/sim/random.ts';
-import { sampleRegex } from '../../tools/sim/regex-sample.ts';
+import { generate, violate } from '../../samples/generate.ts';
+import { rngFor } from '../../samples/random.ts';
+import { sampleRegex } from '../../samples/regex-sample.ts';
 import { toGeminiSchema, toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { conforms, HAND_SCHEMA, lensLikeSchema } from '../vendors/fixtures.ts';
 

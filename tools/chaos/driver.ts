@@ -9,7 +9,7 @@ import { grant, sweepExpired } from '../../credits/ledger.ts';
 import { createPool } from '../../db/pool.ts';
 import { startSimVendor } from '../sim/index.ts';
 import { FAILURE_MODES, type FailureMode } from '../sim/behaviour.ts';
-import { intIn, pick, rngFor, type Rng } from '../sim/random.ts';
+import { intIn, pick, rngFor, type Rng } from '../../samples/random.ts';
 import { freePort } from '../scripts/temporal.ts';
 import { WORKFLOWS_PATH } from '../../worker/main.ts';
 import { checkBooks } from './checks.ts';

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import type { Rng } from '../sim/random.ts';
+import type { Rng } from '../../samples/random.ts';
 
 /**
  * A small TCP proxy that breaks connections on purpose (node:net only, loopback only). The API and

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { intIn, pick, rngFor, type Rng } from '../sim/random.ts';
+import { intIn, pick, rngFor, type Rng } from '../../samples/random.ts';
 
 /**
  * What a chaos run sends, decided entirely by the seed before anything starts: the users and

@@ -13,8 +13,8 @@ import {
   type BehaviourPatch,
   type FailureMode,
 } from './behaviour.ts';
-import { generate, violate } from './generate.ts';
-import { rngFor, sha256Hex, type Rng } from './random.ts';
+import { generate, violate } from '../../samples/generate.ts';
+import { rngFor, sha256Hex, type Rng } from '../../samples/random.ts';
 import { ProtocolError, type ErrorStatus, type Protocol, type SimCall, type WireResponse } from './protocols/common.ts';
 import { openaiProtocol } from './protocols/openai.ts';
 import { anthropicProtocol } from './protocols/anthropic.ts';

@@ -17,4 +17,4 @@ export {
   type ConfigPatch,
   type FailureMode,
 } from './behaviour.ts';
-export { generate } from './generate.ts';
+export { generate } from '../../samples/generate.ts';

@@ -1,9 +1,9 @@
-import { intIn, pick, rngFor } from '../../../tools/sim/random.ts';
+import { intIn, pick, rngFor } from '../../../samples/random.ts';
 
 /**
  * The hostile corpora's seeded random source, so every corpus is the same on every run: a failure
  * names a seed and an index, and re-running reproduces it exactly. The stream is the simulator's
- * (sim/random.ts), keyed by the seed and each fork's labels.
+ * (samples/random.ts), keyed by the seed and each fork's labels.
  */
 export interface Prng {
   /** Uniform in [0, 1). */

@@ -1,8 +1,11 @@
-import { readConstraintHint } from '../../vendors/schema-dialect.ts';
+import { readConstraintHint } from '../vendors/schema-dialect.ts';
 import { intIn, pick, rngFor, type Rng } from './random.ts';
 import { sampleRegex } from './regex-sample.ts';
 
 /**
+ * Product code shared with the tooling: the anonymous sandbox key's sample outputs come from here,
+ * and the vendor simulator (tools/sim) answers with the same generator.
+ *
  * Schema-driven answer generator: walks a JSON Schema and produces a value that conforms to it,
  * deterministic for the same (seed key, schema). Every node draws from its own stream keyed by
  * `seedKey` + its JSON path, so values depend on the image (through the key) and on the property
