@@ -9,8 +9,8 @@ import { AppError } from '../core/errors.ts';
  * `imageTokens` from here, so the simulated usage and our estimate can never drift apart.
  *
  * The original is decoded once per analysis, into a work copy (`makeWorkCopy`): upright, on white,
- * no larger than the largest size any vendor bills. Every vendor attempt then prepares its upload
- * from that copy (at most 2048 px), whatever size the original was.
+ * at the largest size any vendor bills for it (within 2048×2048). Every vendor attempt then prepares its upload from that copy, whatever size the
+ * original was.
  */
 
 export interface Size {
@@ -33,7 +33,7 @@ const WORK_COPY_QUALITY = 95;
 
 /**
  * A decoded-once copy of an original, for the vendors: auto-oriented, flattened onto white and
- * shrunk to fit WORK_COPY_EDGE (never enlarged). `source` is the original's upright size, which
+ * shrunk to `workCopySize` (never enlarged). `source` is the original's upright size, which
  * decides what each vendor bills.
  */
 export interface WorkCopy extends Size {
@@ -52,8 +52,7 @@ const ANTHROPIC = { longEdge: 1568, maxPixels: Math.floor(1.15 * 1024 * 1024), p
  */
 const GEMINI = { smallSide: 384, tile: 768, tileTokens: 258, longEdge: 1536 } as const;
 
-/** Long edge of the work copy: OpenAI's fit box, the largest long edge any vendor bills. */
-export const WORK_COPY_EDGE = Math.max(OPENAI.fitBox, ANTHROPIC.longEdge, GEMINI.longEdge);
+const ALL_VENDORS: readonly VendorName[] = ['openai', 'anthropic', 'google'];
 
 function scaled(size: Size, factor: number, round: (n: number) => number = Math.round): Size {
   if (factor >= 1) return size;
@@ -79,6 +78,15 @@ export function billedSize(vendor: VendorName, width: number, height: number): S
     case 'google':
       return scaled(size, GEMINI.longEdge / Math.max(width, height));
   }
+}
+
+/**
+ * The work copy's size: the largest of the vendors' billed sizes. Each is the original scaled
+ * uniformly, so every vendor's size fits inside the largest one (to a pixel of rounding), and a
+ * JPEG original shrinks on load toward it (a 12 MP photo decodes at half size).
+ */
+export function workCopySize(source: Size): Size {
+  return ALL_VENDORS.map((v) => billedSize(v, source.width, source.height)).reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
 }
 
 /** Input tokens the vendor bills for one image of exactly this size (no further downscaling). */
@@ -123,10 +131,11 @@ export async function orientedSize(input: Buffer): Promise<Size> {
 /** The one decode of an original per analysis: see WorkCopy. */
 export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
   const source = await orientedSize(input);
+  const size = workCopySize(source);
   try {
-    const { data, info } = await open(input)
-      .autoOrient()
-      .resize(WORK_COPY_EDGE, WORK_COPY_EDGE, { fit: 'inside', withoutEnlargement: true })
+    let pipeline = open(input).autoOrient();
+    if (size.width !== source.width || size.height !== source.height) pipeline = pipeline.resize(size.width, size.height, { fit: 'fill' });
+    const { data, info } = await pipeline
       .flatten({ background: '#ffffff' })
       .jpeg({ quality: WORK_COPY_QUALITY })
       .toBuffer({ resolveWithObject: true });

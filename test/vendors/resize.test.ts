@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { billedSize, imageTokens, makeWorkCopy, orientedSize, prepareImage, WORK_COPY_EDGE } from '../../vendors/resize.ts';
+import { billedSize, imageTokens, makeWorkCopy, orientedSize, prepareImage, workCopySize } from '../../vendors/resize.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { photo, syntheticJpeg } from './fixtures.ts';
 
@@ -125,13 +125,16 @@ describe('prepareImage', () => {
 });
 
 describe('work copies: the original decoded once, every vendor upload prepared from the copy', () => {
-  it('a copy is upright, at most WORK_COPY_EDGE, and gives each vendor the upload the original gives', async () => {
+  it('a copy is upright, at the largest billed size, and gives each vendor the upload the original gives', async () => {
+    expect(workCopySize({ width: 4032, height: 3024 })).toEqual({ width: 1536, height: 1152 }); // Gemini's 2×2 tiles
+    expect(workCopySize({ width: 4000, height: 1000 })).toEqual({ width: 2048, height: 512 }); // OpenAI's 2048 fit box
+    expect(workCopySize({ width: 640, height: 480 })).toEqual({ width: 640, height: 480 }); // never enlarged
     const inputs = [await syntheticJpeg(4032, 3024, 40), await syntheticJpeg(3000, 4000, 90), photo('mobile-jolla.jpg'), photo('orientation-portrait_8.jpg'), photo('tiff-Arbitro.tiff')];
     for (const input of inputs) {
       const copy = await makeWorkCopy(input);
       const source = await orientedSize(input);
       expect(copy.source).toEqual(source);
-      expect(Math.max(copy.width, copy.height)).toBe(Math.min(WORK_COPY_EDGE, Math.max(source.width, source.height)));
+      expect({ width: copy.width, height: copy.height }).toEqual(workCopySize(source));
       for (const vendor of VENDORS) {
         const [direct, viaCopy] = await Promise.all([prepareImage(vendor, input), prepareImage(vendor, copy)]);
         expect({ w: viaCopy.width, h: viaCopy.height, tokens: viaCopy.tokens }).toEqual({ w: direct.width, h: direct.height, tokens: direct.tokens });
