@@ -6,7 +6,7 @@ import { isPublicAddress } from '../../images/ssrf.ts';
 import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { closedPort, startCanary, startPublicServer, type Canary, type PublicServer } from '../images/servers.ts';
+import { closedPort, type Canary, type PublicServer, startCanaryAndPublic } from '../images/servers.ts';
 
 let p: Pipeline;
 let user: TestUser;
@@ -15,8 +15,7 @@ let server: PublicServer;
 const GOOD = photoBase64('Canon_40D.jpg');
 
 beforeAll(async () => {
-  canary = await startCanary();
-  server = await startPublicServer({ port: canary.port, image: photoBytes('Canon_40D.jpg'), canaryPort: canary.port });
+  ({ canary, server } = await startCanaryAndPublic(photoBytes('Canon_40D.jpg')));
   // 127.0.0.2 plays a public host; everything else keeps the production policy.
   p = await startPipeline({
     worker: false,

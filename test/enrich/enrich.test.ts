@@ -15,7 +15,7 @@ import { getPhotos, type LensRecord } from '../../registry/photos.ts';
 import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { startCanary, startPublicServer, type Canary, type PublicServer } from '../images/servers.ts';
+import { type Canary, type PublicServer, startCanaryAndPublic } from '../images/servers.ts';
 import { keysOf, ledgerOf, pixelHash, readBack, seedRegistry, sha256Of } from './helpers.ts';
 
 let p: Pipeline;
@@ -25,8 +25,7 @@ let server: PublicServer;
 const SERVED = photoBytes('orientation-portrait_8.jpg');
 
 beforeAll(async () => {
-  canary = await startCanary();
-  server = await startPublicServer({ port: canary.port, image: SERVED, canaryPort: canary.port });
+  ({ canary, server } = await startCanaryAndPublic(SERVED));
   // 127.0.0.2 plays a public host; every other address keeps the production policy.
   p = await startPipeline({ fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 } });
   tool = createMetadataTool({ maxProcs: 1 });

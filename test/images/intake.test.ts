@@ -8,7 +8,7 @@ import { fingerprint } from '../../images/fingerprint.ts';
 import { intakeImage, type IntakeDeps } from '../../images/intake.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { photo } from './photos.ts';
-import { startCanary, startPublicServer, type Canary, type PublicServer } from './servers.ts';
+import { type Canary, type PublicServer, startCanaryAndPublic } from './servers.ts';
 
 describe('intakeImage', () => {
   const jpeg = photo('orientation-landscape_6.jpg'); // stored 450×600 with orientation 6
@@ -20,8 +20,7 @@ describe('intakeImage', () => {
   let pub: PublicServer;
 
   beforeAll(async () => {
-    canary = await startCanary();
-    pub = await startPublicServer({ port: canary.port, image: jpeg, canaryPort: canary.port });
+    ({ canary, server: pub } = await startCanaryAndPublic(jpeg));
   });
   afterAll(async () => {
     await pub.close();

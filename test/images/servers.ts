@@ -170,3 +170,22 @@ export async function closedPort(): Promise<number> {
   await closeServer(server);
   return port;
 }
+
+/**
+ * A canary and a public server on the same port (127.0.0.1 and 127.0.0.2): the canary takes a free
+ * port on 127.0.0.1, which another process may hold on 127.0.0.2 or on every address; then both
+ * are tried again on a new port.
+ */
+export async function startCanaryAndPublic(image: Buffer): Promise<{ canary: Canary; server: PublicServer }> {
+  for (let attempt = 1; ; attempt++) {
+    const canary = await startCanary();
+    try {
+      const server = await startPublicServer({ port: canary.port, image, canaryPort: canary.port });
+      return { canary, server };
+    } catch (err) {
+      await canary.close();
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt >= 20) throw err;
+    }
+  }
+}
+

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fetchImage, type FetchImageOptions } from '../../images/fetch.ts';
 import { isPublicAddress, UNRESOLVABLE_MESSAGE } from '../../images/ssrf.ts';
 import { photo } from './photos.ts';
-import { closedPort, failingLookup, scriptedLookup, startCanary, startPublicServer, type Canary, type PublicServer } from './servers.ts';
+import { closedPort, failingLookup, scriptedLookup, type Canary, type PublicServer, startCanaryAndPublic } from './servers.ts';
 
 describe('isPublicAddress', () => {
   const blocked: Array<[string, string]> = [
@@ -116,9 +116,8 @@ describe('fetchImage', () => {
   });
 
   beforeAll(async () => {
-    canary = await startCanary();
+    ({ canary, server: pub } = await startCanaryAndPublic(image));
     P = canary.port;
-    pub = await startPublicServer({ port: P, image, canaryPort: P });
   });
   afterAll(async () => {
     await pub.close();

@@ -7,7 +7,7 @@ import { isPublicAddress } from '../../images/ssrf.ts';
 import { hashChunks, hexToSigned64 } from '../../registry/hashes.ts';
 import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp, type TestUser } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
-import { closedPort, startCanary, startPublicServer, type Canary, type PublicServer } from '../images/servers.ts';
+import { closedPort, type Canary, type PublicServer, startCanaryAndPublic } from '../images/servers.ts';
 
 /**
  * Lookup input rules, threshold semantics and SSRF, on the real app and Postgres (no Temporal:
@@ -24,8 +24,7 @@ const SHA = 'ab'.repeat(32);
 const PHASH = '0123456789abcdef';
 
 beforeAll(async () => {
-  canary = await startCanary();
-  server = await startPublicServer({ port: canary.port, image: photoBytes('Canon_40D.jpg'), canaryPort: canary.port });
+  ({ canary, server } = await startCanaryAndPublic(photoBytes('Canon_40D.jpg')));
   // 127.0.0.2 plays a public host; everything else keeps the production policy.
   t = await buildTestApp({
     config: { IMAGE_MAX_BYTES: 500_000 },
