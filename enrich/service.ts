@@ -14,17 +14,32 @@ import { sandboxPerLens } from '../lenses/fixtures.ts';
 import { getLens, type LensName } from '../lenses/index.ts';
 import { getPhotos, type LensRecord } from '../registry/photos.ts';
 import { IMAGE_DATA_HASH, MetadataFileError, type MetadataTool } from './exiftool.ts';
-import type { Limiter } from './limiter.ts';
+import { Limiter } from '../core/limiter.ts';
 import { ENRICH_FORMATS, isEnrichableLens, planEnrichment, readExisting, type EnrichFormat } from './mapping.ts';
 
 /** SPEC "Credit cost, enrichment": 5 per call. */
 export const ENRICH_CREDITS = 5;
 /** Longer than any enrichment can take (fetch 15 s + exiftool 30 s per task); the sweeper frees it after. */
 export const ENRICH_RESERVATION_TTL_MS = 5 * 60 * 1000;
-/** Concurrent enrichments per process (see Limiter). */
+/** Concurrent enrichments per process (see enrichLimiter). */
 export const ENRICH_CONCURRENCY = 4;
 /** Enrichments that may wait for a slot in one process (each holds its image). */
 export const ENRICH_QUEUE = 16;
+
+/**
+ * The process's bound on enrichments: each holds an image (up to IMAGE_MAX_BYTES), its enriched
+ * copy and the base64 answer in memory and keeps an exiftool process busy, and each waiter holds
+ * its image too, so the queue is bounded as well: 503 with Retry-After beyond it.
+ */
+export function enrichLimiter(): Limiter {
+  return new Limiter(ENRICH_CONCURRENCY, {
+    maxWaiting: ENRICH_QUEUE,
+    full: () =>
+      new AppError('SERVICE_UNAVAILABLE', 'Too many enrichments are waiting on this server; send the request again in a moment', {
+        headers: { 'retry-after': '2' },
+      }),
+  });
+}
 
 /** What svc_test_ keys get written: the fixtures of the lenses with standard-field mappings. */
 export const SANDBOX_LENSES: readonly LensName[] = ['describe', 'accessibility', 'dating', 'location', 'people', 'entities'];

@@ -1,6 +1,7 @@
 import { Resolver, type LookupAddress } from 'node:dns';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import { Limiter } from '../core/limiter.ts';
 import type { LookupFn } from './ssrf.ts';
 
 /**
@@ -65,48 +66,12 @@ function systemHosts(): string {
   }
 }
 
-/** A counting semaphore whose waiters leave the queue when their own deadline passes. */
-class Slots {
-  private free: number;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(size: number) {
-    this.free = size;
-  }
-
-  acquire(signal: AbortSignal): Promise<void> {
-    if (this.free > 0) {
-      this.free--;
-      return Promise.resolve();
-    }
-    return new Promise((resolve, reject) => {
-      const grant = () => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      const onAbort = () => {
-        const i = this.waiting.indexOf(grant);
-        if (i >= 0) this.waiting.splice(i, 1);
-        reject(signal.reason);
-      };
-      this.waiting.push(grant);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
-  release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.free++;
-  }
-}
-
 /** Resolves a name to its IPv4 and IPv6 addresses: hosts(5) first, then DNS through c-ares. */
 export function createResolver(opts: ResolverOptions = {}): (hostname: string) => Promise<LookupAddress[]> {
   const resolver = new Resolver({ timeout: opts.timeoutMs ?? DNS_DEFAULTS.timeoutMs, tries: opts.tries ?? DNS_DEFAULTS.tries });
   if (opts.servers) resolver.setServers(opts.servers);
   const deadlineMs = opts.deadlineMs ?? DNS_DEFAULTS.deadlineMs;
-  const slots = new Slots(opts.maxInFlight ?? DNS_DEFAULTS.maxInFlight);
+  const slots = new Limiter(opts.maxInFlight ?? DNS_DEFAULTS.maxInFlight);
   let hosts: Map<string, LookupAddress[]> | undefined;
 
   const query = (type: 'A' | 'AAAA', name: string) =>
@@ -123,22 +88,21 @@ export function createResolver(opts: ResolverOptions = {}): (hostname: string) =
     const listed = hosts.get(name);
     if (listed) return [...listed];
 
+    // A lookup still waiting for a slot at the deadline leaves the queue. One that got a slot holds
+    // it until c-ares itself is done (its own timeout bounds that), so the bound counts real
+    // queries; the caller stops waiting at the deadline either way.
     const deadline = AbortSignal.timeout(deadlineMs);
-    const timedOut = () => new DnsError('ETIMEOUT', name);
-    await slots.acquire(deadline).catch(() => {
-      throw timedOut();
-    });
-    // The slot is held until c-ares itself is done (its own timeout bounds that), so the bound
-    // counts real queries; the caller stops waiting at the deadline either way.
-    const answers = Promise.allSettled([query('A', name), query('AAAA', name)]);
-    void answers.finally(() => slots.release());
+    const answers = slots.run(() => Promise.allSettled([query('A', name), query('AAAA', name)]), deadline);
     const settled = await new Promise<Awaited<typeof answers> | null>((resolve) => {
       const onAbort = () => resolve(null);
       if (deadline.aborted) return onAbort();
       deadline.addEventListener('abort', onAbort, { once: true });
-      void answers.then((r) => (deadline.removeEventListener('abort', onAbort), resolve(r)));
+      answers.then(
+        (r) => (deadline.removeEventListener('abort', onAbort), resolve(r)),
+        () => resolve(null), // left the queue at the deadline
+      );
     });
-    if (settled === null) throw timedOut();
+    if (settled === null) throw new DnsError('ETIMEOUT', name);
     const addresses = settled.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
     if (addresses.length > 0) return addresses;
     const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');

@@ -2,9 +2,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { sharedMetadataTool } from '../../enrich/exiftool.ts';
-import { Limiter } from '../../enrich/limiter.ts';
 import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
-import { ENRICH_CONCURRENCY, ENRICH_CREDITS, ENRICH_QUEUE, enrichPhoto } from '../../enrich/service.ts';
+import { ENRICH_CREDITS, enrichLimiter, enrichPhoto } from '../../enrich/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../../analysis/contract.ts';
@@ -43,8 +42,7 @@ export const enrichmentSchema = z
 
 export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
-    // Waiters hold their image in memory: a bounded queue, 503 beyond it.
-    const limiter = new Limiter(ENRICH_CONCURRENCY, ENRICH_QUEUE);
+    const limiter = enrichLimiter();
     app.withTypeProvider<ZodTypeProvider>().post(
       '/v2/enrich',
       {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { Limiter } from '../../enrich/limiter.ts';
+import { ENRICH_CONCURRENCY, ENRICH_QUEUE, enrichLimiter } from '../../enrich/service.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -64,14 +64,16 @@ describe('large bodies in flight are bounded', () => {
 });
 
 describe('the enrichment queue is bounded', () => {
-  it('refuses a waiter beyond maxWaiting with 503 SERVICE_UNAVAILABLE', async () => {
-    const limiter = new Limiter(1, 1);
+  it('refuses a waiter beyond its 4 running and 16 waiting with 503 SERVICE_UNAVAILABLE', async () => {
+    expect([ENRICH_CONCURRENCY, ENRICH_QUEUE]).toEqual([4, 16]);
+    const limiter = enrichLimiter();
     let release!: () => void;
-    const running = limiter.run(() => new Promise<void>((r) => (release = r)));
-    const waiting = limiter.run(async () => 'second');
-    await expect(limiter.run(async () => 'third')).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', headers: { 'retry-after': '2' } });
+    const gate = new Promise<void>((r) => (release = r));
+    const running = Array.from({ length: ENRICH_CONCURRENCY }, () => limiter.run(() => gate));
+    const waiting = Array.from({ length: ENRICH_QUEUE }, (_, i) => limiter.run(async () => i));
+    await expect(limiter.run(async () => 'one too many')).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', headers: { 'retry-after': '2' } });
     release();
-    await running;
-    expect(await waiting).toBe('second');
+    await Promise.all(running);
+    expect(await Promise.all(waiting)).toEqual([...Array(ENRICH_QUEUE).keys()]);
   });
 });
