@@ -14,7 +14,7 @@ import { getBespokeSchema } from '../bespoke/repository.ts';
 import { bespokeSchemaInput, checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
 import { generate } from '../samples/generate.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
-import { analysisPersisted, getPhotos, photoFingerprint, recordCacheHit, referencedPhotos } from '../registry/photos.ts';
+import { analysisPersisted, getPhotos, photoFingerprint, recordCacheHit, deleteUnreferencedBlobs } from '../registry/photos.ts';
 import type { AnalyzeBody, Analysis } from './contract.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
 import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
@@ -88,7 +88,7 @@ export async function analyze(
     if (!progress.started && binding.kind === 'new') await unbindRequest(deps.db, { userId, requestId });
     // A failed request keeps no image it brought: nobody pays for storing it. A workflow that may
     // still run (the wait was abandoned) keeps its images; the blob collector takes them later.
-    if (!progress.started || progress.ended) await discardBlobs(deps, progress.stored);
+    if (!progress.started || progress.ended) await deleteUnreferencedBlobs(deps.db, deps.blobs, progress.stored);
     throw err;
   }
 }
@@ -103,13 +103,6 @@ interface Progress {
 }
 
 const newProgress = (): Progress => ({ started: false, ended: false, stored: [] });
-
-/** Delete the blobs a failed request wrote, unless some registry holds them meanwhile. */
-async function discardBlobs(deps: AnalyzeDeps, stored: string[]): Promise<void> {
-  if (!stored.length) return;
-  const kept = await referencedPhotos(deps.db, stored);
-  await Promise.all(stored.filter((sha) => !kept.has(sha)).map((sha) => deps.blobs.delete(sha)));
-}
 
 /** Await a workflow's answer, noting when its failure means the run has ended. */
 async function untilEnded<T>(progress: Progress, run: () => Promise<T>): Promise<T> {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db, DbClient } from '../db/pool.ts';
 import { inTransaction } from '../db/pool.ts';
+import type { BlobStore } from '../images/blobstore.ts';
 import { hashChunks, hexToSigned64, signed64ToHex } from './hashes.ts';
 
 /** Latest output of one lens on one photo (SPEC "Photo record" → lens record). */
@@ -53,10 +54,18 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
 }
 
 /** Which of `sha256s` some account's registry holds (their blobs must be kept). */
-export async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
+async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
   const r = await db.query<{ sha256: string }>('SELECT DISTINCT sha256 FROM photos WHERE sha256 = ANY($1)', [sha256s]);
   return new Set(r.rows.map((row) => row.sha256));
+}
+
+/** Delete the blobs of those of `sha256s` no account's registry holds; returns the ones deleted. */
+export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'delete'>, sha256s: string[]): Promise<string[]> {
+  const kept = await referencedPhotos(db, sha256s);
+  const gone = sha256s.filter((sha) => !kept.has(sha));
+  await Promise.all(gone.map((sha) => blobs.delete(sha)));
+  return gone;
 }
 
 /** The registry projection of photos, scoped to one user. Missing photos are absent from the map. */

@@ -1,7 +1,7 @@
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
-import { referencedPhotos } from '../registry/photos.ts';
+import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 
 /** Blobs checked against the registry per query. */
 const BATCH = 500;
@@ -20,12 +20,10 @@ export async function collectBlobs(
   const out = { deleted: 0, bytes: 0 };
   let batch: Array<{ sha256: string; bytes: number }> = [];
   const flush = async () => {
-    const kept = await referencedPhotos(db, batch.map((b) => b.sha256));
-    for (const b of batch) {
-      if (kept.has(b.sha256)) continue;
-      await blobs.delete(b.sha256);
+    const sizes = new Map(batch.map((b) => [b.sha256, b.bytes]));
+    for (const sha256 of await deleteUnreferencedBlobs(db, blobs, [...sizes.keys()])) {
       out.deleted += 1;
-      out.bytes += b.bytes;
+      out.bytes += sizes.get(sha256)!;
     }
     batch = [];
   };
