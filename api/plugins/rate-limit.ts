@@ -13,7 +13,7 @@ import type { AppDeps } from '../deps.ts';
  *
  * - Runs after auth (onRequest, before the body is read): a refused 60 MB upload is never read.
  * - Only key-authenticated requests are limited; unauthenticated routes and internal-secret calls
- *   are not.
+ *   are not (failed authentications of either kind are, by the guard below).
  * - Headers on every limited response (draft-ietf-httpapi-ratelimit-headers-06): RateLimit-Limit,
  *   RateLimit-Remaining and RateLimit-Reset (seconds) of the bucket closest to its limit, and
  *   RateLimit-Policy listing every limit that applies ("600;w=60, 300;w=60"). A 429 adds
@@ -38,14 +38,11 @@ export function registerRateLimit(app: FastifyInstance, deps: AppDeps): void {
     reply.headers(rateLimitHeaders(decision));
   });
 
-  // Count failed key authentications per client IP for the guard below. onSend runs before the
+  // Count failed authentications per client IP for the guard below. onSend runs before the
   // response leaves, so a client's next attempt already sees this failure counted.
   app.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode === 401 && isKeyAuthAttempt(request)) {
-      await decide(ctx, [authFailureBucket(prefix, ipBucket(clientAddressOf(request, trusted)))], true);
-    } else if (reply.statusCode === 401 && isInternalAttempt(request)) {
-      await decide(ctx, [internalSecretFailureBucket(prefix, ipBucket(clientAddressOf(request, trusted)))], true);
-    }
+    const bucket = reply.statusCode === 401 ? failureBucketOf(ctx, request) : null;
+    if (bucket) await decide(ctx, [bucket], true);
     return payload;
   });
 }
@@ -60,15 +57,12 @@ export function registerAuthFailureGuard(app: FastifyInstance, deps: AppDeps): v
   const ctx = contextOf(app, deps);
   if (!ctx) return;
   app.addHook('onRequest', async (request) => {
-    if (isInternalAttempt(request)) {
-      const decision = await decide(ctx, [internalSecretFailureBucket(ctx.prefix, ipBucket(clientAddressOf(request, ctx.trusted)))], false);
-      if (decision && !decision.admitted) throw rateLimited(decision);
-      return;
+    const bucket = failureBucketOf(ctx, request);
+    if (!bucket) return;
+    if (isKeyAuthAttempt(request)) {
+      const token = bearerToken(request.headers.authorization);
+      if (token !== undefined && (token === ANONYMOUS_SANDBOX_KEY || deps.keyCache.get(hashKey(token)))) return;
     }
-    if (!isKeyAuthAttempt(request)) return;
-    const token = bearerToken(request.headers.authorization);
-    if (token !== undefined && (token === ANONYMOUS_SANDBOX_KEY || deps.keyCache.get(hashKey(token)))) return;
-    const bucket = authFailureBucket(ctx.prefix, ipBucket(clientAddressOf(request, ctx.trusted)));
     const decision = await decide(ctx, [bucket], false);
     if (decision && !decision.admitted) throw rateLimited(decision);
   });
@@ -113,6 +107,14 @@ async function decide(ctx: Context, buckets: Bucket[], record: boolean): Promise
 
 function clientAddressOf(request: FastifyRequest, trusted: TrustedProxies) {
   return clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], trusted);
+}
+
+/** Where a request's failed authentication counts: per client IP, key and internal secret apart. */
+function failureBucketOf(ctx: Context, request: FastifyRequest): Bucket | null {
+  const ip = () => ipBucket(clientAddressOf(request, ctx.trusted));
+  if (isKeyAuthAttempt(request)) return authFailureBucket(ctx.prefix, ip());
+  if (isInternalAttempt(request)) return internalSecretFailureBucket(ctx.prefix, ip());
+  return null;
 }
 
 /** A request that authenticates (or fails to) with the internal secret. */

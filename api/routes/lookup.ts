@@ -29,6 +29,15 @@ function response(keys: string[], results: Map<string, LookupMatch>, requestId: 
   };
 }
 
+/**
+ * A refusal of one image, naming the item: the shared image readers speak of "imageBase64" or
+ * "Image URL", which is not what this route's body calls them.
+ */
+function namedItem(err: unknown, field: string, i: number): unknown {
+  if (!(err instanceof AppError)) return err;
+  return new AppError(err.code, `body.${field}.${i}: ${err.message}`, { cause: err, ...(err.details ? { details: err.details } : {}), ...(err.headers ? { headers: err.headers } : {}) });
+}
+
 export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
@@ -59,8 +68,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
             try {
               parseImageUrl(url);
             } catch (err) {
-              if (err instanceof AppError) throw new AppError(err.code, `body.images.${i}: ${err.message}`, { cause: err });
-              throw err;
+              throw namedItem(err, field, i);
             }
           });
           const keys = [...new Set(images)];
@@ -75,9 +83,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
               fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
             });
           } catch (err) {
-            // Name the item: messages from the shared readers speak of "imageBase64" / "Image URL".
-            if (err instanceof AppError) throw new AppError(err.code, `body.${field}.${i}: ${err.message}`, { cause: err, ...(err.details ? { details: err.details } : {}), ...(err.headers ? { headers: err.headers } : {}) });
-            throw err;
+            throw namedItem(err, field, i);
           }
         });
         const queries: LookupQuery[] = fingerprints.map((f) => ({ key: f.sha256, sha256: f.sha256, pHash: f.pHash }));
