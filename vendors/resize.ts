@@ -9,8 +9,9 @@ import { AppError } from '../core/errors.ts';
  * `imageTokens` from here, so the simulated usage and our estimate can never drift apart.
  *
  * The original is decoded once per analysis, into a work copy (`makeWorkCopy`): upright, on white,
- * at the largest size any vendor bills for it (within 2048×2048). Every vendor attempt then prepares its upload from that copy, whatever size the
- * original was.
+ * at the largest size any vendor bills for it (within 2048×2048), kept as raw pixels. Every vendor
+ * attempt then prepares its upload from that copy with no decode: a resize to its billed size when
+ * that is smaller, and the JPEG encode.
  */
 
 export interface Size {
@@ -28,16 +29,16 @@ export interface PreparedImage extends Size {
 }
 
 export const JPEG_QUALITY = 85;
-/** The work copy is an intermediate: encoded near-losslessly, so the vendor upload loses nothing. */
-const WORK_COPY_QUALITY = 95;
 
 /**
  * A decoded-once copy of an original, for the vendors: auto-oriented, flattened onto white and
- * shrunk to `workCopySize` (never enlarged). `source` is the original's upright size, which
- * decides what each vendor bills.
+ * shrunk to `workCopySize` (never enlarged), as raw 8-bit sRGB pixels (3 channels, row-major), so
+ * an upload made from it costs an encode and no decode. `source` is the original's upright size,
+ * which decides what each vendor bills. At most 2048×2048×3 bytes (12 MiB).
  */
 export interface WorkCopy extends Size {
-  data: Buffer;
+  /** width × height × 3 bytes of RGB. */
+  pixels: Buffer;
   source: Size;
 }
 
@@ -137,9 +138,12 @@ export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
     if (size.width !== source.width || size.height !== source.height) pipeline = pipeline.resize(size.width, size.height, { fit: 'fill' });
     const { data, info } = await pipeline
       .flatten({ background: '#ffffff' })
-      .jpeg({ quality: WORK_COPY_QUALITY })
+      .removeAlpha()
+      .toColourspace('srgb')
+      .raw({ depth: 'uchar' })
       .toBuffer({ resolveWithObject: true });
-    return { data, width: info.width, height: info.height, source };
+    if (info.channels !== 3) throw new Error(`unexpected work copy of ${info.channels} channels`);
+    return { pixels: data, width: info.width, height: info.height, source };
   } catch (e) {
     throw invalid(e);
   }
@@ -153,12 +157,13 @@ export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
  */
 export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy): Promise<PreparedImage> {
   const fromCopy = !Buffer.isBuffer(input);
-  const bytes = fromCopy ? input.data : input;
   const current = fromCopy ? { width: input.width, height: input.height } : await orientedSize(input);
   const source = fromCopy ? input.source : current;
   const target = billedSize(vendor, source.width, source.height);
   try {
-    let pipeline = open(bytes).autoOrient();
+    let pipeline = fromCopy
+      ? sharp(input.pixels, { raw: { width: input.width, height: input.height, channels: 3 } })
+      : open(input).autoOrient();
     if (target.width !== current.width || target.height !== current.height) {
       pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
     }

@@ -23,7 +23,7 @@ export function createWorkCopies(opts: {
 }): WorkCopies {
   const cache = new LRUCache<string, WorkCopy>({
     maxSize: opts.maxBytes,
-    sizeCalculation: (copy) => Math.max(1, copy.data.length),
+    sizeCalculation: (copy) => Math.max(1, copy.pixels.length),
     fetchMethod: async (sha256) => {
       opts.onLookup?.('decoded');
       return makeWorkCopy(await opts.read(sha256));

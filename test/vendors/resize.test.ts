@@ -160,7 +160,7 @@ describe('work copies: the original decoded once, every vendor upload prepared f
   it('is bounded by bytes: the least recently used copy is dropped and decoded again when asked for', async () => {
     const reads: string[] = [];
     const bytes: Record<string, Buffer> = { a: await syntheticJpeg(2000, 1500, 10), b: await syntheticJpeg(2000, 1500, 200) };
-    const one = (await makeWorkCopy(bytes.a!)).data.length;
+    const one = (await makeWorkCopy(bytes.a!)).pixels.length;
     const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: Math.ceil(one * 1.5) });
     await copies.get('a');
     await copies.get('b');
