@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { imageInvalid } from '../core/errors.ts';
+import { AppError, imageInvalid } from '../core/errors.ts';
 import { decodeUpright, greyscale } from './decode.ts';
 import { embedPixels } from './embedding.ts';
 import { HASH_GRID, boxDownsample, dctHash, gradientHash } from './perceptual-hash.ts';
@@ -33,23 +33,33 @@ export interface FingerprintOptions {
 
 export async function fingerprint(bytes: Buffer, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
   // Started first: libvips works on its own threads while this thread hashes the bytes.
-  const decoding = decodeUpright(bytes);
+  const hashing = perceptualHashes(bytes, opts);
   const header = sharp(bytes).metadata();
   const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const [hashes, meta] = await Promise.all([hashing, header]).catch((err: unknown) => {
+    throw undecodable(err);
+  });
+  return { sha256, width: meta.autoOrient.width, height: meta.autoOrient.height, ...hashes };
+}
 
+export type PerceptualHashes = Pick<Fingerprint, 'pHash' | 'dHash'> & { embedding?: number[] };
+
+/**
+ * The perceptual half of the fingerprint, for a caller that already has the SHA-256 and the
+ * header (intake): the one decode, the hashes and, when asked for, the embedding.
+ */
+export async function perceptualHashes(bytes: Buffer, opts: FingerprintOptions = {}): Promise<PerceptualHashes> {
   // A decode failure is deterministic: a non-retryable domain error, not something to retry.
-  const [px, meta] = await Promise.all([decoding, header]).catch((err: unknown) => {
-    throw imageInvalid(`Image could not be decoded for fingerprinting: ${err instanceof Error ? err.message.split('\n').at(-1) : String(err)}`);
+  const px = await decodeUpright(bytes).catch((err: unknown) => {
+    throw undecodable(err);
   });
   const [grey, embedding] = await Promise.all([greyscale(px), opts.embedding ? embedPixels(px) : undefined]);
   const grey32 = boxDownsample(grey, px.width, px.height, HASH_GRID.dct, HASH_GRID.dct);
   const grey9x8 = boxDownsample(grey, px.width, px.height, HASH_GRID.gradientW, HASH_GRID.gradientH);
-  return {
-    sha256,
-    pHash: dctHash(grey32),
-    dHash: gradientHash(grey9x8),
-    width: meta.autoOrient.width,
-    height: meta.autoOrient.height,
-    ...(embedding ? { embedding } : {}),
-  };
+  return { pHash: dctHash(grey32), dHash: gradientHash(grey9x8), ...(embedding ? { embedding } : {}) };
+}
+
+function undecodable(err: unknown): Error {
+  if (err instanceof AppError) return err;
+  return imageInvalid(`Image could not be decoded for fingerprinting: ${err instanceof Error ? err.message.split('\n').at(-1) : String(err)}`);
 }

@@ -3,7 +3,7 @@ import { validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchImageOptions } from './fetch.ts';
-import { fingerprint, type Fingerprint, type FingerprintOptions } from './fingerprint.ts';
+import { fingerprint, perceptualHashes, type Fingerprint, type FingerprintOptions, type PerceptualHashes } from './fingerprint.ts';
 import { probeImage, type ImageFormat } from './probe.ts';
 
 /**
@@ -45,6 +45,8 @@ export interface ImageIntake {
   dHash: string;
   /** Whether this intake wrote the blob (nobody had stored these bytes before). */
   stored: boolean;
+  /** Whether the caller's registry holds the photo; undefined when it was not asked (embedding). */
+  registered?: boolean;
   /** The visual embedding, from the same decode, when `embedding` was asked for. */
   embedding?: number[];
 }
@@ -57,14 +59,35 @@ export interface IntakeOptions {
 export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: IntakeOptions = {}): Promise<ImageIntake> {
   const bytes = await readInput(input, deps);
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  const probed = await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
-  const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
   // Only the caller's own registry spares the decode (unless the embedding needs it): whether
   // another account sent these bytes must not change what this request costs or how long it takes.
-  const known = opts.embedding ? null : await deps.knownFingerprint?.(sha256);
-  const fp: Pick<Fingerprint, 'pHash' | 'dHash'> & { embedding?: number[] } = known ?? (await checkedFingerprint(bytes, deps.maxPixels, opts));
-  const stored = await deps.blobs.put(sha256, bytes);
-  return { ...base, pHash: fp.pHash, dHash: fp.dHash, stored, ...(fp.embedding ? { embedding: fp.embedding } : {}) };
+  // Asked while the header is read; a refused header makes the answer moot.
+  const [probed, known] = await Promise.all([
+    probeImage(bytes, { maxPixels: deps.maxPixels, decode: false }),
+    opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
+  ]);
+  const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+  if (known) {
+    const stored = await deps.blobs.put(sha256, bytes);
+    return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };
+  }
+  // The blob is written while the image decodes; an image that fails the decode check takes back
+  // the blob it wrote (a crash in between leaves it to the blob collector).
+  const [hashes, put] = await Promise.allSettled([checkedHashes(bytes, deps.maxPixels, opts), deps.blobs.put(sha256, bytes)]);
+  if (hashes.status === 'rejected') {
+    if (put.status === 'fulfilled' && put.value) await deps.blobs.delete(sha256);
+    throw hashes.reason;
+  }
+  if (put.status === 'rejected') throw put.reason;
+  const fp = hashes.value;
+  return {
+    ...base,
+    pHash: fp.pHash,
+    dHash: fp.dHash,
+    stored: put.value,
+    ...(known === null ? { registered: false } : {}),
+    ...(fp.embedding ? { embedding: fp.embedding } : {}),
+  };
 }
 
 /**
@@ -72,8 +95,17 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
  * decode check: it rejects corrupt or truncated data, and yields the hashes.
  */
 export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
+  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, opts));
+}
+
+/** `checkedFingerprint` without the SHA-256 and header the caller already has. */
+function checkedHashes(bytes: Buffer, maxPixels: number, opts: FingerprintOptions): Promise<PerceptualHashes> {
+  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, opts));
+}
+
+async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>): Promise<T> {
   try {
-    return await fingerprint(bytes, opts);
+    return await decode();
   } catch (err) {
     // The probe's own decode check words the refusal precisely (HEVC, pixel limit, truncation).
     await probeImage(bytes, { maxPixels, decode: true });

@@ -54,12 +54,12 @@ describe('intakeImage', () => {
     // Already in the blob store, not in this caller's registry: decoded and fingerprinted again.
     const asked: string[] = [];
     const again = await intakeImage({ base64: jpeg.toString('base64') }, { ...deps, knownFingerprint: async (s) => (asked.push(s), null) });
-    expect(again).toMatchObject({ sha256: sha, pHash: fp.pHash, dHash: fp.dHash, stored: false });
+    expect(again).toMatchObject({ sha256: sha, pHash: fp.pHash, dHash: fp.dHash, stored: false, registered: false });
     expect(asked).toEqual([sha]);
     // The caller's registry holds the photo: its hashes are used as they are (no decode would produce these).
     const known = { pHash: 'ffffffffffffffff', dHash: '0000000000000000' };
     expect(await intakeImage({ base64: jpeg.toString('base64') }, { ...deps, knownFingerprint: async () => known })).toEqual({
-      sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, ...known, stored: false,
+      sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, ...known, stored: false, registered: true,
     });
   });
 
@@ -80,7 +80,7 @@ describe('intakeImage', () => {
     await expect(intakeImage({ url: `${pub.origin}/image.jpg`, base64: jpeg.toString('base64') }, deps)).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
   });
 
-  it('stores nothing when the image is refused', async () => {
+  it('stores nothing when the image is refused (a file whose header passes takes back the blob written while it decoded)', async () => {
     const truncated = jpeg.subarray(0, Math.floor(jpeg.length * 0.8)).toString('base64');
     await expect(intakeImage({ base64: truncated }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
     await expect(intakeImage({ base64: photo('heic-IMG_5195.HEIC').toString('base64') }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
