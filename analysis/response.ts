@@ -10,8 +10,13 @@ export const newAnalysisId = () => `ana_${randomBytes(12).toString('hex')}`;
 
 /** Flat output of one photo: every requested lens's fields, from the registry projection. */
 export function photoOutput(photo: PhotoRecord, lenses: string[]): Record<string, unknown> {
+  return lensOutput(lenses, (lens) => photo.lenses[lens]?.output);
+}
+
+/** Flat output of one photo: the fields of each lens in `lenses` order, from wherever `outputOf` finds them. */
+export function lensOutput(lenses: string[], outputOf: (lens: string) => Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const lens of lenses) Object.assign(out, photo.lenses[lens]?.output ?? {});
+  for (const lens of lenses) Object.assign(out, outputOf(lens) ?? {});
   return out;
 }
 

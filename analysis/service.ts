@@ -14,7 +14,7 @@ import { getBespokeSchema } from '../bespoke/repository.ts';
 import { bespokeSchemaInput, checkBespokeSchema, toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
 import { generate } from '../samples/generate.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
-import { analysisPersisted, getPhotos, photoFingerprint, recordCacheHit, deleteUnreferencedBlobs } from '../registry/photos.ts';
+import { analysisPersisted, getPhotos, type RegistryPhoto, photoFingerprint, recordCacheHit, deleteUnreferencedBlobs } from '../registry/photos.ts';
 import type { AnalyzeBody, Analysis } from './contract.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
 import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
@@ -23,7 +23,7 @@ import type { AnalyzeInput, AnalyzeResult, ImageRef, Vendor } from '../workflows
 import { bindRequest, requestFingerprint, storeAnswer, unbindRequest } from './request-binding.ts';
 import { vehicleAnalysis } from './vehicle.ts';
 import { startAndAwait, WorkflowNotStarted } from './await-workflow.ts';
-import { analysisEnvelope, assembleOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
+import { analysisEnvelope, assembleOutput, lensOutput, newAnalysisId, originOf, photoOutput, type PerImage } from './response.ts';
 
 export interface AnalyzeDeps {
   config: Config;
@@ -159,6 +159,7 @@ async function runAnalysis(
   }
 
   const embeddings = new Map<string, number[]>();
+  let allRegistered = true;
   const refs: ImageRef[] = await mapBounded(inputs, INTAKE_CONCURRENCY, async (input) => {
     const img = await intakeImage(input, {
       blobs: deps.blobs,
@@ -169,6 +170,7 @@ async function runAnalysis(
     }, { embedding: includeEmbedding });
     if (img.stored) progress.stored.push(img.sha256);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
+    if (img.registered === false) allRegistered = false;
     return { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash };
   });
   const shas = refs.map((r) => r.sha256);
@@ -181,7 +183,8 @@ async function runAnalysis(
   // Extraction always runs (it bypasses the projection), so it never takes this path. A request
   // whose own workflow already ran (a client retrying with its x-request-id) would hit the very
   // records it paid for: it attaches to that run instead and gets its answer and charge.
-  if (!body.refresh && !extractInput) {
+  // Intake already knows when a photo is new to the caller's registry: then nothing can hit.
+  if (!body.refresh && !extractInput && allRegistered) {
     const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
     const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
     if (complete && !(await analysisPersisted(deps.db, `analyze:${userId}:${requestId}`))) {
@@ -233,17 +236,19 @@ async function runAnalysis(
   };
   const result = await untilEnded(progress, () => runWorkflow(pipeline, input));
 
-  const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
+  // The run's own outputs are in its result; only lenses it did not run are read from the registry.
+  const ran = result.images.filter((r) => r.vendor);
+  const lead = ran[0];
+  const fromRegistry = !lead || result.images.some((r) => lenses.some((l) => !r.outputs[l]));
+  const photos = fromRegistry ? await getPhotos(deps.db, userId, [...new Set(shas)]) : new Map<string, RegistryPhoto>();
   const perImage: PerImage[] = result.images.map((r) => {
     const p = photos.get(r.sha256);
-    if (!p) throw new AppError('INTERNAL_ERROR', 'Analysis finished but its photo is missing from the registry');
-    const output = photoOutput(p, lenses);
+    if (fromRegistry && !p) throw new AppError('INTERNAL_ERROR', 'Analysis finished but its photo is missing from the registry');
+    const output = lensOutput(lenses, (l) => r.outputs[l] ?? p?.lenses[l]?.output);
     if (extractInput) output.bespoke = { schemaId: result.bespokeSchemaId ?? null, data: r.bespoke ?? null };
     return { sha256: r.sha256, pHash: r.pHash, dHash: r.dHash, output, cacheHit: r.ran.length === 0 && !extractInput, creditsCharged: r.credits };
   });
   if (includeEmbedding) addEmbeddings(embeddings, perImage);
-  const ran = result.images.filter((r) => r.vendor);
-  const lead = ran[0];
   const origin = lead ? { vendor: lead.vendor!, model: lead.model!, provider: lead.provider! } : originOf([...photos.values()], lenses);
   const inputTokens = result.images.reduce((n, r) => n + r.inputTokens, 0);
   const outputTokens = result.images.reduce((n, r) => n + r.outputTokens, 0);

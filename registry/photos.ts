@@ -68,13 +68,12 @@ export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'de
   return gone;
 }
 
+/** A photo of the registry projection with the vendor and model behind each lens record. */
+export type RegistryPhoto = PhotoRecord & { origins: Record<string, LensOrigin> };
+
 /** The registry projection of photos, scoped to one user. Missing photos are absent from the map. */
-export async function getPhotos(
-  db: Db,
-  userId: string,
-  sha256s: string[],
-): Promise<Map<string, PhotoRecord & { origins: Record<string, LensOrigin> }>> {
-  const result = new Map<string, PhotoRecord & { origins: Record<string, LensOrigin> }>();
+export async function getPhotos(db: Db, userId: string, sha256s: string[]): Promise<Map<string, RegistryPhoto>> {
+  const result = new Map<string, RegistryPhoto>();
   if (!sha256s.length) return result;
   const photos = await db.query<{
     sha256: string; phash: string; dhash: string; first_analyzed_at: Date; last_analyzed_at: Date;

@@ -56,6 +56,7 @@ export function imageResults(
       inputTokens: r?.inputTokens ?? 0,
       outputTokens: r?.outputTokens ?? 0,
       fellBackFrom: call.fellBackFrom,
+      outputs: source?.outputs ?? {},
       ...(bespoke && source?.data ? { bespoke: source.data } : {}),
     };
   });

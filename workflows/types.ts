@@ -105,6 +105,11 @@ export interface ImageResult {
   fellBackFrom: Vendor[];
   /** Bespoke extraction answer for this image (v2 `extract`). */
   bespoke?: Record<string, unknown>;
+  /**
+   * Lens → output this run recorded for the photo (a repeat copy: its first copy's). Lenses it
+   * did not run are the registry's.
+   */
+  outputs: Record<string, Record<string, unknown>>;
 }
 
 export interface AnalyzeResult {
