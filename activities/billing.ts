@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { planAnalysis, planVehicleReport, type AnalysisPlan, type VehiclePlan } from '../credits/delta.ts';
-import { countUnbilledCallsIn, gateUnbilledCalls, release, reserveIn, settleIn, type Reservation } from '../credits/ledger.ts';
+import { countUnbilledCallsIn, holdIn, release, settleIn, type Reservation, type UnbilledGate } from '../credits/ledger.ts';
 import { inTransaction, type DbClient } from '../db/pool.ts';
 import { cachedLensesIn, persistAnalysisIn, type PersistImage, type Persisted } from '../registry/photos.ts';
 import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
@@ -30,11 +30,14 @@ interface ReserveBase {
 export function billingActivities(deps: ActivityDeps) {
   const log = () => Context.current().log;
 
-  /** Reserve `needed` in the caller's transaction (nothing when 0); counted and logged. */
-  async function hold(c: DbClient, input: ReserveBase, needed: number, reason: string): Promise<Reservation | null> {
-    if (needed <= 0) return null;
+  /** The unbilled-call gate and the reservation of `needed` (none when 0), in the caller's transaction. */
+  async function hold(c: DbClient, input: ReserveBase, gate: Omit<UnbilledGate, 'cap'>, needed: number, reason: string): Promise<Reservation | null> {
     const { reservationId: id, userId, ttlMs, workflowId } = input;
-    return reserveIn(c, { id, userId, amount: needed, ttlMs, workflowId, reason });
+    return holdIn(c, {
+      userId,
+      gate: { ...gate, cap: deps.config.FREE_VENDOR_CALLS_PER_DAY },
+      reserve: needed > 0 ? { id, amount: needed, ttlMs, workflowId, reason } : null,
+    });
   }
 
   function countReserved(reservationId: string, held: Reservation | null): void {
@@ -86,13 +89,8 @@ export function billingActivities(deps: ActivityDeps) {
         const cached = input.refresh ? {} : await cachedLensesIn(c, { userId: input.userId, sha256s: unique, lenses: input.lenses });
         const plan = planAnalysis({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached, extraCredits: input.extraCredits });
         const calls = plan.plans.filter((p) => p.ran.length > 0 || (input.extraCredits > 0 && p.first)).length;
-        await gateUnbilledCalls(c, {
-          userId: input.userId,
-          cap: deps.config.FREE_VENDOR_CALLS_PER_DAY,
-          vendorWork: calls > 0,
-          freeCalls: plan.needed === 0 ? calls : 0,
-        });
-        return { plan, held: await hold(c, input, plan.needed, 'analyze') };
+        const gate = { vendorWork: calls > 0, freeCalls: plan.needed === 0 ? calls : 0 };
+        return { plan, held: await hold(c, input, gate, plan.needed, 'analyze') };
       }).catch(rethrowDomain);
       countReserved(input.reservationId, held);
       return plan;
@@ -105,8 +103,7 @@ export function billingActivities(deps: ActivityDeps) {
         const unique = [...new Set(input.sha256s)];
         const known = input.refresh ? {} : await lensOutputsIn(c, { userId: input.userId, sha256s: unique, lens: input.step });
         const plan = planVehicleReport({ sha256s: input.sha256s, known, credits: input.credits });
-        await gateUnbilledCalls(c, { userId: input.userId, cap: deps.config.FREE_VENDOR_CALLS_PER_DAY, vendorWork: true, freeCalls: 0 });
-        return { plan, held: await hold(c, input, plan.needed, 'vehicle report') };
+        return { plan, held: await hold(c, input, { vendorWork: true, freeCalls: 0 }, plan.needed, 'vehicle report') };
       }).catch(rethrowDomain);
       countReserved(input.reservationId, held);
       return plan;

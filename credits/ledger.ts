@@ -154,29 +154,69 @@ export async function reserve(db: Db, args: ReserveArgs): Promise<Reservation> {
 /** `reserve` inside a caller's transaction. Takes the account-row lock. */
 export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
-  // One round trip: the account lock and any reservation a retry already made.
-  const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null }>(
+  return (await holdIn(c, { userId: args.userId, gate: null, reserve: args }))!;
+}
+
+/**
+ * The gate for vendor work nobody pays for. A request that sends anything to a vendor is refused
+ * (429) once the account's unbilled calls today reached `cap`; one that bills nothing (`freeCalls`
+ * > 0: only free lenses run) also needs 1 available credit (not charged; 402 otherwise), and its
+ * calls count at once.
+ */
+export interface UnbilledGate {
+  cap: number;
+  /** The request sends anything to a vendor. */
+  vendorWork: boolean;
+  /** Vendor calls it makes that bill nothing (only free lenses run). */
+  freeCalls: number;
+}
+
+/**
+ * The gate for vendor work nobody pays for (`gate`, see UnbilledGate) and the reservation
+ * (`reserve`, see reserve) in one round trip for the account: the account-row lock reads the
+ * balances, the unbilled calls of today and any reservation a retry already made. Returns the
+ * reservation, or null when none was asked for.
+ */
+export async function holdIn(
+  c: DbClient,
+  args: { userId: string; gate: UnbilledGate | null; reserve: Omit<ReserveArgs, 'userId'> | null },
+): Promise<Reservation | null> {
+  const { userId, gate, reserve } = args;
+  if (reserve && (!Number.isSafeInteger(reserve.amount) || reserve.amount <= 0)) throw new Error('reserve amount must be a positive integer');
+  if (!reserve && !gate?.vendorWork) return null;
+  const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null; calls: number | null }>(
     `SELECT a.community_balance, a.purchased_balance, a.reserved, a.referral_bonus,
             (SELECT to_jsonb(r) FROM (SELECT id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at
-                                        FROM reservations WHERE id = $2) r) AS existing
+                                        FROM reservations WHERE id = $2) r) AS existing,
+            (SELECT calls FROM unbilled_vendor_calls WHERE user_id = $1 AND day = (now() AT TIME ZONE 'utc')::date) AS calls
        FROM credit_accounts a WHERE a.user_id = $1 FOR UPDATE OF a`,
-    [args.userId, args.id],
+    [userId, reserve?.id ?? null],
   );
   const acct = found.rows[0];
   if (!acct) throw new AppError('AUTH_FAILED', 'No credit account for this user');
-  if (acct.existing) return ownReservation(rowToReservation({ ...acct.existing, expires_at: new Date(acct.existing.expires_at) }), args);
+  if (gate?.vendorWork) {
+    if ((acct.calls ?? 0) >= gate.cap) throw unbilledCapReached(gate.cap);
+    if (gate.freeCalls > 0) {
+      const total = acct.community_balance + acct.purchased_balance;
+      if (total < 1) throw planLimitExceeded({ needed: 1, community: acct.community_balance, purchased: acct.purchased_balance, total, resetsInDays: 0 });
+      await countUnbilledCallsIn(c, { userId, calls: gate.freeCalls });
+    }
+  }
+  if (!reserve) return null;
+  const own = { ...reserve, userId };
+  if (acct.existing) return ownReservation(rowToReservation({ ...acct.existing, expires_at: new Date(acct.existing.expires_at) }), own);
   const total = acct.community_balance + acct.purchased_balance;
-  if (total < args.amount) {
+  if (total < reserve.amount) {
     throw planLimitExceeded({
-      needed: args.amount,
+      needed: reserve.amount,
       community: acct.community_balance,
       purchased: acct.purchased_balance,
       total,
       resetsInDays: 0,
     });
   }
-  const fromCommunity = Math.min(acct.community_balance, args.amount);
-  const fromPurchased = args.amount - fromCommunity;
+  const fromCommunity = Math.min(acct.community_balance, reserve.amount);
+  const fromPurchased = reserve.amount - fromCommunity;
   // The reservation, its ledger row and the account change in one statement. The lock statement
   // above read `existing` with its own snapshot, taken before it waited for the account lock: a
   // retry of this id that committed meanwhile is invisible to it, so the insert may still meet the
@@ -196,12 +236,12 @@ export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reserva
          reserved = reserved + $3, updated_at = now() WHERE user_id = $2 AND EXISTS (SELECT 1 FROM res)
      )
      SELECT * FROM res`,
-    [args.id, args.userId, args.amount, fromCommunity, fromPurchased, args.workflowId ?? null, args.reason ?? null, String(args.ttlMs)],
+    [own.id, own.userId, own.amount, fromCommunity, fromPurchased, own.workflowId ?? null, own.reason ?? null, String(own.ttlMs)],
   );
   if (ins.rows[0]) return rowToReservation(ins.rows[0]);
-  const raced = await findReservation(c, args.id);
-  if (!raced) throw new Error(`reservation ${args.id} conflicted but cannot be read`);
-  return ownReservation(raced, args);
+  const raced = await findReservation(c, own.id);
+  if (!raced) throw new Error(`reservation ${own.id} conflicted but cannot be read`);
+  return ownReservation(raced, own);
 }
 
 function ownReservation(r: Reservation, args: ReserveArgs): Reservation {
@@ -357,38 +397,12 @@ function secondsToUtcMidnight(now = new Date()): number {
   return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
 }
 
-/**
- * The gate for vendor work nobody pays for, in the caller's transaction. A request that sends
- * anything to a vendor is refused (429) once the account's unbilled calls today reached `cap`; one
- * that bills nothing (`freeCalls` > 0: only free lenses run) also needs 1 available credit (not
- * charged; 402 otherwise), and its calls count at once.
- */
-export async function gateUnbilledCalls(
-  c: DbClient,
-  args: { userId: string; cap: number; vendorWork: boolean; freeCalls: number },
-): Promise<void> {
-  if (!args.vendorWork) return;
-  const r = await c.query<{ calls: number | null; community: number; purchased: number }>(
-    `SELECT (SELECT calls FROM unbilled_vendor_calls WHERE user_id = $1 AND day = (now() AT TIME ZONE 'utc')::date) AS calls,
-            a.community_balance AS community, a.purchased_balance AS purchased
-       FROM credit_accounts a WHERE a.user_id = $1`,
-    [args.userId],
+function unbilledCapReached(cap: number): AppError {
+  return new AppError(
+    'RATE_LIMITED',
+    `This account made ${cap} unbilled AI provider calls today (free lenses and failed analyses); more run again from 00:00 UTC`,
+    { headers: { 'retry-after': String(secondsToUtcMidnight()) } },
   );
-  const row = r.rows[0];
-  if (!row) throw new AppError('AUTH_FAILED', 'No credit account for this user');
-  if ((row.calls ?? 0) >= args.cap) {
-    throw new AppError(
-      'RATE_LIMITED',
-      `This account made ${args.cap} unbilled AI provider calls today (free lenses and failed analyses); more run again from 00:00 UTC`,
-      { headers: { 'retry-after': String(secondsToUtcMidnight()) } },
-    );
-  }
-  if (args.freeCalls <= 0) return;
-  const total = row.community + row.purchased;
-  if (total < 1) {
-    throw planLimitExceeded({ needed: 1, community: row.community, purchased: row.purchased, total, resetsInDays: 0 });
-  }
-  await countUnbilledCallsIn(c, { userId: args.userId, calls: args.freeCalls });
 }
 
 /** Add `calls` to the account's unbilled vendor calls of today. */

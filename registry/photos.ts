@@ -226,16 +226,28 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
         );
     const billed = img.billed.filter((l) => !already.has(l));
     chargedPerImage[i] = billed.length;
-    // One statement per table for all lenses of the photo: persisting is one short transaction.
+    // One statement for all lenses of the photo: its events, the latest records taken from them,
+    // and the photo's spend. Rows already there mean the same photo twice in one request: the
+    // first copy won, and the records come only from events this statement inserted.
     const entries = Object.entries(img.outputs).sort(([a], [b]) => a.localeCompare(b));
     if (entries.length) {
       const names = entries.map(([lens]) => lens);
-      const events = await c.query<{ id: string; lens: string; produced_at: Date }>(
-        `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
-         SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7, e.credits
-           FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[], $12::int[]) AS e(id, lens, output, version, credits)
-         ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
-         RETURNING id, lens, produced_at`,
+      await c.query(
+        `WITH ev AS (
+           INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
+           SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7, e.credits
+             FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[], $12::int[]) AS e(id, lens, output, version, credits)
+           ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
+           RETURNING id, lens, output, version, produced_at
+         ), rec AS (
+           INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
+           SELECT $1, $2, ev.lens, ev.id, ev.output, ev.version, $4, $5, $6, $7, ev.produced_at FROM ev
+           ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
+             event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
+             co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
+             model = EXCLUDED.model, produced_at = EXCLUDED.produced_at
+         )
+         UPDATE photos SET total_credits_spent = total_credits_spent + $13 WHERE user_id = $1 AND sha256 = $2 AND $13 > 0`,
         [
           args.userId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
           names.map(() => newEventId()),
@@ -243,36 +255,11 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
           entries.map(([, output]) => JSON.stringify(output)),
           names.map((l) => img.versions[l] ?? '0'),
           names.map((l) => (billed.includes(l) ? 1 : 0)),
+          chargedPerImage[i],
         ],
       );
-      // Rows already there mean the same photo twice in one request: the first copy won.
-      if (events.rows.length) {
-        const byLens = new Map(entries);
-        await c.query(
-          `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
-           SELECT $1, $2, r.lens, r.event_id, r.output, r.version, $3, $4, $5, $6, r.produced_at
-             FROM unnest($7::text[], $8::text[], $9::jsonb[], $10::text[], $11::timestamptz[]) AS r(lens, event_id, output, version, produced_at)
-           ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
-             event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
-             co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
-             model = EXCLUDED.model, produced_at = EXCLUDED.produced_at`,
-          [
-            args.userId, img.sha256, img.coRunHash, img.provider, img.vendor, img.model,
-            events.rows.map((e) => e.lens),
-            events.rows.map((e) => e.id),
-            events.rows.map((e) => JSON.stringify(byLens.get(e.lens))),
-            events.rows.map((e) => img.versions[e.lens] ?? '0'),
-            events.rows.map((e) => e.produced_at),
-          ],
-        );
-      }
-    }
-    if (chargedPerImage[i]) {
-      await c.query('UPDATE photos SET total_credits_spent = total_credits_spent + $3 WHERE user_id = $1 AND sha256 = $2', [
-        args.userId,
-        img.sha256,
-        chargedPerImage[i],
-      ]);
+    } else if (chargedPerImage[i]) {
+      await c.query('UPDATE photos SET total_credits_spent = total_credits_spent + $3 WHERE user_id = $1 AND sha256 = $2', [args.userId, img.sha256, chargedPerImage[i]]);
     }
   }
   const charged = chargedPerImage.reduce((n, x) => n + x, 0);
