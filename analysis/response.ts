@@ -4,9 +4,9 @@ import type { PhotoRecord, LensOrigin } from '../registry/photos.ts';
 import type { Vendor } from '../workflows/types.ts';
 
 /** Version of the Analysis resource shape (opaque to clients, SPEC "Versioning" 3). */
-export const SCHEMA_VERSION = '2.1.0';
+const SCHEMA_VERSION = '2.1.0';
 
-export const newAnalysisId = () => `ana_${randomBytes(12).toString('hex')}`;
+const newAnalysisId = () => `ana_${randomBytes(12).toString('hex')}`;
 
 /** Flat output of one photo: every requested lens's fields, from the registry projection. */
 export function photoOutput(photo: PhotoRecord, lenses: string[]): Record<string, unknown> {
@@ -63,6 +63,67 @@ export function originOf(photos: Array<PhotoRecord & { origins: Record<string, L
   return { vendor: best.vendor as Vendor, model: best.model, provider: best.provider };
 }
 
-export function analysisEnvelope({ id, ...rest }: Omit<Analysis, 'object' | 'schemaVersion'>): Analysis {
-  return { id, object: 'analysis', schemaVersion: SCHEMA_VERSION, ...rest };
+/** Everything an answer says, from wherever it came (the registry, a run, a report, the sandbox). */
+export interface Answer {
+  output: Record<string, unknown>;
+  outputSchema: Analysis['outputSchema'];
+  modulesUsed: string[];
+  inputTokens: number;
+  outputTokens: number;
+  creditsCharged: number;
+  warnings: string[];
+  /** Who answered: meta.provider, meta.model, meta.vendor. */
+  origin: { provider: string; model: string; vendor: Vendor };
+  promptHash: string | null;
+  cacheHit: boolean;
+  requestId: string;
+  /** performance.now() when the request arrived (meta.processingTimeMs), or a fixed time. */
+  startedAt: number | { processingTimeMs: number };
+  /** The first image's, when the caller asked for them. */
+  fingerprint?: { pHash: string; dHash: string; sha256: string } | undefined;
+  embedding?: number[] | undefined;
+  /** Fixed id and time (the anonymous sandbox key's constant payload); new ones otherwise. */
+  id?: string;
+  createdAt?: string;
+}
+
+/** The Analysis resource: the one place its envelope is put together. */
+export function buildAnalysis(a: Answer): Analysis {
+  return {
+    id: a.id ?? newAnalysisId(),
+    object: 'analysis',
+    schemaVersion: SCHEMA_VERSION,
+    createdAt: a.createdAt ?? new Date().toISOString(),
+    output: a.output,
+    outputSchema: a.outputSchema,
+    usage: {
+      inputTokens: a.inputTokens,
+      outputTokens: a.outputTokens,
+      totalTokens: a.inputTokens + a.outputTokens,
+      modulesUsed: a.modulesUsed,
+      creditsCharged: a.creditsCharged,
+    },
+    warnings: a.warnings,
+    meta: {
+      processingTimeMs: typeof a.startedAt === 'number' ? Math.round(performance.now() - a.startedAt) : a.startedAt.processingTimeMs,
+      provider: a.origin.provider,
+      promptHash: a.promptHash,
+      requestId: a.requestId,
+      ai_generated: true,
+      model: a.origin.model,
+      vendor: a.origin.vendor,
+      cacheHit: a.cacheHit,
+    },
+    ...(a.embedding ? { embedding: a.embedding } : {}),
+    ...(a.fingerprint ? { fingerprint: a.fingerprint } : {}),
+  };
+}
+
+/** The first image's fingerprint and embedding for the top level, when the caller asked for them. */
+export function firstImageExtras(perImage: PerImage[], includeFingerprint: boolean, includeEmbedding: boolean): Pick<Answer, 'fingerprint' | 'embedding'> {
+  const first = perImage[0]!;
+  return {
+    ...(includeEmbedding && first.embedding ? { embedding: first.embedding } : {}),
+    ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
+  };
 }

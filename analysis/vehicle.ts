@@ -5,9 +5,9 @@ import type { Analysis, AnalyzeBody } from './contract.ts';
 import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
-import type { ImageRef, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
+import type { ImageRef, Vendor, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
-import { analysisEnvelope, newAnalysisId } from './response.ts';
+import { buildAnalysis } from './response.ts';
 import type { AnalyzeDeps } from './service.ts';
 import { startAndAwait } from './await-workflow.ts';
 import type { Client } from '@temporalio/client';
@@ -40,23 +40,19 @@ export async function vehicleAnalysis(
       await recordCacheHit(deps.db, userId, shas);
       const photos = await getPhotos(deps.db, userId, [shas[0]!]);
       const first = photos.get(shas[0]!);
-      return analysisEnvelope({
-        id: newAnalysisId(),
-        createdAt: new Date().toISOString(),
+      return buildAnalysis({
         output: { reportId: cached.id, ...cached.output },
         outputSchema: 'vehicle',
-        usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, modulesUsed: LENSES, creditsCharged: 0 },
+        modulesUsed: LENSES,
+        inputTokens: 0,
+        outputTokens: 0,
+        creditsCharged: 0,
         warnings,
-        meta: {
-          processingTimeMs: Math.round(performance.now() - startedAt),
-          provider: cached.provider,
-          promptHash: null,
-          requestId,
-          ai_generated: true,
-          model: cached.model,
-          vendor: cached.vendor as 'openai',
-          cacheHit: true,
-        },
+        origin: { provider: cached.provider, model: cached.model, vendor: cached.vendor as Vendor },
+        promptHash: null,
+        cacheHit: true,
+        requestId,
+        startedAt,
         ...(includeFingerprint && first ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
       });
     }
@@ -95,29 +91,19 @@ export async function vehicleAnalysis(
   if (result.simulated) warnings.push('simulated: answered by the Lenstack vendor simulator, not a real AI model (no vendor API key configured)');
   if (result.photosReused) warnings.push(`${result.photosReused} photo(s) already described in an earlier report were reused, not sent again`);
   const first = result.images[0]!;
-  return analysisEnvelope({
-    id: newAnalysisId(),
-    createdAt: new Date().toISOString(),
+  return buildAnalysis({
     output: { reportId: result.reportId, ...result.report },
     outputSchema: 'vehicle',
-    usage: {
-      inputTokens: result.inputTokens,
-      outputTokens: result.outputTokens,
-      totalTokens: result.inputTokens + result.outputTokens,
-      modulesUsed: LENSES,
-      creditsCharged: result.creditsCharged,
-    },
+    modulesUsed: LENSES,
+    inputTokens: result.inputTokens,
+    outputTokens: result.outputTokens,
+    creditsCharged: result.creditsCharged,
     warnings,
-    meta: {
-      processingTimeMs: Math.round(performance.now() - startedAt),
-      provider: result.provider,
-      promptHash: result.promptHash,
-      requestId,
-      ai_generated: true,
-      model: result.model,
-      vendor: result.vendor,
-      cacheHit: false,
-    },
+    origin: { provider: result.provider, model: result.model, vendor: result.vendor },
+    promptHash: result.promptHash,
+    cacheHit: false,
+    requestId,
+    startedAt,
     ...(includeFingerprint ? { fingerprint: { pHash: first.pHash, dHash: first.dHash, sha256: first.sha256 } } : {}),
   });
 }

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
+import { FsBlobStore } from '../../images/blobstore.ts';
 import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
@@ -67,6 +69,9 @@ describe('x-request-id is bound to its request', () => {
     expect(vendorCalls()).toBe(calls);
     expect(await photoRows(user.userId)).toBe(photos);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 9, reserved: 0 });
+    // The id is bound while the images are taken in: the new photo's blob, written meanwhile, is gone.
+    const pentax = createHash('sha256').update(photoBytes('Pentax_K10D.jpg')).digest('hex');
+    expect(await new FsBlobStore(p.config.BLOB_DIR).has(pentax)).toBe(false);
   });
 
   it('another account may use the same id for its own request', async () => {

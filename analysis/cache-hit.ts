@@ -1,0 +1,57 @@
+import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
+import type { Analysis } from './contract.ts';
+import { embeddingOf, type TakenImages } from './intake.ts';
+import type { AnalysisRequest } from './request.ts';
+import { assembleOutput, buildAnalysis, firstImageExtras, originOf, photoOutput, type PerImage } from './response.ts';
+import type { AnalyzeDeps } from './service.ts';
+
+/**
+ * A full cache hit: every requested lens of every photo is in the caller's registry, so the answer
+ * needs no vendor, no credits and no workflow. Null when anything is missing. Extraction always
+ * runs (it bypasses the projection), so it never hits. A request whose own workflow already ran
+ * (a client retrying with its x-request-id) would hit the very records it paid for: it attaches
+ * to that run instead and gets its answer and charge.
+ */
+export async function answerFromRegistry(
+  deps: AnalyzeDeps,
+  userId: string,
+  request: AnalysisRequest,
+  taken: TakenImages,
+  requestId: string,
+  startedAt: number,
+): Promise<Analysis | null> {
+  // Intake already knows when a photo is new to the caller's registry: then nothing can hit.
+  if (request.body.refresh || request.extractInput || !taken.allRegistered) return null;
+  const { lenses } = request;
+  const shas = taken.refs.map((r) => r.sha256);
+  const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
+  const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
+  if (!complete || (await analysisPersisted(deps.db, `analyze:${userId}:${requestId}`))) return null;
+  await recordCacheHit(deps.db, userId, shas);
+  const list = shas.map((s) => photos.get(s)!);
+  const perImage: PerImage[] = list.map((p) => ({
+    sha256: p.sha256,
+    pHash: p.pHash,
+    dHash: p.dHash,
+    output: photoOutput(p, lenses),
+    cacheHit: true,
+    creditsCharged: 0,
+    ...(request.includeEmbedding ? { embedding: embeddingOf(taken, p.sha256) } : {}),
+  }));
+  const origin = originOf(list, lenses);
+  return buildAnalysis({
+    output: assembleOutput(perImage, request.multi, request.includeFingerprint, request.includeEmbedding),
+    outputSchema: request.resolved.outputSchema,
+    modulesUsed: lenses,
+    inputTokens: 0,
+    outputTokens: 0,
+    creditsCharged: 0,
+    warnings: request.warnings,
+    origin: origin ?? { provider: 'registry', model: 'registry', vendor: deps.vendors[0] ?? 'openai' },
+    promptHash: null,
+    cacheHit: true,
+    requestId,
+    startedAt,
+    ...firstImageExtras(perImage, request.includeFingerprint, request.includeEmbedding),
+  });
+}
