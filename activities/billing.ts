@@ -14,6 +14,12 @@ export function coRunHash(lenses: string[]): string {
 
 export type PersistedImage = Omit<PersistImage, 'coRunHash'> & { lenses: string[] };
 
+/** A run's lens records, each image's lenses marked with the hash of those that ran together. */
+function persistRun(c: DbClient, run: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistedImage[] }): Promise<Persisted> {
+  const { workflowId, requestId, userId, refresh } = run;
+  return persistAnalysisIn(c, { workflowId, requestId, userId, refresh, images: run.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })) });
+}
+
 interface ReserveBase {
   reservationId: string;
   userId: string;
@@ -124,13 +130,7 @@ export function billingActivities(deps: ActivityDeps) {
       settle: { reservationId: string; extraCharge: number } | null;
     }): Promise<Persisted> {
       const { persisted, closed } = await inTransaction(deps.db, async (c) => {
-        const persisted = await persistAnalysisIn(c, {
-          workflowId: input.workflowId,
-          requestId: input.requestId,
-          userId: input.userId,
-          refresh: input.refresh,
-          images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
-        });
+        const persisted = await persistRun(c, input);
         if (!input.settle) return { persisted, closed: null };
         const charge = persisted.charged + input.settle.extraCharge;
         return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge }) };
@@ -150,13 +150,7 @@ export function billingActivities(deps: ActivityDeps) {
       reservationId: string;
     }): Promise<{ reportId: string }> {
       const { reportId, closed } = await inTransaction(deps.db, async (c) => {
-        await persistAnalysisIn(c, {
-          workflowId: input.workflowId,
-          requestId: input.requestId,
-          userId: input.userId,
-          refresh: input.refresh,
-          images: input.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })),
-        });
+        await persistRun(c, input);
         const reportId = await saveVehicleReportIn(c, { ...input.report, workflowId: input.workflowId, userId: input.userId });
         return { reportId, closed: await settleIn(c, { id: input.reservationId, charge: input.report.credits }) };
       });

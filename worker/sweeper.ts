@@ -9,8 +9,7 @@ import type { WorkerMetrics } from '../metrics/worker.ts';
  */
 export async function sweepOnce(db: Db, metrics: WorkerMetrics, log: (msg: string) => void): Promise<string[]> {
   try {
-    const swept = await sweepExpired(db);
-    const { ids, settled, charged, returned } = swept;
+    const { ids, settled, charged, returned } = await sweepExpired(db);
     if (ids.length) {
       metrics.reservationsSwept.inc({}, ids.length);
       metrics.reservations.inc({ event: 'swept' }, ids.length);

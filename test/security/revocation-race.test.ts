@@ -84,13 +84,9 @@ class RedisCutter {
   }
 }
 
-/** The key-row read of `db`, held until `release` is called; `read` resolves once the row is read. */
-function gateKeyReads(db: Db) {
-  let release!: () => void;
-  let markRead!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  const read = new Promise<void>((r) => (markRead = r));
-  const gated = new Proxy(db, {
+/** `db` that awaits `hook` after each key-row read, before the answer reaches the caller. */
+function onKeyRead(db: Db, hook: () => Promise<unknown>): Db {
+  return new Proxy(db, {
     get(target, prop) {
       if (prop !== 'query') {
         const v = Reflect.get(target, prop, target) as unknown;
@@ -98,13 +94,22 @@ function gateKeyReads(db: Db) {
       }
       return async (...args: Parameters<Db['query']>) => {
         const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
-        if (typeof args[0] === 'string' && args[0].includes('FROM api_keys WHERE key_hash')) {
-          markRead();
-          await released;
-        }
+        if (typeof args[0] === 'string' && args[0].includes('FROM api_keys WHERE key_hash')) await hook();
         return result;
       };
     },
+  });
+}
+
+/** The key-row read of `db`, held until `release` is called; `read` resolves once the row is read. */
+function gateKeyReads(db: Db) {
+  let release!: () => void;
+  let markRead!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  const read = new Promise<void>((r) => (markRead = r));
+  const gated = onKeyRead(db, () => {
+    markRead();
+    return released;
   });
   return { db: gated, read, release };
 }
@@ -116,21 +121,7 @@ function gateKeyReads(db: Db) {
  */
 function slowKeyReads(db: Db): Db {
   let reads = 0;
-  return new Proxy(db, {
-    get(target, prop) {
-      if (prop !== 'query') {
-        const v = Reflect.get(target, prop, target) as unknown;
-        return typeof v === 'function' ? v.bind(target) : v;
-      }
-      return async (...args: Parameters<Db['query']>) => {
-        const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
-        if (typeof args[0] === 'string' && args[0].includes('FROM api_keys WHERE key_hash')) {
-          await new Promise((resolve) => setTimeout(resolve, (reads++ * 7) % 29));
-        }
-        return result;
-      };
-    },
-  });
+  return onKeyRead(db, () => new Promise((resolve) => setTimeout(resolve, (reads++ * 7) % 29)));
 }
 
 let gate: ReturnType<typeof gateKeyReads>;
