@@ -54,18 +54,19 @@ export function vendorActivities(deps: ActivityDeps) {
     // hangs fails this attempt as unavailable and the retry or the next vendor gets the time left.
     const deadline = AbortSignal.timeout(Math.max(250, ctx.info.startToCloseTimeoutMs - ATTEMPT_MARGIN_MS));
     const signal = AbortSignal.any([ctx.cancellationSignal, deadline]);
-    const progress = (phase: string) => ctx.heartbeat({ phase, elapsedMs: Date.now() - started });
-    progress('reading image');
+    let phase = 'reading image';
     const call = planVendorCall(input);
-    // Heartbeats say the worker is alive and where the attempt is; they stop with the attempt's
-    // deadline, so a hung call never looks alive past it.
+    // Heartbeats say the worker is alive and where the attempt is, every second from the first
+    // (the heartbeat timeout counts from the start until then, so a call that ends sooner costs
+    // no heartbeat round trip); they stop with the attempt's deadline, so a hung call never looks
+    // alive past it.
     const beat = setInterval(() => {
-      if (!signal.aborted) progress('awaiting the vendor');
+      if (!signal.aborted) ctx.heartbeat({ phase, elapsedMs: Date.now() - started });
     }, 1000);
     let res;
     try {
       const image = await deps.workCopies.get(input.sha256);
-      progress('calling the vendor');
+      phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
     } catch (err) {
       if (err instanceof VendorError && !err.retryable) {
