@@ -3,7 +3,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { planAnalysis, planVehicleReport, type AnalysisPlan, type VehiclePlan } from '../credits/delta.ts';
 import { countUnbilledCallsIn, holdIn, release, settleIn, type Reservation, type UnbilledGate } from '../credits/ledger.ts';
 import { inTransaction, type DbClient } from '../db/pool.ts';
-import { cachedLensesIn, persistAnalysisIn, type PersistImage, type Persisted } from '../registry/photos.ts';
+import { persistAnalysisIn, runStartIn, type PersistImage, type Persisted } from '../registry/photos.ts';
 import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 
@@ -41,8 +41,10 @@ export function billingActivities(deps: ActivityDeps) {
     const { reservationId: id, userId, ttlMs, workflowId } = input;
     return holdIn(c, {
       userId,
+      reservationId: id,
       gate: { ...gate, cap: deps.config.FREE_VENDOR_CALLS_PER_DAY },
-      reserve: needed > 0 ? { id, amount: needed, ttlMs, workflowId, reason } : null,
+      reserve: needed > 0 ? { amount: needed, ttlMs, workflowId, reason } : null,
+      closed: () => finishedRun(input),
     });
   }
 
@@ -65,21 +67,14 @@ export function billingActivities(deps: ActivityDeps) {
 
   /**
    * A run under a workflow id that already finished (Temporal forgot it and the id was started
-   * again) must not run vendors against a closed reservation or an old run's records.
+   * again) must not run vendors against a closed reservation or an old run's records: refused
+   * when the run persisted (the registry says) or its reservation is closed (the ledger says).
    */
-  async function refuseFinishedRun(c: DbClient, input: ReserveBase): Promise<void> {
-    const r = await c.query<{ finished: boolean }>(
-      `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
-           OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1)
-           OR EXISTS (SELECT 1 FROM reservations WHERE id = $2 AND status <> 'open') AS finished`,
-      [input.workflowId, input.reservationId],
+  function finishedRun(input: ReserveBase): ApplicationFailure {
+    return ApplicationFailure.nonRetryable(
+      `The analysis of request ${input.workflowId.split(':').slice(2).join(':')} already finished and its answer is no longer held; send the request again with a new x-request-id`,
+      'REQUEST_ID_CONFLICT',
     );
-    if (r.rows[0]!.finished) {
-      throw ApplicationFailure.nonRetryable(
-        `The analysis of request ${input.workflowId.split(':').slice(2).join(':')} already finished and its answer is no longer held; send the request again with a new x-request-id`,
-        'REQUEST_ID_CONFLICT',
-      );
-    }
   }
 
   return {
@@ -90,9 +85,10 @@ export function billingActivities(deps: ActivityDeps) {
      */
     async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan> {
       const { plan, held } = await inTransaction(deps.db, async (c) => {
-        await refuseFinishedRun(c, input);
         const unique = [...new Set(input.sha256s)];
-        const cached = input.refresh ? {} : await cachedLensesIn(c, { userId: input.userId, sha256s: unique, lenses: input.lenses });
+        const start = await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: unique, lenses: input.refresh ? [] : input.lenses });
+        if (start.persisted) throw finishedRun(input);
+        const cached = start.cached;
         const plan = planAnalysis({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached, extraCredits: input.extraCredits });
         const calls = plan.plans.filter((p) => p.ran.length > 0 || (input.extraCredits > 0 && p.first)).length;
         const gate = { vendorWork: calls > 0, freeCalls: plan.needed === 0 ? calls : 0 };
@@ -105,8 +101,8 @@ export function billingActivities(deps: ActivityDeps) {
     /** The delta of a vehicle report (photos already described are reused) and its flat reservation. */
     async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan> {
       const { plan, held } = await inTransaction(deps.db, async (c) => {
-        await refuseFinishedRun(c, input);
         const unique = [...new Set(input.sha256s)];
+        if ((await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: [], lenses: [] })).persisted) throw finishedRun(input);
         const known = input.refresh ? {} : await lensOutputsIn(c, { userId: input.userId, sha256s: unique, lens: input.step });
         const plan = planVehicleReport({ sha256s: input.sha256s, known, credits: input.credits });
         return { plan, held: await hold(c, input, { vendorWork: true, freeCalls: 0 }, plan.needed, 'vehicle report') };

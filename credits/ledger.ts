@@ -154,7 +154,8 @@ export async function reserve(db: Db, args: ReserveArgs): Promise<Reservation> {
 /** `reserve` inside a caller's transaction. Takes the account-row lock. */
 export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
-  return (await holdIn(c, { userId: args.userId, gate: null, reserve: args }))!;
+  const { id, userId, ...reserve } = args;
+  return (await holdIn(c, { userId, reservationId: id, gate: null, reserve }))!;
 }
 
 /**
@@ -174,26 +175,34 @@ export interface UnbilledGate {
 /**
  * The gate for vendor work nobody pays for (`gate`, see UnbilledGate) and the reservation
  * (`reserve`, see reserve) in one round trip for the account: the account-row lock reads the
- * balances, the unbilled calls of today and any reservation a retry already made. Returns the
+ * balances, the unbilled calls of today and the reservation `reservationId` when a retry already
+ * made it. `closed` is thrown when that reservation is closed: its run has ended. Returns the
  * reservation, or null when none was asked for.
  */
 export async function holdIn(
   c: DbClient,
-  args: { userId: string; gate: UnbilledGate | null; reserve: Omit<ReserveArgs, 'userId'> | null },
+  args: {
+    userId: string;
+    reservationId: string;
+    gate: UnbilledGate | null;
+    reserve: Omit<ReserveArgs, 'userId' | 'id'> | null;
+    closed?: () => Error;
+  },
 ): Promise<Reservation | null> {
   const { userId, gate, reserve } = args;
   if (reserve && (!Number.isSafeInteger(reserve.amount) || reserve.amount <= 0)) throw new Error('reserve amount must be a positive integer');
-  if (!reserve && !gate?.vendorWork) return null;
+  if (!reserve && !gate?.vendorWork && !args.closed) return null;
   const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null; calls: number | null }>(
     `SELECT a.community_balance, a.purchased_balance, a.reserved, a.referral_bonus,
             (SELECT to_jsonb(r) FROM (SELECT id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at
                                         FROM reservations WHERE id = $2) r) AS existing,
             (SELECT calls FROM unbilled_vendor_calls WHERE user_id = $1 AND day = (now() AT TIME ZONE 'utc')::date) AS calls
        FROM credit_accounts a WHERE a.user_id = $1 FOR UPDATE OF a`,
-    [userId, reserve?.id ?? null],
+    [userId, args.reservationId],
   );
   const acct = found.rows[0];
   if (!acct) throw new AppError('AUTH_FAILED', 'No credit account for this user');
+  if (args.closed && acct.existing && acct.existing.status !== 'open') throw args.closed();
   if (gate?.vendorWork) {
     if ((acct.calls ?? 0) >= gate.cap) throw unbilledCapReached(gate.cap);
     if (gate.freeCalls > 0) {
@@ -203,7 +212,7 @@ export async function holdIn(
     }
   }
   if (!reserve) return null;
-  const own = { ...reserve, userId };
+  const own = { ...reserve, id: args.reservationId, userId };
   if (acct.existing) return ownReservation(rowToReservation({ ...acct.existing, expires_at: new Date(acct.existing.expires_at) }), own);
   const total = acct.community_balance + acct.purchased_balance;
   if (total < reserve.amount) {

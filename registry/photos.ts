@@ -31,19 +31,25 @@ export interface LensOrigin {
   model: string;
 }
 
-/** For each photo, which of `lenses` the caller's projection already holds (in the caller's transaction). */
-export async function cachedLensesIn(
+/**
+ * Where a run starts from, in one statement of the caller's transaction: whether the workflow
+ * `workflowId` already persisted a run (an analysis or a vehicle report), and for each photo which
+ * of `lenses` the caller's projection holds (none asked for when `lenses` is empty).
+ */
+export async function runStartIn(
   c: DbClient,
-  args: { userId: string; sha256s: string[]; lenses: string[] },
-): Promise<Record<string, string[]>> {
-  const out: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
-  if (!args.sha256s.length || !args.lenses.length) return out;
-  const r = await c.query<{ sha256: string; lens: string }>(
-    'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
-    [args.userId, args.sha256s, args.lenses],
+  args: { workflowId: string; userId: string; sha256s: string[]; lenses: string[] },
+): Promise<{ persisted: boolean; cached: Record<string, string[]> }> {
+  const r = await c.query<{ persisted: boolean; cached: Array<{ sha256: string; lens: string }> | null }>(
+    `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
+              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted,
+            (SELECT json_agg(json_build_object('sha256', sha256, 'lens', lens)) FROM lens_records
+              WHERE user_id = $2 AND sha256 = ANY($3) AND lens = ANY($4)) AS cached`,
+    [args.workflowId, args.userId, args.sha256s, args.lenses],
   );
-  for (const row of r.rows) out[row.sha256]!.push(row.lens);
-  return out;
+  const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
+  for (const row of r.rows[0]!.cached ?? []) cached[row.sha256]!.push(row.lens);
+  return { persisted: r.rows[0]!.persisted, cached };
 }
 
 /** The perceptual hashes the caller's registry holds for a photo, if it holds the photo. */

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { FsBlobStore } from '../../images/blobstore.ts';
+import { fingerprint } from '../../images/fingerprint.ts';
 import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
@@ -118,6 +119,44 @@ describe('x-request-id is bound to its request', () => {
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 8, reserved: 0 });
     const runs = await p.db.query('SELECT credits FROM analysis_runs WHERE workflow_id = $1', [`analyze:${user.userId}:rid-forgotten`]);
     expect(runs.rows).toEqual([{ credits: 2 }]);
+  }, 60_000);
+
+  it('a failed run Temporal has forgotten does not run again either: its reservation is closed', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const body = { imageBase64: photoBase64('orientation-landscape_1.jpg'), modules: ['dating'], options: { includeFingerprint: true } };
+    // The first run fails (every vendor rejects it) and releases its credits: nothing persisted.
+    for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
+    const first = await send(user.liveKey, 'rid-failed', body).finally(() => {
+      for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 0 });
+    });
+    expect(first.statusCode, first.body).toBe(502);
+    const fp = await fingerprint(photoBytes('orientation-landscape_1.jpg'));
+    const input: AnalyzeInput = {
+      requestId: 'rid-failed',
+      userId: user.userId,
+      stack: null,
+      images: [{ sha256: fp.sha256, pHash: fp.pHash, dHash: fp.dHash, format: 'jpeg', width: 1, height: 1 }],
+      lenses: ['dating', 'moderation'],
+      billable: ['dating'],
+      refresh: false,
+      vendors: ['openai', 'anthropic', 'google'],
+      vendorAttemptTimeoutMs: 30_000,
+      reservationTtlMs: 600_000,
+      imageConcurrency: 4,
+    };
+    const calls = vendorCalls();
+    const rerun = p.temporal.workflow.execute(analyzeWorkflow, {
+      taskQueue: p.config.TEMPORAL_TASK_QUEUE,
+      workflowId: `analyze:${user.userId}:rid-failed`,
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      args: [input],
+    });
+    const failure = await rerun.then(() => null, (err: unknown) => err);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect(((failure as WorkflowFailedError).cause as ApplicationFailure).type).toBe('REQUEST_ID_CONFLICT');
+    expect(vendorCalls()).toBe(calls);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+    expect(await photoRows(user.userId)).toBe(0);
   }, 60_000);
 
   it('a request refused before anything ran leaves its id free for the corrected request', async () => {
