@@ -219,54 +219,47 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
          analyze_call_count = photos.analyze_call_count + EXCLUDED.analyze_call_count`,
       [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, calls],
     );
-    // The photo row is now locked by this transaction: records of concurrent runs are settled.
-    const already = args.refresh || !img.billed.length
-      ? new Set<string>()
-      : new Set(
-          (
-            await c.query<{ lens: string }>(
-              'SELECT lens FROM lens_records WHERE user_id = $1 AND sha256 = $2 AND lens = ANY($3)',
-              [args.userId, img.sha256, img.billed],
-            )
-          ).rows.map((r) => r.lens),
-        );
-    const billed = img.billed.filter((l) => !already.has(l));
-    chargedPerImage[i] = billed.length;
-    // One statement for all lenses of the photo: its events, the latest records taken from them,
-    // and the photo's spend. Rows already there mean the same photo twice in one request: the
-    // first copy won, and the records come only from events this statement inserted.
+    // One statement for all lenses of the photo: which billed lenses a concurrent run recorded
+    // first (not billed again), the events, the latest records taken from them, and the photo's
+    // spend. The photo row is locked by the statement above, so this statement's snapshot sees
+    // every concurrent run's records. Events already there mean the same photo twice in one
+    // request: the first copy won, and records come only from events this statement inserted.
     const entries = Object.entries(img.outputs).sort(([a], [b]) => a.localeCompare(b));
-    if (entries.length) {
-      const names = entries.map(([lens]) => lens);
-      await c.query(
-        `WITH ev AS (
-           INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
-           SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7, e.credits
-             FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[], $12::int[]) AS e(id, lens, output, version, credits)
-           ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
-           RETURNING id, lens, output, version, produced_at
-         ), rec AS (
-           INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
-           SELECT $1, $2, ev.lens, ev.id, ev.output, ev.version, $4, $5, $6, $7, ev.produced_at FROM ev
-           ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
-             event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
-             co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
-             model = EXCLUDED.model, produced_at = EXCLUDED.produced_at
-         )
-         UPDATE photos SET total_credits_spent = total_credits_spent + $13 WHERE user_id = $1 AND sha256 = $2 AND $13 > 0`,
-        [
-          args.userId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
-          names.map(() => newEventId()),
-          names,
-          entries.map(([, output]) => JSON.stringify(output)),
-          names.map((l) => img.versions[l] ?? '0'),
-          names.map((l) => (billed.includes(l) ? 1 : 0)),
-          chargedPerImage[i],
-        ],
-      );
-    } else if (chargedPerImage[i]) {
-      await c.query('UPDATE photos SET total_credits_spent = total_credits_spent + $3 WHERE user_id = $1 AND sha256 = $2', [args.userId, img.sha256, chargedPerImage[i]]);
-    }
+    if (!entries.length) continue;
+    const names = entries.map(([lens]) => lens);
+    const r = await c.query<{ charged: number }>(
+      `WITH already AS (
+         SELECT lens FROM lens_records WHERE user_id = $1 AND sha256 = $2 AND lens = ANY($12::text[]) AND NOT $13::boolean
+       ), ev AS (
+         INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
+         SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7,
+                CASE WHEN e.lens = ANY($12::text[]) AND e.lens NOT IN (SELECT lens FROM already) THEN 1 ELSE 0 END
+           FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[]) AS e(id, lens, output, version)
+         ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
+         RETURNING id, lens, output, version, produced_at, credits
+       ), rec AS (
+         INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
+         SELECT $1, $2, ev.lens, ev.id, ev.output, ev.version, $4, $5, $6, $7, ev.produced_at FROM ev
+         ON CONFLICT (user_id, sha256, lens) DO UPDATE SET
+           event_id = EXCLUDED.event_id, output = EXCLUDED.output, version = EXCLUDED.version,
+           co_run_hash = EXCLUDED.co_run_hash, provider = EXCLUDED.provider, vendor = EXCLUDED.vendor,
+           model = EXCLUDED.model, produced_at = EXCLUDED.produced_at
+       ), spend AS (
+         UPDATE photos SET total_credits_spent = total_credits_spent + (SELECT sum(credits) FROM ev)
+          WHERE user_id = $1 AND sha256 = $2 AND (SELECT sum(credits) FROM ev) > 0
+       )
+       SELECT coalesce(sum(credits), 0)::int AS charged FROM ev`,
+      [
+        args.userId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
+        names.map(() => newEventId()),
+        names,
+        entries.map(([, output]) => JSON.stringify(output)),
+        names.map((l) => img.versions[l] ?? '0'),
+        img.billed,
+        args.refresh,
+      ],
+    );
+    chargedPerImage[i] = r.rows[0]!.charged;
   }
   const charged = chargedPerImage.reduce((n, x) => n + x, 0);
   await c.query('UPDATE analysis_runs SET credits = $2, per_image = $3 WHERE workflow_id = $1', [args.workflowId, charged, chargedPerImage]);

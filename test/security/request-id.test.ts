@@ -56,7 +56,7 @@ describe('x-request-id is bound to its request', () => {
     const photos = await photoRows(user.userId);
     const calls = vendorCalls();
     // A photo no account has sent: nothing but this request could have written its blob.
-    const unseen = await sharp({ create: { width: 64, height: 48, channels: 3, noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg().toBuffer();
+    const unseen = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).jpeg().toBuffer();
     for (const other of [
       { imageBase64: unseen.toString('base64'), modules: ['dating'] },
       { imageBase64: photoBase64('Nikon_D70.jpg'), modules: ['dating', 'describe'] },
