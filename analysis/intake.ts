@@ -1,5 +1,4 @@
 import { mapBounded } from '../core/map-bounded.ts';
-import { fetchPolicy } from '../images/fetch.ts';
 import { intakeImage } from '../images/intake.ts';
 import { photoFingerprint } from '../registry/photos.ts';
 import type { ImageRef } from '../workflows/types.ts';
@@ -27,7 +26,7 @@ export async function takeImages(deps: AnalyzeDeps, userId: string, request: Ana
       blobs: deps.blobs,
       maxBytes: deps.config.IMAGE_MAX_BYTES,
       maxPixels: deps.config.IMAGE_MAX_PIXELS,
-      fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
+      fetchPolicy: deps.fetchPolicy,
       knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
     }, { embedding: request.includeEmbedding });
     if (img.stored) progress.stored.push(img.sha256);

@@ -5,7 +5,7 @@ import type { Config } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
-import type { FetchImageOptions } from '../images/fetch.ts';
+import type { FetchPolicy } from '../images/fetch.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import type { Vendor } from '../workflows/types.ts';
@@ -29,8 +29,8 @@ export interface AnalyzeDeps {
   vendors: Vendor[];
   /** Vendors answered by the simulator (labelled in meta.provider and warnings). */
   simulated: Vendor[];
-  /** Test hook for the image fetcher (e.g. treat a loopback test server as public). */
-  fetchOptions?: Partial<FetchImageOptions>;
+  /** How image URLs are fetched (the composition root's choice). */
+  fetchPolicy: FetchPolicy;
   /** The request's logger (its lines carry requestId; workflow lines add workflowId). */
   log?: Pick<BaseLogger, 'info' | 'warn' | 'error'>;
   metrics?: ApiMetrics;

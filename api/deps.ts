@@ -5,7 +5,7 @@ import type { KeyCache } from '../auth/cache.ts';
 import type { EvictionBus } from '../auth/eviction-bus.ts';
 import type { Client } from '@temporalio/client';
 import type { BlobStore } from '../images/blobstore.ts';
-import type { FetchImageOptions } from '../images/fetch.ts';
+import type { FetchPolicy } from '../images/fetch.ts';
 import type { MetadataTool } from '../enrich/exiftool.ts';
 import type { RateLimiter } from '../ratelimit/limiter.ts';
 import type { Vendor } from '../workflows/types.ts';
@@ -26,8 +26,8 @@ export interface AppDeps {
   /** Configured vendors in fallback order, and which of them are the simulator. */
   vendors: Vendor[];
   simulated: Vendor[];
-  /** Test hook for the image fetcher. */
-  fetchOptions?: Partial<FetchImageOptions>;
+  /** How caller-supplied image URLs are fetched: PUBLIC_INTERNET in server.ts; tests inject their own. */
+  fetchPolicy: FetchPolicy;
   /** exiftool handle for /v2/enrich; absent = the process-wide one (enrich/exiftool.ts), started on first use. */
   metadata?: MetadataTool;
   /**

@@ -13,6 +13,7 @@ import { createVisionClients } from '../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
 import { Drain } from './drain.ts';
+import { PUBLIC_INTERNET } from '../images/fetch.ts';
 
 export interface RunningApi {
   app: FastifyInstance;
@@ -41,6 +42,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     evictionBus,
     logger: opts.logger === false ? false : createLogger(config, 'api'),
     blobs: new FsBlobStore(config.BLOB_DIR),
+    fetchPolicy: PUBLIC_INTERNET,
     temporal,
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,

@@ -30,6 +30,7 @@ import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
 import { startSimVendor } from '../tools/sim/index.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import { startWorker } from '../worker/main.ts';
+import { PUBLIC_INTERNET } from '../images/fetch.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PHOTO = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
@@ -95,6 +96,7 @@ const floorRunning = floorWorker.run();
 const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
 const vision = createVisionClients(config);
 const app = await buildApp({
+  fetchPolicy: PUBLIC_INTERNET,
   config,
   db,
   keyCache: new KeyCache(),

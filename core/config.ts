@@ -36,7 +36,6 @@ export const configSchema = z.object({
   /** Maximum decoded pixel count (decompression-bomb guard). */
   IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
   /** Allow fetching images from private/loopback addresses. Only for tests of the fetcher itself. */
-  SSRF_ALLOW_PRIVATE: bool.default(false),
   /** How long an analysis (or vehicle report) workflow may run: its execution timeout. */
   WORKFLOW_TIMEOUT_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
   /**

@@ -8,7 +8,7 @@ import { AppError, authFailed, imageInvalid, validationFailed } from '../core/er
 import { release, reserve, settle } from '../credits/ledger.ts';
 import type { Db } from '../db/pool.ts';
 import { decodeBase64Image } from '../images/base64.ts';
-import { fetchImage, fetchPolicy, type FetchImageOptions } from '../images/fetch.ts';
+import { fetchImage, type FetchPolicy } from '../images/fetch.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { sandboxPerLens } from '../lenses/fixtures.ts';
 import { getLens, type LensName } from '../lenses/index.ts';
@@ -51,7 +51,7 @@ export interface EnrichDeps {
   metadata: MetadataTool;
   limiter: Limiter;
   /** Test hook for the image fetcher (as in analyze). */
-  fetchOptions?: Partial<FetchImageOptions>;
+  fetchPolicy: FetchPolicy;
 }
 
 export interface EnrichInput {
@@ -121,8 +121,7 @@ async function readImage(input: EnrichInput, deps: EnrichDeps): Promise<Buffer> 
   if (hasUrl === (input.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl or imageBase64');
   const maxBytes = deps.config.IMAGE_MAX_BYTES;
   if (!hasUrl) return decodeBase64Image(input.imageBase64!, maxBytes);
-  const policy = fetchPolicy(deps.config, deps.fetchOptions);
-  return (await fetchImage(input.imageUrl!, { ...policy, maxBytes })).bytes;
+  return (await fetchImage(input.imageUrl!, { ...deps.fetchPolicy, maxBytes })).bytes;
 }
 
 /** The caller's lens records of this photo that enrichment can write; 404 when there are none. */

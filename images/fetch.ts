@@ -45,12 +45,15 @@ export interface FetchedImage {
 export const FETCH_DEFAULTS = { timeoutMs: 15_000, connectTimeoutMs: 5_000, maxRedirects: 3 } as const;
 
 /**
- * This deployment's fetch policy: public addresses only unless SSRF_ALLOW_PRIVATE (tests of the
- * fetcher itself), with the caller's overrides (test hooks) on top.
+ * How a process fetches caller-supplied image URLs: which addresses it may reach, its resolver,
+ * timeouts and trusted CAs. Chosen by the composition root (api/server.ts: PUBLIC_INTERNET); a
+ * test injects one that also treats its own loopback server as public. The size limit is not a
+ * policy: each caller passes IMAGE_MAX_BYTES.
  */
-export function fetchPolicy(config: { SSRF_ALLOW_PRIVATE: boolean }, overrides?: Partial<FetchImageOptions>): Partial<FetchImageOptions> {
-  return { ...(config.SSRF_ALLOW_PRIVATE ? { allowAddress: () => true } : {}), ...overrides };
-}
+export type FetchPolicy = Readonly<Omit<FetchImageOptions, 'maxBytes'>>;
+
+/** Production: public addresses only, the default resolver and timeouts. */
+export const PUBLIC_INTERNET: FetchPolicy = Object.freeze({ allowAddress: isPublicAddress });
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const USER_AGENT = 'LenstackImageFetcher/1.0';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
-import { fetchImage, type FetchImageOptions } from './fetch.ts';
+import { fetchImage, type FetchPolicy } from './fetch.ts';
 import { fingerprint, perceptualHashes, type Fingerprint, type FingerprintOptions, type PerceptualHashes } from './fingerprint.ts';
 import { probeImage, type ImageFormat } from './probe.ts';
 
@@ -23,8 +23,8 @@ export interface IntakeDeps {
   maxBytes: number;
   /** IMAGE_MAX_PIXELS: largest width × height accepted. */
   maxPixels: number;
-  /** Fetcher overrides (timeouts, redirects, address policy, resolver). */
-  fetchOptions?: Partial<Omit<FetchImageOptions, 'maxBytes'>>;
+  /** How image URLs are fetched (address policy, resolver, timeouts). */
+  fetchPolicy: FetchPolicy;
   /**
    * The caller's own registry entry for a photo: a photo this account analyzed before was fully
    * decoded then, so its hashes are reused and a header read is enough.
@@ -114,12 +114,12 @@ async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => 
 }
 
 /** The request image's bytes: SSRF-safe fetch of its URL, or its base64 decoded, within maxBytes. */
-export async function readInput(input: IntakeInput, deps: Pick<IntakeDeps, 'maxBytes' | 'fetchOptions'>): Promise<Buffer> {
+export async function readInput(input: IntakeInput, deps: Pick<IntakeDeps, 'maxBytes' | 'fetchPolicy'>): Promise<Buffer> {
   const hasUrl = input.url !== undefined;
   const hasBase64 = input.base64 !== undefined;
   if (hasUrl === hasBase64) throw validationFailed('Provide exactly one of an image URL or base64 image data');
   if (hasUrl) {
-    const { bytes } = await fetchImage(input.url!, { ...deps.fetchOptions, maxBytes: deps.maxBytes });
+    const { bytes } = await fetchImage(input.url!, { ...deps.fetchPolicy, maxBytes: deps.maxBytes });
     return bytes;
   }
   return decodeBase64Image(input.base64!, deps.maxBytes);

@@ -51,7 +51,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               ...(deps.temporal ? { temporal: deps.temporal } : {}),
               vendors: deps.vendors,
               simulated: deps.simulated,
-              ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}),
+              fetchPolicy: deps.fetchPolicy,
               log: request.log,
               ...(deps.metrics ? { metrics: deps.metrics } : {}),
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),

@@ -66,7 +66,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
             // The process-wide exiftool starts on the first enrichment, not when the app is built.
             metadata: deps.metadata ?? sharedMetadataTool(),
             limiter,
-            ...(deps.fetchOptions ? { fetchOptions: deps.fetchOptions } : {}),
+            fetchPolicy: deps.fetchPolicy,
           },
           principalOf(request),
           request.body,

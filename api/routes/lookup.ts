@@ -2,7 +2,6 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { AppError } from '../../core/errors.ts';
 import { mapBounded } from '../../core/map-bounded.ts';
-import { fetchPolicy } from '../../images/fetch.ts';
 import { fingerprintInput } from '../../images/fingerprint-input.ts';
 import { parseImageUrl } from '../../images/ssrf.ts';
 import { lookupFingerprints, type LookupMatch, type LookupQuery } from '../../registry/lookup.ts';
@@ -80,7 +79,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
             return await fingerprintInput(input, {
               maxBytes: deps.config.IMAGE_MAX_BYTES,
               maxPixels: deps.config.IMAGE_MAX_PIXELS,
-              fetchOptions: fetchPolicy(deps.config, deps.fetchOptions),
+              fetchPolicy: deps.fetchPolicy,
             });
           } catch (err) {
             throw namedItem(err, field, i);

@@ -20,7 +20,7 @@ beforeAll(async () => {
   p = await startPipeline({
     worker: false,
     config: { IMAGE_MAX_BYTES: 500_000 },
-    fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 },
+    fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 },
   });
   user = await createTestUser(p.db, { community: 50 });
 }, 120_000);

@@ -27,7 +27,7 @@ const SERVED = photoBytes('orientation-portrait_8.jpg');
 beforeAll(async () => {
   ({ canary, server } = await startCanaryAndPublic(SERVED));
   // 127.0.0.2 plays a public host; every other address keeps the production policy.
-  p = await startPipeline({ fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 } });
+  p = await startPipeline({ fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 } });
   tool = createMetadataTool({ maxProcs: 1 });
 }, 120_000);
 afterAll(async () => {

@@ -9,6 +9,7 @@ import { grant } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { testConfig, type ConfigOverrides } from '../harness/env.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 
 export const INTERNAL_SECRET = 'test-internal-secret-0123456789abcdef0123456789';
 
@@ -33,6 +34,7 @@ export async function buildTestApp(
     db,
     keyCache,
     blobs: new FsBlobStore(config.BLOB_DIR),
+    fetchPolicy: PUBLIC_INTERNET,
     vendors: [],
     simulated: [],
     ...(evictionBus ? { evictionBus } : {}),

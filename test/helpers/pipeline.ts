@@ -8,7 +8,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { startSimVendor } from '../../tools/sim/index.ts';
 import { createVisionClients } from '../../vendors/index.ts';
 import { startWorker, WORKFLOWS_PATH, type RunningWorker } from '../../worker/main.ts';
-import type { FetchImageOptions } from '../../images/fetch.ts';
+import { PUBLIC_INTERNET, type FetchPolicy } from '../../images/fetch.ts';
 import type { AppDeps } from '../../api/deps.ts';
 import { testConfig, type ConfigOverrides } from '../harness/env.ts';
 import { INTERNAL_SECRET } from './app.ts';
@@ -47,7 +47,7 @@ export interface Pipeline {
  * a real worker on this file's task queue, the real app with a real Temporal client.
  */
 export async function startPipeline(
-  opts: { config?: ConfigOverrides; worker?: boolean; fetchOptions?: Partial<FetchImageOptions>; deps?: Partial<AppDeps> } = {},
+  opts: { config?: ConfigOverrides; worker?: boolean; fetchPolicy?: FetchPolicy; deps?: Partial<AppDeps> } = {},
 ): Promise<Pipeline> {
   quietTemporal();
   const sim = await startSimVendor({ port: 0 });
@@ -64,7 +64,7 @@ export async function startPipeline(
     temporal,
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,
-    ...(opts.fetchOptions ? { fetchOptions: opts.fetchOptions } : {}),
+    fetchPolicy: opts.fetchPolicy ?? PUBLIC_INTERNET,
     ...opts.deps,
   });
   await app.ready();

@@ -70,7 +70,7 @@ beforeAll(async () => {
   pub = await startRedirectServer({ port: canary.port, image });
   egress = monitorEgress();
   h = await startHostileApp({
-    fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), lookup: resolver, timeoutMs: 4_000, connectTimeoutMs: 1_000 },
+    fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), lookup: resolver, timeoutMs: 4_000, connectTimeoutMs: 1_000 },
   });
   user = await createTestUser(h.db, { community: 100, purchased: 50 });
   analyzer = await createTestUser(h.db, { community: 10_000 });

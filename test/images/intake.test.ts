@@ -33,7 +33,7 @@ describe('intakeImage', () => {
       blobs,
       maxBytes: 50 * 1024 * 1024,
       maxPixels: 100_000_000,
-      fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 5_000 },
+      fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 5_000 },
     };
   });
   afterEach(() => rm(root, { recursive: true, force: true }));

@@ -28,7 +28,7 @@ beforeAll(async () => {
   // 127.0.0.2 plays a public host; everything else keeps the production policy.
   t = await buildTestApp({
     config: { IMAGE_MAX_BYTES: 500_000 },
-    deps: { fetchOptions: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 } },
+    deps: { fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 } },
   });
   user = await createTestUser(t.db, { community: 50 });
   canon = await fingerprint(photoBytes('Canon_40D.jpg'));

@@ -9,6 +9,7 @@ import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from '../helpers/processes.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 
 let p: Pipeline;
 let worker: ServiceProcess;
@@ -29,6 +30,7 @@ describe('structured logs', () => {
     const vision = createVisionClients(p.config);
     // The API's own logger (core/logger.ts) at its most verbose, writing into `lines`.
     const app = await buildApp({
+      fetchPolicy: PUBLIC_INTERNET,
       config: p.config,
       db: p.db,
       keyCache: new KeyCache(),

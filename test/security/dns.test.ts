@@ -35,14 +35,14 @@ beforeAll(async () => {
   // One 8 s try per query: the 50 lookups hang far longer than the requests measured beside them.
   // images.public.test (in its hosts text) stands for a public host serving a photo.
   silentApp = await startPipeline({
-    fetchOptions: {
+    fetchPolicy: {
       lookup: resolverLookup({ servers: [silent.address], hosts: '127.0.0.2 images.public.test\n', timeoutMs: 8_000, tries: 1, deadlineMs: 10_000 }),
       allowAddress: (ip) => ip === '127.0.0.2',
     },
   });
   p = await startPipeline({
     worker: false,
-    fetchOptions: {
+    fetchPolicy: {
       lookup: resolverLookup({ servers: [dns.address], hosts: '127.0.0.1 localhost\n10.1.2.3 db.internal\n' }),
       // images.public.test stands for a public host: its loopback address passes the policy.
       allowAddress: (ip) => ip === '127.0.0.2',

@@ -7,6 +7,7 @@ import { closeSharedMetadataTool } from '../../../enrich/exiftool.ts';
 import { FsBlobStore } from '../../../images/blobstore.ts';
 import { createVisionClients } from '../../../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../../worker/address.ts';
+import { PUBLIC_INTERNET } from '../../../images/fetch.ts';
 
 /**
  * The API as its own process, for the image corpus: a decoder crash kills this process, not the
@@ -23,6 +24,7 @@ const db = createPool(config.DATABASE_URL, { max: 8 });
 const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
 const vision = createVisionClients(config);
 const app = await buildApp({
+  fetchPolicy: PUBLIC_INTERNET,
   config,
   db,
   keyCache: new KeyCache(),

@@ -4,7 +4,7 @@ import type { Config } from '../../../core/config.ts';
 import { checkInvariants, getBalance, type Balance } from '../../../credits/ledger.ts';
 import type { Db } from '../../../db/pool.ts';
 import { closeSharedMetadataTool } from '../../../enrich/exiftool.ts';
-import type { FetchImageOptions } from '../../../images/fetch.ts';
+import type { FetchPolicy } from '../../../images/fetch.ts';
 import { RateLimiter } from '../../../ratelimit/limiter.ts';
 import { testConfig, type ConfigOverrides } from '../../harness/env.ts';
 import { startPipeline, type Pipeline } from '../../helpers/pipeline.ts';
@@ -27,12 +27,12 @@ export interface HostileApp {
 }
 
 export async function startHostileApp(
-  opts: { config?: ConfigOverrides; fetchOptions?: Partial<FetchImageOptions>; rateLimits?: boolean } = {},
+  opts: { config?: ConfigOverrides; fetchPolicy?: FetchPolicy; rateLimits?: boolean } = {},
 ): Promise<HostileApp> {
   const rateLimiter = opts.rateLimits ? await RateLimiter.connect(testConfig().REDIS_URL) : undefined;
   const pipeline = await startPipeline({
     ...(opts.config ? { config: opts.config } : {}),
-    ...(opts.fetchOptions ? { fetchOptions: opts.fetchOptions } : {}),
+    ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}),
     ...(rateLimiter ? { deps: { rateLimiter } } : {}),
   });
   return {
