@@ -1,6 +1,5 @@
 import type { VendorName } from '../core/config.ts';
 import { abortedError, invalidOutput, messageOf, networkError, VendorError } from './errors.ts';
-import { checkAgainstSchema } from './output-schema.ts';
 
 /** Steps every adapter shares once the vendor has answered or failed. */
 
@@ -26,22 +25,17 @@ export function providerLabel(vendor: VendorName, simulated: boolean): string {
   return simulated ? `${vendor} (simulated)` : vendor;
 }
 
-/** Parses the model's text answer and checks it against the requested schema. */
-export function parseAnswer(vendor: VendorName, text: string | null | undefined, schema: Record<string, unknown>): unknown {
+/**
+ * Parses the model's text answer as JSON. Whether it fits the requested schema is judged once,
+ * by the caller that asked for it (activities/vendor-call.ts, with the lens's own zod schema).
+ */
+export function parseAnswer(vendor: VendorName, text: string | null | undefined): unknown {
   if (text === null || text === undefined || text.trim() === '') throw invalidOutput(vendor, 'empty answer');
-  let value: unknown;
   try {
-    value = JSON.parse(text);
+    return JSON.parse(text);
   } catch (e) {
     throw invalidOutput(vendor, `answer is not JSON: ${messageOf(e)}`, e);
   }
-  return checkAnswer(vendor, value, schema);
-}
-
-export function checkAnswer(vendor: VendorName, value: unknown, schema: Record<string, unknown>): unknown {
-  const check = checkAgainstSchema(schema, value);
-  if (!check.ok) throw invalidOutput(vendor, `answer does not match the schema: ${check.errors.join('; ')}`);
-  return value;
 }
 
 /**

@@ -79,7 +79,7 @@ export function createGoogleClient(opts: AdapterOptions): VisionClient {
         .filter((p) => typeof p.text === 'string' && !p.thought)
         .map((p) => p.text)
         .join('');
-      const json = parseAnswer(VENDOR, text, req.jsonSchema);
+      const json = parseAnswer(VENDOR, text);
 
       const usage = response.usageMetadata;
       const simulated = opts.simulated || response.sdkHttpResponse?.headers?.[SIMULATED_HEADER] !== undefined;

@@ -82,7 +82,7 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
       if (choice.message.refusal) throw refused(VENDOR, `model refused: ${choice.message.refusal}`);
       if (choice.finish_reason === 'content_filter') throw refused(VENDOR, 'answer blocked by the content filter');
       if (choice.finish_reason === 'length') throw invalidOutput(VENDOR, 'answer truncated at the token limit');
-      const json = parseAnswer(VENDOR, choice.message.content, req.jsonSchema);
+      const json = parseAnswer(VENDOR, choice.message.content);
 
       const simulated = opts.simulated || simulatedAnswer;
       return {

@@ -23,7 +23,7 @@ export interface VisionRequest {
 }
 
 export interface VisionResult {
-  /** Parsed JSON answer (not yet validated against the lens zod schemas: the caller does that). */
+  /** Parsed JSON answer, not validated: the caller judges it against what it asked for, once. */
   json: unknown;
   vendor: VendorName;
   /** Model name as reported by the vendor response. */
