@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields } from '../lenses/index.ts';
+import { STACKS } from '../lenses/stacks.ts';
 
 /** Request and response of POST /v1/analyze and /v2/analyze (SPEC "POST /v1/analyze"). */
 export const MAX_BASE64_CHARS = 67_000_000;
@@ -6,6 +8,14 @@ export const MAX_URL_CHARS = 2048;
 
 const url = z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS);
 const base64 = z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`);
+
+/**
+ * A name from a list: an enum in the OpenAPI document, a string at runtime, so an unknown name
+ * gets the service's own 400 that names it and lists the known ones (lenses/resolve.ts).
+ */
+function documentedEnum(names: readonly string[]) {
+  return z.string().min(1).max(100).meta({ enum: [...names] });
+}
 
 export const imageItemSchema = z.strictObject({ url: url.optional(), base64: base64.optional() });
 
@@ -38,10 +48,10 @@ export const analyzeBodyV1 = z
     imageUrl: url.optional(),
     imageBase64: base64.optional(),
     images: z.array(imageItemSchema).min(1).max(50).optional(),
-    preset: z.string().min(1).max(100).optional(),
-    modules: z.array(z.string().min(1).max(100)).max(50).optional(),
-    modulesAdd: z.array(z.string().min(1).max(100)).max(50).optional(),
-    modulesRemove: z.array(z.string().min(1).max(100)).max(50).optional(),
+    preset: documentedEnum(STACKS.map((st) => st.name)).optional().describe('A stack (curated lens set) from GET /v1/modules'),
+    modules: z.array(documentedEnum(SELECTABLE_LENSES)).max(50).optional().describe('Lenses to run (instead of a stack)'),
+    modulesAdd: z.array(documentedEnum(SELECTABLE_LENSES)).max(50).optional().describe('Lenses added to the stack'),
+    modulesRemove: z.array(documentedEnum(LENS_NAMES)).max(50).optional().describe('Lenses taken out of the stack (moderation always runs)'),
     moduleOptions: z.record(z.string().max(100), z.record(z.string().max(100), z.unknown())).optional(),
     context: contextSchema.optional(),
     options: z.strictObject({ includeEmbedding: z.boolean().optional(), includeFingerprint: z.boolean().optional() }).optional(),
@@ -75,13 +85,60 @@ export type AnalyzeBody = z.infer<typeof analyzeBodyV2>;
 
 const fingerprintSchema = z.object({ pHash: z.string(), dHash: z.string(), sha256: z.string() });
 
+const pascal = (name: string) => name.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
+
+/** Each lens's output as an OpenAPI component (`DatingOutput`, …), straight from the lens module. */
+export const LENS_OUTPUT_COMPONENTS: Readonly<Record<string, z.ZodType>> = Object.fromEntries(
+  LENSES.map((lens) => [lens.name, lens.output.meta({ id: `${pascal(lens.name)}Output`, description: `Fields the ${lens.name} lens adds to output` })]),
+);
+
+/** One photo's output: the fields of each lens it ran, flat (lens fields never share a name). */
+function photoOutputShape(): z.ZodRawShape {
+  const shape: Record<string, z.ZodType> = {};
+  for (const lens of LENSES.filter((l) => l.name !== 'vehicle-condition')) {
+    for (const field of outputFields(lens)) {
+      if (shape[field]) throw new Error(`lens field ${field} of ${lens.name} is also another lens's field: outputs are merged flat`);
+      shape[field] = (lens.output.shape[field] as z.ZodType).optional().describe(`${lens.name} lens (see ${pascal(lens.name)}Output)`);
+    }
+  }
+  return shape;
+}
+
+const photoOutput = z.object(photoOutputShape()).meta({ id: 'PhotoOutput', description: 'One photo (imageUrl or imageBase64): the fields of every lens that ran, flat' });
+const multiPhotoOutput = z
+  .object({
+    images: z.array(
+      photoOutput.extend({
+        index: z.int(),
+        sha256: z.string().nullable(),
+        cacheHit: z.boolean(),
+        creditsCharged: z.int(),
+        fingerprint: fingerprintSchema.optional(),
+        embedding: z.array(z.number()).optional(),
+      }),
+    ),
+  })
+  .meta({ id: 'MultiPhotoOutput', description: 'Several photos (images): one entry per image, in request order' });
+const vehicleReportOutput = getLens('vehicle-condition').output
+  .extend({ reportId: z.string() })
+  .meta({ id: 'VehicleReportOutput', description: 'The vehicle-condition stack (outputSchema "vehicle"): one report over all photos' });
+
+/**
+ * `output` in the document: one of the three shapes, by components. At runtime the response is
+ * not re-validated field by field (lens outputs were validated when the vendor answered, and
+ * records of older lens versions must still be served), so the runtime schema stays an object.
+ */
+const outputSchema = z.record(z.string(), z.unknown()).meta({
+  anyOf: [photoOutput, multiPhotoOutput, vehicleReportOutput].map((c) => ({ $ref: `#/components/schemas/${z.globalRegistry.get(c)!.id}` })),
+});
+
 export const analysisSchema = z
   .object({
     id: z.string(),
     object: z.literal('analysis'),
     schemaVersion: z.string(),
     createdAt: z.string(),
-    output: z.record(z.string(), z.unknown()),
+    output: outputSchema,
     outputSchema: z.enum(['photo', 'vehicle']),
     usage: z.object({
       inputTokens: z.number(),

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { ERROR_STATUS } from '../../core/errors.ts';
-import { LENSES } from '../../lenses/index.ts';
+import { LENS_NAMES, LENSES, SELECTABLE_LENSES, outputFields } from '../../lenses/index.ts';
+import { STACKS } from '../../lenses/stacks.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 
 let t: TestApp;
@@ -44,6 +45,23 @@ describe('meta endpoints (no auth)', () => {
     expect(doc.components.schemas[ref].properties.imageBase64.maxLength).toBe(67_000_000);
     // The error envelope's code is the enum of every code the API answers with (core/errors.ts).
     expect(doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum).toEqual(Object.keys(ERROR_STATUS));
+    // Lens and stack names are enums in the document, from the lens modules and stacks.ts.
+    const body = doc.components.schemas[ref].properties;
+    expect(body.modules.items.enum).toEqual(SELECTABLE_LENSES);
+    expect(body.modulesRemove.items.enum).toEqual(LENS_NAMES);
+    expect(body.preset.enum).toEqual(STACKS.map((st) => st.name));
+    // Every lens's output is a component, with exactly the lens's fields; output is one of the three shapes.
+    for (const lens of LENSES) {
+      const name = `${lens.name.split('-').map((w) => w[0]!.toUpperCase() + w.slice(1)).join('')}Output`;
+      expect(Object.keys(doc.components.schemas[name]?.properties ?? {}), name).toEqual(outputFields(lens));
+    }
+    const analysis = doc.paths['/v1/analyze'].post.responses['200'].content['application/json'].schema;
+    const analysisRef = String(analysis.$ref).split('/').pop()!;
+    expect(doc.components.schemas[analysisRef].properties.output.anyOf).toEqual(
+      ['PhotoOutput', 'MultiPhotoOutput', 'VehicleReportOutput'].map((c) => ({ $ref: `#/components/schemas/${c}` })),
+    );
+    expect(doc.components.schemas.PhotoOutput.properties.estimatedDate).toBeDefined();
+    expect(doc.components.schemas.VehicleReportOutput.required).toContain('reportId');
   });
 
   it('GET /v1/docs serves an interactive HTML page', async () => {
