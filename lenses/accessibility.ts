@@ -16,6 +16,7 @@ const output = z.strictObject({
 
 export const accessibility = defineLens({
   name: 'accessibility',
+  reads: ['knownPeople'],
   description:
     'Writes screen-reader alt text (about 125 characters) and a long description following WCAG practice, and flags text in the image, colour-only information and low contrast.',
   category: 'accessibility',

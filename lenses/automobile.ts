@@ -46,6 +46,7 @@ const output = z.strictObject({
 
 export const automobile = defineLens({
   name: 'automobile',
+  reads: ['vehicle'],
   description:
     'Identifies motor vehicles: make, model, trim, model-year range, body type, colour (name and hex), the view shown, licence-plate visibility, legibility and region, with confidence and the visual evidence used.',
   category: 'vehicle',

@@ -58,6 +58,7 @@ const output = z.strictObject({
 
 export const condition = defineLens({
   name: 'condition',
+  reads: ['vehicle'],
   description:
     'Grades the physical condition of the main item, object or structure (new … damaged, 0..1 score), lists visible defects with location and severity, and states what the photo cannot show.',
   category: 'inspection',

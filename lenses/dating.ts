@@ -53,6 +53,7 @@ const output = z.strictObject({
 
 export const dating = defineLens({
   name: 'dating',
+  reads: ['knownPeople'],
   description:
     'Estimates when the photo was taken (date, year range, precision) from visible anchors such as vehicles, fashion, technology, print process and printed dates; also season and holiday.',
   category: 'temporal',

@@ -10,6 +10,7 @@ const output = z.strictObject({
 
 export const describe = defineLens({
   name: 'describe',
+  reads: ['knownPeople'],
   description: 'General-purpose description: a short title, a one-sentence caption, a paragraph-length description and ranked keyword tags, ready for IPTC/XMP metadata and search.',
   category: 'general',
   billable: true,

@@ -46,6 +46,7 @@ const output = z.strictObject({
 
 export const people = defineLens({
   name: 'people',
+  reads: ['knownPeople'],
   description:
     'Counts people and describes each prominent person (position, apparent age range, expression, pose, clothing), matches them against caller-supplied known people, and describes the group and occasion. Never identifies anyone by face alone.',
   category: 'people',

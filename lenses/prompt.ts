@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { validationFailed } from '../core/errors.ts';
 import { canonicalOrder, getLens, outputFields } from './index.ts';
-import type { LensName } from './types.ts';
+import type { ContextPart, LensName } from './types.ts';
 import { vehiclePhoto, type VehiclePhotoOutput } from './vehicle-photo.ts';
 
 /** The request's `context` (SPEC POST /v1/analyze). */
@@ -32,9 +32,8 @@ export interface BuiltPrompt {
 /** Serialised options above this size are refused: options tune a lens, they are not a payload. */
 export const MAX_MODULE_OPTIONS_CHARS = 2000;
 
-/** Which lenses read which part of the context; other lenses never see it (tokens, focus). */
-const KNOWN_PEOPLE_READERS: readonly LensName[] = ['people', 'dating', 'describe', 'accessibility'];
-const VEHICLE_READERS: readonly LensName[] = ['automobile', 'vehicle-condition', 'condition'];
+/** Whether any of `lenses` declares it reads this part of the context (Lens.reads). */
+const anyReads = (lenses: readonly LensName[], part: ContextPart) => lenses.some((l) => getLens(l).reads?.includes(part));
 
 export const RULES = [
   'You are the analysis engine of Lenstack, a photo analysis API. You receive one or more photos and answer with exactly one JSON object that matches the provided JSON schema.',
@@ -79,7 +78,7 @@ export function hash(system: string, prompt: string): string {
 /** Known people and vehicle with a fixed field order, undefined fields dropped. */
 function contextData(context: PromptContext | undefined, lenses: readonly LensName[]): Record<string, unknown> | null {
   const data: Record<string, unknown> = {};
-  if (context?.knownPeople?.length && lenses.some((l) => KNOWN_PEOPLE_READERS.includes(l))) {
+  if (context?.knownPeople?.length && anyReads(lenses, 'knownPeople')) {
     data.knownPeople = context.knownPeople.map((p) => ({
       name: p.name,
       birthYear: p.birthYear ?? null,
@@ -88,7 +87,7 @@ function contextData(context: PromptContext | undefined, lenses: readonly LensNa
     }));
   }
   const v = context?.vehicle;
-  if (v && Object.values(v).some((x) => x !== undefined) && lenses.some((l) => VEHICLE_READERS.includes(l))) {
+  if (v && Object.values(v).some((x) => x !== undefined) && anyReads(lenses, 'vehicle')) {
     data.vehicle = { make: v.make ?? null, model: v.model ?? null, year: v.year ?? null, vin: v.vin ?? null, mileage: v.mileage ?? null };
   }
   return Object.keys(data).length > 0 ? data : null;

@@ -33,6 +33,9 @@ export const LENS_NAMES = [
 ] as const;
 export type LensName = (typeof LENS_NAMES)[number];
 
+/** Parts of the request `context` a lens can declare it reads (customInstructions reach every lens). */
+export type ContextPart = 'knownPeople' | 'vehicle';
+
 /**
  * A lens is data: one module per lens under lenses/. Everything else (catalog, OpenAPI, vendor
  * JSON schema, output validation, export columns, llms.txt, sandbox fixtures) is derived from it.
@@ -44,6 +47,11 @@ export interface Lens<Shape extends z.ZodRawShape = z.ZodRawShape> {
   billable: boolean;
   /** Only reachable through a stack of the same name. */
   internal?: true;
+  /**
+   * Parts of the request's `context` this lens reads; only they reach its prompt (the caller's
+   * known people and vehicle are tokens and a distraction to every other lens).
+   */
+  reads?: readonly ContextPart[];
   /** Version of the lens (prompt + schema); stored with each lens record. Bump on any change. */
   version: string;
   /**

@@ -89,6 +89,7 @@ const output = z.strictObject({
 
 export const vehicleCondition = defineLens({
   name: 'vehicle-condition',
+  reads: ['vehicle'],
   description:
     'Multi-photo vehicle condition report (internal: reachable only through the vehicle-condition stack): per-photo view and findings, overall grade, de-duplicated damage, per-component grades, accident indicators, photo-set quality, missing standard views, and the vehicle context echoed from the request or read from the photos.',
   category: 'vehicle',

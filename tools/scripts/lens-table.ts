@@ -28,13 +28,14 @@ export function lensTable(): string {
     'maps over an array, a number picks an item; `percentage` columns hold 0–1 fractions). Each',
     "lens's full output schema is the component `<Name>Output` in `GET /v1/openapi.json`.",
     '',
-    '| Lens | Category | Version | outputFields | Default columns | Description |',
-    '|---|---|---|---|---|---|',
+    '| Lens | Category | Version | Reads `context` | outputFields | Default columns | Description |',
+    '|---|---|---|---|---|---|---|',
     ...LENSES.map((lens) =>
       [
         `\`${lens.name}\``,
         category(lens),
         lens.version,
+        (lens.reads ?? []).join(', ') || '—',
         outputFields(lens).join(', '),
         lens.defaultColumns.map((c) => c.jsonPath.replace(/^output\./, '')).join(', '),
         cell(lens.description),
