@@ -1,5 +1,6 @@
 import type { ImageFormat } from '../images/probe.ts';
-import { LENS_NAMES } from '../lenses/types.ts';
+import { LENS_NAMES, type LensName } from '../lenses/types.ts';
+import type { LensOutput } from '../lenses/index.ts';
 import type { LensRecord } from '../registry/photos.ts';
 import type { TagStruct, TagValues, TagWrites } from './exiftool.ts';
 import { truncateUtf8, writableText } from './text.ts';
@@ -139,8 +140,9 @@ export interface PlanInput {
 }
 
 type Obj = Record<string, unknown>;
+/** A lens output as stored: the lens's shape, but any value may be missing or null. */
+type Loose<T> = T extends readonly (infer U)[] ? ReadonlyArray<Loose<U>> : T extends object ? { readonly [K in keyof T]?: Loose<T[K]> | null } : T | null;
 const obj = (v: unknown): Obj | undefined => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Obj) : undefined);
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 /** Non-blank text, made writable (controls → spaces); never trimmed or otherwise altered. */
 const text = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? writableText(v) : undefined);
@@ -200,7 +202,9 @@ export function planEnrichment(input: PlanInput): EnrichmentPlan {
     .filter(([lens]) => isEnrichableLens(lens))
     .sort(([a], [b]) => a.localeCompare(b));
   const byLens = new Map(records);
-  const out = (lens: string): Obj | undefined => obj(byLens.get(lens)?.output);
+  // Typed from each lens's own output schema, so a renamed field breaks this file's compilation;
+  // read defensively all the same (Loose), since a stored record may predate the lens version.
+  const out = <N extends LensName>(lens: N): Loose<LensOutput<N>> | undefined => obj(byLens.get(lens)?.output) as Loose<LensOutput<N>> | undefined;
 
   const blocks: Partial<Record<EnrichFormat, TagWrites>> = {};
   const contributors = new Set<string>();
@@ -229,20 +233,22 @@ export function planEnrichment(input: PlanInput): EnrichmentPlan {
 
   // Keywords: describe tags first, then confident entities and landmarks.
   const candidates: Array<{ word: string; lens: string }> = [];
-  const addWords = (lens: string, items: unknown[], field: string | null) => {
-    for (const item of items) {
-      const o = obj(item);
-      const word = text(field === null ? item : o?.[field]);
-      if (word && (field === null || atLeast(o?.confidence, LABEL_MIN_CONFIDENCE))) candidates.push({ word, lens });
+  /** Words from a lens's list; labelled items count only when confident. */
+  const addWords = <T,>(lens: LensName, items: ReadonlyArray<T | null> | null | undefined, word: (item: T) => unknown, confidence?: (item: T) => unknown) => {
+    // An older record may hold anything where the lens now has a list.
+    for (const item of Array.isArray(items) ? (items as ReadonlyArray<T | null>) : []) {
+      if (item === null || typeof item === 'undefined') continue;
+      const w = text(word(item));
+      if (w && (!confidence || atLeast(confidence(item), LABEL_MIN_CONFIDENCE))) candidates.push({ word: w, lens });
     }
   };
-  addWords('describe', list(describe?.tags), null);
+  addWords('describe', describe?.tags, (tag) => tag);
   const entities = out('entities');
-  addWords('entities', list(entities?.objects), 'name');
-  addWords('entities', list(entities?.animals), 'commonName');
-  addWords('entities', list(entities?.brands), 'name');
+  addWords('entities', entities?.objects, (o) => o?.name, (o) => o?.confidence);
+  addWords('entities', entities?.animals, (a) => a?.commonName, (a) => a?.confidence);
+  addWords('entities', entities?.brands, (b) => b?.name, (b) => b?.confidence);
   const location = out('location');
-  addWords('location', list(location?.landmarks), 'name');
+  addWords('location', location?.landmarks, (l) => l?.name, (l) => l?.confidence);
   const words = mergeUnique(candidates.map((c) => c.word)).slice(0, MAX_KEYWORDS);
   if (words.length) {
     const chosen = new Set(words);
@@ -266,7 +272,7 @@ export function planEnrichment(input: PlanInput): EnrichmentPlan {
   }
 
   // location: place names unless the file names a place; coordinates unless it has GPS.
-  const estimate = obj(location?.locationEstimate);
+  const estimate = location?.locationEstimate;
   if (estimate && !existing.hasPlaceNames && atLeast(estimate.confidence, LABEL_MIN_CONFIDENCE)) {
     const city = text(estimate.city);
     const region = text(estimate.region);
@@ -287,7 +293,7 @@ export function planEnrichment(input: PlanInput): EnrichmentPlan {
     // IIM wants an alpha-3 code; the lens gives alpha-2, which only XMP accepts.
     if (code) put('xmp', 'location', 'XMP-iptcCore:CountryCode', code);
   }
-  const coords = obj(location?.coordinates);
+  const coords = location?.coordinates;
   const lat = num(coords?.latitude);
   const lon = num(coords?.longitude);
   const uncertaintyKm = num(coords?.uncertaintyKm);
@@ -311,9 +317,10 @@ export function planEnrichment(input: PlanInput): EnrichmentPlan {
 
   // people: caller-supplied names the lens matched with evidence.
   const names: string[] = [];
-  for (const m of list(out('people')?.knownPeopleMatches)) {
-    const name = text(obj(m)?.name);
-    if (name && atLeast(obj(m)?.confidence, LABEL_MIN_CONFIDENCE)) names.push(name);
+  const matches = out('people')?.knownPeopleMatches;
+  for (const m of Array.isArray(matches) ? matches : []) {
+    const name = text(m?.name);
+    if (name && atLeast(m?.confidence, LABEL_MIN_CONFIDENCE)) names.push(name);
   }
   if (names.length) put('xmp', 'people', 'XMP-iptcExt:PersonInImage', mergeUnique(existing.personsInImage, names));
 

@@ -13,13 +13,13 @@ import { moderation } from './moderation.ts';
 import { people } from './people.ts';
 import { photoQuality } from './photo-quality.ts';
 import { textContent } from './text-content.ts';
-import { LENS_NAMES, type Lens, type LensName } from './types.ts';
+import { LENS_NAMES, type Lens, type LensName, type OutputOf } from './types.ts';
 import { vehicleCondition } from './vehicle-condition.ts';
 
 export type { Column, Lens, LensName } from './types.ts';
 export { LENS_NAMES } from './types.ts';
 
-const BY_NAME: Readonly<Record<LensName, Lens>> = {
+const DEFINED = {
   dating,
   people,
   location,
@@ -36,7 +36,11 @@ const BY_NAME: Readonly<Record<LensName, Lens>> = {
   'color-palette': colorPalette,
   automobile,
   'vehicle-condition': vehicleCondition,
-};
+} as const satisfies Record<LensName, Lens>;
+const BY_NAME: Readonly<Record<LensName, Lens>> = DEFINED;
+
+/** The output type of lens `N`, from its module's zod schema: a renamed field is a type error wherever it is read. */
+export type LensOutput<N extends LensName> = OutputOf<(typeof DEFINED)[N]>;
 
 /** Every lens, in catalog order (the order of LENS_NAMES). */
 export const LENSES: readonly Lens[] = LENS_NAMES.map((name) => BY_NAME[name]);

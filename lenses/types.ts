@@ -66,10 +66,19 @@ export interface Lens<Shape extends z.ZodRawShape = z.ZodRawShape> {
   fixture: z.infer<z.ZodObject<Shape, z.core.$strict>>;
 }
 
+/** Phantom key carrying a defined lens's output type (never set at runtime). */
+declare const OUTPUT: unique symbol;
+
+/** A lens as defineLens returns it: widened to Lens, with its own output type kept for LensOutput. */
+export type DefinedLens<Output> = Lens & { readonly [OUTPUT]?: Output };
+
+/** The output type a defined lens carries (LensOutput in index.ts). */
+export type OutputOf<L> = L extends DefinedLens<infer O> ? O : never;
+
 /**
  * Checks a lens literal against its own schema type (the fixture must fit the shape), then
- * widens it so lenses of different shapes sit in one registry array.
+ * widens it so lenses of different shapes sit in one registry array, keeping its output type.
  */
-export function defineLens<Shape extends z.ZodRawShape>(lens: Lens<Shape>): Lens {
-  return lens as unknown as Lens;
+export function defineLens<Shape extends z.ZodRawShape>(lens: Lens<Shape>): DefinedLens<z.infer<z.ZodObject<Shape, z.core.$strict>>> {
+  return lens as unknown as DefinedLens<z.infer<z.ZodObject<Shape, z.core.$strict>>>;
 }
