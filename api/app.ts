@@ -29,6 +29,9 @@ import { metaRoutes } from './routes/meta.ts';
 import { metricsRoutes } from './routes/metrics.ts';
 import { modulesRoutes } from './routes/modules.ts';
 import { usageRoutes } from './routes/usage.ts';
+import { sharedMetadataTool } from '../enrich/exiftool.ts';
+import { enrichLimiter } from '../enrich/service.ts';
+import { configuredPaymentGateway } from '../payments/configured.ts';
 
 export const OPENAPI_VERSION = '1.1.0';
 
@@ -36,7 +39,15 @@ export const OPENAPI_VERSION = '1.1.0';
 export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   const metrics = input.metrics ?? createApiMetrics();
   const drain = input.drain ?? new Drain();
-  const deps: AppDeps = { ...input, metrics, drain };
+  const deps: AppDeps = {
+    ...input,
+    metrics,
+    drain,
+    // The process-wide exiftool starts its processes on the first enrichment, not here.
+    metadata: input.metadata ?? sharedMetadataTool(),
+    enrichLimiter: input.enrichLimiter ?? enrichLimiter(),
+    payments: input.payments !== undefined ? input.payments : configuredPaymentGateway(input.config, input.db),
+  };
   const app = Fastify({
     // Keys and secrets never reach the logs (core/logger.ts redacts); a given pino logger is used as is.
     ...(typeof deps.logger === 'object'

@@ -11,6 +11,8 @@ import type { RateLimiter } from '../ratelimit/limiter.ts';
 import type { Vendor } from '../workflows/types.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import type { Drain } from './drain.ts';
+import type { Limiter } from '../core/limiter.ts';
+import type { PaymentGateway } from '../payments/gateway.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
 export interface AppDeps {
@@ -28,8 +30,12 @@ export interface AppDeps {
   simulated: Vendor[];
   /** How caller-supplied image URLs are fetched: PUBLIC_INTERNET in server.ts; tests inject their own. */
   fetchPolicy: FetchPolicy;
-  /** exiftool handle for /v2/enrich; absent = the process-wide one (enrich/exiftool.ts), started on first use. */
+  /** exiftool handle for /v2/enrich; absent = buildApp takes the process-wide one (enrich/exiftool.ts), started on first use. */
   metadata?: MetadataTool;
+  /** The process's bound on concurrent enrichments; absent = buildApp makes enrich/service.ts's default. */
+  enrichLimiter?: Limiter;
+  /** The gateway packs are sold through; null = purchases refused; absent = the one PAYMENTS_GATEWAY names. */
+  payments?: PaymentGateway | null;
   /**
    * Rate limits in Redis (api/plugins/rate-limit.ts); server.ts always sets it. Absent = no rate
    * limiting, which in-process tests that are not about limits rely on.

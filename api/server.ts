@@ -5,7 +5,9 @@ import { EvictionBus } from '../auth/eviction-bus.ts';
 import { loadConfig, type Config } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
-import { closeSharedMetadataTool } from '../enrich/exiftool.ts';
+import { closeSharedMetadataTool, sharedMetadataTool } from '../enrich/exiftool.ts';
+import { enrichLimiter } from '../enrich/service.ts';
+import { configuredPaymentGateway } from '../payments/configured.ts';
 import { Client, Connection } from '@temporalio/client';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
@@ -43,6 +45,9 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     logger: opts.logger === false ? false : createLogger(config, 'api'),
     blobs: new FsBlobStore(config.BLOB_DIR),
     fetchPolicy: PUBLIC_INTERNET,
+    metadata: sharedMetadataTool(),
+    enrichLimiter: enrichLimiter(),
+    payments: configuredPaymentGateway(config, db),
     temporal,
     vendors: vision.clients.map((c) => c.vendor),
     simulated: vision.simulated,

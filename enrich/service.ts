@@ -7,8 +7,8 @@ import type { Config } from '../core/config.ts';
 import { AppError, authFailed, imageInvalid, validationFailed } from '../core/errors.ts';
 import { release, reserve, settle } from '../credits/ledger.ts';
 import type { Db } from '../db/pool.ts';
-import { decodeBase64Image } from '../images/base64.ts';
-import { fetchImage, type FetchPolicy } from '../images/fetch.ts';
+import { readInput } from '../images/intake.ts';
+import type { FetchPolicy } from '../images/fetch.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { sandboxPerLens } from '../lenses/fixtures.ts';
 import { getLens, type LensName } from '../lenses/index.ts';
@@ -116,12 +116,10 @@ export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input:
   );
 }
 
+/** The image, read as analyze and lookup read theirs (images/intake.ts). */
 async function readImage(input: EnrichInput, deps: EnrichDeps): Promise<Buffer> {
-  const hasUrl = input.imageUrl !== undefined;
-  if (hasUrl === (input.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl or imageBase64');
-  const maxBytes = deps.config.IMAGE_MAX_BYTES;
-  if (!hasUrl) return decodeBase64Image(input.imageBase64!, maxBytes);
-  return (await fetchImage(input.imageUrl!, { ...deps.fetchPolicy, maxBytes })).bytes;
+  if ((input.imageUrl !== undefined) === (input.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl or imageBase64');
+  return readInput({ url: input.imageUrl, base64: input.imageBase64 }, { maxBytes: deps.config.IMAGE_MAX_BYTES, fetchPolicy: deps.fetchPolicy });
 }
 
 /** The caller's lens records of this photo that enrichment can write; 404 when there are none. */

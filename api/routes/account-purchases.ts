@@ -3,8 +3,6 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '../../core/errors.ts';
 import { listPurchases, PACKS, purchasePack, type Purchase } from '../../credits/packs.ts';
-import type { PaymentGateway } from '../../payments/gateway.ts';
-import { configuredPaymentGateway } from '../../payments/configured.ts';
 import type { AppDeps } from '../deps.ts';
 import { packSchema, purchaseBody, purchaseSchema, userIdParams, internalDoc, internalRoute } from '../schemas/accounts.ts';
 import { errorResponses } from '../schemas/common.ts';
@@ -12,11 +10,11 @@ import { errorResponses } from '../schemas/common.ts';
 const purchaseView = ({ userId: _userId, ...p }: Purchase) => p;
 
 /**
- * The pack catalog and a user's pack purchases. Without `opts.payments`, the gateway PAYMENTS_GATEWAY
- * names; with none, purchases are refused rather than hand out credits nobody paid for.
+ * The pack catalog and a user's pack purchases, through the gateway the composition root chose
+ * (deps.payments); with none, purchases are refused rather than hand out credits nobody paid for.
  */
-export function accountPurchaseRoutes(deps: AppDeps, opts: { payments?: PaymentGateway } = {}): FastifyPluginAsync {
-  const payments = opts.payments ?? configuredPaymentGateway(deps.config, deps.db);
+export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
+  const payments = deps.payments ?? null;
   return async (app) => {
     const r = app.withTypeProvider<ZodTypeProvider>();
 

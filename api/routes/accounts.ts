@@ -5,7 +5,6 @@ import { createEmailVerification, verifyEmail } from '../../accounts/email-verif
 import { createAccount, getAccount, type Account } from '../../accounts/users.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { firstPackBonusAvailable } from '../../credits/packs.ts';
-import type { PaymentGateway } from '../../payments/gateway.ts';
 import type { AppDeps } from '../deps.ts';
 import {
   accountSchema,
@@ -25,9 +24,9 @@ import { usageResource } from './usage.ts';
 
 /**
  * Accounts for the web dashboard (issue 5): users, e-mail verification, card on file, API keys and
- * credit packs, under /v1/internal/accounts. `payments` defaults to the recording gateway.
+ * credit packs, under /v1/internal/accounts.
  */
-export function accountRoutes(deps: AppDeps, opts: { payments?: PaymentGateway } = {}): FastifyPluginAsync {
+export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
     const r = app.withTypeProvider<ZodTypeProvider>();
     const view = async (a: Account) => ({
@@ -111,6 +110,6 @@ export function accountRoutes(deps: AppDeps, opts: { payments?: PaymentGateway }
     );
 
     await app.register(accountKeyRoutes(deps));
-    await app.register(accountPurchaseRoutes(deps, opts));
+    await app.register(accountPurchaseRoutes(deps));
   };
 }

@@ -1,9 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { sharedMetadataTool } from '../../enrich/exiftool.ts';
 import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
-import { ENRICH_CREDITS, enrichLimiter, enrichPhoto } from '../../enrich/service.ts';
+import { ENRICH_CREDITS, enrichPhoto } from '../../enrich/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../../analysis/contract.ts';
@@ -42,7 +41,6 @@ export const enrichmentSchema = z
 
 export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
-    const limiter = enrichLimiter();
     app.withTypeProvider<ZodTypeProvider>().post(
       '/v2/enrich',
       {
@@ -63,9 +61,8 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
           {
             config: deps.config,
             db: deps.db,
-            // The process-wide exiftool starts on the first enrichment, not when the app is built.
-            metadata: deps.metadata ?? sharedMetadataTool(),
-            limiter,
+            metadata: deps.metadata!,
+            limiter: deps.enrichLimiter!,
             fetchPolicy: deps.fetchPolicy,
           },
           principalOf(request),
