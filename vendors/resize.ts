@@ -1,9 +1,9 @@
-import sharp from 'sharp';
 import type { VendorName } from '../core/config.ts';
-import { AppError } from '../core/errors.ts';
+import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-pixels.ts';
 
 /**
- * The one place vendors/ and sim/ touch sharp. Each vendor bills an image by its pixel size after
+ * What each vendor bills for an image, and the uploads made to it (the pixel work is in
+ * images/vendor-pixels.ts, the one owner of sharp). Each vendor bills an image by its pixel size after
  * the vendor's own downscaling, so we downscale to exactly that size first: the tokens are the
  * same, the upload is smaller, and the token count is known before the call. The sim imports
  * `imageTokens` from here, so the simulated usage and our estimate can never drift apart.
@@ -14,10 +14,7 @@ import { AppError } from '../core/errors.ts';
  * that is smaller, and the JPEG encode.
  */
 
-export interface Size {
-  width: number;
-  height: number;
-}
+export type { Size };
 
 export interface PreparedImage extends Size {
   data: Buffer;
@@ -105,81 +102,26 @@ export function imageTokens(vendor: VendorName, width: number, height: number): 
   }
 }
 
-function open(input: Buffer): ReturnType<typeof sharp> {
-  // 'error' rather than the default 'warning': a slightly damaged JPEG that intake accepted must
-  // not fail here.
-  return sharp(input, { failOn: 'error' });
-}
-
-function invalid(e: unknown): AppError {
-  return new AppError('IMAGE_INVALID', `Image cannot be decoded: ${e instanceof Error ? e.message : String(e)}`, {
-    cause: e,
-  });
-}
-
 /** Decoded size after EXIF auto-orientation (what a viewer shows). */
-export async function orientedSize(input: Buffer): Promise<Size> {
-  try {
-    const meta = await open(input).metadata();
-    const { width, height } = meta.autoOrient;
-    if (!width || !height) throw new Error('no dimensions');
-    return { width, height };
-  } catch (e) {
-    throw invalid(e);
-  }
-}
+export const orientedSize = uprightSize;
 
 /** The one decode of an original per analysis: see WorkCopy. */
 export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
-  const source = await orientedSize(input);
-  const size = workCopySize(source);
-  try {
-    let pipeline = open(input).autoOrient();
-    if (size.width !== source.width || size.height !== source.height) pipeline = pipeline.resize(size.width, size.height, { fit: 'fill' });
-    const { data, info } = await pipeline
-      .flatten({ background: '#ffffff' })
-      .removeAlpha()
-      .toColourspace('srgb')
-      .raw({ depth: 'uchar' })
-      .toBuffer({ resolveWithObject: true });
-    if (info.channels !== 3) throw new Error(`unexpected work copy of ${info.channels} channels`);
-    return { pixels: data, width: info.width, height: info.height, source };
-  } catch (e) {
-    throw invalid(e);
-  }
+  const source = await uprightSize(input);
+  const raw = await decodeRaw(input, source, workCopySize(source));
+  return { ...raw, source };
 }
 
 /**
- * Auto-orient, downscale to the vendor's billed size, flatten transparency onto white and encode
- * as JPEG. Metadata (EXIF, GPS, XMP) is not carried over: the vendor gets pixels only. From a work
- * copy, the billed size is that of its original (the copy is never smaller than any billed size,
- * up to a pixel of rounding), so the upload is the same as from the original.
+ * Downscale to the vendor's billed size and encode as JPEG (images/vendor-pixels.ts: upright, on
+ * white, pixels only). From a work copy, the billed size is that of its original (the copy is
+ * never smaller than any billed size, up to a pixel of rounding), so the upload is the same as
+ * from the original.
  */
 export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy): Promise<PreparedImage> {
   const fromCopy = !Buffer.isBuffer(input);
-  const current = fromCopy ? { width: input.width, height: input.height } : await orientedSize(input);
-  const source = fromCopy ? input.source : current;
+  const source = fromCopy ? input.source : await uprightSize(input);
   const target = billedSize(vendor, source.width, source.height);
-  try {
-    let pipeline = fromCopy
-      ? sharp(input.pixels, { raw: { width: input.width, height: input.height, channels: 3 } })
-      : open(input).autoOrient();
-    if (target.width !== current.width || target.height !== current.height) {
-      pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
-    }
-    const { data, info } = await pipeline
-      .flatten({ background: '#ffffff' })
-      .jpeg({ quality: JPEG_QUALITY })
-      .toBuffer({ resolveWithObject: true });
-    return {
-      data,
-      mimeType: 'image/jpeg',
-      width: info.width,
-      height: info.height,
-      tokens: imageTokens(vendor, info.width, info.height),
-      source,
-    };
-  } catch (e) {
-    throw invalid(e);
-  }
+  const jpeg = await encodeJpeg(fromCopy ? input : { original: input, upright: source }, target, JPEG_QUALITY);
+  return { ...jpeg, mimeType: 'image/jpeg', tokens: imageTokens(vendor, jpeg.width, jpeg.height), source };
 }

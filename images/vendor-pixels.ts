@@ -1,0 +1,78 @@
+import sharp from 'sharp';
+import { AppError } from '../core/errors.ts';
+
+/**
+ * The pixel work behind vendor uploads (vendors/resize.ts decides the sizes): the upright size of
+ * an original, its one decode into raw pixels, and the JPEG an upload is encoded as. Metadata
+ * (EXIF, GPS, XMP) never reaches an upload: the vendor gets pixels only.
+ */
+
+export interface Size {
+  width: number;
+  height: number;
+}
+
+/** Raw 8-bit sRGB pixels, 3 channels, row-major: width × height × 3 bytes. */
+export interface RawPixels extends Size {
+  pixels: Buffer;
+}
+
+/**
+ * 'error' rather than the default 'warning': a slightly damaged JPEG that intake accepted must not
+ * fail here.
+ */
+function open(input: Buffer): ReturnType<typeof sharp> {
+  return sharp(input, { failOn: 'error' });
+}
+
+function invalid(e: unknown): AppError {
+  return new AppError('IMAGE_INVALID', `Image cannot be decoded: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+}
+
+/** Decoded size after EXIF auto-orientation (what a viewer shows). */
+export async function uprightSize(input: Buffer): Promise<Size> {
+  try {
+    const meta = await open(input).metadata();
+    const { width, height } = meta.autoOrient;
+    if (!width || !height) throw new Error('no dimensions');
+    return { width, height };
+  } catch (e) {
+    throw invalid(e);
+  }
+}
+
+/** Decode `input` upright, on white, shrunk to `size` (its upright size is `source`): raw pixels. */
+export async function decodeRaw(input: Buffer, source: Size, size: Size): Promise<RawPixels> {
+  try {
+    let pipeline = open(input).autoOrient();
+    if (size.width !== source.width || size.height !== source.height) pipeline = pipeline.resize(size.width, size.height, { fit: 'fill' });
+    const { data, info } = await pipeline
+      .flatten({ background: '#ffffff' })
+      .removeAlpha()
+      .toColourspace('srgb')
+      .raw({ depth: 'uchar' })
+      .toBuffer({ resolveWithObject: true });
+    if (info.channels !== 3) throw new Error(`unexpected decode of ${info.channels} channels`);
+    return { pixels: data, width: info.width, height: info.height };
+  } catch (e) {
+    throw invalid(e);
+  }
+}
+
+/**
+ * A JPEG of `target` size from raw pixels (resized when they are larger) or from an original
+ * (auto-oriented, decoded, resized, flattened onto white). Returns the bytes and their size.
+ */
+export async function encodeJpeg(input: RawPixels | { original: Buffer; upright: Size }, target: Size, quality: number): Promise<{ data: Buffer } & Size> {
+  const current = 'pixels' in input ? { width: input.width, height: input.height } : input.upright;
+  try {
+    let pipeline = 'pixels' in input
+      ? sharp(input.pixels, { raw: { width: input.width, height: input.height, channels: 3 } })
+      : open(input.original).autoOrient();
+    if (target.width !== current.width || target.height !== current.height) pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
+    const { data, info } = await pipeline.flatten({ background: '#ffffff' }).jpeg({ quality }).toBuffer({ resolveWithObject: true });
+    return { data, width: info.width, height: info.height };
+  } catch (e) {
+    throw invalid(e);
+  }
+}
