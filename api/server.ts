@@ -11,7 +11,7 @@ import { configuredPaymentGateway } from '../payments/configured.ts';
 import { Client, Connection } from '@temporalio/client';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
-import { createVisionClients } from '../vendors/index.ts';
+import { vendorSetup } from '../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
 import { Drain } from './drain.ts';
@@ -35,7 +35,8 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
   const rateLimiter = await RateLimiter.connect(config.REDIS_URL);
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  const vision = createVisionClients(config);
+  // The vendors' names only: the SDK clients live in the worker.
+  const vision = vendorSetup(config);
   const drain = new Drain();
   const app = await buildApp({
     config,
@@ -49,7 +50,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     enrichLimiter: enrichLimiter(),
     payments: configuredPaymentGateway(config, db),
     temporal,
-    vendors: vision.clients.map((c) => c.vendor),
+    vendors: vision.vendors.map((v) => v.vendor),
     simulated: vision.simulated,
     rateLimiter,
     drain,

@@ -36,9 +36,10 @@ function vendorSettings(config: Config, vendor: VendorName): { apiKey?: string; 
   }
 }
 
-export interface VisionClients {
+/** Which vendors this deployment calls, from config alone (no SDK client is built). */
+export interface VendorSetup {
   /** In VENDOR_ORDER: the workflow tries them first to last. */
-  clients: VisionClient[];
+  vendors: Array<{ vendor: VendorName; apiKey: string; baseURL: string | undefined; model: string; simulated: boolean }>;
   /** Vendors answered by the simulator (no key of their own, SIM_VENDOR_URL set). */
   simulated: VendorName[];
   /** One line per vendor that is simulated or skipped, for the startup log and response warnings. */
@@ -49,8 +50,8 @@ export interface VisionClients {
  * A vendor with its own API key is real (its base URL, or the SDK's default). A vendor without
  * a key goes to the simulator when SIM_VENDOR_URL is set, and is skipped otherwise.
  */
-export function createVisionClients(config: Config, opts: { timeoutMs?: number } = {}): VisionClients {
-  const clients: VisionClient[] = [];
+export function vendorSetup(config: Config): VendorSetup {
+  const vendors: VendorSetup['vendors'] = [];
   const simulated: VendorName[] = [];
   const warnings: string[] = [];
   // Config parsing does not reject duplicates in VENDOR_ORDER; a vendor is tried once.
@@ -58,18 +59,32 @@ export function createVisionClients(config: Config, opts: { timeoutMs?: number }
     const settings = vendorSettings(config, vendor);
     const keyVar = `${vendor === 'google' ? 'GEMINI' : vendor.toUpperCase()}_API_KEY`;
     if (settings.apiKey) {
-      clients.push(
-        FACTORIES[vendor]({ apiKey: settings.apiKey, baseURL: settings.baseURL, model: settings.model, simulated: false, ...opts }),
-      );
+      vendors.push({ vendor, apiKey: settings.apiKey, baseURL: settings.baseURL, model: settings.model, simulated: false });
     } else if (config.SIM_VENDOR_URL) {
       const baseURL = simBaseURL(vendor, config.SIM_VENDOR_URL);
-      clients.push(FACTORIES[vendor]({ apiKey: SIM_API_KEY, baseURL, model: settings.model, simulated: true, ...opts }));
+      vendors.push({ vendor, apiKey: SIM_API_KEY, baseURL, model: settings.model, simulated: true });
       simulated.push(vendor);
       warnings.push(`${vendor}: no ${keyVar}; answers come from the SIMULATED vendor at ${baseURL}`);
     } else {
       warnings.push(`${vendor}: skipped (no ${keyVar} and no SIM_VENDOR_URL)`);
     }
   }
-  if (clients.length === 0) warnings.push('no vision vendor is configured: every analysis will fail');
-  return { clients, simulated, warnings };
+  if (vendors.length === 0) warnings.push('no vision vendor is configured: every analysis will fail');
+  return { vendors, simulated, warnings };
+}
+
+export interface VisionClients {
+  /** In VENDOR_ORDER: the workflow tries them first to last. */
+  clients: VisionClient[];
+  /** Vendors answered by the simulator (no key of their own, SIM_VENDOR_URL set). */
+  simulated: VendorName[];
+  /** One line per vendor that is simulated or skipped, for the startup log and response warnings. */
+  warnings: string[];
+}
+
+/** The SDK clients of the vendors vendorSetup names (the worker's; the API needs only the names). */
+export function createVisionClients(config: Config, opts: { timeoutMs?: number } = {}): VisionClients {
+  const setup = vendorSetup(config);
+  const clients = setup.vendors.map(({ vendor, ...o }) => FACTORIES[vendor]({ ...o, ...opts }));
+  return { clients, simulated: setup.simulated, warnings: setup.warnings };
 }
