@@ -1,5 +1,5 @@
 /**
- * Payment capture behind one interface (issue 5): the grant logic in credits/packs.ts is real and
+ * Payment capture behind one interface: the grant logic in credits/packs.ts is real and
  * talks only to this. Implementations: payments/recording-gateway.ts (development and tests);
  * a card processor's adapter (Stripe-shaped) plugs in here later.
  */

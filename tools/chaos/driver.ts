@@ -100,7 +100,7 @@ export interface ChaosReport {
   };
 }
 
-/** The full-size defaults of `npm run chaos` (issue 6). */
+/** The full-size defaults of `npm run chaos`. */
 export const FULL_SIZE: Omit<ChaosOptions, 'seed' | 'log'> = {
   calls: 2000,
   clients: 20,

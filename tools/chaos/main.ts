@@ -1,7 +1,7 @@
 /**
  * npm run chaos -- [--seed S] [--calls N] [--clients N] [--users N] [--duration SECONDS] [--workers N] [--keep]
  *
- * The chaos suite at full size (issue 6): its own database, Temporal dev server, Redis prefix,
+ * The chaos suite at full size: its own database, Temporal dev server, Redis prefix,
  * task queue and blob directory, all removed afterwards (--keep leaves the database and the run
  * directory .data/chaos/<run>/ with every process's log). Prints the figures; exits 1 when any
  * check fails. Postgres and Redis must run (127.0.0.1:5432 and :6379 unless DATABASE_URL /
