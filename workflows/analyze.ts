@@ -1,8 +1,7 @@
-import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
-import { Compensations } from './saga.ts';
-import { callWithFallback, db, short } from './steps.ts';
+import { callWithFallback, db, short, startSaga, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
 import { EXTRACT_CREDITS } from './types.ts';
 
@@ -13,14 +12,8 @@ import { EXTRACT_CREDITS } from './types.ts';
  * call; it always bills EXTRACT_CREDITS and bypasses the projection.
  */
 export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResult> {
-  const { workflowId } = workflowInfo();
-  const reservationId = `res:${workflowId}`;
+  const { workflowId, reservationId, saga, chain } = startSaga(input);
   const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
-  const saga = new Compensations();
-  // Vendor calls of a run that fails are not paid for: they count against the daily budget.
-  const tally = { calls: 0 };
-  const chain = { vendors: input.vendors, attemptTimeoutMs: input.vendorAttemptTimeoutMs, tally };
-  saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
   try {
     // 1. Which lenses each image still needs, and their credits held: one step, one plan.
     const { plans, needed } = await db.reserveDelta({
@@ -81,7 +74,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
 }
 
 /** The extraction's schema (the caller's, or drafted from its prompt) and the saved schema's id. */
-async function prepareExtraction(input: AnalyzeInput, chain: Parameters<typeof callWithFallback>[0]): Promise<{ bespoke: BespokeTask; bespokeSchemaId: string }> {
+async function prepareExtraction(input: AnalyzeInput, chain: VendorChain): Promise<{ bespoke: BespokeTask; bespokeSchemaId: string }> {
   const extract = input.extract!;
   let schema = extract.schema;
   if (extract.prompt !== undefined) {

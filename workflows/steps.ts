@@ -1,4 +1,5 @@
-import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, workflowInfo, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
+import { Compensations } from './saga.ts';
 import type { Activities } from '../activities/index.ts';
 import { VENDOR_ATTEMPTS } from './deadlines.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
@@ -98,3 +99,24 @@ export async function callWithFallback(
 }
 
 export const short = (sha256: string) => sha256.slice(0, 12);
+
+/** The vendor chain of one run: the vendors in order, one attempt's deadline, and every call tried. */
+export type VendorChain = Parameters<typeof callWithFallback>[0];
+
+/**
+ * What every saga starts with: its workflow id, its reservation's id, the undo list, and the vendor
+ * chain whose calls a failed run counts against the daily budget of unbilled calls (the first
+ * compensation registered, so the last to run).
+ */
+export function startSaga(input: { userId: string; vendors: Vendor[]; vendorAttemptTimeoutMs: number }): {
+  workflowId: string;
+  reservationId: string;
+  saga: Compensations;
+  chain: VendorChain;
+} {
+  const { workflowId } = workflowInfo();
+  const saga = new Compensations();
+  const tally = { calls: 0 };
+  saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
+  return { workflowId, reservationId: `res:${workflowId}`, saga, chain: { vendors: input.vendors, attemptTimeoutMs: input.vendorAttemptTimeoutMs, tally } };
+}

@@ -1,7 +1,5 @@
-import { workflowInfo } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
-import { Compensations } from './saga.ts';
-import { callWithFallback, db, short } from './steps.ts';
+import { callWithFallback, db, short, startSaga } from './steps.ts';
 import type { Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
 import { VEHICLE_REPORT_CREDITS } from './types.ts';
 
@@ -15,14 +13,8 @@ const REPORT_LENS = 'vehicle-condition';
  * labelled activity, so an operator can follow a 50-photo report in the UI.
  */
 export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<VehicleReportResult> {
-  const { workflowId } = workflowInfo();
-  const reservationId = `res:${workflowId}`;
+  const { workflowId, reservationId, saga, chain } = startSaga(input);
   const count = input.images.length;
-  const saga = new Compensations();
-  // Vendor calls of a run that fails are not paid for: they count against the daily budget.
-  const tally = { calls: 0 };
-  const chain = { vendors: input.vendors, attemptTimeoutMs: input.vendorAttemptTimeoutMs, tally };
-  saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
   try {
     // 1. Which photos need describing, and the report's credit held.
     const plan = await db.reserveVehicleReport({
