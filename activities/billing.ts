@@ -6,6 +6,7 @@ import { inTransaction, type DbClient } from '../db/pool.ts';
 import { persistAnalysisIn, runStartIn, type PersistImage, type Persisted } from '../registry/photos.ts';
 import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
+import type { Vendor } from '../workflows/types.ts';
 
 /** Which lenses ran together in one vendor call (stored on each lens record). */
 export function coRunHash(lenses: string[]): string {
@@ -77,38 +78,51 @@ export function billingActivities(deps: ActivityDeps) {
     );
   }
 
+  /**
+   * The vendors this worker calls, in fallback order: the workflow's chain comes from here, so
+   * only the worker knows which are configured. A run with vendor work and none is refused before
+   * anything is reserved.
+   */
+  function vendorsFor(vendorWork: boolean): Vendor[] {
+    const vendors = [...deps.vision.keys()];
+    if (vendorWork && !vendors.length) throw ApplicationFailure.nonRetryable('No AI provider is configured', 'PROVIDER_UNAVAILABLE');
+    return vendors;
+  }
+
   return {
     /**
      * The delta of an analysis and its reservation in one transaction: which requested lenses the
      * caller's projection holds, the plan (credits/delta.ts), and the credits it bills plus
-     * `extraCredits`. The workflow runs what this plan says.
+     * `extraCredits`. The workflow runs what this plan says, with the vendors it names.
      */
-    async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan> {
-      const { plan, held } = await inTransaction(deps.db, async (c) => {
+    async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan & { vendors: Vendor[] }> {
+      const { plan, held, vendors } = await inTransaction(deps.db, async (c) => {
         const unique = [...new Set(input.sha256s)];
         const start = await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: unique, lenses: input.refresh ? [] : input.lenses });
         if (start.persisted) throw finishedRun(input);
         const cached = start.cached;
         const plan = planAnalysis({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached, extraCredits: input.extraCredits });
         const calls = plan.plans.filter((p) => p.ran.length > 0 || (input.extraCredits > 0 && p.first)).length;
+        const vendors = vendorsFor(calls > 0);
         const gate = { vendorWork: calls > 0, freeCalls: plan.needed === 0 ? calls : 0 };
-        return { plan, held: await hold(c, input, gate, plan.needed, 'analyze') };
+        return { plan, held: await hold(c, input, gate, plan.needed, 'analyze'), vendors };
       }).catch(rethrowDomain);
       countReserved(input.reservationId, held);
-      return plan;
+      return { ...plan, vendors };
     },
 
     /** The delta of a vehicle report (photos already described are reused) and its flat reservation. */
-    async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan> {
-      const { plan, held } = await inTransaction(deps.db, async (c) => {
+    async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan & { vendors: Vendor[] }> {
+      const { plan, held, vendors } = await inTransaction(deps.db, async (c) => {
         const unique = [...new Set(input.sha256s)];
         if ((await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: [], lenses: [] })).persisted) throw finishedRun(input);
         const known = input.refresh ? {} : await lensOutputsIn(c, { userId: input.userId, sha256s: unique, lens: input.step });
         const plan = planVehicleReport({ sha256s: input.sha256s, known, credits: input.credits });
-        return { plan, held: await hold(c, input, { vendorWork: true, freeCalls: 0 }, plan.needed, 'vehicle report') };
+        const vendors = vendorsFor(true);
+        return { plan, held: await hold(c, input, { vendorWork: true, freeCalls: 0 }, plan.needed, 'vehicle report'), vendors };
       }).catch(rethrowDomain);
       countReserved(input.reservationId, held);
-      return plan;
+      return { ...plan, vendors };
     },
 
     /**

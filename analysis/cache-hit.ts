@@ -47,7 +47,7 @@ export async function answerFromRegistry(
     outputTokens: 0,
     creditsCharged: 0,
     warnings: request.warnings,
-    origin: origin ?? { provider: 'registry', model: 'registry', vendor: deps.vendors[0] ?? 'openai' },
+    origin: origin ?? { provider: 'registry', model: 'registry', vendor: deps.config.VENDOR_ORDER[0] ?? 'openai' },
     promptHash: null,
     cacheHit: true,
     requestId,

@@ -2,7 +2,6 @@ import type { Client } from '@temporalio/client';
 import { AppError } from '../core/errors.ts';
 import { getPhotos, type RegistryPhoto } from '../registry/photos.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
-import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AnalyzeInput, AnalyzeResult } from '../workflows/types.ts';
 import { startAndAwait } from './await-workflow.ts';
@@ -26,7 +25,6 @@ export async function runAnalysis(
   startedAt: number,
   progress: Progress,
 ): Promise<Analysis> {
-  if (!deps.vendors.length) throw new AppError('PROVIDER_UNAVAILABLE', 'No AI provider is configured');
   const { body, resolved, lenses, extractInput } = request;
   const input: AnalyzeInput = {
     requestId,
@@ -38,8 +36,6 @@ export async function runAnalysis(
     refresh: body.refresh,
     ...(body.context ? { context: body.context } : {}),
     ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
-    vendors: deps.vendors,
-    vendorAttemptTimeoutMs: vendorAttemptTimeoutMs({ workflowTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, vendors: deps.vendors.length }),
     reservationTtlMs: deps.config.RESERVATION_TTL_MS,
     imageConcurrency: IMAGE_CONCURRENCY,
     ...(extractInput ? { extract: extractInput } : {}),
@@ -84,7 +80,7 @@ export async function runAnalysis(
     origin: {
       provider: providers.length > 1 ? providers.join(', ') : (origin?.provider ?? 'registry'),
       model: origin?.model ?? 'registry',
-      vendor: origin?.vendor ?? deps.vendors[0]!,
+      vendor: origin?.vendor ?? deps.config.VENDOR_ORDER[0]!,
     },
     promptHash: lead?.promptHash ?? null,
     cacheHit: false,

@@ -30,7 +30,7 @@ export function sandboxAnalysis(deps: AnalyzeDeps, principal: Principal, request
     outputTokens: 0,
     creditsCharged: 0,
     warnings: [...(principal.anonymous ? [] : request.warnings), 'sandbox: fixture data from a svc_test_ key; no AI call was made and nothing was billed'],
-    origin: { provider: 'sandbox', model: 'sandbox-fixtures', vendor: deps.vendors[0] ?? 'openai' },
+    origin: { provider: 'sandbox', model: 'sandbox-fixtures', vendor: deps.config.VENDOR_ORDER[0] ?? 'openai' },
     promptHash: null,
     cacheHit: false,
     requestId,

@@ -8,7 +8,6 @@ import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
-import type { Vendor } from '../workflows/types.ts';
 import { answerFromRegistry } from './cache-hit.ts';
 import type { Analysis, AnalyzeBody } from './contract.ts';
 import { takeImages } from './intake.ts';
@@ -25,10 +24,6 @@ export interface AnalyzeDeps {
   blobs: BlobStore;
   /** Absent only in tests of the HTTP layer: sandbox answers and validation still work. */
   temporal?: Client;
-  /** Vendors configured in this deployment, in fallback order. */
-  vendors: Vendor[];
-  /** Vendors answered by the simulator (labelled in meta.provider and warnings). */
-  simulated: Vendor[];
   /** How image URLs are fetched (the composition root's choice). */
   fetchPolicy: FetchPolicy;
   /** The request's logger (its lines carry requestId; workflow lines add workflowId). */

@@ -4,7 +4,6 @@ import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos
 import type { Analysis, AnalyzeBody } from './contract.ts';
 import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
-import { vendorAttemptTimeoutMs } from '../workflows/deadlines.ts';
 import type { ImageRef, Vendor, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
 import { buildAnalysis } from './response.ts';
@@ -58,14 +57,11 @@ export async function vehicleAnalysis(
     }
   }
 
-  if (!deps.vendors.length) throw new AppError('PROVIDER_UNAVAILABLE', 'No AI provider is configured');
   const input: VehicleReportInput = {
     requestId,
     userId,
     images: refs,
     ...(body.context ? { context: body.context } : {}),
-    vendors: deps.vendors,
-    vendorAttemptTimeoutMs: vendorAttemptTimeoutMs({ workflowTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, vendors: deps.vendors.length }),
     refresh: body.refresh,
     reservationTtlMs: deps.config.RESERVATION_TTL_MS,
     photoConcurrency: VEHICLE_PHOTO_CONCURRENCY,

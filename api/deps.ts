@@ -8,7 +8,6 @@ import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import type { MetadataTool } from '../enrich/exiftool.ts';
 import type { RateLimiter } from '../ratelimit/limiter.ts';
-import type { Vendor } from '../workflows/types.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import type { Drain } from './drain.ts';
 import type { Limiter } from '../core/limiter.ts';
@@ -25,9 +24,6 @@ export interface AppDeps {
   blobs: BlobStore;
   /** Temporal client; analyze answers 503-free 502 PROVIDER_UNAVAILABLE without it. */
   temporal?: Client;
-  /** Configured vendors in fallback order, and which of them are the simulator. */
-  vendors: Vendor[];
-  simulated: Vendor[];
   /** How caller-supplied image URLs are fetched: PUBLIC_INTERNET in server.ts; tests inject their own. */
   fetchPolicy: FetchPolicy;
   /** exiftool handle for /v2/enrich; absent = buildApp takes the process-wide one (enrich/exiftool.ts), started on first use. */

@@ -11,7 +11,6 @@ import { configuredPaymentGateway } from '../payments/configured.ts';
 import { Client, Connection } from '@temporalio/client';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
-import { vendorSetup } from '../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
 import { Drain } from './drain.ts';
@@ -35,8 +34,6 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
   const rateLimiter = await RateLimiter.connect(config.REDIS_URL);
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  // The vendors' names only: the SDK clients live in the worker.
-  const vision = vendorSetup(config);
   const drain = new Drain();
   const app = await buildApp({
     config,
@@ -50,12 +47,9 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     enrichLimiter: enrichLimiter(),
     payments: configuredPaymentGateway(config, db),
     temporal,
-    vendors: vision.vendors.map((v) => v.vendor),
-    simulated: vision.simulated,
     rateLimiter,
     drain,
   });
-  for (const w of vision.warnings) app.log.warn(w);
   const address = await app.listen({ host: config.HOST, port: config.PORT });
   let closing: Promise<void> | undefined;
   async function drainAndClose(): Promise<void> {

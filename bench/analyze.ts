@@ -102,8 +102,6 @@ const app = await buildApp({
   keyCache: new KeyCache(),
   blobs: new FsBlobStore(blobDir),
   temporal,
-  vendors: vision.clients.map((c) => c.vendor),
-  simulated: vision.simulated,
 });
 const base = await app.listen({ host: '127.0.0.1', port: 0 });
 

@@ -12,7 +12,7 @@ import { PUBLIC_INTERNET } from '../images/fetch.ts';
 
 const config = loadConfig();
 const db = createPool(config.DATABASE_URL, { max: 8 });
-const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(config.BLOB_DIR), vendors: ['openai'], simulated: [] });
+const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(config.BLOB_DIR) });
 await app.listen({ host: '127.0.0.1', port: 0 });
 const address = app.server.address();
 process.send?.({ type: 'ready', port: typeof address === 'object' && address ? address.port : 0 });

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
-import { callWithFallback, db, short, startSaga, type VendorChain } from './steps.ts';
+import { callWithFallback, db, short, startSaga, vendorChain, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
 import { EXTRACT_CREDITS } from './types.ts';
 
@@ -12,11 +12,11 @@ import { EXTRACT_CREDITS } from './types.ts';
  * call; it always bills EXTRACT_CREDITS and bypasses the projection.
  */
 export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResult> {
-  const { workflowId, reservationId, saga, chain } = startSaga(input);
+  const { workflowId, reservationId, saga, tally } = startSaga(input);
   const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
   try {
     // 1. Which lenses each image still needs, and their credits held: one step, one plan.
-    const { plans, needed } = await db.reserveDelta({
+    const { plans, needed, vendors } = await db.reserveDelta({
       reservationId,
       userId: input.userId,
       workflowId,
@@ -28,6 +28,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       extraCredits,
     });
     if (needed > 0) saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
+    const chain = vendorChain(vendors, tally);
 
     // 2. The bespoke schema, drafted by a vendor from the caller's prompt when it has none.
     const { bespoke, bespokeSchemaId } = input.extract ? await prepareExtraction(input, chain) : { bespoke: undefined, bespokeSchemaId: undefined };

@@ -1,6 +1,7 @@
 /**
  * How long one vendor attempt may take, so that the whole fallback chain of an analysis ends well
- * inside the workflow's own timeout. Pure: the API computes it into the workflow input.
+ * inside the workflow's own timeout. Pure: the workflow computes it from its own execution timeout
+ * and the vendors the worker has (workflows/steps.ts vendorChain).
  *
  * Worst case of one chain: every configured vendor, each `VENDOR_ATTEMPTS` attempts, each hung to
  * its deadline. An analysis can run two chains one after the other (drafting an extraction schema,
@@ -10,7 +11,7 @@
  */
 export const VENDOR_ATTEMPTS = 3;
 const CHAINS = 2;
-const MAX_ATTEMPT_MS = 120_000;
+export const MAX_ATTEMPT_MS = 120_000;
 const MIN_ATTEMPT_MS = 1_000;
 
 export function vendorAttemptTimeoutMs(args: { workflowTimeoutMs: number; vendors: number }): number {

@@ -1,7 +1,7 @@
 import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, workflowInfo, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import { Compensations } from './saga.ts';
 import type { Activities } from '../activities/index.ts';
-import { VENDOR_ATTEMPTS } from './deadlines.ts';
+import { MAX_ATTEMPT_MS, VENDOR_ATTEMPTS, vendorAttemptTimeoutMs } from './deadlines.ts';
 import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
 
@@ -104,19 +104,25 @@ export const short = (sha256: string) => sha256.slice(0, 12);
 export type VendorChain = Parameters<typeof callWithFallback>[0];
 
 /**
- * What every saga starts with: its workflow id, its reservation's id, the undo list, and the vendor
- * chain whose calls a failed run counts against the daily budget of unbilled calls (the first
+ * What every saga starts with: its workflow id, its reservation's id, the undo list, and the tally
+ * of vendor calls that a failed run counts against the daily budget of unbilled calls (the first
  * compensation registered, so the last to run).
  */
-export function startSaga(input: { userId: string; vendors: Vendor[]; vendorAttemptTimeoutMs: number }): {
-  workflowId: string;
-  reservationId: string;
-  saga: Compensations;
-  chain: VendorChain;
-} {
+export function startSaga(input: { userId: string }): { workflowId: string; reservationId: string; saga: Compensations; tally: { calls: number } } {
   const { workflowId } = workflowInfo();
   const saga = new Compensations();
   const tally = { calls: 0 };
   saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
-  return { workflowId, reservationId: `res:${workflowId}`, saga, chain: { vendors: input.vendors, attemptTimeoutMs: input.vendorAttemptTimeoutMs, tally } };
+  return { workflowId, reservationId: `res:${workflowId}`, saga, tally };
+}
+
+/**
+ * The chain for the vendors the worker's reserve step named (the workflow input names none: only
+ * the worker knows which vendors are configured), each attempt's deadline sized from this run's
+ * own execution timeout.
+ */
+export function vendorChain(vendors: Vendor[], tally: { calls: number }): VendorChain {
+  const workflowTimeoutMs = workflowInfo().executionTimeoutMs;
+  const attemptTimeoutMs = workflowTimeoutMs ? vendorAttemptTimeoutMs({ workflowTimeoutMs, vendors: vendors.length }) : MAX_ATTEMPT_MS;
+  return { vendors, attemptTimeoutMs, tally };
 }

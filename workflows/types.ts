@@ -29,10 +29,6 @@ export interface AnalyzeInput {
   refresh: boolean;
   context?: AnalyzeContext;
   moduleOptions?: Record<string, Record<string, unknown>>;
-  /** Vendors to try, in order (configured ones only). */
-  vendors: Vendor[];
-  /** Deadline of one vendor attempt (workflows/deadlines.ts). */
-  vendorAttemptTimeoutMs: number;
   /** How long the credit reservation may stay open before the sweeper releases it. */
   reservationTtlMs: number;
   /** At most this many images are sent to vendors at once. */
@@ -131,9 +127,6 @@ export interface VehicleReportInput {
   userId: string;
   images: ImageRef[];
   context?: AnalyzeContext;
-  vendors: Vendor[];
-  /** Deadline of one vendor attempt (workflows/deadlines.ts). */
-  vendorAttemptTimeoutMs: number;
   refresh: boolean;
   reservationTtlMs: number;
   /** Per-photo vendor calls in flight at once. */

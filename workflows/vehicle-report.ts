@@ -1,5 +1,5 @@
 import { mapBounded } from '../core/map-bounded.ts';
-import { callWithFallback, db, short, startSaga } from './steps.ts';
+import { callWithFallback, db, short, startSaga, vendorChain } from './steps.ts';
 import type { Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
 import { VEHICLE_REPORT_CREDITS } from './types.ts';
 
@@ -13,7 +13,7 @@ const REPORT_LENS = 'vehicle-condition';
  * labelled activity, so an operator can follow a 50-photo report in the UI.
  */
 export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<VehicleReportResult> {
-  const { workflowId, reservationId, saga, chain } = startSaga(input);
+  const { workflowId, reservationId, saga, tally } = startSaga(input);
   const count = input.images.length;
   try {
     // 1. Which photos need describing, and the report's credit held.
@@ -28,6 +28,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       credits: VEHICLE_REPORT_CREDITS,
     });
     saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
+    const chain = vendorChain(plan.vendors, tally);
 
     // 2. One call per new photo (first copy only), then the synthesis over every photo's findings.
     const fellBack = new Set<Vendor>();

@@ -49,8 +49,6 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               db: deps.db,
               blobs: deps.blobs,
               ...(deps.temporal ? { temporal: deps.temporal } : {}),
-              vendors: deps.vendors,
-              simulated: deps.simulated,
               fetchPolicy: deps.fetchPolicy,
               log: request.log,
               ...(deps.metrics ? { metrics: deps.metrics } : {}),

@@ -43,8 +43,6 @@ describe('an image the worker cannot prepare for the vendor', () => {
           lenses: ['moderation', 'describe', 'dating'],
           billable: ['describe', 'dating'],
           refresh: false,
-          vendors: ['openai', 'anthropic', 'google'],
-          vendorAttemptTimeoutMs: 30_000,
           reservationTtlMs: 600_000,
           imageConcurrency: 8,
         },

@@ -82,7 +82,7 @@ describe('internal faults', () => {
       // Registered before ready() is impossible on a ready app, so build a second one and add a failing route.
       await f.app.close();
       const { buildApp } = await import('../../api/app.ts');
-      const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config: f.config, db: f.db, keyCache: f.keyCache, blobs: null as never, vendors: [], simulated: [] });
+      const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config: f.config, db: f.db, keyCache: f.keyCache, blobs: null as never, });
       app.get('/v1/boom', { config: { auth: 'none' } }, async () => {
         throw new Error('secret database password in a stack');
       });

@@ -2,6 +2,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities/index.ts';
+import { createVisionClients } from '../../vendors/index.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
@@ -25,7 +26,9 @@ beforeAll(() => {
   const config = testConfig();
   db = createPool(config.DATABASE_URL, { max: 3 });
   const blobs = new FsBlobStore(config.BLOB_DIR);
-  acts = createActivities({ config, db, blobs, vision: new Map(), workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
+  // The reserve step names the worker's vendors; none is called here.
+  const vision = new Map(createVisionClients(testConfig({ SIM_VENDOR_URL: 'http://127.0.0.1:9' })).clients.map((c) => [c.vendor, c]));
+  acts = createActivities({ config, db, blobs, vision, workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
 });
 afterAll(async () => {
   await db.end();
@@ -96,6 +99,8 @@ describe('one-step billing activities', () => {
         { ran: [], billed: [], first: false, source: 0 },
       ],
       needed: 4,
+      // The worker's vendors, in VENDOR_ORDER: the workflow's chain comes from here.
+      vendors: ['openai', 'anthropic', 'google'],
     });
     const again = await run(acts.reserveDelta, delta);
     expect(again).toEqual(first);
@@ -127,7 +132,7 @@ describe('one-step billing activities', () => {
     await recordDating(userId, SHA_A, `evt_${userId}`, 'analyze:earlier');
 
     const cached = await run(acts.reserveDelta, { ...base, reservationId: `res:c-${userId}`, workflowId: `c-${userId}`, lenses: ['dating', 'moderation'] });
-    expect(cached).toEqual({ plans: [{ ran: ['moderation'], billed: [], first: true, source: 0 }], needed: 0 });
+    expect(cached).toEqual({ plans: [{ ran: ['moderation'], billed: [], first: true, source: 0 }], needed: 0, vendors: ['openai', 'anthropic', 'google'] });
 
     // describe (1) + an extraction (5) against a balance of 1.
     const short = run(acts.reserveDelta, { ...base, reservationId: `res:s-${userId}`, workflowId: `s-${userId}`, lenses: ['dating', 'describe'], extraCredits: 5 });

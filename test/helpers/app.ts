@@ -35,8 +35,6 @@ export async function buildTestApp(
     keyCache,
     blobs: new FsBlobStore(config.BLOB_DIR),
     fetchPolicy: PUBLIC_INTERNET,
-    vendors: [],
-    simulated: [],
     ...(evictionBus ? { evictionBus } : {}),
     ...opts.deps,
   });

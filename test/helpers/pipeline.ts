@@ -6,7 +6,6 @@ import type { Config } from '../../core/config.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { startSimVendor } from '../../tools/sim/index.ts';
-import { vendorSetup } from '../../vendors/index.ts';
 import { startWorker, WORKFLOWS_PATH, type RunningWorker } from '../../worker/main.ts';
 import { PUBLIC_INTERNET, type FetchPolicy } from '../../images/fetch.ts';
 import type { AppDeps } from '../../api/deps.ts';
@@ -55,15 +54,12 @@ export async function startPipeline(
   const db = createPool(config.DATABASE_URL, { max: 10 });
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS! });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  const vision = vendorSetup(config);
   const app = await buildApp({
     config,
     db,
     keyCache: new KeyCache(),
     blobs: new FsBlobStore(config.BLOB_DIR),
     temporal,
-    vendors: vision.vendors.map((v) => v.vendor),
-    simulated: vision.simulated,
     fetchPolicy: opts.fetchPolicy ?? PUBLIC_INTERNET,
     ...opts.deps,
   });

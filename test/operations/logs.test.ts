@@ -4,7 +4,6 @@ import { buildApp } from '../../api/app.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import { createLogger } from '../../core/logger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
-import { vendorSetup } from '../../vendors/index.ts';
 import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -27,7 +26,6 @@ describe('structured logs', () => {
   it('carry requestId (API) and workflowId (API and worker activities); keys and the internal secret never appear', async () => {
     const lines: string[] = [];
     const sink: DestinationStream = { write: (s: string) => void lines.push(s) };
-    const vision = vendorSetup(p.config);
     // The API's own logger (core/logger.ts) at its most verbose, writing into `lines`.
     const app = await buildApp({
       fetchPolicy: PUBLIC_INTERNET,
@@ -36,8 +34,6 @@ describe('structured logs', () => {
       keyCache: new KeyCache(),
       blobs: new FsBlobStore(p.config.BLOB_DIR),
       temporal: p.temporal,
-      vendors: vision.vendors.map((v) => v.vendor),
-      simulated: vision.simulated,
       logger: createLogger({ LOG_LEVEL: 'trace' }, 'api', sink),
     });
     try {

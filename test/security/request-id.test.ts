@@ -103,8 +103,6 @@ describe('x-request-id is bound to its request', () => {
       lenses: ['dating', 'describe', 'moderation'],
       billable: ['dating', 'describe'],
       refresh: false,
-      vendors: ['openai', 'anthropic', 'google'],
-      vendorAttemptTimeoutMs: 30_000,
       reservationTtlMs: 600_000,
       imageConcurrency: 4,
     };
@@ -142,8 +140,6 @@ describe('x-request-id is bound to its request', () => {
       lenses: ['dating', 'moderation'],
       billable: ['dating'],
       refresh: false,
-      vendors: ['openai', 'anthropic', 'google'],
-      vendorAttemptTimeoutMs: 30_000,
       reservationTtlMs: 600_000,
       imageConcurrency: 4,
     };

@@ -7,6 +7,8 @@ import { getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
+import { createVisionClients, type VisionClient } from '../../vendors/index.ts';
+import type { Vendor } from '../../workflows/types.ts';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
 import type { AnalyzeInput } from '../../workflows/types.ts';
 import { createTestUser } from '../helpers/app.ts';
@@ -25,12 +27,14 @@ let client: Client;
 let worker: Worker;
 let running: Promise<void>;
 let releaseAttempts = 0;
+/** The worker's vendors, read by its activities at each call: a test sets them before it runs. */
+const vision = new Map<Vendor, VisionClient>();
 
 beforeAll(async () => {
   quietTemporal();
   db = createPool(config.DATABASE_URL, { max: 3 });
   const blobs = new FsBlobStore(config.BLOB_DIR);
-  const activities = createActivities({ config, db, blobs, vision: new Map(), workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
+  const activities = createActivities({ config, db, blobs, vision, workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
   worker = await Worker.create({
     connection: await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS! }),
     namespace: config.TEMPORAL_NAMESPACE,
@@ -58,6 +62,10 @@ afterAll(async () => {
 
 describe('the analyze saga unwinds', () => {
   it('a failing compensation is logged and skipped; the caller sees the original cause', async () => {
+    // The worker's one vendor is never reached (the photo has no blob): the vendor step fails
+    // after the reservation was made.
+    vision.clear();
+    vision.set('openai', createVisionClients(testConfig({ SIM_VENDOR_URL: 'http://127.0.0.1:9', VENDOR_ORDER: 'openai' })).clients[0]!);
     const { userId } = await createTestUser(db, { community: 5 });
     const input: AnalyzeInput = {
       requestId: 'saga-failing-release',
@@ -67,9 +75,6 @@ describe('the analyze saga unwinds', () => {
       lenses: ['dating', 'describe'],
       billable: ['dating', 'describe'],
       refresh: false,
-      // No vendor: the vendor step fails after the reservation was made.
-      vendors: [],
-      vendorAttemptTimeoutMs: 30_000,
       reservationTtlMs: 600_000,
       imageConcurrency: 4,
     };
@@ -79,11 +84,35 @@ describe('the analyze saga unwinds', () => {
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
     expect(cause.type).toBe('PROVIDER_UNAVAILABLE');
-    expect(cause.message).toMatch(/Every configured AI provider failed/);
+    expect(cause.message).toMatch(/Every configured AI provider failed \(openai\)/);
     expect(releaseAttempts).toBe(1);
     // The release failed, so the 2 credits stay held until the reservation expires.
     expect(await getBalance(db, userId)).toMatchObject({ community: 3, reserved: 2 });
     const res = await db.query<{ status: string; amount: number }>('SELECT status, amount FROM reservations WHERE id = $1', [`res:${workflowId}`]);
     expect(res.rows).toEqual([{ status: 'open', amount: 2 }]);
+  }, 60_000);
+
+  it('a worker with no vendor refuses a run with vendor work before anything is reserved', async () => {
+    vision.clear();
+    const { userId } = await createTestUser(db, { community: 5 });
+    const input: AnalyzeInput = {
+      requestId: 'saga-no-vendor',
+      userId,
+      stack: null,
+      images: [{ sha256: 'd'.repeat(64), format: 'jpeg', width: 10, height: 10, pHash: '0000000000000003', dHash: '0000000000000004' }],
+      lenses: ['dating'],
+      billable: ['dating'],
+      refresh: false,
+      reservationTtlMs: 600_000,
+      imageConcurrency: 4,
+    };
+    const workflowId = `analyze:${userId}:saga-no-vendor`;
+    const failure = await client.workflow
+      .execute(analyzeWorkflow, { taskQueue: config.TEMPORAL_TASK_QUEUE, workflowId, args: [input] })
+      .then(() => null, (err: unknown) => err);
+    const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.cause ?? cause).toMatchObject({ type: 'PROVIDER_UNAVAILABLE', message: 'No AI provider is configured' });
+    expect(await getBalance(db, userId)).toMatchObject({ community: 5, reserved: 0 });
+    expect((await db.query('SELECT 1 FROM reservations WHERE id = $1', [`res:${workflowId}`])).rowCount).toBe(0);
   }, 60_000);
 });

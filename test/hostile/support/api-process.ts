@@ -5,7 +5,6 @@ import { loadConfig } from '../../../core/config.ts';
 import { createPool } from '../../../db/pool.ts';
 import { closeSharedMetadataTool } from '../../../enrich/exiftool.ts';
 import { FsBlobStore } from '../../../images/blobstore.ts';
-import { vendorSetup } from '../../../vendors/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../../worker/address.ts';
 import { PUBLIC_INTERNET } from '../../../images/fetch.ts';
 
@@ -22,7 +21,6 @@ type Request = { type: 'memory' | 'stop'; id: number };
 const config = loadConfig();
 const db = createPool(config.DATABASE_URL, { max: 8 });
 const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
-const vision = vendorSetup(config);
 const app = await buildApp({
   fetchPolicy: PUBLIC_INTERNET,
   config,
@@ -30,8 +28,6 @@ const app = await buildApp({
   keyCache: new KeyCache(),
   blobs: new FsBlobStore(config.BLOB_DIR),
   temporal: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
-  vendors: vision.vendors.map((v) => v.vendor),
-  simulated: vision.simulated,
 });
 await app.listen({ host: '127.0.0.1', port: 0 });
 const address = app.server.address();
