@@ -2,7 +2,7 @@
  * Analyze end to end over real HTTP, side by side in one run (npx tsx bench/analyze.ts):
  *  - fresh 1-photo full-analysis vs the same vendor call made directly (orchestration overhead),
  *    and vs the Temporal floor: the saga's shape with steps that do nothing (bench/floor-workflows.ts)
- *  - full cache hits
+ *  - full cache hits, of a small photo and of a multi-megabyte one against a health round trip
  *  - throughput at 20 concurrent clients (fresh and cache hits)
  *  - a 50-photo vehicle report vs a 1-photo report with 800 ms simulated vendor latency
  * Real Postgres, Redis, a Temporal dev server, one in-process worker, the simulated vendors.
@@ -36,6 +36,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PHOTO = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
 const N_FRESH = 150;
 const N_HIT = 300;
+const N_BIG_HIT = 100;
 const N_THROUGHPUT = 200;
 const CONCURRENCY = 20;
 
@@ -219,6 +220,26 @@ try {
     hits.push(r.ms);
   }
   say(`full cache hit:                    ${fmt(hits)}`);
+
+  // 2b) Full cache hits of a multi-megabyte camera-sized photo, interleaved with the health
+  // round trip: what a hit costs over the cheapest request on the same connection path.
+  const bigPhoto = (await sharp(PHOTO).resize(4000, 3000).jpeg({ quality: 95 }).toBuffer()).toString('base64');
+  await post(full(bigPhoto));
+  const bigHits: number[] = [];
+  const healths: number[] = [];
+  for (let i = 0; i < N_BIG_HIT; i++) {
+    const r = await post(full(bigPhoto));
+    if (!r.json.meta?.cacheHit) throw new Error('expected a cache hit');
+    bigHits.push(r.ms);
+    const t0 = performance.now();
+    const h = await fetch(`${base}/v1/health`);
+    await h.arrayBuffer();
+    healths.push(performance.now() - t0);
+  }
+  const bigMb = (Buffer.byteLength(bigPhoto, 'base64') / 1e6).toFixed(1);
+  say(`full cache hit, 4000×3000 photo (${bigMb} MB): ${fmt(bigHits)}`);
+  say(`GET /v1/health, interleaved:       ${fmt(healths)}`);
+  say(`  the hit over the health round trip (p50 diff): ${(pct(bigHits, 50) - pct(healths, 50)).toFixed(1)} ms`);
 
   // 3) Throughput with 20 concurrent clients.
   const run = async (n: number, body: () => Record<string, unknown>) => {

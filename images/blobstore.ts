@@ -44,10 +44,12 @@ export class FsBlobStore implements BlobStore {
 
   async put(sha256: string, bytes: Buffer): Promise<boolean> {
     const target = this.pathOf(sha256);
-    // A wrong key would poison every later reader of that hash, so the store checks it.
+    // Stored already: nothing is written, so nothing needs checking (a cache hit of a large photo
+    // does not hash its bytes a second time).
+    if (await this.has(sha256)) return false;
+    // A wrong key would poison every later reader of that hash, so the store checks it before writing.
     const actual = createHash('sha256').update(bytes).digest('hex');
     if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
-    if (await this.has(sha256)) return false;
 
     await mkdir(path.dirname(target), { recursive: true });
     // Same directory as the target so rename is atomic; readers never see a partial file.

@@ -58,6 +58,12 @@ describe('FsBlobStore', () => {
     expect(await store.has(other)).toBe(false);
   });
 
+  it('writes nothing under a key it holds already, whatever bytes come with it', async () => {
+    await store.put(key, bytes);
+    expect(await store.put(key, Buffer.from('not the same bytes'))).toBe(false);
+    expect((await store.get(key)).equals(bytes)).toBe(true);
+  });
+
   it('says whether a put created the blob, lists what is stored with its size, and deletes (absent: a no-op)', async () => {
     expect(await store.put(key, bytes)).toBe(true);
     expect(await store.put(key, bytes)).toBe(false);
