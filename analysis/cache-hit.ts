@@ -24,9 +24,13 @@ export async function answerFromRegistry(
   if (request.body.refresh || request.extractInput || !taken.allRegistered) return null;
   const { lenses } = request;
   const shas = taken.refs.map((r) => r.sha256);
-  const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
+  // Both questions at once: the second is wasted only on a partial hit, which then runs a workflow anyway.
+  const [photos, ranBefore] = await Promise.all([
+    getPhotos(deps.db, userId, [...new Set(shas)]),
+    analysisPersisted(deps.db, `analyze:${userId}:${requestId}`),
+  ]);
   const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
-  if (!complete || (await analysisPersisted(deps.db, `analyze:${userId}:${requestId}`))) return null;
+  if (!complete || ranBefore) return null;
   await recordCacheHit(deps.db, userId, shas);
   const list = shas.map((s) => photos.get(s)!);
   const perImage: PerImage[] = list.map((p) => ({

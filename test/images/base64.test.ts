@@ -48,4 +48,47 @@ describe('decodeBase64Image', () => {
       expect.objectContaining({ code: 'IMAGE_TOO_LARGE', message: expect.stringContaining(`${jpeg.length} bytes`) }),
     );
   });
+
+  // The decoder's fast path (decode, then compare lengths) must refuse exactly what the alphabet
+  // and length rules refuse. Seeded, so a failure names an input that fails again.
+  it('answers like the alphabet and length rules for 100,000 corrupted strings', () => {
+    let seed = 0x5eed;
+    const rand = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n;
+    };
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_';
+    const specials = ['=', '.', '!', ' ', '\n', '\0', 'é', '\xff', '\x7f', '%', '"', '\\', '€', '😀', '\ud800', '\u2028'];
+    const rules = (s: string): Buffer | 'invalid' => {
+      const body = s.replace(/[\t\n\r ]+/g, '');
+      const m = /^[A-Za-z0-9+/_-]*(={0,2})$/.exec(body);
+      if (!body || !m || (m[1]!.length > 0 && body.length % 4 !== 0) || body.length % 4 === 1) return 'invalid';
+      return Buffer.from(body, 'base64');
+    };
+    let valid = 0;
+    for (let i = 0; i < 100_000; i++) {
+      const chars = Array.from({ length: 1 + rand(24) }, () => alphabet[rand(alphabet.length)]!);
+      chars.push('='.repeat(rand(3)));
+      for (let k = rand(4); k > 0; k--) {
+        const c = rand(5) ? specials[rand(specials.length)]! : String.fromCharCode(rand(0x3000));
+        if (rand(2)) chars.splice(rand(chars.length + 1), 0, c);
+        else chars[rand(chars.length)] = c;
+      }
+      const input = chars.join('');
+      const expected = rules(input);
+      let got: Buffer | 'invalid';
+      try {
+        got = decodeBase64Image(input, 1024);
+      } catch (err) {
+        expect(err, JSON.stringify(input)).toMatchObject({ code: 'VALIDATION_FAILED' });
+        got = 'invalid';
+      }
+      if (expected === 'invalid') expect(got, JSON.stringify(input)).toBe('invalid');
+      else {
+        valid++;
+        expect(got === 'invalid' ? 'invalid' : got.toString('hex'), JSON.stringify(input)).toBe(expected.toString('hex'));
+      }
+    }
+    expect(valid).toBeGreaterThan(10_000);
+  });
 });
