@@ -1,8 +1,17 @@
-# Image for the API and the worker (the same code; compose picks the command).
+# Image for the API, the worker and the console (the same code; compose picks the command).
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
+
+# The console's front end, built with the dev dependencies (Vite), copied into the image below.
+FROM node:20-bookworm-slim AS web
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY web/ui ./web/ui
+COPY tools/scripts/build-web.ts ./tools/scripts/build-web.ts
+RUN npx tsx tools/scripts/build-web.ts --force
 
 FROM node:20-bookworm-slim
 # exiftool-vendored runs the ExifTool it bundles, a Perl program that needs more than perl-base.
@@ -16,6 +25,7 @@ ENV NODE_ENV=production \
 RUN mkdir -p /data/blobs && chown -R node:node /data
 COPY --from=deps /app/node_modules ./node_modules
 COPY . .
+COPY --from=web /app/web/ui/dist ./web/ui/dist
 USER node
-EXPOSE 8080
+EXPOSE 8080 3000
 CMD ["npm", "run", "api"]

@@ -17,6 +17,8 @@ export interface KeyListing {
   last4: string;
   name: string | null;
   createdAt: string;
+  /** Minute resolution (auth/key-usage.ts); null until first used. */
+  lastUsedAt: string | null;
   revokedAt: string | null;
 }
 
@@ -33,7 +35,7 @@ export async function createUser(db: Db, email: string): Promise<{ userId: strin
 }
 
 export async function findUserByEmail(db: Db, email: string): Promise<string | null> {
-  const r = await db.query<{ id: string }>('SELECT id FROM users WHERE lower(email) = lower($1)', [email.trim()]);
+  const r = await db.query<{ id: string }>("SELECT id FROM users WHERE lower(email) = lower($1) AND kind = 'personal'", [email.trim()]);
   return r.rows[0]?.id ?? null;
 }
 
@@ -72,8 +74,8 @@ export async function findKeyByHash(db: Db, keyHash: string): Promise<KeyRecord 
 
 export async function listKeys(db: Db, userId: string): Promise<KeyListing[]> {
   const r = await db.query<{
-    id: string; kind: KeyKind; prefix: string; last4: string; name: string | null; created_at: Date; revoked_at: Date | null;
-  }>('SELECT id, kind, prefix, last4, name, created_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at', [userId]);
+    id: string; kind: KeyKind; prefix: string; last4: string; name: string | null; created_at: Date; last_used_at: Date | null; revoked_at: Date | null;
+  }>('SELECT id, kind, prefix, last4, name, created_at, last_used_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at', [userId]);
   return r.rows.map((k) => ({
     id: k.id,
     kind: k.kind,
@@ -81,6 +83,7 @@ export async function listKeys(db: Db, userId: string): Promise<KeyListing[]> {
     last4: k.last4,
     name: k.name,
     createdAt: k.created_at.toISOString(),
+    lastUsedAt: k.last_used_at?.toISOString() ?? null,
     revokedAt: k.revoked_at?.toISOString() ?? null,
   }));
 }

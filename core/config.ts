@@ -25,6 +25,28 @@ export const configSchema = z.object({
   /** Shared secret for server-to-server calls (x-internal-secret). Unset = internal auth disabled. */
   INTERNAL_SECRET: z.string().min(32, 'INTERNAL_SECRET must be at least 32 characters').optional(),
   BLOB_DIR: z.string().default('.data/blobs'),
+  /** The web console (web/server.ts): its port and the public base address people open. */
+  WEB_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  /** Public base of the console (links in e-mail, OAuth callbacks, cookie security). Default http://localhost:WEB_PORT. */
+  WEB_URL: z.url().optional(),
+  /** Signs console sessions and auth tokens. `npm start` generates one into .data when unset; required in production. */
+  AUTH_SECRET: z.string().min(32, 'AUTH_SECRET must be at least 32 characters').optional(),
+  /** Outgoing mail (smtp://user:pass@host:port or smtps://…). Unset: `npm start` runs a local mail catcher. */
+  SMTP_URL: z.url().optional(),
+  MAIL_FROM: z.string().default('Lenstack <no-reply@lenstack.localhost>'),
+  /** Console sign-in with GitHub (or GitHub Enterprise: its base and API addresses). No client id = the button is hidden. */
+  GITHUB_CLIENT_ID: z.string().optional(),
+  GITHUB_CLIENT_SECRET: z.string().optional(),
+  GITHUB_BASE_URL: z.url().default('https://github.com'),
+  GITHUB_API_URL: z.url().default('https://api.github.com'),
+  /** Console sign-in with Google, through OpenID Connect discovery at GOOGLE_ISSUER. */
+  GOOGLE_CLIENT_ID: z.string().optional(),
+  GOOGLE_CLIENT_SECRET: z.string().optional(),
+  GOOGLE_ISSUER: z.url().default('https://accounts.google.com'),
+  /** Pack purchases in the console through Stripe Checkout; the webhook secret verifies Stripe's events. */
+  STRIPE_SECRET_KEY: z.string().optional(),
+  STRIPE_WEBHOOK_SECRET: z.string().optional(),
+  STRIPE_API_URL: z.url().default('https://api.stripe.com'),
   /** Trusted reverse proxies (comma-separated IPs/CIDRs) whose X-Forwarded-For is honoured. */
   TRUSTED_PROXIES: z.string().default(''),
   /** Maximum decoded image size in bytes (fetched or base64). */
@@ -35,7 +57,6 @@ export const configSchema = z.object({
   BODY_BYTES_IN_FLIGHT: z.coerce.number().int().positive().default(400 * 1024 * 1024),
   /** Maximum decoded pixel count (decompression-bomb guard). */
   IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
-  /** Allow fetching images from private/loopback addresses. Only for tests of the fetcher itself. */
   /** How long an analysis (or vehicle report) workflow may run: its execution timeout. */
   WORKFLOW_TIMEOUT_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
   /**
@@ -120,5 +141,21 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (parsed.data.NODE_ENV === 'production' && parsed.data.PAYMENTS_GATEWAY === 'recording') {
     throw new ConfigError('Invalid configuration:\n  PAYMENTS_GATEWAY: recording charges no card and is refused with NODE_ENV=production');
   }
+  for (const p of ['GITHUB', 'GOOGLE'] as const) {
+    if (Boolean(parsed.data[`${p}_CLIENT_ID`]) !== Boolean(parsed.data[`${p}_CLIENT_SECRET`])) {
+      throw new ConfigError(`Invalid configuration:\n  ${p}_CLIENT_ID, ${p}_CLIENT_SECRET: set both or neither`);
+    }
+  }
+  if (parsed.data.STRIPE_SECRET_KEY && !parsed.data.STRIPE_WEBHOOK_SECRET) {
+    throw new ConfigError('Invalid configuration:\n  STRIPE_WEBHOOK_SECRET: required with STRIPE_SECRET_KEY (purchases are granted from verified webhooks only)');
+  }
+  if (parsed.data.NODE_ENV === 'production' && !parsed.data.AUTH_SECRET && parsed.data.WEB_URL) {
+    throw new ConfigError('Invalid configuration:\n  AUTH_SECRET: required in production when the console runs (WEB_URL is set)');
+  }
   return parsed.data;
+}
+
+/** The console's public base address, without a trailing slash. */
+export function webUrl(config: Pick<Config, 'WEB_URL' | 'WEB_PORT'>): string {
+  return (config.WEB_URL ?? `http://localhost:${config.WEB_PORT}`).replace(/\/+$/, '');
 }

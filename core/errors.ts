@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   SCHEMA_NOT_FOUND: 404,
   PHOTO_NOT_IN_REGISTRY: 404,
   NOT_FOUND: 404,
+  /** Console: a member whose role does not allow the action. */
+  FORBIDDEN: 403,
   /** An x-request-id sent again with a different request, or whose finished run can no longer answer. */
   REQUEST_ID_CONFLICT: 409,
   /** The request did not arrive in full within the server's request timeout. */

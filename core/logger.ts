@@ -18,10 +18,17 @@ export const REDACT_PATHS = [
   'config.OPENAI_API_KEY',
   'config.ANTHROPIC_API_KEY',
   'config.GEMINI_API_KEY',
+  'config.AUTH_SECRET',
+  'config.SMTP_URL',
+  'config.GITHUB_CLIENT_SECRET',
+  'config.GOOGLE_CLIENT_SECRET',
+  'config.STRIPE_SECRET_KEY',
+  'config.STRIPE_WEBHOOK_SECRET',
+  'res.headers["set-cookie"]',
 ];
 
 /** pino options shared by the API and the worker: JSON lines, ISO time, `service` field, redaction. */
-export function loggerOptions(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' | 'worker'): LoggerOptions {
+export function loggerOptions(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' | 'worker' | 'web'): LoggerOptions {
   return {
     level: config.LOG_LEVEL,
     base: { service, pid: process.pid },
@@ -31,6 +38,6 @@ export function loggerOptions(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' 
 }
 
 /** The process logger; tests pass a destination to read the lines. */
-export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' | 'worker', destination?: DestinationStream): Logger {
+export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' | 'worker' | 'web', destination?: DestinationStream): Logger {
   return destination ? pino(loggerOptions(config, service), destination) : pino(loggerOptions(config, service));
 }

@@ -162,12 +162,21 @@ export async function purchasePack(
     return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
   }
 
+  await grantPending(db, purchase, p, paymentId);
+  return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
+}
+
+/**
+ * Grant a pending purchase in one transaction keyed by its id: the pack's credits and, if no
+ * purchase has taken it yet, the first-pack bonus. A concurrent or repeated grant of the same
+ * purchase finds it no longer pending and grants nothing.
+ */
+async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: string): Promise<void> {
   await inTransaction(db, async (c) => {
     const locked = await c.query<{ status: PurchaseStatus }>('SELECT status FROM credit_purchases WHERE id = $1 FOR UPDATE', [purchase.purchaseId]);
-    // A concurrent retry of this purchase got here first and granted it.
     if (locked.rows[0]!.status !== 'pending') return;
     await grantIn(c, {
-      userId: args.userId,
+      userId: purchase.userId,
       pool: 'purchased',
       amount: p.credits,
       kind: 'purchase',
@@ -176,7 +185,7 @@ export async function purchasePack(
     });
     const firstPackBonus = packGrant(p, true).bonusCredits;
     const bonus = await grantIn(c, {
-      userId: args.userId,
+      userId: purchase.userId,
       pool: 'purchased',
       amount: firstPackBonus,
       idempotencyKey: FIRST_PACK_BONUS_KEY,
@@ -187,5 +196,51 @@ export async function purchasePack(
       [purchase.purchaseId, paymentId, bonus ? firstPackBonus : 0],
     );
   });
-  return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
+}
+
+/**
+ * A purchase paid on a hosted page (Stripe Checkout): recorded pending before the customer is
+ * sent to pay (the idempotency key makes a double click the same purchase), granted only when the
+ * processor's verified event says it was paid (`fulfilHostedPurchase`).
+ */
+export async function startHostedPurchase(db: Db, args: { userId: string; pack: string; idempotencyKey: string }): Promise<Purchase> {
+  if (!isPackName(args.pack)) throw validationFailed(`pack: must be one of ${PACK_NAMES.join(', ')}, got "${args.pack}"`);
+  if (args.idempotencyKey.length < 1 || args.idempotencyKey.length > 200) throw validationFailed('idempotencyKey: 1 to 200 characters');
+  await requireUser(db, args.userId);
+  const p = PACKS[args.pack];
+  await db.query(
+    `INSERT INTO credit_purchases (id, user_id, idempotency_key, pack, credits, amount_cents)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
+    [newId('pur'), args.userId, args.idempotencyKey, p.name, p.credits, p.priceCents],
+  );
+  const purchase = await loadPurchase(db, args.userId, args.idempotencyKey);
+  if (purchase.pack !== p.name) throw validationFailed(`idempotencyKey: already used for a ${purchase.pack} purchase (${purchase.purchaseId})`);
+  return purchase;
+}
+
+/**
+ * The processor says purchase `purchaseId` was paid `amountCents`: grant it, once, whatever how
+ * many times the event arrives. An amount other than the pack's price grants nothing and marks the
+ * purchase failed (someone changed the price on the way). Unknown purchases are reported, not
+ * invented.
+ */
+export async function fulfilHostedPurchase(
+  db: Db,
+  args: { purchaseId: string; amountCents: number; paymentId: string },
+): Promise<{ outcome: 'granted' | 'already-granted' | 'amount-mismatch' | 'unknown'; purchase?: Purchase }> {
+  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE id = $1`, [args.purchaseId]);
+  const row = r.rows[0];
+  if (!row) return { outcome: 'unknown' };
+  const purchase = toPurchase(row);
+  if (purchase.status === 'granted') return { outcome: 'already-granted', purchase };
+  if (purchase.status !== 'pending') return { outcome: 'amount-mismatch', purchase };
+  if (args.amountCents !== purchase.amountCents) {
+    await db.query(
+      `UPDATE credit_purchases SET status = 'failed', failure = $2, completed_at = now() WHERE id = $1 AND status = 'pending'`,
+      [purchase.purchaseId, `paid ${args.amountCents} cents, the pack costs ${purchase.amountCents}`],
+    );
+    return { outcome: 'amount-mismatch', purchase: (await loadPurchase(db, purchase.userId, purchase.idempotencyKey)) };
+  }
+  await grantPending(db, purchase, PACKS[purchase.pack as PackName], args.paymentId);
+  return { outcome: 'granted', purchase: await loadPurchase(db, purchase.userId, purchase.idempotencyKey) };
 }

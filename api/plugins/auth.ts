@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authenticate, internalSecretMatches, type Principal } from '../../auth/authenticate.ts';
 import { AppError, authFailed } from '../../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
+import { KeyUsage } from '../../auth/key-usage.ts';
 
 /** How a route authenticates (route `config.auth`). */
 export type AuthMode = 'none' | 'key' | 'internal' | 'key-or-internal';
@@ -17,6 +18,7 @@ declare module 'fastify' {
 }
 
 export function registerAuth(app: FastifyInstance, deps: AppDeps): void {
+  const usage = new KeyUsage(deps.db, (err) => app.log.warn({ err }, 'could not record when a key was last used'));
   app.decorateRequest('principal', null);
   app.decorateRequest('internal', false);
   // onRequest runs before the body is read, so an unauthenticated 60 MB upload is refused unread.
@@ -31,6 +33,7 @@ export function registerAuth(app: FastifyInstance, deps: AppDeps): void {
       return;
     }
     request.principal = await authenticate(request.headers.authorization, { db: deps.db, cache: deps.keyCache });
+    if (!request.principal.anonymous) usage.seen(request.principal.keyId);
   });
 }
 

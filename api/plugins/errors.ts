@@ -50,7 +50,7 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, appErr: 
   return reply.code(appErr.status).type('application/json; charset=utf-8').send(envelope(appErr, request.id));
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, opts: { notFound?: (request: FastifyRequest, reply: FastifyReply) => unknown } = {}): void {
   // Node answers an Expect other than 100-continue with an empty 417 unless someone listens;
   // RFC 9110 lets a server ignore it, so the request is served like any other.
   app.server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => app.server.emit('request', req, res));
@@ -63,8 +63,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     return sendError(reply, request, appErr);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendError(reply, request, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)),
+  app.setNotFoundHandler(
+    opts.notFound ?? ((request, reply) => sendError(reply, request, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`))),
   );
 }
 

@@ -60,6 +60,7 @@ export const keyListingSchema = z
     last4: z.string(),
     name: z.string().nullable(),
     createdAt: timestamp,
+    lastUsedAt: timestamp.nullable().describe('When the key was last used, to the minute; null until its first use.'),
     revokedAt: timestamp.nullable(),
   })
   .meta({ id: 'ApiKeyListing' });

@@ -24,8 +24,8 @@ describe('account keys (domain functions)', () => {
     expect(test.key.startsWith('svc_test_')).toBe(true);
     const listed = await listAccountKeys(t.db, userId);
     expect(listed.slice(2).map((k) => ({ ...k }))).toEqual([
-      { id: live.id, kind: 'live', prefix: 'svc_live_', last4: live.key.slice(-4), name: 'ci', createdAt: live.createdAt, revokedAt: null },
-      { id: test.id, kind: 'test', prefix: 'svc_test_', last4: test.key.slice(-4), name: null, createdAt: test.createdAt, revokedAt: null },
+      { id: live.id, kind: 'live', prefix: 'svc_live_', last4: live.key.slice(-4), name: 'ci', createdAt: live.createdAt, lastUsedAt: null, revokedAt: null },
+      { id: test.id, kind: 'test', prefix: 'svc_test_', last4: test.key.slice(-4), name: null, createdAt: test.createdAt, lastUsedAt: null, revokedAt: null },
     ]);
     expect(JSON.stringify(listed)).not.toContain(live.key.slice(9, -4));
 

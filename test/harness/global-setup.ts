@@ -3,6 +3,7 @@
  * Postgres and Redis must already run; the database, Temporal dev server, Redis prefix, task
  * queue and blob directory are this run's own and are cleaned up after it.
  */
+import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -64,6 +65,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       prepareDatabase(settings),
       prepareTemporal(settings),
     ] as const);
+    // The console's front end, once for the run (the browser tests serve it): Vite, under a second.
+    await ensureConsoleBuilt();
 
     const values: HarnessValues = {
       runId,

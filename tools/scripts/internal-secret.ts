@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -14,4 +14,23 @@ export function generateInternalSecret(dataDir: string): { secret: string; file:
   writeFileSync(file, `${secret}\n`, { mode: 0o600 });
   chmodSync(file, 0o600); // `mode` applies only when the file is created
   return { secret, file, message: `INTERNAL_SECRET not set: generated one for this run, in ${file} (mode 0600; x-internal-secret for the internal endpoints)` };
+}
+
+/**
+ * The console's AUTH_SECRET when none is set: kept in `<dataDir>/auth-secret` (mode 0600) and
+ * reused on the next `npm start`, so restarting does not sign everyone out.
+ */
+export function localAuthSecret(dataDir: string): { secret: string; file: string; created: boolean } {
+  const file = join(dataDir, 'auth-secret');
+  try {
+    const existing = readFileSync(file, 'utf8').trim();
+    if (existing.length >= 32) return { secret: existing, file, created: false };
+  } catch {
+    // not made yet
+  }
+  const secret = randomBytes(32).toString('hex');
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return { secret, file, created: true };
 }

@@ -6,11 +6,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadConfig } from '../../core/config.ts';
+import { ConfigError, loadConfig, webUrl } from '../../core/config.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
 import { startSimVendor } from '../sim/index.ts';
-import { generateInternalSecret } from './internal-secret.ts';
+import { ensureConsoleBuilt } from './build-web.ts';
+import { generateInternalSecret, localAuthSecret } from './internal-secret.ts';
 import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer, type DevServer } from './temporal.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -102,6 +103,14 @@ try {
     say(generated.message);
   }
 
+  if (!config.AUTH_SECRET) {
+    const local = localAuthSecret(`${ROOT}/.data`);
+    childEnv.AUTH_SECRET = local.secret;
+    say(`AUTH_SECRET not set: the console signs sessions with the one in ${local.file}${local.created ? ' (new)' : ''}`);
+  }
+  if (!config.SMTP_URL) say('!!! No SMTP_URL: console mail goes to the DEVELOPMENT MAILBOX (see below), not to anyone.');
+  if (await ensureConsoleBuilt()) say('console front end built (web/ui/dist)');
+
   const children: ChildProcess[] = [];
   const run = (name: string, script: string) => {
     const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: childEnv, stdio: 'inherit' });
@@ -126,6 +135,7 @@ try {
   };
   run('worker', 'worker/main.ts');
   run('api', 'api/server.ts');
+  run('web', 'web/server.ts');
 
   const base = `http://127.0.0.1:${config.PORT}`;
   const deadline = Date.now() + 60_000;
@@ -135,11 +145,21 @@ try {
     if (Date.now() > deadline) throw new Error(`the API did not answer ${base}/v1/health within 60 s`);
     await new Promise((r) => setTimeout(r, 250));
   }
+  // The console answers its session route (401 when signed out) once it listens.
+  const webLocal = `http://127.0.0.1:${config.WEB_PORT}`;
+  for (;;) {
+    const up = await fetch(`${webLocal}/api/v1/session`).then((r) => r.status === 401).catch(() => false);
+    if (up) break;
+    if (Date.now() > deadline) throw new Error(`the console did not answer ${webLocal} within 60 s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
   say('');
   say(`API          ${base}   (health: ${base}/v1/health)`);
   say(`Docs         ${base}/v1/docs   OpenAPI: ${base}/v1/openapi.json   llms.txt: ${base}/v1/llms.txt`);
+  say(`Console      ${webUrl(config)}${config.SMTP_URL ? '' : `   (development mailbox: ${webUrl(config)}/dev/mailbox)`}`);
   say(`Temporal UI  ${uiUrl ?? '(not started here: see your cluster)'}   frontend: ${temporalAddress}`);
-  say('First key:   npm run admin -- user create --email you@example.com');
+  say(`First key:   sign up in the console (${webUrl(config)}/sign-up), or from a shell:`);
+  say('             npm run admin -- user create --email you@example.com');
   say('             npm run admin -- credits grant --user <userId> --pool purchased --amount 1000');
   say('Ctrl-C stops everything.');
 } catch (err) {

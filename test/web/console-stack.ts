@@ -1,0 +1,97 @@
+import type { FastifyInstance } from 'fastify';
+import { KeyCache } from '../../auth/cache.ts';
+import { EvictionBus } from '../../auth/eviction-bus.ts';
+import { RateLimiter } from '../../ratelimit/limiter.ts';
+import type { Pipeline } from '../helpers/pipeline.ts';
+import { startPipeline } from '../helpers/pipeline.ts';
+import { testConfig } from '../harness/env.ts';
+import { freePort } from '../../tools/scripts/temporal.ts';
+import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
+import { buildWebApp } from '../../web/app.ts';
+import { createConsoleAuth } from '../../web/auth.ts';
+import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
+import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
+import { UI_DIST } from '../../web/server.ts';
+import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
+import { stripeFromConfig } from '../../payments/stripe.ts';
+import { startGitHubStub, type GitHubStub } from './providers/github.ts';
+import { startGoogleStub, type GoogleStub } from './providers/google.ts';
+
+export const STRIPE_WEBHOOK_SECRET = 'whsec_test_0123456789abcdef';
+
+export interface ConsoleStack {
+  pipeline: Pipeline;
+  github: GitHubStub;
+  google: GoogleStub;
+  web: FastifyInstance;
+  url: string;
+  mail: MailCatcher;
+  close(): Promise<void>;
+}
+
+/**
+ * The console against the real analyze path: the API (with a worker and the simulated vendors),
+ * the console's server on a real port with real sign-in, and a real SMTP server the test reads.
+ * Each has its own key cache; revocations travel between them over Redis as between processes.
+ */
+export async function startConsoleStack(): Promise<ConsoleStack> {
+  await ensureConsoleBuilt();
+  const base = testConfig();
+  // The API's key cache hears revocations over Redis, from the console's own bus, as in production.
+  const apiKeys = new KeyCache();
+  const apiBus = await EvictionBus.start(base.REDIS_URL, base.REDIS_PREFIX, apiKeys);
+  const pipeline = await startPipeline({ deps: { keyCache: apiKeys, evictionBus: apiBus } });
+  const mail = await startMailCatcher();
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  // The identity providers, at the wire: a GitHub-protocol server and a real OpenID provider.
+  const github = await startGitHubStub();
+  const google = await startGoogleStub(`${url}/api/v1/auth/callback/google`);
+  // Stripe, at the wire: Stripe's own API mock; webhooks are signed by the test with the secret.
+  const stripeMock = await startStripeMock();
+  const config = testConfig({
+    WEB_PORT: port,
+    WEB_URL: url,
+    SMTP_URL: mail.url,
+    AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789',
+    GITHUB_CLIENT_ID: github.clientId,
+    GITHUB_CLIENT_SECRET: github.clientSecret,
+    GITHUB_BASE_URL: github.url,
+    GITHUB_API_URL: `${github.url}/api`,
+    GOOGLE_CLIENT_ID: google.clientId,
+    GOOGLE_CLIENT_SECRET: google.clientSecret,
+    GOOGLE_ISSUER: google.issuer,
+    STRIPE_SECRET_KEY: 'sk_test_123',
+    STRIPE_WEBHOOK_SECRET: STRIPE_WEBHOOK_SECRET,
+    STRIPE_API_URL: stripeMock.url,
+  });
+  const mailer = smtpMailer(mail.url, config.MAIL_FROM);
+  const db = pipeline.db;
+  const auth = createConsoleAuth({ config, pool: db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(db, { id: u.id, email: u.email })) });
+  const limiter = await RateLimiter.connect(config.REDIS_URL);
+  const webKeys = new KeyCache();
+  const webBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys);
+  // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
+  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST });
+  await web.listen({ host: '127.0.0.1', port });
+  return {
+    pipeline,
+    github,
+    google,
+    web,
+    url,
+    mail,
+    async close() {
+      await web.close();
+      mailer.close();
+      await mail.close();
+      await github.close();
+      await google.close();
+      await stripeMock.stop();
+      await pipeline.close();
+      await webBus.close();
+      await apiBus.close();
+      await limiter.close();
+    },
+  };
+}

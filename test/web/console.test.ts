@@ -1,0 +1,494 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer } from '../helpers/app.ts';
+import { launchChromium, seriousA11yViolations } from './browser.ts';
+import { startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
+import Stripe from 'stripe';
+import { checkInvariants, getBalance } from '../../credits/ledger.ts';
+
+/**
+ * The console in Debian's Chromium against the real stack: sign up with a password, confirm from
+ * the mail a real SMTP server received, create a live key, analyze with it through the API, see
+ * the credits move, revoke the key and see the API refuse it. Plus what an attacker would try.
+ */
+/** LENSTACK_SCREENSHOTS=1 writes docs/screenshots/<page>-{desktop,phone}.png while the flow runs. */
+const SHOTS = process.env.LENSTACK_SCREENSHOTS ? fileURLToPath(new URL('../../docs/screenshots/', import.meta.url)) : null;
+
+async function shot(page: Page, name: string): Promise<void> {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  const viewport = page.viewportSize()!;
+  await page.screenshot({ path: `${SHOTS}${name}-desktop.png`, fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: `${SHOTS}${name}-phone.png`, fullPage: true });
+  await page.setViewportSize(viewport);
+}
+
+/** At a 390 px wide phone viewport nothing makes the page scroll sideways. */
+async function fitsAPhone(page: Page): Promise<boolean> {
+  const viewport = page.viewportSize()!;
+  await page.setViewportSize({ width: 390, height: 844 });
+  const width = await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+  await page.setViewportSize(viewport);
+  return width <= 390;
+}
+
+const PHOTO = readFileSync(new URL('../fixtures/photos/Canon_40D.jpg', import.meta.url)).toString('base64');
+const PASSWORD = 'lantern orbit cactus violin';
+
+let stack: ConsoleStack;
+let browser: Browser;
+
+beforeAll(async () => {
+  stack = await startConsoleStack();
+  browser = await launchChromium();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+});
+
+let counter = 0;
+const newEmail = () => `person${process.pid}-${Date.now()}-${counter++}@example.test`;
+
+/** Sign up in the browser and follow the confirmation link from the mail. */
+async function signUpAndConfirm(page: Page, email: string, shots = false): Promise<void> {
+  await page.goto(`${stack.url}/sign-up`);
+  await page.getByLabel('Your name').fill('Ada');
+  await page.getByLabel('E-mail address').fill(email);
+  await page.getByLabel('Password').fill(PASSWORD);
+  if (shots) await shot(page, 'sign-up');
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await page.waitForURL(/\/check-mail/);
+  if (shots) {
+    await shot(page, 'check-mail');
+    // The development mailbox shows the same mail, its link clickable.
+    await page.goto(`${stack.url}/dev/mailbox`);
+    await expect.poll(() => page.getByRole('heading', { name: 'Confirm your e-mail address for Lenstack' }).first().isVisible()).toBe(true);
+    expect(await page.getByRole('note').textContent()).toContain('Development mailbox');
+    expect(await page.getByRole('link', { name: /verify-email/ }).first().getAttribute('href')).toContain('/api/v1/auth/verify-email?token=');
+    await shot(page, 'dev-mailbox');
+  }
+  const mail = await stack.mail.waitFor((m) => m.to.includes(email));
+  expect(mail.subject).toBe('Confirm your e-mail address for Lenstack');
+  const link = /https?:\/\/\S+/.exec(mail.text)?.[0];
+  expect(link).toMatch(new RegExp(`^${stack.url}/api/v1/auth/verify-email\\?token=`));
+  await page.goto(link!);
+  await page.waitForURL(/\/\?verified=1$/);
+}
+
+async function analyzeWith(key: string) {
+  const res = await stack.pipeline.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: { imageBase64: PHOTO, modules: ['dating'] } });
+  return { status: res.statusCode, body: res.json() as { usage?: { creditsCharged: number }; error?: { code: string } } };
+}
+
+describe('the console in a real browser', () => {
+  let context: BrowserContext;
+  let page: Page;
+  const email = newEmail();
+
+  beforeAll(async () => {
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+  });
+  afterAll(async () => context?.close());
+
+  it('refuses a common or short password with a reason, and creates nobody', async () => {
+    await page.goto(`${stack.url}/sign-up`);
+    await page.getByLabel('E-mail address').fill(email);
+    await page.getByLabel('Password').fill('passwordpassword');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('commonly used');
+    await page.getByLabel('Password').fill('short');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('at least 15 characters');
+    const rows = await stack.pipeline.db.query('SELECT 1 FROM console_users WHERE email = $1', [email]);
+    expect(rows.rowCount).toBe(0);
+    expect(stack.mail.messages().filter((m) => m.to.includes(email))).toHaveLength(0);
+  });
+
+  it('signs up, confirms from the mail, and lands signed in with 1,000 community credits', async () => {
+    await signUpAndConfirm(page, email, true);
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe('1,000');
+    expect(await page.getByTestId('community').textContent()).toBe('1,000');
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe(email);
+    // The session cookie cannot be read by scripts and is not sent cross-site.
+    const cookie = (await context.cookies()).find((c) => c.name.endsWith('session_token'));
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+  });
+
+  let liveKey = '';
+  it('creates a live key shown once, and the API bills it: the console shows the credits move', async () => {
+    await page.getByLabel('Kind').selectOption('live');
+    await page.getByLabel('Name', { exact: true }).fill('ci server');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    liveKey = (await page.getByTestId('new-key').textContent()) ?? '';
+    expect(liveKey).toMatch(/^svc_live_/);
+    expect(await page.getByTestId('keys').textContent()).toContain('ci server');
+
+    expect(await page.getByTestId('keys').textContent()).toContain('never');
+    const first = await analyzeWith(liveKey);
+    expect(first.status).toBe(200);
+    const charged = first.body.usage!.creditsCharged;
+    expect(charged).toBeGreaterThan(0);
+
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe((1000 - charged).toLocaleString('en'));
+    expect(await page.getByTestId('ledger').textContent()).toContain(`Analysis charged ${charged}`);
+    // The key's first use is recorded (to the minute) and listed.
+    await expect.poll(async () => (await stack.pipeline.db.query('SELECT last_used_at FROM api_keys WHERE prefix = $1 AND last4 = $2', ['svc_live_', liveKey.slice(-4)])).rows[0]?.last_used_at ?? null).not.toBeNull();
+    await page.reload();
+    await expect.poll(() => page.getByTestId('keys').textContent()).not.toContain('never');
+    await shot(page, 'dashboard');
+  });
+
+  it('reads on a 390 px phone without sideways scrolling', async () => {
+    expect(await fitsAPhone(page)).toBe(true);
+    await page.goto(`${stack.url}/sign-in`);
+    expect(await fitsAPhone(page)).toBe(true);
+    await page.goBack();
+    await page.waitForURL(/\/\?verified=1$/);
+  });
+
+  it('has no serious accessibility violations on the dashboard', async () => {
+    expect(await seriousA11yViolations(page)).toEqual([]);
+  });
+
+  it('revokes the key and the API refuses it', async () => {
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: /^Revoke svc_live_/ }).click();
+    await expect.poll(() => page.getByTestId('keys').textContent()).toContain('revoked');
+    // The API process hears the revocation over Redis; its cache no longer serves the key.
+    await expect.poll(async () => (await analyzeWith(liveKey)).status, { timeout: 1_000, interval: 50 }).toBe(401);
+  });
+
+  it('refuses a state change from another origin, with the session cookie, and creates no key', async () => {
+    const cookies = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    const session = (await (await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: cookies } })).json()) as { workspaces: Array<{ id: string }> };
+    const ws = session.workspaces[0]!.id;
+    const before = await stack.pipeline.db.query('SELECT count(*)::int AS n FROM api_keys WHERE user_id = $1', [ws]);
+    const attempts: Array<Record<string, string>> = [{ origin: 'https://evil.example' }, { 'sec-fetch-site': 'cross-site' }, {}];
+    for (const headers of attempts) {
+      const res = await fetch(`${stack.url}/api/v1/workspaces/${ws}/keys`, {
+        method: 'POST',
+        headers: { cookie: cookies, 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ kind: 'live' }),
+      });
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('FORBIDDEN');
+    }
+    const after = await stack.pipeline.db.query('SELECT count(*)::int AS n FROM api_keys WHERE user_id = $1', [ws]);
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+  });
+
+  it("answers 404 for another workspace's keys and credits", async () => {
+    const other = await browser.newContext();
+    const otherPage = await other.newPage();
+    await signUpAndConfirm(otherPage, newEmail());
+    const cookies = (await other.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    const mine = (await (await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ') } })).json()) as { workspaces: Array<{ id: string }> };
+    const target = mine.workspaces[0]!.id;
+    for (const path of [`/api/v1/workspaces/${target}/keys`, `/api/v1/workspaces/${target}/credits`, '/api/v1/workspaces/usr_nonexistent/keys']) {
+      const res = await fetch(`${stack.url}${path}`, { headers: { cookie: cookies } });
+      expect(res.status, path).toBe(404);
+    }
+    await other.close();
+  });
+
+  it('signs out: the session no longer works', async () => {
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.waitForURL(/\/sign-in$/);
+    await shot(page, 'sign-in');
+    const cookies = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    expect((await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: cookies } })).status).toBe(401);
+  });
+});
+
+describe('magic links, sign-in throttling and no enumeration', () => {
+  const post = (path: string, body: unknown, cookie = '') =>
+    fetch(`${stack.url}${path}`, { method: 'POST', headers: { origin: stack.url, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body: JSON.stringify(body) });
+
+  it('signs a new person in from a mailed link, once: a second use of the link signs nobody in', async () => {
+    const email = newEmail();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/sign-in`);
+    await page.getByLabel('E-mail address').fill(email);
+    await page.getByRole('button', { name: 'E-mail me a sign-in link instead' }).click();
+    await expect.poll(() => page.getByRole('status').textContent()).toContain('works once, for 10 minutes');
+    const mail = await stack.mail.waitFor((m) => m.to.includes(email) && m.subject === 'Your Lenstack sign-in link');
+    const link = /https?:\/\/\S+/.exec(mail.text)![0];
+    expect(link).toContain('/api/v1/auth/magic-link/verify?token=');
+    // Stored hashed: the token in the mail is nowhere in the database.
+    const token = new URL(link).searchParams.get('token')!;
+    const stored = await stack.pipeline.db.query('SELECT 1 FROM console_verifications WHERE identifier = $1 OR value LIKE $2', [token, `%${token}%`]);
+    expect(stored.rowCount).toBe(0);
+    await page.goto(link);
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe('1,000');
+    await context.close();
+
+    const again = await browser.newContext();
+    const res = await again.request.get(link, { maxRedirects: 0 });
+    expect(res.status()).toBe(302);
+    expect(res.headers()['location']).toContain('error=');
+    expect((await again.cookies()).some((c) => c.name.endsWith('session_token'))).toBe(false);
+    await again.close();
+  });
+
+  it('answers a sign-up for an existing address like a new one, and tells the owner instead', async () => {
+    const email = newEmail();
+    const fresh = await post('/api/v1/auth/sign-up/email', { name: 'A', email, password: PASSWORD });
+    const taken = await post('/api/v1/auth/sign-up/email', { name: 'B', email, password: 'another long passphrase here' });
+    expect(fresh.status).toBe(200);
+    expect(taken.status).toBe(200);
+    const [a, b] = [(await fresh.json()) as { token: unknown; user: Record<string, unknown> }, (await taken.json()) as { token: unknown; user: Record<string, unknown> }];
+    expect(Object.keys(b).sort()).toEqual(Object.keys(a).sort());
+    expect(Object.keys(b.user).sort()).toEqual(Object.keys(a.user).sort());
+    expect([a.token, b.token]).toEqual([null, null]);
+    await stack.mail.waitFor((m) => m.to.includes(email) && m.subject === 'You already have a Lenstack account');
+    const people = await stack.pipeline.db.query('SELECT name FROM console_users WHERE email = $1', [email]);
+    expect(people.rows).toEqual([{ name: 'A' }]);
+  });
+
+  it('throttles password guessing per account in Redis: the 11th try in 15 minutes is 429 with Retry-After', async () => {
+    const email = newEmail();
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) statuses.push((await post('/api/v1/auth/sign-in/email', { email, password: `wrong guess number ${i}` })).status);
+    expect(statuses.slice(0, 10)).toEqual(Array(10).fill(401));
+    expect(statuses[10]).toBe(429);
+    const refused = await post('/api/v1/auth/sign-in/email', { email, password: 'wrong guess again' });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('RATE_LIMITED');
+    expect(body.error.message).toContain('this account');
+    // Another account from the same address is not locked out by it.
+    expect((await post('/api/v1/auth/sign-in/email', { email: newEmail(), password: 'wrong guess' })).status).toBe(401);
+  });
+});
+
+describe('GitHub and Google sign-in, against local providers at the wire', () => {
+  it('signs a new person in with GitHub (authorize page, PKCE): their workspace gets 1,000 credits', async () => {
+    const email = newEmail();
+    stack.github.signInAs({ id: 4242, login: 'octo-ada', name: 'Ada', emails: [{ email: 'ada-unverified@example.test', primary: false, verified: false }, { email, primary: true, verified: true }] });
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/sign-in`);
+    await page.getByRole('button', { name: 'Continue with GitHub' }).click();
+    await page.getByRole('button', { name: 'Authorize' }).click();
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe('1,000');
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe(email);
+    expect(stack.github.refusals).toEqual([]);
+    const identity = await stack.pipeline.db.query(
+      `SELECT i.provider_id, i.account_id FROM console_identities i JOIN console_users u ON u.id = i.user_id WHERE u.email = $1`,
+      [email],
+    );
+    expect(identity.rows).toEqual([{ provider_id: 'github', account_id: '4242' }]);
+    await context.close();
+  });
+
+  it('links Google to the person who signed up with a password for the same verified address', async () => {
+    const email = newEmail();
+    const first = await browser.newContext();
+    await signUpAndConfirm(await first.newPage(), email);
+    await first.close();
+    stack.google.addAccount('ada-google', { email, email_verified: true, name: 'Ada G' });
+
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/sign-in`);
+    await page.getByRole('button', { name: 'Continue with Google' }).click();
+    // oidc-provider's development login and consent pages.
+    await page.locator('input[name="login"]').fill('ada-google');
+    await page.locator('input[name="password"]').fill('anything');
+    await page.locator('button[type="submit"]').click();
+    await page.locator('button[type="submit"]').click();
+    await expect.poll(() => page.getByTestId('available').textContent(), { timeout: 10_000 }).toBe('1,000');
+    const people = await stack.pipeline.db.query(
+      `SELECT u.id, array_agg(i.provider_id ORDER BY i.provider_id) AS providers FROM console_users u JOIN console_identities i ON i.user_id = u.id WHERE u.email = $1 GROUP BY u.id`,
+      [email],
+    );
+    expect(people.rows).toHaveLength(1);
+    expect(people.rows[0].providers).toEqual(['credential', 'google']);
+    const workspaces = await stack.pipeline.db.query('SELECT count(*)::int AS n FROM workspace_members m JOIN console_users u ON u.id = m.console_user_id WHERE u.email = $1', [email]);
+    expect(workspaces.rows[0].n).toBe(1);
+    await context.close();
+  });
+
+  it("refuses an unverified Google claim to someone else's address: no session, no link, no workspace", async () => {
+    // The victim has an account (password, confirmed address); the attacker's Google account claims
+    // the same address without Google having verified it.
+    const email = newEmail();
+    const victim = await browser.newContext();
+    await signUpAndConfirm(await victim.newPage(), email);
+    await victim.close();
+    stack.google.addAccount('attacker', { email, email_verified: false, name: 'Mallory' });
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/sign-in`);
+    await page.getByRole('button', { name: 'Continue with Google' }).click();
+    await page.locator('input[name="login"]').fill('attacker');
+    await page.locator('input[name="password"]').fill('anything');
+    await page.locator('button[type="submit"]').click();
+    await page.locator('button[type="submit"]').click();
+    await page.waitForURL(/\/sign-in\?error=/);
+    expect(await page.getByRole('alert').textContent()).toContain('did not work');
+    const cookies = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    expect((await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: cookies } })).status).toBe(401);
+    const identities = await stack.pipeline.db.query(
+      `SELECT i.provider_id FROM console_identities i JOIN console_users u ON u.id = i.user_id WHERE u.email = $1 ORDER BY 1`,
+      [email],
+    );
+    expect(identities.rows).toEqual([{ provider_id: 'credential' }]);
+    await context.close();
+  });
+});
+
+describe('team workspaces and invitations', () => {
+  const cookieOf = async (context: BrowserContext) => (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+
+  it('an owner makes a team workspace and invites a member by mail; the member joins with a new account and may not manage keys', async () => {
+    const ownerEmail = newEmail();
+    const owner = await browser.newContext();
+    const page = await owner.newPage();
+    await signUpAndConfirm(page, ownerEmail);
+    await page.getByLabel('Workspace name').fill('Acme Insurance');
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Acme Insurance');
+    // A team workspace starts with nothing: the signup credits were the person's own workspace's.
+    expect(await page.getByTestId('available').textContent()).toBe('0');
+
+    const memberEmail = newEmail();
+    await page.getByLabel('Invite by e-mail').fill(memberEmail);
+    await page.getByRole('button', { name: 'Send invitation' }).click();
+    await expect.poll(() => page.getByTestId('members').textContent()).toContain(`${memberEmail}member (invited)`);
+    const invitation = await stack.mail.waitFor((m) => m.to.includes(memberEmail) && m.subject === 'You are invited to Acme Insurance on Lenstack');
+    const link = /https?:\/\/\S+/.exec(invitation.text)![0];
+    expect(link).toMatch(new RegExp(`^${stack.url}/invitations/accept\\?token=inv_`));
+
+    // Someone else who got hold of the link cannot use it.
+    const intruder = await browser.newContext();
+    await signUpAndConfirm(await intruder.newPage(), newEmail());
+    const token = new URL(link).searchParams.get('token')!;
+    const stolen = await fetch(`${stack.url}/api/v1/invitations/accept`, {
+      method: 'POST',
+      headers: { cookie: await cookieOf(intruder), origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ token }),
+    });
+    expect(stolen.status).toBe(403);
+    expect(((await stolen.json()) as { error: { message: string } }).error.message).toContain(`This invitation is for ${memberEmail}`);
+    await intruder.close();
+
+    // The invited person has no account yet: the link leads through sign-up and back.
+    const member = await browser.newContext();
+    const mp = await member.newPage();
+    await mp.goto(link);
+    await mp.getByRole('link', { name: 'Create an account' }).click();
+    await mp.getByLabel('E-mail address').fill(memberEmail);
+    await mp.getByLabel('Password').fill(PASSWORD);
+    await mp.getByRole('button', { name: 'Create account' }).click();
+    const confirm = await stack.mail.waitFor((m) => m.to.includes(memberEmail) && m.subject === 'Confirm your e-mail address for Lenstack');
+    await mp.goto(/https?:\/\/\S+/.exec(confirm.text)![0]);
+    await mp.getByRole('button', { name: 'Accept invitation' }).click();
+    await mp.waitForURL(`${stack.url}/`);
+    await mp.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Acme Insurance (member)' });
+    await expect.poll(() => mp.getByRole('heading', { level: 1 }).textContent()).toBe('Acme Insurance');
+    expect(await mp.getByRole('button', { name: 'Create key' }).count()).toBe(0);
+    await expect.poll(() => mp.getByTestId('members').textContent()).toContain(`${ownerEmail}owner`);
+
+    const session = (await (await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: await cookieOf(member) } })).json()) as { workspaces: Array<{ id: string; name: string; role: string }> };
+    const acme = session.workspaces.find((w) => w.name === 'Acme Insurance')!;
+    expect(acme.role).toBe('member');
+    const keyAttempt = await fetch(`${stack.url}/api/v1/workspaces/${acme.id}/keys`, {
+      method: 'POST',
+      headers: { cookie: await cookieOf(member), origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'live' }),
+    });
+    expect(keyAttempt.status).toBe(403);
+    expect((await stack.pipeline.db.query('SELECT 1 FROM api_keys WHERE user_id = $1', [acme.id])).rowCount).toBe(0);
+    // The link worked once.
+    const again = await fetch(`${stack.url}/api/v1/invitations/accept`, {
+      method: 'POST',
+      headers: { cookie: await cookieOf(member), origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ token }),
+    });
+    expect(again.status).toBe(400);
+    await member.close();
+    await owner.close();
+  });
+});
+
+describe('buying credits through Stripe Checkout and its signed webhook', () => {
+  const signer = new Stripe('sk_test_123');
+  const webhook = (event: unknown, secret = STRIPE_WEBHOOK_SECRET) => {
+    const payload = JSON.stringify(event);
+    const header = signer.webhooks.generateTestHeaderString({ payload, secret });
+    return fetch(`${stack.url}/api/v1/stripe/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': header }, body: payload });
+  };
+  const completed = (purchaseId: string, amount: number, id = `evt_${purchaseId}`) => ({
+    id,
+    object: 'event',
+    type: 'checkout.session.completed',
+    data: { object: { id: `cs_test_${purchaseId}`, object: 'checkout.session', client_reference_id: purchaseId, payment_status: 'paid', amount_total: amount, payment_intent: `pi_${purchaseId}` } },
+  });
+
+  it('sends the buyer to Checkout, grants the first pack twice over on the signed webhook, once however often it arrives', async () => {
+    const context = await browser.newContext();
+    // Stripe's hosted page is outside this machine's network: the test stands in for it.
+    await context.route('https://checkout.stripe.com/**', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>Stripe Checkout</title><h1>Stripe Checkout (test)</h1>' }));
+    const page = await context.newPage();
+    await signUpAndConfirm(page, newEmail());
+    await expect.poll(() => page.getByRole('button', { name: 'Buy the Starter pack' }).isVisible()).toBe(true);
+    expect(await page.locator('.packlist').textContent()).toContain('Starter: 1,000 credits + 1,000 first-pack bonus for $10.00');
+    await page.getByRole('button', { name: 'Buy the Starter pack' }).click();
+    await page.waitForURL(/^https:\/\/checkout\.stripe\.com\//);
+
+    const cookies = (await context.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const ws = ((await (await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: cookies } })).json()) as { workspaces: Array<{ id: string }> }).workspaces[0]!.id;
+    const pending = await stack.pipeline.db.query<{ id: string; amount_cents: number }>(`SELECT id, amount_cents FROM credit_purchases WHERE user_id = $1 AND status = 'pending'`, [ws]);
+    expect(pending.rows).toHaveLength(1);
+    const purchaseId = pending.rows[0]!.id;
+    expect(pending.rows[0]!.amount_cents).toBe(1000);
+
+    // Not signed with our secret: refused, nothing granted.
+    expect((await webhook(completed(purchaseId, 1000), 'whsec_forged')).status).toBe(400);
+    expect((await getBalance(stack.pipeline.db, ws)).purchased).toBe(0);
+
+    // Stripe delivers at least once: the same event three times, two of them at once.
+    const deliveries = await Promise.all([webhook(completed(purchaseId, 1000)), webhook(completed(purchaseId, 1000))]);
+    expect(deliveries.map((r) => r.status)).toEqual([200, 200]);
+    expect((await webhook(completed(purchaseId, 1000))).status).toBe(200);
+    expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ purchased: 2000, community: 1000 });
+    expect(await checkInvariants(stack.pipeline.db, ws)).toEqual([{ userId: ws, ok: true, problems: [] }]);
+
+    // Back on the console from Checkout's success page.
+    await page.goto(`${stack.url}/?purchase=${purchaseId}`);
+    await expect.poll(() => page.getByTestId('purchased').textContent()).toBe('2,000');
+    expect(await page.getByRole('status').first().textContent()).toContain('as soon as Stripe confirms');
+    // The bonus was the first pack's: the next one is plain.
+    expect(await page.locator('.packlist').textContent()).toContain('Starter: 1,000 credits for $10.00');
+    await context.close();
+  });
+
+  it('grants nothing when the paid amount is not the pack price, or the purchase is not ours', async () => {
+    const context = await browser.newContext();
+    await context.route('https://checkout.stripe.com/**', (route) => route.fulfill({ contentType: 'text/html', body: '<title>Stripe Checkout</title>' }));
+    const page = await context.newPage();
+    await signUpAndConfirm(page, newEmail());
+    await page.getByRole('button', { name: 'Buy the Pro pack' }).click();
+    await page.waitForURL(/^https:\/\/checkout\.stripe\.com\//);
+    const row = await stack.pipeline.db.query<{ id: string; user_id: string }>(
+      `SELECT p.id, p.user_id FROM credit_purchases p WHERE p.status = 'pending' AND p.pack = 'pro' ORDER BY p.created_at DESC LIMIT 1`,
+    );
+    const { id, user_id: ws } = row.rows[0]!;
+    expect((await webhook(completed(id, 100))).status).toBe(200);
+    expect((await webhook(completed('pur_not_ours', 10_000))).status).toBe(200);
+    expect((await getBalance(stack.pipeline.db, ws)).purchased).toBe(0);
+    const status = await stack.pipeline.db.query('SELECT status, failure FROM credit_purchases WHERE id = $1', [id]);
+    expect(status.rows[0]).toMatchObject({ status: 'failed', failure: 'paid 100 cents, the pack costs 10000' });
+    await context.close();
+  });
+});

@@ -1,0 +1,306 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import fastifyStatic from '@fastify/static';
+import { fromNodeHeaders } from 'better-auth/node';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { issueAccountKey, listAccountKeys, revokeAccountKey } from '../accounts/keys.ts';
+import type { KeyCache } from '../auth/cache.ts';
+import type { EvictionBus } from '../auth/eviction-bus.ts';
+import { webUrl, type Config } from '../core/config.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
+import { chargedPerDay, ledgerHistory } from '../credits/history.ts';
+import { getBalance } from '../credits/ledger.ts';
+import type { Db } from '../db/pool.ts';
+import { registerErrorHandling, sendError } from '../api/plugins/errors.ts';
+import { newRequestId } from '../api/request-id.ts';
+import { CLIENT_IP_HEADER, type ConsoleAuth } from './auth.ts';
+import { signInThrottle } from './throttle.ts';
+import { configuredProviders } from './identity-providers.ts';
+import type { RateLimiter } from '../ratelimit/limiter.ts';
+import { clientAddress, ipBucket, parseTrustedProxies } from '../ratelimit/client-ip.ts';
+import type { MailCatcher } from './mail.ts';
+import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from './workspaces.ts';
+import type { Mailer } from './mail.ts';
+import type Stripe from 'stripe';
+import { firstPackBonusAvailable, fulfilHostedPurchase, PACK_NAMES, PACKS, packGrant, purchasePack, startHostedPurchase } from '../credits/packs.ts';
+import type { PaymentGateway } from '../payments/gateway.ts';
+import { createPackCheckout } from '../payments/stripe.ts';
+
+export interface WebDeps {
+  config: Config;
+  db: Db;
+  auth: ConsoleAuth;
+  /** Invitations are mailed from the console's routes. */
+  mailer: Mailer;
+  keyCache: KeyCache;
+  /** Revocations reach every API process through it (absent in tests that need no fan-out). */
+  evictionBus?: EvictionBus;
+  /** The development mailbox: set only when `npm start` runs the local mail catcher. */
+  devMailbox?: MailCatcher;
+  /** The built front end (web/ui/dist); its absence leaves only the API. */
+  staticDir?: string;
+  logger?: Logger | false;
+  /** Sign-in throttling in Redis (web/throttle.ts); absent = not throttled (tests of other things). */
+  limiter?: RateLimiter;
+  /** Pack purchases: Stripe Checkout when configured (webhooks grant), else the development gateway, else none. */
+  stripe?: Stripe | null;
+  payments?: PaymentGateway | null;
+}
+
+/** Stripe's events arrive here, authenticated by their signature (not by cookie or origin). */
+const STRIPE_WEBHOOK = '/api/v1/stripe/webhook';
+
+interface Person {
+  id: string;
+  email: string;
+  name: string;
+  emailVerified: boolean;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const workspaceParams = z.object({ workspaceId: z.string().min(1).max(100) });
+
+/**
+ * The console's server: better-auth under /api/v1/auth, the console's own JSON API under
+ * /api/v1 (session cookie, never a Bearer key; every state change checked for a same-origin
+ * request), and the built front end for every other GET.
+ */
+export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
+  const origin = new URL(webUrl(deps.config)).origin;
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger as FastifyBaseLogger } : { logger: false }),
+    bodyLimit: 64 * 1024,
+    trustProxy: false,
+    genReqId: () => newRequestId(),
+  });
+  const serveUi = deps.staticDir !== undefined && existsSync(path.join(deps.staticDir, 'index.html'));
+  registerErrorHandling(app, {
+    // Every page of the single-page app is index.html; unknown /api paths stay 404 in the envelope.
+    notFound: (request, reply) => {
+      if (serveUi && request.method === 'GET' && !request.url.startsWith('/api/')) {
+        return reply.header('cache-control', 'no-cache').type('text/html; charset=utf-8').sendFile('index.html');
+      }
+      return sendError(reply, request, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`));
+    },
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
+    reply.header('x-frame-options', 'DENY');
+  });
+
+  // CSRF: a state-changing call must come from the console's own pages. Browsers send Origin on
+  // every cross-site (and same-origin) POST/DELETE; a request without one must say it is
+  // same-origin through Fetch Metadata. Cookies are SameSite=Lax besides.
+  app.addHook('onRequest', async (request) => {
+    if (SAFE_METHODS.has(request.method) || !request.url.startsWith('/api/') || request.url === STRIPE_WEBHOOK) return;
+    const from = request.headers.origin;
+    const site = request.headers['sec-fetch-site'];
+    const ok = from !== undefined ? from === origin : site === 'same-origin';
+    if (!ok) throw new AppError('FORBIDDEN', `Cross-site request refused: state changes are accepted only from ${origin}`);
+  });
+
+  const trusted = parseTrustedProxies(deps.config.TRUSTED_PROXIES);
+  const clientIp = (request: FastifyRequest) => ipBucket(clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], trusted));
+  const throttle = deps.limiter ? signInThrottle(deps.limiter, deps.config.REDIS_PREFIX, app.log) : null;
+
+  // better-auth answers its own routes with a Fetch Response.
+  app.route({
+    method: ['GET', 'POST'],
+    url: '/api/v1/auth/*',
+    async handler(request, reply) {
+      const url = new URL(request.url, origin);
+      const ip = clientIp(request);
+      if (request.method === 'POST') await throttle?.check({ path: url.pathname, ip, email: (request.body as { email?: unknown } | undefined)?.email });
+      const headers = fromNodeHeaders(request.headers);
+      // better-auth reads the client's address (sessions, its own checks) from this header only.
+      headers.set(CLIENT_IP_HEADER, ip);
+      const init: RequestInit = { method: request.method, headers };
+      if (request.method === 'POST' && request.body !== undefined) init.body = JSON.stringify(request.body);
+      const response = await deps.auth.handler(new Request(url, init));
+      reply.status(response.status);
+      response.headers.forEach((value, key) => {
+        if (key !== 'set-cookie') reply.header(key, value);
+      });
+      const cookies = response.headers.getSetCookie();
+      if (cookies.length) reply.header('set-cookie', cookies);
+      const text = await response.text();
+      return reply.send(text.length ? text : null);
+    },
+  });
+
+  const signedIn = async (request: FastifyRequest): Promise<Person> => {
+    const session = await deps.auth.api.getSession({ headers: fromNodeHeaders(request.headers) });
+    if (!session) throw new AppError('AUTH_FAILED', 'Sign in to use the console');
+    return { id: session.user.id, email: session.user.email, name: session.user.name, emailVerified: session.user.emailVerified };
+  };
+
+  // Which sign-in buttons to show: a provider without credentials is hidden, not broken.
+  const providers = configuredProviders(deps.config).map((id) => ({ id, name: id === 'github' ? 'GitHub' : 'Google' }));
+  app.get('/api/v1/auth-methods', async () => ({ password: true, magicLink: true, providers }));
+
+  app.get('/api/v1/session', async (request) => {
+    const person = await signedIn(request);
+    return { user: { id: person.id, email: person.email, name: person.name }, workspaces: await workspacesOf(deps.db, person.id) };
+  });
+
+  const newWorkspaceBody = z.object({ name: z.string().trim().min(1).max(80) });
+  app.post('/api/v1/workspaces', async (request, reply) => {
+    const person = await signedIn(request);
+    if (!person.emailVerified) throw new AppError('FORBIDDEN', 'Confirm your e-mail address before creating workspaces');
+    const body = parseBody(newWorkspaceBody, request.body);
+    return reply.code(201).send(await createTeamWorkspace(deps.db, person, body.name));
+  });
+
+  app.get('/api/v1/workspaces/:workspaceId/members', async (request) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    const role = await requireMember(deps.db, person.id, workspaceId);
+    return { members: await listMembers(deps.db, workspaceId), invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
+  });
+
+  const inviteBody = z.object({ email: z.string().trim().min(3).max(320), role: z.enum(['admin', 'member']).default('member') });
+  app.post('/api/v1/workspaces/:workspaceId/invitations', async (request, reply) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    const role = await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
+    const body = parseBody(inviteBody, request.body);
+    const { token, invitation, workspaceName } = await inviteMember(deps.db, { workspaceId, inviter: { id: person.id, role }, email: body.email, role: body.role });
+    await deps.mailer.send({
+      to: invitation.email,
+      subject: `You are invited to ${workspaceName} on Lenstack`,
+      text: `Hello,\n\n${person.name || person.email} invited you to the Lenstack workspace "${workspaceName}" as ${invitation.role}.\nAccept within 7 days (sign in, or create an account, with this address):\n\n${origin}/invitations/accept?token=${token}\n\nIf you did not expect this, ignore this mail.\n`,
+    });
+    return reply.code(201).send({ invitation });
+  });
+
+  const acceptBody = z.object({ token: z.string().min(1).max(200) });
+  app.post('/api/v1/invitations/accept', async (request) => {
+    const person = await signedIn(request);
+    const { token } = parseBody(acceptBody, request.body);
+    return { workspace: await acceptInvitation(deps.db, { token, person }) };
+  });
+
+  app.get('/api/v1/workspaces/:workspaceId/keys', async (request) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId);
+    return { keys: await listAccountKeys(deps.db, workspaceId) };
+  });
+
+  const newKeyBody = z.object({ kind: z.enum(['live', 'test']), name: z.string().trim().min(1).max(100).optional() });
+  function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+    const parsed = schema.safeParse(body ?? {});
+    if (!parsed.success) throw validationFailed(`body: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+    return parsed.data;
+  }
+  app.post('/api/v1/workspaces/:workspaceId/keys', async (request, reply) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
+    const data = parseBody(newKeyBody, request.body);
+    const issued = await issueAccountKey(deps.db, { userId: workspaceId, kind: data.kind, name: data.name ?? null });
+    return reply.code(201).header('cache-control', 'no-store').send(issued);
+  });
+
+  app.delete('/api/v1/workspaces/:workspaceId/keys/:keyId', async (request) => {
+    const person = await signedIn(request);
+    const { workspaceId, keyId } = workspaceParams.extend({ keyId: z.string().min(1).max(100) }).parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
+    const revoked = await revokeAccountKey(
+      { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) },
+      { userId: workspaceId, keyId },
+    ).catch((err: unknown) => {
+      throw err instanceof AppError && err.code === 'NOT_FOUND' ? new AppError('NOT_FOUND', 'No such key in this workspace') : err;
+    });
+    return revoked;
+  });
+
+  app.get('/api/v1/workspaces/:workspaceId/credits', async (request) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId);
+    const [balance, ledger, usage] = await Promise.all([getBalance(deps.db, workspaceId), ledgerHistory(deps.db, workspaceId), chargedPerDay(deps.db, workspaceId)]);
+    return { balance: { community: balance.community, purchased: balance.purchased, reserved: balance.reserved }, ledger, usage };
+  });
+
+  // Packs and purchases.
+  const purchaseMode = deps.stripe ? 'stripe' : deps.payments ? 'development' : 'unavailable';
+  app.get('/api/v1/workspaces/:workspaceId/packs', async (request) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId);
+    const first = await firstPackBonusAvailable(deps.db, workspaceId);
+    return {
+      purchases: purchaseMode,
+      packs: PACK_NAMES.map((n) => ({ name: n, label: PACKS[n].label, credits: PACKS[n].credits, priceCents: PACKS[n].priceCents, bonusCredits: packGrant(PACKS[n], first).bonusCredits })),
+    };
+  });
+
+  const purchaseBody = z.object({ pack: z.enum(PACK_NAMES), idempotencyKey: z.string().min(8).max(100) });
+  app.post('/api/v1/workspaces/:workspaceId/purchases', async (request, reply) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
+    const body = parseBody(purchaseBody, request.body);
+    const idempotencyKey = `console:${body.idempotencyKey}`;
+    if (deps.stripe) {
+      const purchase = await startHostedPurchase(deps.db, { userId: workspaceId, pack: body.pack, idempotencyKey });
+      if (purchase.status !== 'pending') return reply.code(200).send({ purchase });
+      const checkout = await createPackCheckout(deps.stripe, {
+        purchaseId: purchase.purchaseId,
+        pack: body.pack,
+        email: person.email,
+        successUrl: `${origin}/?purchase=${purchase.purchaseId}`,
+        cancelUrl: `${origin}/?purchase=cancelled`,
+      });
+      return reply.code(201).send({ checkoutUrl: checkout.url, purchase });
+    }
+    if (deps.payments) {
+      const { purchase } = await purchasePack({ db: deps.db, payments: deps.payments }, { userId: workspaceId, pack: body.pack, idempotencyKey });
+      return reply.code(201).send({ purchase });
+    }
+    throw new AppError('SERVICE_UNAVAILABLE', 'Purchases are not available on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
+  });
+
+  if (deps.stripe) {
+    const stripe = deps.stripe;
+    const secret = deps.config.STRIPE_WEBHOOK_SECRET!;
+    await app.register(async (scope) => {
+      // The signature covers the exact bytes Stripe sent: keep them raw.
+      scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: 1024 * 1024 }, (_req, body, done) => done(null, body));
+      scope.post(STRIPE_WEBHOOK, async (request, reply) => {
+        const signature = request.headers['stripe-signature'];
+        let event: Stripe.Event;
+        try {
+          event = stripe.webhooks.constructEvent(request.body as Buffer, typeof signature === 'string' ? signature : '', secret);
+        } catch {
+          throw validationFailed('stripe-signature: not a valid signature of this body');
+        }
+        if (event.type === 'checkout.session.completed' || event.type === 'checkout.session.async_payment_succeeded') {
+          const session = event.data.object;
+          if (session.payment_status === 'paid' && session.client_reference_id) {
+            const paymentId = typeof session.payment_intent === 'string' ? session.payment_intent : session.id;
+            const result = await fulfilHostedPurchase(deps.db, { purchaseId: session.client_reference_id, amountCents: session.amount_total ?? -1, paymentId });
+            request.log[result.outcome === 'granted' || result.outcome === 'already-granted' ? 'info' : 'warn']({ event: event.id, purchaseId: session.client_reference_id, outcome: result.outcome }, 'stripe checkout event');
+          }
+        }
+        // Anything else is acknowledged: Stripe retries only what we refuse.
+        return reply.send({ received: true });
+      });
+    });
+  }
+
+  if (deps.devMailbox) {
+    const mailbox = deps.devMailbox;
+    // Development only (no SMTP_URL): every mail the console sent, readable without signing in.
+    app.get('/api/v1/dev/mailbox', async () => ({ development: true, messages: mailbox.messages() }));
+  }
+
+  // Hashed asset names: each file is registered at startup and cached; index.html is not cached.
+  if (serveUi) await app.register(fastifyStatic, { root: deps.staticDir!, wildcard: false, index: false, maxAge: '1h' });
+  return app;
+}

@@ -1,0 +1,163 @@
+import { betterAuth, type User } from 'better-auth';
+import { APIError, createAuthMiddleware } from 'better-auth/api';
+import { genericOAuth } from 'better-auth/plugins/generic-oauth';
+import { magicLink } from 'better-auth/plugins/magic-link';
+import { identityProviderConfigs } from './identity-providers.ts';
+import type { Pool } from 'pg';
+import type { BaseLogger } from 'pino';
+import { webUrl, type Config } from '../core/config.ts';
+import type { Mailer } from './mail.ts';
+import { hashPassword, passwordProblem, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from './passwords.ts';
+
+export interface ConsoleAuthDeps {
+  config: Config;
+  /** better-auth runs its own queries on our Postgres (its tables: db/migrations/*console-auth.sql). */
+  pool: Pool;
+  mailer: Mailer;
+  /** A person proved their address: their personal workspace is made or linked (web/workspaces.ts). */
+  onEmailVerified(user: User): Promise<void>;
+  /** better-auth's own warnings and errors go here (pino); absent = silent (tests). */
+  log?: Pick<BaseLogger, 'warn' | 'error'>;
+}
+
+/** The header web/app.ts sets to the client's address (from the socket or a trusted proxy); any sent by a client is dropped. */
+export const CLIENT_IP_HEADER = 'x-lenstack-client-ip';
+
+/** snake_case columns, like every other table of ours. */
+const TIMESTAMPS = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
+
+/**
+ * Sign-in for the console with better-auth (sessions, e-mail verification, CSRF origin checks,
+ * OAuth and magic links as plugins), on our Postgres, under {web_url}/api/v1/auth.
+ */
+export function createConsoleAuth(deps: ConsoleAuthDeps) {
+  const { config } = deps;
+  const base = webUrl(config);
+  const secure = base.startsWith('https://');
+  return betterAuth({
+    appName: 'Lenstack',
+    baseURL: base,
+    basePath: '/api/v1/auth',
+    secret: config.AUTH_SECRET,
+    database: deps.pool,
+    user: {
+      modelName: 'console_users',
+      fields: { emailVerified: 'email_verified', ...TIMESTAMPS },
+    },
+    session: {
+      modelName: 'console_sessions',
+      fields: { userId: 'user_id', expiresAt: 'expires_at', ipAddress: 'ip_address', userAgent: 'user_agent', ...TIMESTAMPS },
+      expiresIn: 7 * 24 * 3600,
+      updateAge: 24 * 3600,
+    },
+    account: {
+      modelName: 'console_identities',
+      // A person who signed up with a password and later uses GitHub or Google with the same
+      // address is one person, but only when the provider says the address is verified: no
+      // provider is "trusted" without it, or an unverified claim to someone's address would take
+      // over their account (test/web/console.test.ts tries exactly that).
+      accountLinking: { enabled: true },
+      fields: {
+        userId: 'user_id',
+        accountId: 'account_id',
+        providerId: 'provider_id',
+        accessToken: 'access_token',
+        refreshToken: 'refresh_token',
+        idToken: 'id_token',
+        accessTokenExpiresAt: 'access_token_expires_at',
+        refreshTokenExpiresAt: 'refresh_token_expires_at',
+        ...TIMESTAMPS,
+      },
+    },
+    verification: {
+      modelName: 'console_verifications',
+      fields: { expiresAt: 'expires_at', ...TIMESTAMPS },
+    },
+    emailAndPassword: {
+      enabled: true,
+      requireEmailVerification: true,
+      // Signing up with an address that has an account answers like a new sign-up (no enumeration);
+      // the owner of the address hears about it instead.
+      async onExistingUserSignUp({ user }) {
+        await deps.mailer.send({
+          to: user.email,
+          subject: 'You already have a Lenstack account',
+          text: `Hello,\n\nsomeone (perhaps you) tried to create a Lenstack account with this address, which already has one.\nSign in at ${base}/sign-in — or ask for a sign-in link there if you forgot your password.\nIf it was not you, nothing changed; you can ignore this mail.\n`,
+        });
+      },
+      minPasswordLength: PASSWORD_MIN,
+      maxPasswordLength: PASSWORD_MAX,
+      password: { hash: hashPassword, verify: ({ hash, password }) => verifyPassword(hash, password) },
+    },
+    emailVerification: {
+      sendOnSignUp: true,
+      sendOnSignIn: true,
+      autoSignInAfterVerification: true,
+      expiresIn: 24 * 3600,
+      async sendVerificationEmail({ user, url }) {
+        await deps.mailer.send({
+          to: user.email,
+          subject: 'Confirm your e-mail address for Lenstack',
+          text: `Hello,\n\nconfirm your address to finish signing up for Lenstack (this link works for 24 hours):\n\n${url}\n\nConfirming grants your workspace 1,000 free credits.\nIf you did not sign up, ignore this mail.\n`,
+        });
+      },
+      afterEmailVerification: (user) => deps.onEmailVerified(user),
+    },
+    plugins: [
+      ...(identityProviderConfigs(config).length ? [genericOAuth({ config: identityProviderConfigs(config) })] : []),
+      // Sign-in by a link mailed to the address: single use, 10 minutes, stored hashed. A link to an
+      // address without an account creates one (the click proves the address).
+      magicLink({
+        expiresIn: 10 * 60,
+        storeToken: 'hashed',
+        async sendMagicLink({ email, url }) {
+          await deps.mailer.send({
+            to: email,
+            subject: 'Your Lenstack sign-in link',
+            text: `Hello,\n\nopen this link to sign in to Lenstack. It works once, for 10 minutes:\n\n${url}\n\nIf you did not ask for it, ignore this mail: nobody can sign in without it.\n`,
+          });
+        },
+      }),
+    ],
+    databaseHooks: {
+      // Every sign-in of a person whose address is proven (password after confirmation, magic link,
+      // identity provider) makes sure they have their workspace: idempotent, one query when they do.
+      session: {
+        create: {
+          async after(session) {
+            const r = await deps.pool.query<{ id: string; email: string; name: string; email_verified: boolean }>(
+              'SELECT id, email, name, email_verified FROM console_users WHERE id = $1',
+              [session.userId],
+            );
+            const u = r.rows[0];
+            if (u?.email_verified) await deps.onEmailVerified({ id: u.id, email: u.email, name: u.name, emailVerified: true } as User);
+          },
+        },
+      },
+    },
+    hooks: {
+      before: createAuthMiddleware(async (ctx) => {
+        if (ctx.path !== '/sign-up/email') return;
+        const body = ctx.body as { password?: unknown; email?: unknown } | undefined;
+        if (typeof body?.password !== 'string') return;
+        const problem = passwordProblem(body.password, { email: typeof body.email === 'string' ? body.email : '' });
+        if (problem) throw new APIError('BAD_REQUEST', { message: problem, code: 'PASSWORD_REFUSED' });
+      }),
+    },
+    // Throttling is ours, in Redis for every process (web/throttle.ts), not better-auth's per-process memory.
+    rateLimit: { enabled: false },
+    advanced: {
+      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
+      cookiePrefix: 'lenstack',
+      useSecureCookies: secure,
+      defaultCookieAttributes: { httpOnly: true, sameSite: 'lax', secure, path: '/' },
+    },
+    telemetry: { enabled: false },
+    // Warnings and errors only: its info lines name e-mail addresses.
+    logger: deps.log
+      ? { level: 'warn', log: (level, message) => (level === 'error' ? deps.log!.error({ component: 'better-auth' }, message) : deps.log!.warn({ component: 'better-auth' }, message)) }
+      : { disabled: true },
+  });
+}
+
+export type ConsoleAuth = ReturnType<typeof createConsoleAuth>;

@@ -1,0 +1,112 @@
+import nodemailer from 'nodemailer';
+import { simpleParser } from 'mailparser';
+import { SMTPServer } from 'smtp-server';
+
+/** What the console sends: verification links, magic links, invitations. */
+export interface OutgoingMail {
+  to: string;
+  subject: string;
+  text: string;
+  html?: string;
+}
+
+export interface Mailer {
+  send(mail: OutgoingMail): Promise<void>;
+}
+
+/** Mail over SMTP (smtp://user:pass@host:port, smtps://… for implicit TLS) with nodemailer. */
+export function smtpMailer(smtpUrl: string, from: string): Mailer & { close(): void } {
+  const transport = nodemailer.createTransport(smtpUrl);
+  return {
+    async send(mail) {
+      await transport.sendMail({ from, ...mail });
+    },
+    close: () => transport.close(),
+  };
+}
+
+export interface CaughtMail {
+  id: number;
+  receivedAt: string;
+  from: string;
+  to: string[];
+  subject: string;
+  text: string;
+}
+
+export interface MailCatcher {
+  /** smtp://127.0.0.1:<port>, for SMTP_URL. */
+  url: string;
+  messages(): CaughtMail[];
+  /** Resolves with the first message (already caught or still to come) that `match` accepts. */
+  waitFor(match: (m: CaughtMail) => boolean, timeoutMs?: number): Promise<CaughtMail>;
+  close(): Promise<void>;
+}
+
+/**
+ * A real SMTP server on loopback that keeps what it receives in memory (the newest 200): the
+ * development mailbox `npm start` runs when no SMTP_URL is set, and the sink tests read mail from.
+ */
+export async function startMailCatcher(opts: { port?: number } = {}): Promise<MailCatcher> {
+  const caught: CaughtMail[] = [];
+  const waiters: Array<{ match: (m: CaughtMail) => boolean; resolve: (m: CaughtMail) => void }> = [];
+  let nextId = 1;
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    // 1 MiB is far above any mail the console sends.
+    size: 1024 * 1024,
+    logger: false,
+    onData(stream, session, callback) {
+      simpleParser(stream)
+        .then((parsed) => {
+          const mail: CaughtMail = {
+            id: nextId++,
+            receivedAt: new Date().toISOString(),
+            from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+            to: session.envelope.rcptTo.map((r) => r.address),
+            subject: parsed.subject ?? '',
+            text: parsed.text ?? '',
+          };
+          caught.push(mail);
+          if (caught.length > 200) caught.shift();
+          for (const w of [...waiters]) {
+            if (w.match(mail)) {
+              waiters.splice(waiters.indexOf(w), 1);
+              w.resolve(mail);
+            }
+          }
+          callback();
+        })
+        .catch((err: Error) => callback(err));
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.server.address() as { port: number }).port;
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    messages: () => [...caught].reverse(),
+    waitFor(match, timeoutMs = 10_000) {
+      const found = caught.find(match);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const waiter = {
+          match,
+          resolve: (m: CaughtMail) => {
+            clearTimeout(timer);
+            resolve(m);
+          },
+        };
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          reject(new Error(`no matching mail within ${timeoutMs} ms (${caught.length} caught)`));
+        }, timeoutMs);
+        waiters.push(waiter);
+      });
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

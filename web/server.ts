@@ -1,0 +1,90 @@
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { FastifyInstance } from 'fastify';
+import { KeyCache } from '../auth/cache.ts';
+import { EvictionBus } from '../auth/eviction-bus.ts';
+import { ConfigError, loadConfig, webUrl, type Config } from '../core/config.ts';
+import { createLogger } from '../core/logger.ts';
+import { createPool } from '../db/pool.ts';
+import { RateLimiter } from '../ratelimit/limiter.ts';
+import { configuredPaymentGateway } from '../payments/configured.ts';
+import { stripeFromConfig } from '../payments/stripe.ts';
+import { buildWebApp } from './app.ts';
+import { createConsoleAuth } from './auth.ts';
+import { smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
+import { ensurePersonalWorkspace } from './workspaces.ts';
+
+export const UI_DIST = fileURLToPath(new URL('./ui/dist', import.meta.url));
+
+export interface RunningWeb {
+  app: FastifyInstance;
+  url: string;
+  /** Set when no SMTP_URL was given: the local mail catcher whose mail the console shows. */
+  devMailbox: MailCatcher | null;
+  close(): Promise<void>;
+}
+
+/** The console's process: its pool, sign-in, mail, and the key-eviction fan-out to the API processes. */
+export async function startWeb(config: Config, opts: { logger?: boolean; staticDir?: string } = {}): Promise<RunningWeb> {
+  if (!config.AUTH_SECRET) throw new ConfigError('Invalid configuration:\n  AUTH_SECRET: the console needs it to sign sessions (npm start generates one)');
+  if (!config.SMTP_URL && config.NODE_ENV === 'production') {
+    throw new ConfigError('Invalid configuration:\n  SMTP_URL: the console sends verification and sign-in mail; set it in production');
+  }
+  const db = createPool(config.DATABASE_URL, { application: 'lenstack-web' });
+  const keyCache = new KeyCache();
+  const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
+  const limiter = await RateLimiter.connect(config.REDIS_URL);
+  const stripe = stripeFromConfig(config);
+  const devMailbox = config.SMTP_URL ? null : await startMailCatcher();
+  const mailer: Mailer & { close(): void } = smtpMailer(config.SMTP_URL ?? devMailbox!.url, config.MAIL_FROM);
+  const logger = opts.logger === false ? false : createLogger(config, 'web');
+  const auth = createConsoleAuth({
+    config,
+    pool: db,
+    mailer,
+    ...(logger ? { log: logger } : {}),
+    onEmailVerified: async (user) => {
+      await ensurePersonalWorkspace(db, { id: user.id, email: user.email });
+    },
+  });
+  const app = await buildWebApp({
+    config,
+    db,
+    auth,
+    mailer,
+    keyCache,
+    evictionBus,
+    ...(devMailbox ? { devMailbox } : {}),
+    limiter,
+    stripe,
+    payments: stripe ? null : configuredPaymentGateway(config, db),
+    staticDir: opts.staticDir ?? UI_DIST,
+    logger,
+  });
+  const host = config.HOST;
+  await app.listen({ host, port: config.WEB_PORT });
+  return {
+    app,
+    url: webUrl(config),
+    devMailbox,
+    async close() {
+      await app.close();
+      mailer.close();
+      await devMailbox?.close();
+      await evictionBus.close();
+      await limiter.close();
+      await db.end();
+    },
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const config = loadConfig();
+  const web = await startWeb(config);
+  web.app.log.info({ url: web.url, devMailbox: web.devMailbox?.url ?? null }, 'console listening');
+  if (web.devMailbox) web.app.log.warn('No SMTP_URL: mail goes to the DEVELOPMENT MAILBOX shown in the console, not to anyone');
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      void web.close().then(() => process.exit(0));
+    });
+  }
+}

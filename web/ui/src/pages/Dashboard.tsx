@@ -1,0 +1,451 @@
+import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { call, ConsoleError, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
+
+const fmt = new Intl.NumberFormat('en');
+const day = (iso: string) => new Date(iso).toISOString().slice(0, 10);
+
+/** What a ledger row means to the account's owner. */
+function describe(e: Credits['ledger'][number]): string {
+  switch (e.kind) {
+    case 'grant':
+      return 'Free credits';
+    case 'purchase':
+      return 'Purchase';
+    case 'reserve':
+      return 'Held for an analysis';
+    case 'settle':
+      return e.charged > 0 ? `Analysis charged ${fmt.format(e.charged)}` : 'Analysis settled';
+    case 'release':
+      return 'Released (not charged)';
+    default:
+      return e.kind;
+  }
+}
+
+export function Dashboard({ session, onChanged }: { session: SessionInfo; onChanged: () => Promise<void> }) {
+  const [workspaceId, setWorkspaceId] = useState(session.workspaces[0]?.id ?? '');
+  const workspace = session.workspaces.find((w) => w.id === workspaceId);
+  if (!workspace) {
+    return (
+      <section className="card narrow">
+        <h1>No workspace yet</h1>
+        <p>Confirm your e-mail address to get your workspace, or ask a workspace owner to invite you.</p>
+      </section>
+    );
+  }
+  const canManage = workspace.role !== 'member';
+  return (
+    <>
+      <div className="bar">
+        <h1>{workspace.name}</h1>
+        {session.workspaces.length > 1 && (
+          <span className="switcher">
+            <label htmlFor="ws-select">Workspace</label>
+            <select id="ws-select" value={workspaceId} onChange={(e) => setWorkspaceId(e.target.value)}>
+              {session.workspaces.map((w) => (
+                <option key={w.id} value={w.id}>
+                  {w.name} ({w.role})
+                </option>
+              ))}
+            </select>
+          </span>
+        )}
+      </div>
+      <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} />
+      <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
+      <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} role={workspace.role} />
+      <NewWorkspace
+        onCreated={async (id) => {
+          await onChanged();
+          setWorkspaceId(id);
+        }}
+      />
+    </>
+  );
+}
+
+function CreditsPanel({ workspaceId, canBuy }: { workspaceId: string; canBuy: boolean }) {
+  const [credits, setCredits] = useState<Credits | null>(null);
+  const load = useCallback(async () => setCredits(await call<Credits>('GET', `/api/v1/workspaces/${workspaceId}/credits`)), [workspaceId]);
+  useEffect(() => {
+    void load();
+    // Credits move while the page is open (analyses, purchases): refresh when it becomes visible.
+    const onVisible = () => document.visibilityState === 'visible' && void load();
+    document.addEventListener('visibilitychange', onVisible);
+    return () => document.removeEventListener('visibilitychange', onVisible);
+  }, [load]);
+  if (!credits) return <section className="card" aria-busy="true">Loading credits…</section>;
+  const { balance } = credits;
+  const max = Math.max(1, ...credits.usage.map((u) => u.charged));
+  return (
+    <section className="card" aria-labelledby="credits-h">
+      <div className="bar">
+        <h2 id="credits-h">Credits</h2>
+        <button type="button" className="quiet" onClick={() => void load()}>
+          Refresh
+        </button>
+      </div>
+      <dl className="balances">
+        <div>
+          <dt>Available</dt>
+          <dd data-testid="available">{fmt.format(balance.community + balance.purchased)}</dd>
+        </div>
+        <div>
+          <dt>Community</dt>
+          <dd data-testid="community">{fmt.format(balance.community)}</dd>
+        </div>
+        <div>
+          <dt>Purchased</dt>
+          <dd data-testid="purchased">{fmt.format(balance.purchased)}</dd>
+        </div>
+        <div>
+          <dt>Reserved by running analyses</dt>
+          <dd data-testid="reserved">{fmt.format(balance.reserved)}</dd>
+        </div>
+      </dl>
+      {canBuy && <BuyPacks workspaceId={workspaceId} onBought={load} />}
+      <h3>Charged per day (last 30 days)</h3>
+      <svg className="chart" viewBox={`0 0 ${credits.usage.length * 10} 60`} role="img" aria-label={`Credits charged per day; total ${fmt.format(credits.usage.reduce((a, u) => a + u.charged, 0))} in 30 days`} preserveAspectRatio="none">
+        {credits.usage.map((u, i) => (
+          <rect key={u.day} x={i * 10 + 1} width="8" y={60 - (u.charged / max) * 58} height={(u.charged / max) * 58}>
+            <title>{`${u.day}: ${fmt.format(u.charged)} credits`}</title>
+          </rect>
+        ))}
+      </svg>
+      <h3>History</h3>
+      {credits.ledger.length === 0 ? (
+        <p>No credit movements yet.</p>
+      ) : (
+        <div className="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">What</th>
+                <th scope="col" className="num">Available</th>
+                <th scope="col">Note</th>
+              </tr>
+            </thead>
+            <tbody data-testid="ledger">
+              {credits.ledger.map((e, i) => (
+                <tr key={i}>
+                  <td>{new Date(e.at).toLocaleString()}</td>
+                  <td>{describe(e)}</td>
+                  <td className="num">{e.credits > 0 ? `+${fmt.format(e.credits)}` : e.credits < 0 ? `−${fmt.format(-e.credits)}` : '±0'}</td>
+                  <td>{e.note ?? ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function KeysPanel({ workspaceId, canManage }: { workspaceId: string; canManage: boolean }) {
+  const [keys, setKeys] = useState<KeyListing[] | null>(null);
+  const [kind, setKind] = useState<'live' | 'test'>('live');
+  const [name, setName] = useState('');
+  const [issued, setIssued] = useState<string | null>(null);
+  const [copied, setCopied] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const load = useCallback(async () => setKeys((await call<{ keys: KeyListing[] }>('GET', `/api/v1/workspaces/${workspaceId}/keys`)).keys), [workspaceId]);
+  useEffect(() => {
+    void load();
+  }, [load]);
+  const create = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      const k = await call<{ key: string }>('POST', `/api/v1/workspaces/${workspaceId}/keys`, { kind, ...(name.trim() ? { name: name.trim() } : {}) });
+      setIssued(k.key);
+      setCopied(false);
+      setName('');
+      await load();
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not create the key; try again.');
+    }
+  };
+  const revoke = async (k: KeyListing) => {
+    if (!window.confirm(`Revoke ${k.prefix}…${k.last4}? Requests with it are refused within a second.`)) return;
+    await call('DELETE', `/api/v1/workspaces/${workspaceId}/keys/${k.id}`);
+    await load();
+  };
+  return (
+    <section className="card" aria-labelledby="keys-h">
+      <h2 id="keys-h">API keys</h2>
+      {issued && (
+        <div className="issued" role="status">
+          <p>
+            <strong>Copy your key now:</strong> it is shown only this once.
+          </p>
+          <code data-testid="new-key">{issued}</code>
+          <button
+            type="button"
+            onClick={() => {
+              void navigator.clipboard?.writeText(issued).then(() => setCopied(true));
+            }}
+          >
+            {copied ? 'Copied' : 'Copy'}
+          </button>
+          <button type="button" className="quiet" onClick={() => setIssued(null)}>
+            Done
+          </button>
+        </div>
+      )}
+      {canManage && (
+        <form className="inline" onSubmit={(e) => void create(e)}>
+          <label htmlFor="key-kind">Kind</label>
+          <select id="key-kind" value={kind} onChange={(e) => setKind(e.target.value as 'live' | 'test')}>
+            <option value="live">Live (real analyses, billed)</option>
+            <option value="test">Test (sandbox fixtures, free)</option>
+          </select>
+          <label htmlFor="key-name">Name</label>
+          <input id="key-name" placeholder="e.g. production server" value={name} maxLength={100} onChange={(e) => setName(e.target.value)} />
+          <button type="submit">Create key</button>
+        </form>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+      {keys === null ? (
+        <p aria-busy="true">Loading keys…</p>
+      ) : keys.length === 0 ? (
+        <p>No keys yet.</p>
+      ) : (
+        <div className="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Key</th>
+                <th scope="col">Name</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Status</th>
+                {canManage && <th scope="col"><span className="sr-only">Actions</span></th>}
+              </tr>
+            </thead>
+            <tbody data-testid="keys">
+              {keys.map((k) => (
+                <tr key={k.id}>
+                  <td>
+                    <code>
+                      {k.prefix}…{k.last4}
+                    </code>
+                  </td>
+                  <td>{k.name ?? ''}</td>
+                  <td>{day(k.createdAt)}</td>
+                  <td>{k.lastUsedAt ? new Date(k.lastUsedAt).toLocaleString() : 'never'}</td>
+                  <td>{k.revokedAt ? `revoked ${day(k.revokedAt)}` : 'active'}</td>
+                  {canManage && (
+                    <td>
+                      {!k.revokedAt && (
+                        <button type="button" className="danger" onClick={() => void revoke(k)} aria-label={`Revoke ${k.prefix}…${k.last4}`}>
+                          Revoke
+                        </button>
+                      )}
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+interface Members {
+  members: Array<{ personId: string; email: string; name: string; role: string; since: string }>;
+  invitations: Array<{ id: string; email: string; role: string; expiresAt: string }>;
+}
+
+function MembersPanel({ workspaceId, role }: { workspaceId: string; role: 'owner' | 'admin' | 'member' }) {
+  const [data, setData] = useState<Members | null>(null);
+  const [email, setEmail] = useState('');
+  const [inviteRole, setInviteRole] = useState<'member' | 'admin'>('member');
+  const [message, setMessage] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = useCallback(async () => setData(await call<Members>('GET', `/api/v1/workspaces/${workspaceId}/members`)), [workspaceId]);
+  useEffect(() => {
+    void load();
+  }, [load]);
+  const invite = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    setMessage(null);
+    try {
+      await call('POST', `/api/v1/workspaces/${workspaceId}/invitations`, { email, role: inviteRole });
+      setMessage(`Invitation sent to ${email}.`);
+      setEmail('');
+      await load();
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not send the invitation; try again.');
+    }
+  };
+  return (
+    <section className="card" aria-labelledby="members-h">
+      <h2 id="members-h">Members</h2>
+      {role !== 'member' && (
+        <form className="inline" onSubmit={(e) => void invite(e)}>
+          <label htmlFor="invite-email">Invite by e-mail</label>
+          <input id="invite-email" type="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
+          <label htmlFor="invite-role">as</label>
+          <select id="invite-role" value={inviteRole} onChange={(e) => setInviteRole(e.target.value as 'member' | 'admin')}>
+            <option value="member">member (sees usage)</option>
+            {role === 'owner' && <option value="admin">admin (also manages keys and members)</option>}
+          </select>
+          <button type="submit">Send invitation</button>
+        </form>
+      )}
+      {message && (
+        <p role="status" className="notice">
+          {message}
+        </p>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+      {data && (
+        <div className="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Person</th>
+                <th scope="col">Role</th>
+                <th scope="col">Since</th>
+              </tr>
+            </thead>
+            <tbody data-testid="members">
+              {data.members.map((m) => (
+                <tr key={m.personId}>
+                  <td>{m.email}</td>
+                  <td>{m.role}</td>
+                  <td>{day(m.since)}</td>
+                </tr>
+              ))}
+              {data.invitations.map((i) => (
+                <tr key={i.id}>
+                  <td>{i.email}</td>
+                  <td>{i.role} (invited)</td>
+                  <td>until {day(i.expiresAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function NewWorkspace({ onCreated }: { onCreated: (id: string) => Promise<void> }) {
+  const [name, setName] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const create = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      const ws = await call<{ id: string }>('POST', '/api/v1/workspaces', { name });
+      setName('');
+      await onCreated(ws.id);
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not create the workspace; try again.');
+    }
+  };
+  return (
+    <section className="card" aria-labelledby="new-ws-h">
+      <h2 id="new-ws-h">New workspace</h2>
+      <p className="hint">A workspace has its own credits, keys and photo registry; invite your team to it.</p>
+      <form className="inline" onSubmit={(e) => void create(e)}>
+        <label htmlFor="ws-name">Workspace name</label>
+        <input id="ws-name" required maxLength={80} value={name} onChange={(e) => setName(e.target.value)} />
+        <button type="submit">Create workspace</button>
+      </form>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+interface Packs {
+  purchases: 'stripe' | 'development' | 'unavailable';
+  packs: Array<{ name: string; label: string; credits: number; priceCents: number; bonusCredits: number }>;
+}
+
+const usd = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' });
+
+function BuyPacks({ workspaceId, onBought }: { workspaceId: string; onBought: () => Promise<void> }) {
+  const [packs, setPacks] = useState<Packs | null>(null);
+  const [busy, setBusy] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const returned = new URLSearchParams(window.location.search).get('purchase');
+  const load = useCallback(async () => setPacks(await call<Packs>('GET', `/api/v1/workspaces/${workspaceId}/packs`)), [workspaceId]);
+  useEffect(() => {
+    void load();
+  }, [load]);
+  if (!packs) return null;
+  const buy = async (pack: string) => {
+    setBusy(pack);
+    setError(null);
+    try {
+      const r = await call<{ checkoutUrl?: string }>('POST', `/api/v1/workspaces/${workspaceId}/purchases`, { pack, idempotencyKey: crypto.randomUUID() });
+      if (r.checkoutUrl) {
+        window.location.assign(r.checkoutUrl);
+        return;
+      }
+      await Promise.all([onBought(), load()]);
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'The purchase did not go through; nothing was charged. Try again.');
+    } finally {
+      setBusy(null);
+    }
+  };
+  return (
+    <div className="packs">
+      <h3>Buy credits</h3>
+      {returned && returned !== 'cancelled' && (
+        <p role="status" className="notice">
+          Thank you. The credits appear here as soon as Stripe confirms the payment.
+        </p>
+      )}
+      {packs.purchases === 'unavailable' ? (
+        <p className="hint">Purchases are not available on this server (no payment processor is configured).</p>
+      ) : (
+        <>
+          {packs.purchases === 'development' && (
+            <p className="devbanner" role="note">
+              Development payments: no card is charged.
+            </p>
+          )}
+          <ul className="packlist">
+            {packs.packs.map((p) => (
+              <li key={p.name}>
+                <span>
+                  <strong>{p.label}</strong>: {fmt.format(p.credits)} credits{p.bonusCredits > 0 && <> + {fmt.format(p.bonusCredits)} first-pack bonus</>} for {usd.format(p.priceCents / 100)}
+                </span>
+                <button type="button" disabled={busy !== null} onClick={() => void buy(p.name)} aria-label={`Buy the ${p.label} pack`}>
+                  {busy === p.name ? 'Opening…' : 'Buy'}
+                </button>
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </div>
+  );
+}
