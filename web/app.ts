@@ -26,7 +26,8 @@ import type { Mailer } from './mail.ts';
 import type Stripe from 'stripe';
 import { firstPackBonusAvailable, fulfilHostedPurchase, PACK_NAMES, PACKS, packGrant, purchasePack, startHostedPurchase } from '../credits/packs.ts';
 import type { PaymentGateway } from '../payments/gateway.ts';
-import { createPackCheckout } from '../payments/stripe.ts';
+import { createCardSetupCheckout, createPackCheckout, ensureCustomer, storedCard } from '../payments/stripe.ts';
+import { cardOnFileStatus, recordCardOnFile } from '../accounts/card-on-file.ts';
 
 export interface WebDeps {
   config: Config;
@@ -223,8 +224,35 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     const person = await signedIn(request);
     const { workspaceId } = workspaceParams.parse(request.params);
     await requireMember(deps.db, person.id, workspaceId);
-    const [balance, ledger, usage] = await Promise.all([getBalance(deps.db, workspaceId), ledgerHistory(deps.db, workspaceId), chargedPerDay(deps.db, workspaceId)]);
-    return { balance: { community: balance.community, purchased: balance.purchased, reserved: balance.reserved }, ledger, usage };
+    const [balance, ledger, usage, card] = await Promise.all([
+      getBalance(deps.db, workspaceId),
+      ledgerHistory(deps.db, workspaceId),
+      chargedPerDay(deps.db, workspaceId),
+      cardOnFileStatus(deps.db, workspaceId),
+    ]);
+    return {
+      balance: { community: balance.community, purchased: balance.purchased, reserved: balance.reserved },
+      ledger,
+      usage,
+      // Adding a card is offered where it can still earn the signup credits and Stripe is configured.
+      card: { onFileSince: card.at, offer: card.creditsAvailable && card.at === null && Boolean(deps.stripe) },
+    };
+  });
+
+  // Card on file: a hosted Checkout page in setup mode (a SetupIntent); nothing is charged, now or
+  // later. The 4,000 credits come with Stripe's signed setup_intent.succeeded event, not with the
+  // return to this page.
+  app.post('/api/v1/workspaces/:workspaceId/card', async (request, reply) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId, ['owner']);
+    if (!deps.stripe) throw new AppError('SERVICE_UNAVAILABLE', 'Cards cannot be added on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
+    const status = await cardOnFileStatus(deps.db, workspaceId);
+    if (status.at !== null) return reply.code(200).send({ card: { onFileSince: status.at } });
+    if (!status.creditsAvailable) throw new AppError('FORBIDDEN', 'The card-on-file credits belong to a person’s own workspace; team workspaces buy packs');
+    const customerId = await ensureCustomer(deps.stripe, deps.db, { workspaceId, email: person.email });
+    const checkout = await createCardSetupCheckout(deps.stripe, { workspaceId, customerId, successUrl: `${origin}/?card=added`, cancelUrl: `${origin}/?card=cancelled` });
+    return reply.code(201).send({ checkoutUrl: checkout.url });
   });
 
   // Packs and purchases.
@@ -286,6 +314,14 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
             const paymentId = typeof session.payment_intent === 'string' ? session.payment_intent : session.id;
             const result = await fulfilHostedPurchase(deps.db, { purchaseId: session.client_reference_id, amountCents: session.amount_total ?? -1, paymentId });
             request.log[result.outcome === 'granted' || result.outcome === 'already-granted' ? 'info' : 'warn']({ event: event.id, purchaseId: session.client_reference_id, outcome: result.outcome }, 'stripe checkout event');
+          }
+        }
+        if (event.type === 'setup_intent.succeeded') {
+          const found = await storedCard(stripe, deps.db, event.data.object);
+          if ('skip' in found) request.log.info({ event: event.id, reason: found.skip }, 'stripe setup event not acted on');
+          else {
+            const result = await recordCardOnFile(deps.db, { userId: found.workspaceId, fingerprint: found.fingerprint });
+            request.log.info({ event: event.id, workspaceId: found.workspaceId, outcome: result.outcome, granted: result.granted }, 'card on file');
           }
         }
         // Anything else is acknowledged: Stripe retries only what we refuse.

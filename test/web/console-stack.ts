@@ -14,6 +14,7 @@ import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
 import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
 import { stripeFromConfig } from '../../payments/stripe.ts';
+import type { PaymentGateway } from '../../payments/gateway.ts';
 import { startGitHubStub, type GitHubStub } from './providers/github.ts';
 import { startGoogleStub, type GoogleStub } from './providers/google.ts';
 
@@ -26,6 +27,11 @@ export interface ConsoleStack {
   web: FastifyInstance;
   url: string;
   mail: MailCatcher;
+  /**
+   * Another console server over the same database, sessions and origin, with other payment
+   * settings (the development gateway, or none): for `inject`, not listening. Closed with the stack.
+   */
+  variant(payments: { stripe: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
   close(): Promise<void>;
 }
 
@@ -74,6 +80,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
   const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST });
   await web.listen({ host: '127.0.0.1', port });
+  const variants: FastifyInstance[] = [];
   return {
     pipeline,
     github,
@@ -81,7 +88,13 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
     web,
     url,
     mail,
+    async variant(payments) {
+      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, ...payments });
+      variants.push(app);
+      return app;
+    },
     async close() {
+      for (const v of variants) await v.close();
       await web.close();
       mailer.close();
       await mail.close();

@@ -7,6 +7,7 @@ import { launchChromium, seriousA11yViolations } from './browser.ts';
 import { startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
 import Stripe from 'stripe';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
+import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 
 /**
  * The console in Debian's Chromium against the real stack: sign up with a password, confirm from
@@ -421,6 +422,11 @@ describe('team workspaces and invitations', () => {
   });
 });
 
+async function workspaceOf(context: BrowserContext): Promise<string> {
+  const cookies = (await context.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+  return ((await (await fetch(`${stack.url}/api/v1/session`, { headers: { cookie: cookies } })).json()) as { workspaces: Array<{ id: string }> }).workspaces[0]!.id;
+}
+
 describe('buying credits through Stripe Checkout and its signed webhook', () => {
   const signer = new Stripe('sk_test_123');
   const webhook = (event: unknown, secret = STRIPE_WEBHOOK_SECRET) => {
@@ -473,6 +479,71 @@ describe('buying credits through Stripe Checkout and its signed webhook', () => 
     await context.close();
   });
 
+  const setupSucceeded = (workspaceId: string, customer: string, id: string) => ({
+    id,
+    object: 'event',
+    type: 'setup_intent.succeeded',
+    data: { object: { id: `seti_${id}`, object: 'setup_intent', status: 'succeeded', customer, payment_method: 'pm_card_visa', metadata: { purpose: 'card-on-file', workspaceId } } },
+  });
+  const customerOf = async (workspaceId: string) =>
+    (await stack.pipeline.db.query<{ stripe_customer_id: string | null }>('SELECT stripe_customer_id FROM users WHERE id = $1', [workspaceId])).rows[0]!.stripe_customer_id;
+
+  it('a card on file through a SetupIntent earns the 4,000 community credits once; the same card on another account earns nothing', async () => {
+    const context = await browser.newContext();
+    await context.route('https://checkout.stripe.com/**', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>Stripe Checkout</title><h1>Stripe Checkout (test)</h1>' }));
+    const page = await context.newPage();
+    await signUpAndConfirm(page, newEmail());
+    await page.getByRole('button', { name: 'Add a card' }).click();
+    await page.waitForURL(/^https:\/\/checkout\.stripe\.com\//);
+    const ws = await workspaceOf(context);
+    const customer = await customerOf(ws);
+    expect(customer).toMatch(/^cus_/);
+
+    // Stripe's event for another customer (or tampered metadata): not this workspace's card.
+    expect((await webhook(setupSucceeded(ws, 'cus_someone_else', 'evt_card_forged'))).status).toBe(200);
+    expect((await getBalance(stack.pipeline.db, ws)).community).toBe(1_000);
+    // Delivered at least once: twice at once and once more later.
+    const deliveries = await Promise.all([webhook(setupSucceeded(ws, customer!, 'evt_card_1')), webhook(setupSucceeded(ws, customer!, 'evt_card_1'))]);
+    expect(deliveries.map((r) => r.status)).toEqual([200, 200]);
+    expect((await webhook(setupSucceeded(ws, customer!, 'evt_card_1'))).status).toBe(200);
+    expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 5_000, purchased: 0 });
+    expect(await checkInvariants(stack.pipeline.db, ws)).toEqual([{ userId: ws, ok: true, problems: [] }]);
+
+    // Back from Checkout: the credits are there and the offer is gone.
+    await page.goto(`${stack.url}/?card=added`);
+    await expect.poll(() => page.getByTestId('community').textContent()).toBe('5,000');
+    expect(await page.getByText(/A card is on file since/).isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Add a card' }).count()).toBe(0);
+    await context.close();
+
+    // Another person adds the very same card (the processor's fingerprint is the same): the card is
+    // on file there too, but it has earned its credits already.
+    const other = await browser.newContext();
+    await other.route('https://checkout.stripe.com/**', (route) => route.fulfill({ contentType: 'text/html', body: '<title>Stripe Checkout</title>' }));
+    const page2 = await other.newPage();
+    await signUpAndConfirm(page2, newEmail());
+    await page2.getByRole('button', { name: 'Add a card' }).click();
+    await page2.waitForURL(/^https:\/\/checkout\.stripe\.com\//);
+    const ws2 = await workspaceOf(other);
+    const customer2 = await customerOf(ws2);
+    expect(customer2).not.toBe(customer);
+    expect((await webhook(setupSucceeded(ws2, customer2!, 'evt_card_2'))).status).toBe(200);
+    const flagged = await stack.pipeline.db.query<{ card_on_file_at: Date | null }>('SELECT card_on_file_at FROM users WHERE id = $1', [ws2]);
+    expect(flagged.rows[0]!.card_on_file_at).not.toBeNull();
+    expect((await getBalance(stack.pipeline.db, ws2)).community).toBe(1_000);
+
+    // A team workspace is not offered the signup credits, and asking anyway is refused.
+    const cookie = (await other.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const headers = { cookie, origin: stack.url, 'content-type': 'application/json' };
+    const team = (await (await fetch(`${stack.url}/api/v1/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name: 'Fleet' }) })).json()) as { id: string };
+    const credits = (await (await fetch(`${stack.url}/api/v1/workspaces/${team.id}/credits`, { headers: { cookie } })).json()) as { card: unknown };
+    expect(credits.card).toEqual({ onFileSince: null, offer: false });
+    const refused = await fetch(`${stack.url}/api/v1/workspaces/${team.id}/card`, { method: 'POST', headers: { cookie, origin: stack.url } });
+    expect(refused.status).toBe(403);
+    expect(await customerOf(team.id)).toBeNull();
+    await other.close();
+  });
+
   it('grants nothing when the paid amount is not the pack price, or the purchase is not ours', async () => {
     const context = await browser.newContext();
     await context.route('https://checkout.stripe.com/**', (route) => route.fulfill({ contentType: 'text/html', body: '<title>Stripe Checkout</title>' }));
@@ -489,6 +560,43 @@ describe('buying credits through Stripe Checkout and its signed webhook', () => 
     expect((await getBalance(stack.pipeline.db, ws)).purchased).toBe(0);
     const status = await stack.pipeline.db.query('SELECT status, failure FROM credit_purchases WHERE id = $1', [id]);
     expect(status.rows[0]).toMatchObject({ status: 'failed', failure: 'paid 100 cents, the pack costs 10000' });
+    await context.close();
+  });
+});
+
+describe('purchases without Stripe', () => {
+  it('the development gateway grants at once (labelled); with no processor at all purchases and cards are refused and nothing moves', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await signUpAndConfirm(page, newEmail());
+    const ws = await workspaceOf(context);
+    const cookie = (await context.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const headers = { cookie, origin: stack.url, 'content-type': 'application/json' };
+
+    const development = await stack.variant({ stripe: null, payments: new RecordingPaymentGateway(stack.pipeline.db) });
+    const packs = await development.inject({ method: 'GET', url: `/api/v1/workspaces/${ws}/packs`, headers });
+    expect(packs.json()).toMatchObject({ purchases: 'development' });
+    const buy = () => development.inject({ method: 'POST', url: `/api/v1/workspaces/${ws}/purchases`, headers, payload: { pack: 'starter', idempotencyKey: 'click-0001' } });
+    const first = await buy();
+    expect(first.statusCode).toBe(201);
+    expect(first.json()).toMatchObject({ purchase: { status: 'granted', pack: 'starter' } });
+    // The same click sent again is the same purchase: charged and granted once.
+    expect((await buy()).json()).toMatchObject({ purchase: { purchaseId: first.json().purchase.purchaseId } });
+    expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 1_000, purchased: 2_000 });
+    const recorded = await stack.pipeline.db.query('SELECT amount_cents FROM recorded_payments WHERE user_id = $1', [ws]);
+    expect(recorded.rows).toEqual([{ amount_cents: 1000 }]);
+
+    const none = await stack.variant({ stripe: null, payments: null });
+    expect((await none.inject({ method: 'GET', url: `/api/v1/workspaces/${ws}/packs`, headers })).json()).toMatchObject({ purchases: 'unavailable' });
+    const refused = await none.inject({ method: 'POST', url: `/api/v1/workspaces/${ws}/purchases`, headers, payload: { pack: 'pro', idempotencyKey: 'click-0002' } });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.json().error).toMatchObject({ code: 'SERVICE_UNAVAILABLE', message: expect.stringContaining('STRIPE_SECRET_KEY') });
+    const card = await none.inject({ method: 'POST', url: `/api/v1/workspaces/${ws}/card`, headers: { cookie, origin: stack.url } });
+    expect(card.statusCode).toBe(503);
+    expect((await none.inject({ method: 'GET', url: `/api/v1/workspaces/${ws}/credits`, headers })).json().card).toEqual({ onFileSince: null, offer: false });
+    expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 1_000, purchased: 2_000 });
+    const purchases = await stack.pipeline.db.query('SELECT pack FROM credit_purchases WHERE user_id = $1', [ws]);
+    expect(purchases.rows).toEqual([{ pack: 'starter' }]);
     await context.close();
   });
 });

@@ -58,6 +58,7 @@ export interface Credits {
   balance: { community: number; purchased: number; reserved: number };
   ledger: Array<{ at: string; kind: string; credits: number; charged: number; note: string | null }>;
   usage: Array<{ day: string; charged: number }>;
+  card: { onFileSince: string | null; offer: boolean };
 }
 
 export interface CaughtMail {

@@ -51,7 +51,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
           </span>
         )}
       </div>
-      <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} />
+      <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} isOwner={workspace.role === 'owner'} />
       <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
       <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} role={workspace.role} />
       <NewWorkspace
@@ -64,7 +64,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
   );
 }
 
-function CreditsPanel({ workspaceId, canBuy }: { workspaceId: string; canBuy: boolean }) {
+function CreditsPanel({ workspaceId, canBuy, isOwner }: { workspaceId: string; canBuy: boolean; isOwner: boolean }) {
   const [credits, setCredits] = useState<Credits | null>(null);
   const load = useCallback(async () => setCredits(await call<Credits>('GET', `/api/v1/workspaces/${workspaceId}/credits`)), [workspaceId]);
   useEffect(() => {
@@ -103,6 +103,8 @@ function CreditsPanel({ workspaceId, canBuy }: { workspaceId: string; canBuy: bo
           <dd data-testid="reserved">{fmt.format(balance.reserved)}</dd>
         </div>
       </dl>
+      {isOwner && credits.card.offer && <AddCard workspaceId={workspaceId} />}
+      {credits.card.onFileSince && <p className="hint">A card is on file since {new Date(credits.card.onFileSince).toLocaleDateString()}. Lenstack never charges it automatically.</p>}
       {canBuy && <BuyPacks workspaceId={workspaceId} onBought={load} />}
       <h3>Charged per day (last 30 days)</h3>
       <svg className="chart" viewBox={`0 0 ${credits.usage.length * 10} 60`} role="img" aria-label={`Credits charged per day; total ${fmt.format(credits.usage.reduce((a, u) => a + u.charged, 0))} in 30 days`} preserveAspectRatio="none">
@@ -374,6 +376,44 @@ function NewWorkspace({ onCreated }: { onCreated: (id: string) => Promise<void> 
         </p>
       )}
     </section>
+  );
+}
+
+function AddCard({ workspaceId }: { workspaceId: string }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const returned = new URLSearchParams(window.location.search).get('card');
+  const add = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      const r = await call<{ checkoutUrl?: string }>('POST', `/api/v1/workspaces/${workspaceId}/card`);
+      if (r.checkoutUrl) window.location.assign(r.checkoutUrl);
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not open the card form; nothing was stored. Try again.');
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="addcard">
+      <h3>Add a card, get 4,000 credits</h3>
+      {returned === 'added' ? (
+        <p role="status" className="notice">
+          Thank you. The 4,000 credits appear here as soon as Stripe confirms the card.
+        </p>
+      ) : (
+        <p className="hint">Once per person. The card is kept on file with Stripe and is never charged automatically: you only pay for packs you buy.</p>
+      )}
+      <button type="button" disabled={busy} onClick={() => void add()}>
+        {busy ? 'Opening…' : 'Add a card'}
+      </button>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </div>
   );
 }
 
