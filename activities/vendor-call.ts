@@ -2,7 +2,8 @@ import { checkBespokeSchema, compileDraft, DRAFT_JSON_SCHEMA, draftedFieldsSchem
 import { getLens, type LensName } from '../lenses/index.ts';
 import { block, buildPrompt, buildVehiclePhotoPrompt, hash, RULES } from '../lenses/prompt.ts';
 import { jsonSchemaFor, validateOutput, validateVehiclePhoto, vehiclePhotoJsonSchema } from '../lenses/schema.ts';
-import { vehiclePhoto } from '../lenses/vehicle-photo.ts';
+import { vehiclePhoto, type VehiclePhotoOutput } from '../lenses/vehicle-photo.ts';
+import { assembleReportPhotos, type ReportPhoto } from '../lenses/vehicle-report-photos.ts';
 import { checkAgainstSchema } from '../vendors/output-schema.ts';
 import type { VendorCallInput } from '../workflows/types.ts';
 
@@ -134,7 +135,11 @@ export function planVendorCall(input: VendorCallInput): PlannedCall {
         versions: { 'vehicle-condition': getLens('vehicle-condition').version },
         validate: (json) => {
           const v = validateOutput(lenses, json);
-          return v.ok ? { ok: true, outputs: v.perLens as Record<string, Record<string, unknown>> } : v;
+          if (!v.ok) return v;
+          // One entry per submitted photo, in order, enforced here: never the model's count.
+          const report = v.perLens['vehicle-condition'] as Record<string, unknown> & { photos: ReportPhoto[] };
+          const { photos } = assembleReportPhotos(report.photos, task.findings as Array<{ index: number; findings: VehiclePhotoOutput | null }>);
+          return { ok: true, outputs: { ...(v.perLens as Record<string, Record<string, unknown>>), 'vehicle-condition': { ...report, photos } } };
         },
       };
     }

@@ -17,7 +17,12 @@ export function sandboxAnalysis(deps: AnalyzeDeps, principal: Principal, request
   const effective = principal.anonymous ? ['moderation', 'describe', 'dating'] : lenses;
   const fixture = sandboxOutput(effective as never) as Record<string, unknown>;
   if (extract && !principal.anonymous) fixture.bespoke = { schemaId: null, data: sandboxBespoke(extract) };
-  // The vehicle report is one report over all photos, not one output per photo.
+  // The vehicle report is one report over all photos, not one output per photo, with one `photos`
+  // entry per submitted photo like a live report.
+  if (outputSchema === 'vehicle' && Array.isArray(fixture.photos) && fixture.photos.length > 0) {
+    const template = fixture.photos as Array<Record<string, unknown>>;
+    fixture.photos = request.inputs.map((_, index) => ({ ...template[index % template.length], index }));
+  }
   const output = multi && !principal.anonymous && outputSchema !== 'vehicle'
     ? { images: Array.from({ length: request.inputs.length }, (_, index) => ({ index, sha256: null, cacheHit: false, creditsCharged: 0, ...fixture })) }
     : fixture;

@@ -1,5 +1,6 @@
 import { getLens } from '../lenses/index.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
+import { reindexReport } from '../lenses/vehicle-report-photos.ts';
 import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
 import type { Analysis, AnalyzeBody } from './contract.ts';
 import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
@@ -40,7 +41,8 @@ export async function vehicleAnalysis(
       const photos = await getPhotos(deps.db, userId, [shas[0]!]);
       const first = photos.get(shas[0]!);
       return buildAnalysis({
-        output: { reportId: cached.id, ...cached.output },
+        // The same photos in another order: the report's positions become this request's.
+        output: { reportId: cached.id, ...reindexReport(cached.output, cached.sha256s, shas) },
         outputSchema: 'vehicle',
         modulesUsed: LENSES,
         inputTokens: 0,

@@ -32,6 +32,9 @@ describe('the vehicle-condition stack', () => {
       expect(a.output, f).toHaveProperty(f);
     }
     expect(a.output.reportId).toMatch(/^vrp_/);
+    // One photos entry per submitted photo, in order: the simulated model answers 0 to 3 entries
+    // with random indexes, so this holds only because Lenstack assembles it.
+    expect(a.output.photos.map((ph: { index: number }) => ph.index)).toEqual([0, 1, 2, 3, 4]);
     expect(a.usage).toMatchObject({ creditsCharged: 1, modulesUsed: ['moderation', 'vehicle-condition'] });
     expect(a.usage.inputTokens).toBeGreaterThan(0);
     expect(totalCalls()).toBe(PHOTOS.length + 1);
@@ -63,6 +66,11 @@ describe('the vehicle-condition stack', () => {
     expect(again.json().usage.creditsCharged).toBe(0);
     expect(again.json().output.reportId).toBe(first.json().output.reportId);
     expect(totalCalls()).toBe(0);
+    // The stored report speaks of this request's positions: the first photo is now the last.
+    const before = first.json().output.photos as Array<{ index: number }>;
+    const after = again.json().output.photos as Array<{ index: number }>;
+    expect(after.map((ph) => ph.index)).toEqual([0, 1, 2]);
+    expect(after.map(({ index: _i, ...rest }) => rest)).toEqual([...before].reverse().map(({ index: _i, ...rest }) => rest));
 
     const more = await analyze(user.liveKey, { ...body, images: [...body.images, { base64: photoBase64('Nikon_D70.jpg') }] });
     expect(more.statusCode, more.body).toBe(200);
@@ -106,5 +114,6 @@ describe('the vehicle-condition stack', () => {
     expect(res.json().outputSchema).toBe('vehicle');
     expect(res.json().output).toHaveProperty('overallCondition');
     expect(res.json().output).not.toHaveProperty('images');
+    expect(res.json().output.photos.map((ph: { index: number }) => ph.index)).toEqual([0, 1]);
   });
 });
