@@ -9,7 +9,7 @@ import { closeSharedMetadataTool, sharedMetadataTool } from '../enrich/exiftool.
 import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
 import { Client, Connection } from '@temporalio/client';
-import { FsBlobStore } from '../images/blobstore.ts';
+import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
@@ -41,7 +41,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     keyCache,
     evictionBus,
     logger: opts.logger === false ? false : createLogger(config, 'api'),
-    blobs: new FsBlobStore(config.BLOB_DIR),
+    blobs: blobStoreFromConfig(config),
     fetchPolicy: PUBLIC_INTERNET,
     metadata: sharedMetadataTool(),
     enrichLimiter: enrichLimiter(),

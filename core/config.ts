@@ -25,6 +25,22 @@ export const configSchema = z.object({
   /** Shared secret for server-to-server calls (x-internal-secret). Unset = internal auth disabled. */
   INTERNAL_SECRET: z.string().min(32, 'INTERNAL_SECRET must be at least 32 characters').optional(),
   BLOB_DIR: z.string().default('.data/blobs'),
+  /**
+   * Where image bytes live: `fs` (BLOB_DIR, one machine) or `s3` (an S3-compatible bucket that API
+   * and worker processes on several hosts share).
+   */
+  BLOB_STORE: z.enum(['fs', 's3']).default('fs'),
+  S3_BUCKET: z.string().min(3).max(63).optional(),
+  /** Key prefix inside the bucket, e.g. `lenstack/`. */
+  S3_PREFIX: z.string().max(200).default(''),
+  /** Endpoint of a non-AWS server (MinIO, versitygw, R2 …); unset = AWS for S3_REGION. */
+  S3_ENDPOINT: z.url().optional(),
+  S3_REGION: z.string().default('us-east-1'),
+  /** Path-style addressing (http://host/bucket/key), which most self-hosted servers need. */
+  S3_FORCE_PATH_STYLE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** Static credentials; unset = the AWS SDK's default chain (environment, profile, instance role). */
+  S3_ACCESS_KEY_ID: z.string().optional(),
+  S3_SECRET_ACCESS_KEY: z.string().optional(),
   /** The web console (web/server.ts): its port and the public base address people open. */
   WEB_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   /** Public base of the console (links in e-mail, OAuth callbacks, cookie security). Default http://localhost:WEB_PORT. */
@@ -145,6 +161,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (Boolean(parsed.data[`${p}_CLIENT_ID`]) !== Boolean(parsed.data[`${p}_CLIENT_SECRET`])) {
       throw new ConfigError(`Invalid configuration:\n  ${p}_CLIENT_ID, ${p}_CLIENT_SECRET: set both or neither`);
     }
+  }
+  if (parsed.data.BLOB_STORE === 's3' && !parsed.data.S3_BUCKET) {
+    throw new ConfigError('Invalid configuration:\n  S3_BUCKET: required with BLOB_STORE=s3');
+  }
+  if (Boolean(parsed.data.S3_ACCESS_KEY_ID) !== Boolean(parsed.data.S3_SECRET_ACCESS_KEY)) {
+    throw new ConfigError('Invalid configuration:\n  S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY: set both or neither');
   }
   if (parsed.data.STRIPE_SECRET_KEY && !parsed.data.STRIPE_WEBHOOK_SECRET) {
     throw new ConfigError('Invalid configuration:\n  STRIPE_WEBHOOK_SECRET: required with STRIPE_SECRET_KEY (purchases are granted from verified webhooks only)');

@@ -24,6 +24,7 @@ export const REDACT_PATHS = [
   'config.GOOGLE_CLIENT_SECRET',
   'config.STRIPE_SECRET_KEY',
   'config.STRIPE_WEBHOOK_SECRET',
+  'config.S3_SECRET_ACCESS_KEY',
   'res.headers["set-cookie"]',
 ];
 

@@ -3,7 +3,7 @@ import { NativeConnection, Runtime, Worker, type WorkflowBundle } from '@tempora
 import { loadConfig, type Config } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
-import { FsBlobStore } from '../images/blobstore.ts';
+import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.ts';
 import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
 import { createVisionClients } from '../vendors/index.ts';
@@ -46,7 +46,7 @@ export async function startWorker(
   const { clients, warnings } = createVisionClients(config);
   for (const w of warnings) log(w);
   const vision = new Map<Vendor, VisionClient>(clients.map((c) => [c.vendor, c]));
-  const blobs = new FsBlobStore(config.BLOB_DIR);
+  const blobs = blobStoreFromConfig(config);
   const workCopies = createWorkCopies({
     read: (sha256) => blobs.get(sha256),
     maxBytes: config.WORK_COPY_CACHE_BYTES,

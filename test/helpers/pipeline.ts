@@ -4,7 +4,7 @@ import { buildApp } from '../../api/app.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import type { Config } from '../../core/config.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import { FsBlobStore } from '../../images/blobstore.ts';
+import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { startSimVendor } from '../../tools/sim/index.ts';
 import { startWorker, WORKFLOWS_PATH, type RunningWorker } from '../../worker/main.ts';
 import { PUBLIC_INTERNET, type FetchPolicy } from '../../images/fetch.ts';
@@ -58,7 +58,7 @@ export async function startPipeline(
     config,
     db,
     keyCache: new KeyCache(),
-    blobs: new FsBlobStore(config.BLOB_DIR),
+    blobs: blobStoreFromConfig(config),
     temporal,
     fetchPolicy: opts.fetchPolicy ?? PUBLIC_INTERNET,
     ...opts.deps,

@@ -1,0 +1,59 @@
+/**
+ * Test servers built from source with `go install` through the Go module proxy (the only registry
+ * besides npm and Debian's that this machine reaches) and cached in ~/.cache/lenstack, pinned by
+ * version: Stripe's stripe-mock and the versitygw S3 gateway. The temporal CLI has its own script
+ * (tools/scripts/temporal-cli.ts) because it first looks for a `temporal` on PATH.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { access, constants, mkdir, rename, rm } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+export interface GoTool {
+  /** The binary's name, and the cache folder's prefix. */
+  name: string;
+  /** What `go install` builds, without the version. */
+  pkg: string;
+  version: string;
+}
+
+export function goToolPath(tool: GoTool, env: NodeJS.ProcessEnv = process.env): string {
+  const cacheHome = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
+  return join(cacheHome, 'lenstack', `${tool.name}-${tool.version}`, tool.name);
+}
+
+async function findGo(env: NodeJS.ProcessEnv, tool: GoTool): Promise<string> {
+  for (const dir of [...(env.PATH ?? '').split(':').filter(Boolean), '/usr/local/go/bin']) {
+    const candidate = join(dir, 'go');
+    if (await access(candidate, constants.X_OK).then(() => true, () => false)) return candidate;
+  }
+  throw new Error(`${tool.name} is not built and there is no Go toolchain to build it (install Go, or set PATH)`);
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+/** The path of the pinned tool, built into the cache when missing. */
+export async function ensureGoTool(tool: GoTool, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const target = goToolPath(tool, env);
+  if (await access(target, constants.X_OK).then(() => true, () => false)) return target;
+  const go = await findGo(env, tool);
+  const dir = join(target, '..');
+  await mkdir(dir, { recursive: true });
+  // Into a private directory, then renamed: concurrent builds never see half a binary.
+  const gobin = join(dir, `.build-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const { code, output } = await run(go, ['install', `${tool.pkg}@v${tool.version}`], { ...env, GOBIN: gobin, GOFLAGS: '-buildvcs=false' });
+  if (code !== 0) throw new Error(`go install ${tool.pkg} failed (${code}): ${output.slice(-1000)}`);
+  await rename(join(gobin, tool.name), target);
+  await rm(gobin, { recursive: true, force: true });
+  return target;
+}
