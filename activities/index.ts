@@ -1,3 +1,4 @@
+import { batchActivities } from './batch.ts';
 import { bespokeActivities } from './bespoke.ts';
 import { billingActivities } from './billing.ts';
 import type { ActivityDeps } from './deps.ts';
@@ -11,6 +12,7 @@ export function createActivities(deps: ActivityDeps) {
     ...billingActivities(deps),
     ...bespokeActivities(deps),
     ...vendorActivities(deps),
+    ...batchActivities(deps),
   };
 }
 

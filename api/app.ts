@@ -24,6 +24,7 @@ import { analyzeRoutes } from './routes/analyze.ts';
 import { enrichRoutes } from './routes/enrich.ts';
 import { healthRoutes } from './routes/health.ts';
 import { internalRoutes } from './routes/internal.ts';
+import { batchRoutes } from './routes/batches.ts';
 import { lookupRoutes } from './routes/lookup.ts';
 import { metaRoutes } from './routes/meta.ts';
 import { metricsRoutes } from './routes/metrics.ts';
@@ -116,5 +117,6 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   await app.register(analyzeRoutes(deps));
   await app.register(enrichRoutes(deps));
   await app.register(lookupRoutes(deps));
+  await app.register(batchRoutes(deps));
   return app;
 }

@@ -13,6 +13,8 @@ export const ERROR_STATUS = {
   FORBIDDEN: 403,
   /** An x-request-id sent again with a different request, or whose finished run can no longer answer. */
   REQUEST_ID_CONFLICT: 409,
+  /** Pause, resume or cancel of a batch that has completed or been cancelled. */
+  BATCH_FINISHED: 409,
   /** The request did not arrive in full within the server's request timeout. */
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,

@@ -62,7 +62,12 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
 /** Which of `sha256s` some account's registry holds (their blobs must be kept). */
 async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
-  const r = await db.query<{ sha256: string }>('SELECT DISTINCT sha256 FROM photos WHERE sha256 = ANY($1)', [sha256s]);
+  // A registry entry of any account, or a batch photo still waiting to be analyzed.
+  const r = await db.query<{ sha256: string }>(
+    `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
+     UNION SELECT ref->>'sha256' FROM batch_items WHERE status = 'pending' AND ref->>'sha256' = ANY($1)`,
+    [sha256s],
+  );
   return new Set(r.rows.map((row) => row.sha256));
 }
 

@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs';
+import { PassThrough } from 'node:stream';
+import { EXPORT_CONTENT_TYPES, prepareBatchExport } from '../batches/export.ts';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { fromNodeHeaders } from 'better-auth/node';
@@ -329,6 +331,31 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       });
     });
   }
+
+  // The spec's batch export: the batch belongs to a workspace; a person who is not its member gets
+  // 404, as for anything else of another workspace.
+  app.get('/api/v1/batch/:batchId/export', async (request, reply) => {
+    const person = await signedIn(request);
+    const { batchId } = z.object({ batchId: z.string().min(1).max(100) }).parse(request.params);
+    const format = (request.query as { format?: unknown }).format;
+    const owner = await deps.db.query<{ user_id: string }>('SELECT user_id FROM batches WHERE id = $1', [batchId]);
+    const workspaceId = owner.rows[0]?.user_id;
+    if (!workspaceId) throw new AppError('NOT_FOUND', 'No such batch');
+    await requireMember(deps.db, person.id, workspaceId).catch(() => {
+      throw new AppError('NOT_FOUND', 'No such batch');
+    });
+    const exp = await prepareBatchExport(deps.db, workspaceId, batchId, format);
+    const body = new PassThrough();
+    exp.write(body).catch((err: unknown) => {
+      request.log.error({ err }, 'batch export failed mid-stream');
+      body.destroy(err as Error);
+    });
+    return reply
+      .type(EXPORT_CONTENT_TYPES[exp.format])
+      .header('content-disposition', `attachment; filename="${batchId.replace(/[^A-Za-z0-9_-]/g, '')}.${exp.format}"`)
+      .header('cache-control', 'no-store')
+      .send(body);
+  });
 
   if (deps.devMailbox) {
     const mailbox = deps.devMailbox;

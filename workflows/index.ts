@@ -1,2 +1,3 @@
 export { analyzeWorkflow } from './analyze.ts';
 export { vehicleReportWorkflow } from './vehicle-report.ts';
+export { batchWorkflow } from './batch.ts';

@@ -9,4 +9,6 @@ export const SEARCH_ATTRIBUTES = {
   requestId: defineSearchAttributeKey('LenstackRequestId', SearchAttributeType.KEYWORD),
   stack: defineSearchAttributeKey('LenstackStack', SearchAttributeType.KEYWORD),
   imageCount: defineSearchAttributeKey('LenstackImageCount', SearchAttributeType.INT),
+  /** A batch's workflow, and every photo's analysis in it. */
+  batchId: defineSearchAttributeKey('LenstackBatchId', SearchAttributeType.KEYWORD),
 } as const;

@@ -42,6 +42,7 @@ describe('test harness', () => {
         Object.values(SEARCH_ATTRIBUTES).map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)]),
       );
       expect(Object.keys(expected).sort()).toEqual([
+        'LenstackBatchId',
         'LenstackImageCount',
         'LenstackRequestId',
         'LenstackStack',

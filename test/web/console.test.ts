@@ -600,3 +600,36 @@ describe('purchases without Stripe', () => {
     await context.close();
   });
 });
+
+describe('batch export from the console', () => {
+  it('a workspace member downloads the batch as csv; another workspace gets 404, an unknown format 400, no session 401', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await signUpAndConfirm(page, newEmail());
+    const ws = await workspaceOf(context);
+    const cookie = (await context.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const key = (await (await fetch(`${stack.url}/api/v1/workspaces/${ws}/keys`, { method: 'POST', headers: { cookie, origin: stack.url, 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'live' }) })).json()) as { key: string };
+    const submitted = await stack.pipeline.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key.key), payload: { items: [{ base64: PHOTO, name: '=evil.jpg' }], modules: ['dating'] } });
+    expect(submitted.statusCode, submitted.body).toBe(202);
+    const id = submitted.json().id as string;
+    await expect.poll(async () => (await stack.pipeline.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(key.key) })).json().status, { timeout: 60_000, interval: 200 }).toBe('completed');
+
+    const csv = await fetch(`${stack.url}/api/v1/batch/${id}/export?format=csv`, { headers: { cookie } });
+    expect(csv.status).toBe(200);
+    expect(csv.headers.get('content-disposition')).toBe(`attachment; filename="${id}.csv"`);
+    const text = (await csv.text()).replace(/^\uFEFF/, '');
+    expect(text.split('\r\n')[0]).toBe('#,Source,Status,SHA-256,Error,Moderation,Flagged,Estimated date,Year,Earliest year,Latest year,Date confidence,Season,Holiday');
+    expect(text.split('\r\n')[1]).toMatch(/^1,'=evil\.jpg,done,[0-9a-f]{64},,/);
+    expect((await fetch(`${stack.url}/api/v1/batch/${id}/export?format=docx`, { headers: { cookie } })).status).toBe(400);
+    expect((await fetch(`${stack.url}/api/v1/batch/${id}/export?format=csv`)).status).toBe(401);
+
+    const other = await browser.newContext();
+    await signUpAndConfirm(await other.newPage(), newEmail());
+    const otherCookie = (await other.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const refused = await fetch(`${stack.url}/api/v1/batch/${id}/export?format=csv`, { headers: { cookie: otherCookie } });
+    expect(refused.status).toBe(404);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
+    await other.close();
+    await context.close();
+  });
+});

@@ -1,0 +1,195 @@
+import { newId } from '../auth/repository.ts';
+import { AppError } from '../core/errors.ts';
+import { inTransaction, type Db } from '../db/pool.ts';
+import type { Column } from '../lenses/types.ts';
+import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
+
+/** What every photo of a batch runs with. */
+export interface BatchSpec {
+  stack: string | null;
+  lenses: string[];
+  billable: string[];
+  context?: AnalyzeContext;
+  moduleOptions?: Record<string, Record<string, unknown>>;
+}
+
+export type BatchStatus = 'running' | 'paused' | 'cancelled' | 'completed';
+export type PauseReason = 'requested' | 'credits';
+
+export interface NewBatchItem {
+  source: string;
+  ref: ImageRef | null;
+  /** Set when intake refused the photo: the item is failed from the start. */
+  error?: { code: string; message: string };
+}
+
+export interface BatchSummary {
+  id: string;
+  status: BatchStatus;
+  pauseReason: PauseReason | null;
+  stack: string | null;
+  lenses: string[];
+  counts: { total: number; done: number; failed: number; pending: number };
+  creditsCharged: number;
+  createdAt: string;
+  updatedAt: string;
+  completedAt: string | null;
+}
+
+export const batchNotFound = () => new AppError('NOT_FOUND', 'No such batch');
+
+/** Store a batch and its items in one transaction (a batch never exists half-written). */
+export async function createBatch(db: Db, args: { userId: string; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[] }): Promise<string> {
+  const id = newId('bat');
+  await inTransaction(db, async (c) => {
+    await c.query(`INSERT INTO batches (id, user_id, status, spec, columns, item_count) VALUES ($1, $2, 'running', $3, $4, $5)`, [
+      id,
+      args.userId,
+      args.spec,
+      args.columns === null ? null : JSON.stringify(args.columns),
+      args.items.length,
+    ]);
+    // In slices, so 10,000 items are a few statements rather than one huge parameter list.
+    for (let start = 0; start < args.items.length; start += 1000) {
+      const slice = args.items.slice(start, start + 1000);
+      await c.query(
+        `INSERT INTO batch_items (batch_id, index, source, ref, status, error_code, error, finished_at)
+         SELECT $1, t.i, t.source, t.ref, CASE WHEN t.code IS NULL THEN 'pending' ELSE 'failed' END, t.code, t.message,
+                CASE WHEN t.code IS NULL THEN NULL ELSE now() END
+           FROM unnest($2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[]) AS t(i, source, ref, code, message)`,
+        [
+          id,
+          slice.map((_, k) => start + k),
+          slice.map((it) => it.source),
+          slice.map((it) => (it.ref ? JSON.stringify(it.ref) : null)),
+          slice.map((it) => it.error?.code ?? null),
+          slice.map((it) => it.error?.message ?? null),
+        ],
+      );
+    }
+  });
+  return id;
+}
+
+interface BatchRow {
+  id: string;
+  user_id: string;
+  status: BatchStatus;
+  pause_reason: PauseReason | null;
+  spec: BatchSpec;
+  columns: Column[] | null;
+  item_count: number;
+  created_at: Date;
+  updated_at: Date;
+  completed_at: Date | null;
+}
+
+export interface Batch {
+  id: string;
+  userId: string;
+  status: BatchStatus;
+  pauseReason: PauseReason | null;
+  spec: BatchSpec;
+  columns: Column[] | null;
+}
+
+/** The batch when it is the caller's; 404 otherwise (whether another account's exists is not theirs to learn). */
+export async function getBatch(db: Db, userId: string, batchId: string): Promise<Batch> {
+  const r = await db.query<BatchRow>('SELECT * FROM batches WHERE id = $1 AND user_id = $2', [batchId, userId]);
+  const row = r.rows[0];
+  if (!row) throw batchNotFound();
+  return { id: row.id, userId: row.user_id, status: row.status, pauseReason: row.pause_reason, spec: row.spec, columns: row.columns };
+}
+
+export async function batchSummary(db: Db, userId: string, batchId: string): Promise<BatchSummary> {
+  const r = await db.query<BatchRow & { done: number; failed: number; pending: number; credits: number }>(
+    `SELECT b.*, count(*) FILTER (WHERE i.status = 'done')::int AS done, count(*) FILTER (WHERE i.status = 'failed')::int AS failed,
+            count(*) FILTER (WHERE i.status = 'pending')::int AS pending, coalesce(sum(i.credits), 0)::int AS credits
+       FROM batches b JOIN batch_items i ON i.batch_id = b.id
+      WHERE b.id = $1 AND b.user_id = $2 GROUP BY b.id`,
+    [batchId, userId],
+  );
+  const row = r.rows[0];
+  if (!row) throw batchNotFound();
+  return {
+    id: row.id,
+    status: row.status,
+    pauseReason: row.pause_reason,
+    stack: row.spec.stack,
+    lenses: row.spec.lenses,
+    counts: { total: row.item_count, done: row.done, failed: row.failed, pending: row.pending },
+    creditsCharged: row.credits,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    completedAt: row.completed_at?.toISOString() ?? null,
+  };
+}
+
+/** The next pending items after `afterIndex`, in order, with the attempt number they run under now. */
+export async function claimPendingItems(db: Db, args: { batchId: string; afterIndex: number; limit: number }): Promise<Array<{ index: number; ref: ImageRef; attempt: number }>> {
+  const r = await db.query<{ index: number; ref: ImageRef; attempts: number }>(
+    `UPDATE batch_items SET attempts = attempts + 1
+      WHERE (batch_id, index) IN (SELECT batch_id, index FROM batch_items WHERE batch_id = $1 AND status = 'pending' AND index > $2 ORDER BY index LIMIT $3)
+      RETURNING index, ref, attempts`,
+    [args.batchId, args.afterIndex, args.limit],
+  );
+  return r.rows.sort((a, b) => a.index - b.index).map((row) => ({ index: row.index, ref: row.ref, attempt: row.attempts }));
+}
+
+/** An item's outcome, once: a retried step finds it finished and changes nothing. */
+export async function finishItem(db: Db, args: { batchId: string; index: number; outcome: { credits: number } | { code: string; message: string } }): Promise<void> {
+  const done = 'credits' in args.outcome;
+  await db.query(
+    `UPDATE batch_items SET status = $3, credits = $4, error_code = $5, error = $6, finished_at = now()
+      WHERE batch_id = $1 AND index = $2 AND status = 'pending'`,
+    [args.batchId, args.index, done ? 'done' : 'failed', done ? (args.outcome as { credits: number }).credits : 0,
+      done ? null : (args.outcome as { code: string }).code, done ? null : (args.outcome as { message: string }).message],
+  );
+}
+
+/** Move the batch's status (the workflow is its only writer besides the request that made it). */
+export async function setBatchStatus(db: Db, args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason }): Promise<void> {
+  await db.query(
+    `UPDATE batches SET status = $2, pause_reason = $3, updated_at = now(),
+            completed_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN coalesce(completed_at, now()) ELSE completed_at END
+      WHERE id = $1`,
+    [args.batchId, args.status, args.status === 'paused' ? (args.pauseReason ?? 'requested') : null],
+  );
+}
+
+export interface BatchItemRow {
+  index: number;
+  source: string;
+  sha256: string | null;
+  status: 'pending' | 'done' | 'failed';
+  errorCode: string | null;
+  error: string | null;
+  credits: number;
+  /** The photo's lens outputs from the registry (done items), by lens. */
+  outputs: Record<string, unknown> | null;
+}
+
+/**
+ * The batch's items in order, `pageSize` at a time (keyset pages: memory stays flat however many
+ * there are), each done item with its lens outputs read from the caller's registry.
+ */
+export async function* batchItems(db: Db, args: { userId: string; batchId: string; lenses: string[]; afterIndex?: number; limit?: number; pageSize?: number }): AsyncIterable<BatchItemRow> {
+  let after = args.afterIndex ?? -1;
+  let left = args.limit ?? Number.POSITIVE_INFINITY;
+  const pageSize = args.pageSize ?? 500;
+  while (left > 0) {
+    const r = await db.query<{ index: number; source: string; sha256: string | null; status: BatchItemRow['status']; error_code: string | null; error: string | null; credits: number; outputs: Record<string, unknown> | null }>(
+      `SELECT i.index, i.source, i.ref->>'sha256' AS sha256, i.status, i.error_code, i.error, i.credits,
+              (SELECT jsonb_object_agg(l.lens, l.output) FROM lens_records l
+                WHERE i.status = 'done' AND l.user_id = $4 AND l.sha256 = i.ref->>'sha256' AND l.lens = ANY($5::text[])) AS outputs
+         FROM batch_items i WHERE i.batch_id = $1 AND i.index > $2 ORDER BY i.index LIMIT $3`,
+      [args.batchId, after, Math.min(pageSize, left), args.userId, args.lenses],
+    );
+    for (const row of r.rows) {
+      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, outputs: row.outputs };
+    }
+    if (r.rows.length < Math.min(pageSize, left)) return;
+    after = r.rows[r.rows.length - 1]!.index;
+    left -= r.rows.length;
+  }
+}

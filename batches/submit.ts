@@ -1,0 +1,113 @@
+import type { Client } from '@temporalio/client';
+import { z } from 'zod';
+import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS } from '../analysis/contract.ts';
+import type { AnalyzeDeps } from '../analysis/service.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
+import { mapBounded } from '../core/map-bounded.ts';
+import { intakeImage } from '../images/intake.ts';
+import { columnSchema } from '../lenses/catalog.ts';
+import { resolveLenses } from '../lenses/resolve.ts';
+import { deleteUnreferencedBlobs, photoFingerprint } from '../registry/photos.ts';
+import { batchWorkflow } from '../workflows/batch.ts';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import { batchSummary, createBatch, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
+
+export const MAX_BATCH_ITEMS = 10_000;
+/** Photos of one batch analyzed at once: a batch never takes every worker slot. */
+export const BATCH_CONCURRENCY = 4;
+/** Photos of one submission taken in (fetched or decoded, fingerprinted, stored) at once. */
+const INTAKE_CONCURRENCY = 4;
+
+const item = z.strictObject({
+  url: z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS).optional(),
+  base64: z.string().min(1).max(MAX_BASE64_CHARS).optional(),
+  /** The uploaded file's name, shown in status and exports (defaults to "upload N"). */
+  name: z.string().min(1).max(500).optional(),
+});
+
+export const batchBodySchema = z
+  .strictObject({
+    items: z.array(item).min(1).max(MAX_BATCH_ITEMS).describe('The photos, each a URL or base64 bytes; up to 10,000'),
+    preset: z.string().min(1).max(100).optional(),
+    modules: z.array(z.string().min(1).max(100)).max(50).optional(),
+    modulesAdd: z.array(z.string().min(1).max(100)).max(50).optional(),
+    modulesRemove: z.array(z.string().min(1).max(100)).max(50).optional(),
+    moduleOptions: z.record(z.string().max(100), z.record(z.string().max(100), z.unknown())).optional(),
+    context: contextSchema.optional(),
+    columns: z.array(columnSchema.extend({ label: z.string().min(1).max(200), jsonPath: z.string().min(1).max(500) })).min(1).max(200).optional()
+      .describe('Export columns chosen now; without them exports use the default columns of the lenses the batch runs'),
+  })
+  .meta({ id: 'BatchRequest' });
+export type BatchBody = z.infer<typeof batchBodySchema>;
+
+/**
+ * A batch as the caller sent it: lenses resolved (refusals are 400s that change nothing), every
+ * photo taken in — fetched or decoded, checked, fingerprinted and stored — and refused photos
+ * recorded as failed items with the reason, then the batch stored and its workflow started. No
+ * credits move here: each photo reserves and settles its own as the batch runs.
+ */
+export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, userId: string, body: BatchBody): Promise<BatchSummary> {
+  const resolved = resolveLenses({ preset: body.preset, modules: body.modules, modulesAdd: body.modulesAdd, modulesRemove: body.modulesRemove, moduleOptions: body.moduleOptions });
+  if (resolved.outputSchema === 'vehicle') {
+    throw validationFailed('preset: the vehicle-condition stack is not available in batches yet; send its photos to POST /v1/analyze, up to 50 per vehicle');
+  }
+  body.items.forEach((it, i) => {
+    if (it.url === undefined && it.base64 === undefined) throw validationFailed(`body.items.${i}: each item needs url or base64`);
+  });
+  for (const c of body.columns ?? []) {
+    if (!c.jsonPath.split('.').every((seg) => seg.length > 0)) throw validationFailed(`columns: jsonPath ${JSON.stringify(c.jsonPath)} has an empty segment`);
+  }
+
+  const stored: string[] = [];
+  const items = await mapBounded(body.items, INTAKE_CONCURRENCY, async (it, i): Promise<NewBatchItem> => {
+    const source = it.name ?? it.url ?? `upload ${i + 1}`;
+    try {
+      const img = await intakeImage(it.base64 !== undefined ? { base64: it.base64 } : { url: it.url! }, {
+        blobs: deps.blobs,
+        maxBytes: deps.config.IMAGE_MAX_BYTES,
+        maxPixels: deps.config.IMAGE_MAX_PIXELS,
+        fetchPolicy: deps.fetchPolicy,
+        knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
+      });
+      if (img.stored) stored.push(img.sha256);
+      return { source, ref: { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash } };
+    } catch (err) {
+      // One bad photo of thousands fails that photo, with the reason, not the batch.
+      if (err instanceof AppError && err.status < 500) return { source, ref: null, error: { code: err.code, message: err.message } };
+      throw err;
+    }
+  }).catch(async (err: unknown) => {
+    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+    throw err;
+  });
+
+  const spec: BatchSpec = {
+    stack: resolved.stack,
+    lenses: resolved.lenses,
+    billable: resolved.billable,
+    ...(body.context ? { context: body.context } : {}),
+    ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
+  };
+  const batchId = await createBatch(deps.db, { userId, spec, columns: body.columns ?? null, items });
+  try {
+    await deps.temporal.workflow.start(batchWorkflow, {
+      taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
+      workflowId: batchWorkflowId(userId, batchId),
+      args: [{ batchId, userId, ...spec, concurrency: BATCH_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.userId, value: userId },
+        { key: SEARCH_ATTRIBUTES.batchId, value: batchId },
+        { key: SEARCH_ATTRIBUTES.stack, value: spec.stack ?? 'custom' },
+        { key: SEARCH_ATTRIBUTES.imageCount, value: items.length },
+      ],
+    });
+  } catch (err) {
+    // Without its workflow the batch would never run: it is taken back whole, images included.
+    await deps.db.query('DELETE FROM batches WHERE id = $1', [batchId]);
+    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+    throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err });
+  }
+  return batchSummary(deps.db, userId, batchId);
+}
+
+export const batchWorkflowId = (userId: string, batchId: string) => `batch:${userId}:${batchId}`;

@@ -1,0 +1,145 @@
+import {
+  ApplicationFailure,
+  ChildWorkflowFailure,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  executeChild,
+  ParentClosePolicy,
+  proxyLocalActivities,
+  setHandler,
+} from '@temporalio/workflow';
+import { mapBounded } from '../core/map-bounded.ts';
+import type { Activities } from '../activities/index.ts';
+import { analyzeWorkflow } from './analyze.ts';
+import { DB_LOCAL_OPTIONS } from './steps.ts';
+import type { AnalyzeContext, AnalyzeResult } from './types.ts';
+
+export interface BatchInput {
+  batchId: string;
+  userId: string;
+  stack: string | null;
+  lenses: string[];
+  billable: string[];
+  context?: AnalyzeContext;
+  moduleOptions?: Record<string, Record<string, unknown>>;
+  /** Photos analyzed at once for this batch: one batch cannot take every worker slot. */
+  concurrency: number;
+  reservationTtlMs: number;
+  /** Photos this run handles before it continues as new (BATCH_PHOTOS_PER_RUN). */
+  photosPerRun?: number;
+  /** Carried over continue-as-new. */
+  cursor?: number;
+  state?: { paused: boolean; pauseReason: 'requested' | 'credits' | null };
+}
+
+export const pauseBatch = defineSignal('pause');
+export const resumeBatch = defineSignal('resume');
+export const cancelBatch = defineSignal('cancel');
+export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled'; pauseReason: 'requested' | 'credits' | null }>('state');
+
+/** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
+export const PHOTOS_PER_RUN = 200;
+
+const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
+
+/** The cause's type when a child analysis failed with one of our domain errors. */
+function failureOf(err: unknown): { code: string; message: string } {
+  const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure) return { code: cause.type ?? 'INTERNAL_ERROR', message: cause.message };
+  return { code: 'INTERNAL_ERROR', message: err instanceof Error ? err.message : String(err) };
+}
+
+/**
+ * A batch: every pending photo through the analyze saga as a child workflow (so each photo is
+ * billed by the same delta rules as a single request, at most once), `concurrency` at a time.
+ * Signals pause, resume and cancel it; running out of credits pauses it with that reason, and a
+ * resume after a purchase picks up the photos that did not run. The history stays bounded: every
+ * PHOTOS_PER_RUN photos it continues as new. The batch's rows in Postgres are the record; this
+ * workflow is their only writer after submission.
+ */
+export async function batchWorkflow(input: BatchInput): Promise<{ batchId: string; status: 'completed' | 'cancelled' }> {
+  let state: 'running' | 'paused' | 'cancelled' = input.state?.paused ? 'paused' : 'running';
+  let pauseReason: 'requested' | 'credits' | null = input.state?.pauseReason ?? null;
+  setHandler(pauseBatch, () => {
+    if (state === 'running') [state, pauseReason] = ['paused', 'requested'];
+  });
+  setHandler(resumeBatch, () => {
+    if (state === 'paused') [state, pauseReason] = ['running', null];
+  });
+  setHandler(cancelBatch, () => {
+    state = 'cancelled';
+  });
+  setHandler(batchState, () => ({ state, pauseReason }));
+
+  // Signal handlers change `state` between awaits; read it through here (TypeScript narrows a local).
+  const now = (): 'running' | 'paused' | 'cancelled' => state;
+  let cursor = input.cursor ?? -1;
+  let thisRun = 0;
+  for (;;) {
+    if (now() === 'cancelled') {
+      await db.setBatchStatus({ batchId: input.batchId, status: 'cancelled' });
+      return { batchId: input.batchId, status: 'cancelled' };
+    }
+    if (now() === 'paused') {
+      await db.setBatchStatus({ batchId: input.batchId, status: 'paused', pauseReason: pauseReason ?? 'requested' });
+      await condition(() => now() !== 'paused');
+      if (now() === 'running') await db.setBatchStatus({ batchId: input.batchId, status: 'running' });
+      // Photos skipped while paused (or refused for credits) are before the cursor: start over.
+      cursor = -1;
+      continue;
+    }
+    const perRun = input.photosPerRun ?? PHOTOS_PER_RUN;
+    if (thisRun >= perRun) {
+      await continueAsNew<typeof batchWorkflow>({ ...input, cursor, state: { paused: false, pauseReason: null } });
+    }
+    const items = await db.claimBatchItems({ batchId: input.batchId, afterIndex: cursor, limit: Math.min(input.concurrency * 4, perRun - thisRun) });
+    if (items.length === 0) {
+      if (cursor === -1) {
+        await db.setBatchStatus({ batchId: input.batchId, status: 'completed' });
+        return { batchId: input.batchId, status: 'completed' };
+      }
+      cursor = -1;
+      continue;
+    }
+    await mapBounded(items, input.concurrency, async (item) => {
+      if (now() !== 'running') return;
+      const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
+      try {
+        const result = await executeChild(analyzeWorkflow, {
+          workflowId: `analyze:${input.userId}:${requestId}`,
+          args: [
+            {
+              requestId,
+              userId: input.userId,
+              stack: input.stack,
+              images: [item.ref],
+              lenses: input.lenses,
+              billable: input.billable,
+              refresh: false,
+              ...(input.context ? { context: input.context } : {}),
+              ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
+              reservationTtlMs: input.reservationTtlMs,
+              imageConcurrency: 1,
+            },
+          ],
+          // A cancelled batch lets a running photo finish (and be billed for what it did).
+          parentClosePolicy: ParentClosePolicy.ABANDON,
+          workflowExecutionTimeout: '10 minutes',
+        });
+        await db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome: { credits: (result as AnalyzeResult).creditsCharged } });
+      } catch (err) {
+        const failure = failureOf(err);
+        if (failure.code === 'PLAN_LIMIT_EXCEEDED') {
+          // Out of credits: the photo stays pending and the batch waits for a purchase.
+          if (now() === 'running') [state, pauseReason] = ['paused', 'credits'];
+          return;
+        }
+        await db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome: failure });
+      }
+    });
+    cursor = items[items.length - 1]!.index;
+    thisRun += items.length;
+  }
+}
