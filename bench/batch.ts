@@ -1,0 +1,136 @@
+/**
+ * Batches end to end (npx tsx bench/batch.ts [photos=1000]):
+ *  - a batch of N distinct photos with 800 ms simulated vendor latency: completion time against the
+ *    ideal N × latency ÷ the batch's concurrency
+ *  - peak RSS of the process (API and worker in one, as `npm start` runs them) during a 100-photo
+ *    and an N-photo batch: flat means the batch does not hold its photos in memory
+ *  - history events of the longest workflow run (continue-as-new keeps it bounded)
+ * Real Postgres, Redis, a Temporal dev server, an in-process worker, the simulated vendors.
+ * Writes bench/results/batch.txt.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { buildApp } from '../api/app.ts';
+import { KeyCache } from '../auth/cache.ts';
+import { createUser, issueKey } from '../auth/repository.ts';
+import { BATCH_CONCURRENCY } from '../batches/submit.ts';
+import { loadConfig } from '../core/config.ts';
+import { grant } from '../credits/ledger.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
+import { createPool } from '../db/pool.ts';
+import { FsBlobStore } from '../images/blobstore.ts';
+import { PUBLIC_INTERNET } from '../images/fetch.ts';
+import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
+import { startSimVendor } from '../tools/sim/index.ts';
+import { startWorker } from '../worker/main.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const N = Number(process.argv[2] ?? 1000);
+const LATENCY_MS = 800;
+const lines: string[] = [];
+const say = (s: string) => {
+  console.log(s);
+  lines.push(s);
+};
+
+Runtime.install({ logger: new DefaultLogger('ERROR') });
+const dbName = `lenstack_bench_batch_${process.pid}`;
+const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-bench-'));
+const temporalServer = await startTemporalDevServer({});
+const sim = await startSimVendor({ port: 0 });
+const config = loadConfig({
+  ...process.env,
+  DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${dbName}`,
+  TEMPORAL_ADDRESS: temporalServer.address,
+  TEMPORAL_TASK_QUEUE: `bench-${process.pid}`,
+  REDIS_PREFIX: `lenstack-bench-${process.pid}:`,
+  BLOB_DIR: blobDir,
+  SIM_VENDOR_URL: sim.url,
+  LOG_LEVEL: 'silent',
+  OPENAI_API_KEY: '',
+  ANTHROPIC_API_KEY: '',
+  GEMINI_API_KEY: '',
+});
+await createDatabaseIfMissing(config.DATABASE_URL);
+await migrate(config.DATABASE_URL);
+const db = createPool(config.DATABASE_URL, { max: 20 });
+const worker = await startWorker(config, { log: () => {} });
+const connection = await Connection.connect({ address: temporalServer.address });
+const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(blobDir), temporal });
+const base = await app.listen({ host: '127.0.0.1', port: 0 });
+
+try {
+  const { userId } = await createUser(db, 'bench-batch@example.test');
+  const { key } = await issueKey(db, userId, 'live');
+  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+
+  // Distinct small photos: the photo's number as a row of black/white blocks survives JPEG.
+  const source = await sharp(path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg')).resize(320, 240).raw().toBuffer({ resolveWithObject: true });
+  const makePhotos = async (from: number, count: number) => {
+    const out: string[] = [];
+    for (let i = from; i < from + count; i++) {
+      const px = Buffer.from(source.data);
+      for (let bit = 0; bit < 14; bit++) {
+        const v = (i >> bit) & 1 ? 255 : 0;
+        for (let y = 0; y < 16; y++) for (let x = 0; x < 16; x++) px.set([v, v, v], (y * 320 + (bit % 20) * 16 + x) * 3);
+      }
+      out.push((await sharp(px, { raw: source.info }).jpeg({ quality: 85 }).toBuffer()).toString('base64'));
+    }
+    return out;
+  };
+
+  sim.setBehaviour('all', { latencyMs: LATENCY_MS });
+  const runBatch = async (photos: string[]) => {
+    const payload = JSON.stringify({ modules: ['dating'], items: photos.map((b, i) => ({ base64: b, name: `photo-${i}.jpg` })) });
+    let peak = process.memoryUsage().rss;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 50);
+    const t0 = performance.now();
+    const res = await fetch(`${base}/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: payload });
+    const batch = (await res.json()) as { id: string };
+    if (res.status !== 202) throw new Error(`HTTP ${res.status}: ${JSON.stringify(batch)}`);
+    const submitted = performance.now() - t0;
+    let status: { status: string; counts: { done: number; failed: number } };
+    for (;;) {
+      status = (await (await fetch(`${base}/v1/batches/${batch.id}`, { headers: { authorization: `Bearer ${key}` } })).json()) as typeof status;
+      if (status.status === 'completed') break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const ms = performance.now() - t0;
+    clearInterval(sampler);
+    let maxEvents = 0;
+    let runs = 0;
+    for await (const w of temporal.workflow.list({ query: `WorkflowId = 'batch:${userId}:${batch.id}'` })) {
+      runs++;
+      const h = await temporal.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
+      maxEvents = Math.max(maxEvents, h.events?.length ?? 0);
+    }
+    return { id: batch.id, ms, submitted, peakMb: peak / 2 ** 20, done: status.counts.done, failed: status.counts.failed, runs, maxEvents };
+  };
+
+  say(`batch bench, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} cores; vendor latency ${LATENCY_MS} ms, batch concurrency ${BATCH_CONCURRENCY}, ${config.BATCH_PHOTOS_PER_RUN} photos per workflow run`);
+  const small = await runBatch(await makePhotos(0, 100));
+  const large = await runBatch(await makePhotos(100, N));
+  for (const [name, r, n] of [['100 photos', small, 100], [`${N} photos`, large, N]] as const) {
+    const ideal = (n * LATENCY_MS) / BATCH_CONCURRENCY;
+    say(
+      `${name.padEnd(12)} done ${r.done}, failed ${r.failed}; submit ${(r.submitted / 1000).toFixed(1)} s, complete ${(r.ms / 1000).toFixed(1)} s; ideal ${(ideal / 1000).toFixed(1)} s → ${(r.ms / ideal).toFixed(2)}×; peak RSS ${r.peakMb.toFixed(0)} MB; ${r.runs} workflow runs, longest history ${r.maxEvents} events`,
+    );
+  }
+  say(`peak RSS ${N} / 100 photos: ${(large.peakMb / small.peakMb).toFixed(2)}× (target ≤ 1.5×); completion against ideal at ${N}: ${(large.ms / ((N * LATENCY_MS) / BATCH_CONCURRENCY)).toFixed(2)}× (target ≤ 1.3×)`);
+  await writeFile(path.join(ROOT, 'bench/results/batch.txt'), lines.join('\n') + '\n');
+} finally {
+  await app.close();
+  await worker.shutdown();
+  await connection.close();
+  await db.end();
+  await sim.close();
+  await temporalServer.stop();
+  await dropDatabase(config.DATABASE_URL);
+  await rm(blobDir, { recursive: true, force: true });
+}
