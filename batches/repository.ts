@@ -31,6 +31,8 @@ export interface BatchSummary {
   lenses: string[];
   counts: { total: number; done: number; failed: number; pending: number };
   creditsCharged: number;
+  /** Seconds until the pending photos are done at the pace so far; null before any photo finished or when nothing is pending. */
+  etaSeconds: number | null;
   createdAt: string;
   updatedAt: string;
   completedAt: string | null;
@@ -102,9 +104,11 @@ export async function getBatch(db: Db, userId: string, batchId: string): Promise
 }
 
 export async function batchSummary(db: Db, userId: string, batchId: string): Promise<BatchSummary> {
-  const r = await db.query<BatchRow & { done: number; failed: number; pending: number; credits: number }>(
+  const r = await db.query<BatchRow & { done: number; failed: number; pending: number; credits: number; ran: number; ran_seconds: number | null }>(
     `SELECT b.*, count(*) FILTER (WHERE i.status = 'done')::int AS done, count(*) FILTER (WHERE i.status = 'failed')::int AS failed,
-            count(*) FILTER (WHERE i.status = 'pending')::int AS pending, coalesce(sum(i.credits), 0)::int AS credits
+            count(*) FILTER (WHERE i.status = 'pending')::int AS pending, coalesce(sum(i.credits), 0)::int AS credits,
+            count(*) FILTER (WHERE i.status <> 'pending' AND i.attempts > 0)::int AS ran,
+            extract(epoch FROM max(i.finished_at) FILTER (WHERE i.attempts > 0) - b.created_at)::float8 AS ran_seconds
        FROM batches b JOIN batch_items i ON i.batch_id = b.id
       WHERE b.id = $1 AND b.user_id = $2 GROUP BY b.id`,
     [batchId, userId],
@@ -119,6 +123,8 @@ export async function batchSummary(db: Db, userId: string, batchId: string): Pro
     lenses: row.spec.lenses,
     counts: { total: row.item_count, done: row.done, failed: row.failed, pending: row.pending },
     creditsCharged: row.credits,
+    // The pace so far: photos that ran over the time since submission (a paused batch has no ETA).
+    etaSeconds: row.status === 'running' && row.pending > 0 && row.ran > 0 && row.ran_seconds !== null ? Math.ceil((row.ran_seconds / row.ran) * row.pending) : null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     completedAt: row.completed_at?.toISOString() ?? null,
@@ -192,4 +198,34 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
     after = r.rows[r.rows.length - 1]!.index;
     left -= r.rows.length;
   }
+}
+
+/**
+ * A failed photo back to pending, to run again (a fetch that failed, a vendor outage). A photo
+ * intake refused (nothing stored) cannot run again: send it in a new batch. True when it changed.
+ */
+export async function retryItem(db: Db, args: { batchId: string; index: number }): Promise<'retried' | 'not-failed' | 'no-image'> {
+  const r = await db.query<{ status: string; has_ref: boolean }>('SELECT status, ref IS NOT NULL AS has_ref FROM batch_items WHERE batch_id = $1 AND index = $2', [args.batchId, args.index]);
+  const row = r.rows[0];
+  if (!row) throw new AppError('NOT_FOUND', `No item ${args.index} in this batch`);
+  if (row.status !== 'failed') return 'not-failed';
+  if (!row.has_ref) return 'no-image';
+  const u = await db.query(
+    `UPDATE batch_items SET status = 'pending', error_code = NULL, error = NULL, finished_at = NULL WHERE batch_id = $1 AND index = $2 AND status = 'failed' AND ref IS NOT NULL`,
+    [args.batchId, args.index],
+  );
+  return u.rowCount === 1 ? 'retried' : 'not-failed';
+}
+
+/**
+ * Mark the batch completed only when no photo is pending: a photo retried at that very moment
+ * either keeps the workflow going or finds the batch completed and starts it again.
+ */
+export async function completeBatch(db: Db, batchId: string): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE batches SET status = 'completed', pause_reason = NULL, updated_at = now(), completed_at = now()
+      WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM batch_items WHERE batch_id = $1 AND status = 'pending')`,
+    [batchId],
+  );
+  return r.rowCount === 1;
 }

@@ -90,17 +90,7 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
   };
   const batchId = await createBatch(deps.db, { userId, spec, columns: body.columns ?? null, items });
   try {
-    await deps.temporal.workflow.start(batchWorkflow, {
-      taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
-      workflowId: batchWorkflowId(userId, batchId),
-      args: [{ batchId, userId, ...spec, concurrency: BATCH_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
-      typedSearchAttributes: [
-        { key: SEARCH_ATTRIBUTES.userId, value: userId },
-        { key: SEARCH_ATTRIBUTES.batchId, value: batchId },
-        { key: SEARCH_ATTRIBUTES.stack, value: spec.stack ?? 'custom' },
-        { key: SEARCH_ATTRIBUTES.imageCount, value: items.length },
-      ],
-    });
+    await startBatchWorkflow(deps, { batchId, userId, spec, itemCount: items.length });
   } catch (err) {
     // Without its workflow the batch would never run: it is taken back whole, images included.
     await deps.db.query('DELETE FROM batches WHERE id = $1', [batchId]);
@@ -111,3 +101,25 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
 }
 
 export const batchWorkflowId = (userId: string, batchId: string) => `batch:${userId}:${batchId}`;
+
+/**
+ * Start the batch's workflow: at submission, or again for a completed batch whose failed photos
+ * are retried (a new run under the same id; Temporal allows it once the previous run closed).
+ */
+export async function startBatchWorkflow(
+  deps: Pick<AnalyzeDeps, 'config'> & { temporal: Client },
+  batch: { batchId: string; userId: string; spec: BatchSpec; itemCount: number },
+): Promise<void> {
+  await deps.temporal.workflow.start(batchWorkflow, {
+    taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
+    workflowId: batchWorkflowId(batch.userId, batch.batchId),
+    args: [{ batchId: batch.batchId, userId: batch.userId, ...batch.spec, concurrency: BATCH_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    typedSearchAttributes: [
+      { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },
+      { key: SEARCH_ATTRIBUTES.batchId, value: batch.batchId },
+      { key: SEARCH_ATTRIBUTES.stack, value: batch.spec.stack ?? 'custom' },
+      { key: SEARCH_ATTRIBUTES.imageCount, value: batch.itemCount },
+    ],
+  });
+}

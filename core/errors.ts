@@ -15,6 +15,8 @@ export const ERROR_STATUS = {
   REQUEST_ID_CONFLICT: 409,
   /** Pause, resume or cancel of a batch that has completed or been cancelled. */
   BATCH_FINISHED: 409,
+  /** Retry of a batch photo that did not fail, or whose bytes were never (or are no longer) kept. */
+  ITEM_NOT_RETRYABLE: 409,
   /** The request did not arrive in full within the server's request timeout. */
   REQUEST_TIMEOUT: 408,
   PAYLOAD_TOO_LARGE: 413,

@@ -96,8 +96,7 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     }
     const items = await db.claimBatchItems({ batchId: input.batchId, afterIndex: cursor, limit: Math.min(input.concurrency * 4, perRun - thisRun) });
     if (items.length === 0) {
-      if (cursor === -1) {
-        await db.setBatchStatus({ batchId: input.batchId, status: 'completed' });
+      if (cursor === -1 && (await db.completeBatch({ batchId: input.batchId }))) {
         return { batchId: input.batchId, status: 'completed' };
       }
       cursor = -1;

@@ -3,8 +3,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, prepareBatchExport } from '../../batches/export.ts';
-import { batchItems, batchSummary, getBatch } from '../../batches/repository.ts';
-import { batchBodySchema, batchWorkflowId, submitBatch } from '../../batches/submit.ts';
+import { batchItems, batchSummary, getBatch, retryItem, setBatchStatus } from '../../batches/repository.ts';
+import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
 import type { AppDeps } from '../deps.ts';
@@ -21,6 +21,7 @@ const batchSchema = z
     lenses: z.array(z.string()),
     counts: z.object({ total: z.int(), done: z.int(), failed: z.int(), pending: z.int() }),
     creditsCharged: z.int(),
+    etaSeconds: z.int().nullable().describe('Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending'),
     createdAt: z.string(),
     updatedAt: z.string(),
     completedAt: z.string().nullable(),
@@ -39,6 +40,9 @@ const itemSchema = z.object({
 
 const params = z.object({ batchId: z.string().min(1).max(100) });
 
+/** Event streams one account may hold open on one API process: each reads the batch twice a second. */
+const MAX_STREAMS_PER_ACCOUNT = 5;
+
 /**
  * Batches over the API with a Bearer key (an extension of the spec's console batches): submit up
  * to 10,000 photos, follow them, pause, resume or cancel, page through results, export them.
@@ -46,6 +50,7 @@ const params = z.object({ batchId: z.string().min(1).max(100) });
 export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
+    const openStreams = new Map<string, number>();
     const liveUser = (request: Parameters<typeof principalOf>[0]): string => {
       const p = principalOf(request);
       if (p.sandbox || !p.userId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
@@ -107,6 +112,101 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       );
     }
+
+    route.post(
+      '/v1/batches/:batchId/items/:index/retry',
+      {
+        config: { auth: 'key' },
+        schema: {
+          summary: 'Run a failed photo of a batch again',
+          description: 'The photo goes back to pending and runs with the batch (a completed batch starts again for it). Only failed photos whose bytes are kept can run again; a photo intake refused was never stored.',
+          tags: ['batches'],
+          security: [{ bearer: [] }],
+          params: params.extend({ index: z.coerce.number().int().min(0).max(100_000) }),
+          response: { 202: batchSchema, ...errorResponses(400, 401, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        const userId = liveUser(request);
+        const batch = await getBatch(deps.db, userId, request.params.batchId);
+        if (batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', 'The batch is cancelled; its photos do not run again');
+        const item = await deps.db.query<{ sha256: string | null }>(`SELECT ref->>'sha256' AS sha256 FROM batch_items WHERE batch_id = $1 AND index = $2`, [batch.id, request.params.index]);
+        const sha256 = item.rows[0]?.sha256;
+        if (sha256 && !(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
+        const outcome = await retryItem(deps.db, { batchId: batch.id, index: request.params.index });
+        if (outcome === 'not-failed') throw new AppError('ITEM_NOT_RETRYABLE', 'Only a failed photo runs again');
+        if (outcome === 'no-image') throw new AppError('ITEM_NOT_RETRYABLE', 'This photo was refused when the batch was submitted (nothing was stored); send a corrected one in a new batch');
+        // A completed batch has no workflow to pick the photo up: a new run starts for it.
+        const now = await getBatch(deps.db, userId, batch.id);
+        if (now.status === 'completed') {
+          await setBatchStatus(deps.db, { batchId: batch.id, status: 'running' });
+          const total = (await batchSummary(deps.db, userId, batch.id)).counts.total;
+          await startBatchWorkflow(pipeline(), { batchId: batch.id, userId, spec: batch.spec, itemCount: total });
+        }
+        return reply.code(202).send({ object: 'batch' as const, ...(await batchSummary(deps.db, userId, batch.id)) });
+      },
+    );
+
+    // Progress pushed as server-sent events: the batch as GET /v1/batches/{id} answers it, sent
+    // when it changes (checked twice a second), until it completes or is cancelled.
+    route.get(
+      '/v1/batches/:batchId/events',
+      {
+        config: { auth: 'key' },
+        schema: {
+          summary: 'Follow a batch as server-sent events',
+          description: 'An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream; the stream ends after the batch completes or is cancelled.',
+          tags: ['batches'],
+          security: [{ bearer: [] }],
+          params,
+          response: errorResponses(400, 401, 404),
+        },
+      },
+      async (request, reply) => {
+        const userId = liveUser(request);
+        const first = await batchSummary(deps.db, userId, request.params.batchId);
+        const open = openStreams.get(userId) ?? 0;
+        if (open >= MAX_STREAMS_PER_ACCOUNT) throw new AppError('RATE_LIMITED', `At most ${MAX_STREAMS_PER_ACCOUNT} batch event streams at once per account; close one or poll GET /v1/batches/{id}`, { headers: { 'retry-after': '5' } });
+        openStreams.set(userId, open + 1);
+        const body = new PassThrough();
+        let last = '';
+        let lastSent = Date.now();
+        let closed = false;
+        request.raw.once('close', () => {
+          closed = true;
+        });
+        const send = (summary: typeof first) => {
+          const text = JSON.stringify({ object: 'batch', ...summary, etaSeconds: null, updatedAt: null });
+          if (text === last) return false;
+          last = text;
+          body.write(`event: batch\ndata: ${JSON.stringify({ object: 'batch', ...summary })}\n\n`);
+          lastSent = Date.now();
+          return true;
+        };
+        void (async () => {
+          try {
+            let summary = first;
+            send(summary);
+            while (!closed && summary.status !== 'completed' && summary.status !== 'cancelled') {
+              await new Promise((r) => setTimeout(r, 500));
+              summary = await batchSummary(deps.db, userId, request.params.batchId);
+              if (!send(summary) && Date.now() - lastSent > 15_000) {
+                body.write(': still running\n\n');
+                lastSent = Date.now();
+              }
+            }
+          } catch (err) {
+            request.log.warn({ err }, 'batch event stream stopped');
+          } finally {
+            const left = (openStreams.get(userId) ?? 1) - 1;
+            if (left > 0) openStreams.set(userId, left);
+            else openStreams.delete(userId);
+            body.end();
+          }
+        })();
+        return reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(body as never);
+      },
+    );
 
     route.get(
       '/v1/batches/:batchId/items',

@@ -148,6 +148,40 @@ describe('a batch over the API', () => {
     }
   });
 
+  it('a photo every vendor refused fails with the reason and runs again on retry, the completed batch starting again for it', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
+    let id: string;
+    try {
+      const res = await submit(user.liveKey, { items: [{ base64: photoBase64('Nikon_D70.jpg') }, { base64: Buffer.from('not a photo').toString('base64') }], modules: ['dating'] });
+      id = res.json().id;
+      await until(user.liveKey, id, (b) => b.status === 'completed');
+    } finally {
+      p.sim.reset();
+    }
+    const failed = (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}/items`, headers: bearer(user.liveKey) })).json();
+    expect(failed.items.map((i: { status: string; error: { code: string } | null }) => [i.status, i.error?.code])).toEqual([['failed', 'PROVIDER_ERROR'], ['failed', 'IMAGE_INVALID']]);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+
+    // The photo intake refused was never stored: it cannot run again.
+    const refused = await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/items/1/retry`, headers: bearer(user.liveKey) });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().error.code).toBe('ITEM_NOT_RETRYABLE');
+    const retried = await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/items/0/retry`, headers: bearer(user.liveKey) });
+    expect(retried.statusCode, retried.body).toBe(202);
+    expect(retried.json()).toMatchObject({ status: 'running', counts: { pending: 1, failed: 1 } });
+
+    // Followed by server-sent events until it completes.
+    const events = await p.app.inject({ method: 'GET', url: `/v1/batches/${id}/events`, headers: bearer(user.liveKey) });
+    expect(events.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    const sent = events.payload.split('\n\n').filter((e) => e.startsWith('event: batch')).map((e) => JSON.parse(e.split('\ndata: ')[1]!));
+    expect(sent.at(-1)).toMatchObject({ status: 'completed', counts: { done: 1, failed: 1, pending: 0 }, creditsCharged: 1, etaSeconds: null });
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 9, reserved: 0 });
+    // A done photo does not run again.
+    expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/items/0/retry`, headers: bearer(user.liveKey) })).statusCode).toBe(409);
+    expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
+  });
+
   it('refuses bad input with a 400 and keeps nothing', async () => {
     const user = await createTestUser(p.db, { community: 10 });
     const bodies = [
