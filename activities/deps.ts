@@ -3,6 +3,7 @@ import type { Config } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
+import type { FetchPolicy } from '../images/fetch.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import type { WorkCopies } from '../vendors/work-copies.ts';
@@ -16,6 +17,8 @@ export interface ActivityDeps {
   vision: Map<Vendor, VisionClient>;
   /** The originals decoded once for the vendors (vendors/work-copies.ts). */
   workCopies: WorkCopies;
+  /** How batch photos given by URL are fetched (default: public addresses only). */
+  fetchPolicy?: FetchPolicy;
   /** Vendor-call and credit counters (metrics/worker.ts); absent in tests that do not read them. */
   metrics?: WorkerMetrics;
 }

@@ -19,6 +19,8 @@ export type PauseReason = 'requested' | 'credits';
 export interface NewBatchItem {
   source: string;
   ref: ImageRef | null;
+  /** A photo to fetch when its turn comes (ref stays null until then). */
+  url?: string;
   /** Set when intake refused the photo: the item is failed from the start. */
   error?: { code: string; message: string };
 }
@@ -55,10 +57,10 @@ export async function createBatch(db: Db, args: { userId: string; spec: BatchSpe
     for (let start = 0; start < args.items.length; start += 1000) {
       const slice = args.items.slice(start, start + 1000);
       await c.query(
-        `INSERT INTO batch_items (batch_id, index, source, ref, status, error_code, error, finished_at)
-         SELECT $1, t.i, t.source, t.ref, CASE WHEN t.code IS NULL THEN 'pending' ELSE 'failed' END, t.code, t.message,
+        `INSERT INTO batch_items (batch_id, index, source, url, ref, status, error_code, error, finished_at)
+         SELECT $1, t.i, t.source, t.url, t.ref, CASE WHEN t.code IS NULL THEN 'pending' ELSE 'failed' END, t.code, t.message,
                 CASE WHEN t.code IS NULL THEN NULL ELSE now() END
-           FROM unnest($2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[]) AS t(i, source, ref, code, message)`,
+           FROM unnest($2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[]) AS t(i, source, ref, code, message, url)`,
         [
           id,
           slice.map((_, k) => start + k),
@@ -66,6 +68,7 @@ export async function createBatch(db: Db, args: { userId: string; spec: BatchSpe
           slice.map((it) => (it.ref ? JSON.stringify(it.ref) : null)),
           slice.map((it) => it.error?.code ?? null),
           slice.map((it) => it.error?.message ?? null),
+          slice.map((it) => it.url ?? null),
         ],
       );
     }
@@ -132,8 +135,8 @@ export async function batchSummary(db: Db, userId: string, batchId: string): Pro
 }
 
 /** The next pending items after `afterIndex`, in order, with the attempt number they run under now. */
-export async function claimPendingItems(db: Db, args: { batchId: string; afterIndex: number; limit: number }): Promise<Array<{ index: number; ref: ImageRef; attempt: number }>> {
-  const r = await db.query<{ index: number; ref: ImageRef; attempts: number }>(
+export async function claimPendingItems(db: Db, args: { batchId: string; afterIndex: number; limit: number }): Promise<Array<{ index: number; ref: ImageRef | null; attempt: number }>> {
+  const r = await db.query<{ index: number; ref: ImageRef | null; attempts: number }>(
     `UPDATE batch_items SET attempts = attempts + 1
       WHERE (batch_id, index) IN (SELECT batch_id, index FROM batch_items WHERE batch_id = $1 AND status = 'pending' AND index > $2 ORDER BY index LIMIT $3)
       RETURNING index, ref, attempts`,
@@ -228,4 +231,19 @@ export async function completeBatch(db: Db, batchId: string): Promise<boolean> {
     [batchId],
   );
   return r.rowCount === 1;
+}
+
+/** The URL of a pending photo not taken in yet, with the batch's owner; null when it has its image. */
+export async function urlToTake(db: Db, args: { batchId: string; index: number }): Promise<{ userId: string; url: string; ref: ImageRef | null } | null> {
+  const r = await db.query<{ user_id: string; url: string | null; ref: ImageRef | null }>(
+    `SELECT b.user_id, i.url, i.ref FROM batch_items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = $1 AND i.index = $2`,
+    [args.batchId, args.index],
+  );
+  const row = r.rows[0];
+  return row?.url ? { userId: row.user_id, url: row.url, ref: row.ref } : null;
+}
+
+/** The image a pending photo's URL gave, kept with the photo (and its blob kept while it is pending). */
+export async function setItemRef(db: Db, args: { batchId: string; index: number; ref: ImageRef }): Promise<void> {
+  await db.query(`UPDATE batch_items SET ref = $3 WHERE batch_id = $1 AND index = $2 AND status = 'pending'`, [args.batchId, args.index, JSON.stringify(args.ref)]);
 }

@@ -5,6 +5,7 @@ import type { AnalyzeDeps } from '../analysis/service.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { intakeImage } from '../images/intake.ts';
+import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
 import { deleteUnreferencedBlobs, photoFingerprint } from '../registry/photos.ts';
@@ -42,8 +43,9 @@ export type BatchBody = z.infer<typeof batchBodySchema>;
 
 /**
  * A batch as the caller sent it: lenses resolved (refusals are 400s that change nothing), every
- * photo taken in — fetched or decoded, checked, fingerprinted and stored — and refused photos
- * recorded as failed items with the reason, then the batch stored and its workflow started. No
+ * photo sent as bytes taken in — decoded, checked, fingerprinted and stored — and every URL
+ * checked (the worker fetches it when its turn comes), refused photos recorded as failed items
+ * with the reason, then the batch stored and its workflow started. No
  * credits move here: each photo reserves and settles its own as the batch runs.
  */
 export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, userId: string, body: BatchBody): Promise<BatchSummary> {
@@ -62,7 +64,11 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
   const items = await mapBounded(body.items, INTAKE_CONCURRENCY, async (it, i): Promise<NewBatchItem> => {
     const source = it.name ?? it.url ?? `upload ${i + 1}`;
     try {
-      const img = await intakeImage(it.base64 !== undefined ? { base64: it.base64 } : { url: it.url! }, {
+      if (it.base64 === undefined) {
+        // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
+        return { source, ref: null, url: parseImageUrl(it.url!).toString() };
+      }
+      const img = await intakeImage({ base64: it.base64 }, {
         blobs: deps.blobs,
         maxBytes: deps.config.IMAGE_MAX_BYTES,
         maxPixels: deps.config.IMAGE_MAX_PIXELS,

@@ -4,6 +4,7 @@ import { loadConfig, type Config } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
+import type { FetchPolicy } from '../images/fetch.ts';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.ts';
 import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
 import { createVisionClients } from '../vendors/index.ts';
@@ -38,7 +39,7 @@ const FORCE_AFTER_GRACE_MS = 10_000;
  */
 export async function startWorker(
   config: Config,
-  opts: { workflowBundle?: WorkflowBundle; sweepIntervalMs?: number; log?: (msg: string) => void; metrics?: WorkerMetrics } = {},
+  opts: { workflowBundle?: WorkflowBundle; sweepIntervalMs?: number; log?: (msg: string) => void; metrics?: WorkerMetrics; fetchPolicy?: FetchPolicy } = {},
 ): Promise<RunningWorker> {
   const log = opts.log ?? ((m: string) => console.log(`[worker] ${m}`));
   const metrics = opts.metrics ?? createWorkerMetrics();
@@ -58,7 +59,7 @@ export async function startWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ config, db, blobs, vision, metrics, workCopies }),
+    activities: createActivities({ config, db, blobs, vision, metrics, workCopies, ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}) }),
     maxConcurrentActivityTaskExecutions: 100,
     shutdownGraceTime: config.SHUTDOWN_GRACE_MS,
     shutdownForceTime: config.SHUTDOWN_GRACE_MS + FORCE_AFTER_GRACE_MS,

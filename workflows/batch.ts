@@ -1,4 +1,5 @@
 import {
+  ActivityFailure,
   ApplicationFailure,
   ChildWorkflowFailure,
   condition,
@@ -7,6 +8,7 @@ import {
   defineSignal,
   executeChild,
   ParentClosePolicy,
+  proxyActivities,
   proxyLocalActivities,
   setHandler,
 } from '@temporalio/workflow';
@@ -43,10 +45,12 @@ export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled
 export const PHOTOS_PER_RUN = 200;
 
 const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
+// Fetching a photo by URL: the fetch has its own deadline (the address policy's), retried a little.
+const fetcher = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: { initialInterval: '1 second', maximumAttempts: 3 } });
 
 /** The cause's type when a child analysis failed with one of our domain errors. */
 function failureOf(err: unknown): { code: string; message: string } {
-  const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
+  const cause = err instanceof ChildWorkflowFailure || err instanceof ActivityFailure ? err.cause : err;
   if (cause instanceof ApplicationFailure) return { code: cause.type ?? 'INTERNAL_ERROR', message: cause.message };
   return { code: 'INTERNAL_ERROR', message: err instanceof Error ? err.message : String(err) };
 }
@@ -105,6 +109,16 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     await mapBounded(items, input.concurrency, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
+      let ref = item.ref;
+      if (ref === null) {
+        // Given by URL: fetched now, by the worker, not while the caller waited at submission.
+        const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index }).catch((err: unknown) => ({ error: failureOf(err) }));
+        if ('error' in taken) {
+          await db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome: taken.error });
+          return;
+        }
+        ref = taken.ref;
+      }
       try {
         const result = await executeChild(analyzeWorkflow, {
           workflowId: `analyze:${input.userId}:${requestId}`,
@@ -113,7 +127,7 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
               requestId,
               userId: input.userId,
               stack: input.stack,
-              images: [item.ref],
+              images: [ref],
               lenses: input.lenses,
               billable: input.billable,
               refresh: false,

@@ -25,6 +25,9 @@ CREATE TABLE batch_items (
   batch_id     text NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
   index        integer NOT NULL CHECK (index >= 0),
   source       text NOT NULL,
+  -- A photo given by URL is fetched by the worker when its turn comes (10,000 URLs are not
+  -- fetched while the caller waits); `ref` is set then.
+  url          text,
   ref          jsonb,
   status       text NOT NULL CHECK (status IN ('pending', 'done', 'failed')),
   error_code   text,

@@ -72,7 +72,7 @@ export async function startPipeline(
     temporal,
     worker: null,
     async startWorker() {
-      const w = await startWorker(config, { workflowBundle: await workflowBundle(), log: () => {} });
+      const w = await startWorker(config, { workflowBundle: await workflowBundle(), log: () => {}, ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}) });
       p.worker = w;
       return w;
     },
