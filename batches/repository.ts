@@ -247,3 +247,9 @@ export async function urlToTake(db: Db, args: { batchId: string; index: number }
 export async function setItemRef(db: Db, args: { batchId: string; index: number; ref: ImageRef }): Promise<void> {
   await db.query(`UPDATE batch_items SET ref = $3 WHERE batch_id = $1 AND index = $2 AND status = 'pending'`, [args.batchId, args.index, JSON.stringify(args.ref)]);
 }
+
+/** A workspace's most recent batches, newest first, as summaries. */
+export async function recentBatches(db: Db, userId: string, limit = 20): Promise<BatchSummary[]> {
+  const r = await db.query<{ id: string }>('SELECT id FROM batches WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2', [userId, limit]);
+  return Promise.all(r.rows.map((row) => batchSummary(db, userId, row.id)));
+}

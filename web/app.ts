@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { EXPORT_CONTENT_TYPES, prepareBatchExport } from '../batches/export.ts';
+import { recentBatches } from '../batches/repository.ts';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { fromNodeHeaders } from 'better-auth/node';
@@ -331,6 +332,57 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       });
     });
   }
+
+  // The workspace's batches, and the same list pushed as server-sent events while any of them runs
+  // (checked every second, sent when it changes; at most 3 open streams per person and process).
+  app.get('/api/v1/workspaces/:workspaceId/batches', async (request) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId);
+    return { batches: await recentBatches(deps.db, workspaceId) };
+  });
+  const streams = new Map<string, number>();
+  app.get('/api/v1/workspaces/:workspaceId/batches/events', async (request, reply) => {
+    const person = await signedIn(request);
+    const { workspaceId } = workspaceParams.parse(request.params);
+    await requireMember(deps.db, person.id, workspaceId);
+    const open = streams.get(person.id) ?? 0;
+    if (open >= 3) throw new AppError('RATE_LIMITED', 'At most 3 live batch lists at once; close another tab');
+    streams.set(person.id, open + 1);
+    const body = new PassThrough();
+    let closed = false;
+    request.raw.once('close', () => {
+      closed = true;
+    });
+    void (async () => {
+      let last = '';
+      let quietSince = Date.now();
+      try {
+        for (;;) {
+          const batches = await recentBatches(deps.db, workspaceId);
+          const text = JSON.stringify(batches);
+          if (text !== last) {
+            body.write(`event: batches\ndata: ${text}\n\n`);
+            last = text;
+            quietSince = Date.now();
+          } else if (Date.now() - quietSince > 15_000) {
+            body.write(': nothing new\n\n');
+            quietSince = Date.now();
+          }
+          if (closed || !batches.some((b) => b.status === 'running')) break;
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      } catch (err) {
+        request.log.warn({ err }, 'batch list stream stopped');
+      } finally {
+        const left = (streams.get(person.id) ?? 1) - 1;
+        if (left > 0) streams.set(person.id, left);
+        else streams.delete(person.id);
+        body.end();
+      }
+    })();
+    return reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(body);
+  });
 
   // The spec's batch export: the batch belongs to a workspace; a person who is not its member gets
   // 404, as for anything else of another workspace.

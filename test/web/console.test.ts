@@ -602,17 +602,33 @@ describe('purchases without Stripe', () => {
 });
 
 describe('batch export from the console', () => {
-  it('a workspace member downloads the batch as csv; another workspace gets 404, an unknown format 400, no session 401', async () => {
+  it('the dashboard follows a running batch by push to 100 %; a member downloads it as csv; another workspace gets 404, an unknown format 400, no session 401', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
     await signUpAndConfirm(page, newEmail());
     const ws = await workspaceOf(context);
     const cookie = (await context.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
     const key = (await (await fetch(`${stack.url}/api/v1/workspaces/${ws}/keys`, { method: 'POST', headers: { cookie, origin: stack.url, 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'live' }) })).json()) as { key: string };
-    const submitted = await stack.pipeline.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key.key), payload: { items: [{ base64: PHOTO, name: '=evil.jpg' }], modules: ['dating'] } });
-    expect(submitted.statusCode, submitted.body).toBe(202);
-    const id = submitted.json().id as string;
-    await expect.poll(async () => (await stack.pipeline.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(key.key) })).json().status, { timeout: 60_000, interval: 200 }).toBe('completed');
+    // Slow vendors: the dashboard is open while the batch runs and follows it by push, no reload.
+    stack.pipeline.sim.setBehaviour('all', { latencyMs: 3000 });
+    let id: string;
+    try {
+      const others = ['Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg'].map((f) => ({ base64: readFileSync(new URL(`../fixtures/photos/${f}`, import.meta.url)).toString('base64') }));
+      const submitted = await stack.pipeline.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key.key), payload: { items: [{ base64: PHOTO, name: '=evil.jpg' }, ...others], modules: ['dating'] } });
+      expect(submitted.statusCode, submitted.body).toBe(202);
+      id = submitted.json().id as string;
+      await page.goto(stack.url);
+      const row = page.getByTestId(`batch-${id}`);
+      await expect.poll(() => row.isVisible(), { timeout: 30_000 }).toBe(true);
+      expect(await row.textContent()).toContain('running');
+      await expect.poll(() => row.locator('progress').getAttribute('value'), { timeout: 60_000, interval: 100 }).toBe('4');
+      await expect.poll(() => row.textContent()).toContain('completed');
+      expect(await row.textContent()).toContain('4 done, 0 failed, 0 pending · 4 credits');
+      expect(await row.getByRole('link', { name: 'csv' }).getAttribute('href')).toBe(`/api/v1/batch/${id}/export?format=csv`);
+      expect(await seriousA11yViolations(page)).toEqual([]);
+    } finally {
+      stack.pipeline.sim.reset();
+    }
 
     const csv = await fetch(`${stack.url}/api/v1/batch/${id}/export?format=csv`, { headers: { cookie } });
     expect(csv.status).toBe(200);

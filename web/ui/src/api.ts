@@ -68,3 +68,13 @@ export interface CaughtMail {
   subject: string;
   text: string;
 }
+
+export interface BatchSummary {
+  id: string;
+  status: 'running' | 'paused' | 'cancelled' | 'completed';
+  pauseReason: 'requested' | 'credits' | null;
+  counts: { total: number; done: number; failed: number; pending: number };
+  creditsCharged: number;
+  etaSeconds: number | null;
+  createdAt: string;
+}

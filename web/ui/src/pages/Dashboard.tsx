@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
-import { call, ConsoleError, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
+import { call, ConsoleError, type BatchSummary, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
 
 const fmt = new Intl.NumberFormat('en');
 const day = (iso: string) => new Date(iso).toISOString().slice(0, 10);
@@ -53,6 +53,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
       </div>
       <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} isOwner={workspace.role === 'owner'} />
       <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
+      <BatchesPanel key={`batches-${workspace.id}`} workspaceId={workspace.id} />
       <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} role={workspace.role} />
       <NewWorkspace
         onCreated={async (id) => {
@@ -414,6 +415,65 @@ function AddCard({ workspaceId }: { workspaceId: string }) {
         </p>
       )}
     </div>
+  );
+}
+
+function BatchesPanel({ workspaceId }: { workspaceId: string }) {
+  const [batches, setBatches] = useState<BatchSummary[] | null>(null);
+  useEffect(() => {
+    let source: EventSource | null = null;
+    let stopped = false;
+    void call<{ batches: BatchSummary[] }>('GET', `/api/v1/workspaces/${workspaceId}/batches`).then((r) => {
+      if (stopped) return;
+      setBatches(r.batches);
+      // Pushed while any batch runs; the server ends the stream when none does.
+      if (r.batches.some((b) => b.status === 'running')) {
+        source = new EventSource(`/api/v1/workspaces/${workspaceId}/batches/events`);
+        source.addEventListener('batches', (e) => setBatches(JSON.parse((e as MessageEvent<string>).data) as BatchSummary[]));
+        source.onerror = () => source?.close();
+      }
+    });
+    return () => {
+      stopped = true;
+      source?.close();
+    };
+  }, [workspaceId]);
+  if (batches === null || batches.length === 0) return null;
+  return (
+    <section className="card" aria-labelledby="batches-h">
+      <h2 id="batches-h">Batches</h2>
+      <ul className="batches">
+        {batches.map((b) => {
+          const finished = b.counts.done + b.counts.failed;
+          const pct = Math.round((finished / b.counts.total) * 100);
+          return (
+            <li key={b.id} data-testid={`batch-${b.id}`}>
+              <div className="bar">
+                <strong>{b.id}</strong>
+                <span>
+                  {b.status === 'paused' && b.pauseReason === 'credits' ? 'paused: out of credits' : b.status}
+                  {b.etaSeconds !== null && ` · about ${Math.max(1, Math.round(b.etaSeconds / 60))} min left`}
+                </span>
+              </div>
+              <progress max={b.counts.total} value={finished} aria-label={`${b.id}: ${finished} of ${b.counts.total} photos finished`}>
+                {pct}%
+              </progress>
+              <p className="hint">
+                {fmt.format(b.counts.done)} done, {fmt.format(b.counts.failed)} failed, {fmt.format(b.counts.pending)} pending · {fmt.format(b.creditsCharged)} credits · export{' '}
+                {(['xlsx', 'csv', 'json'] as const).map((f, i) => (
+                  <span key={f}>
+                    {i > 0 && ', '}
+                    <a href={`/api/v1/batch/${b.id}/export?format=${f}`} download>
+                      {f}
+                    </a>
+                  </span>
+                ))}
+              </p>
+            </li>
+          );
+        })}
+      </ul>
+    </section>
   );
 }
 
