@@ -393,6 +393,8 @@ describe('team workspaces and invitations', () => {
     await mp.getByRole('button', { name: 'Create account' }).click();
     const confirm = await stack.mail.waitFor((m) => m.to.includes(memberEmail) && m.subject === 'Confirm your e-mail address for Lenstack');
     await mp.goto(/https?:\/\/\S+/.exec(confirm.text)![0]);
+    await expect.poll(() => mp.getByRole('button', { name: 'Accept invitation' }).isVisible()).toBe(true);
+    await shot(mp, 'invitation');
     await mp.getByRole('button', { name: 'Accept invitation' }).click();
     await mp.waitForURL(`${stack.url}/`);
     await mp.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Acme Insurance (member)' });
