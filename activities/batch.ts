@@ -1,4 +1,4 @@
-import { claimPendingItems, completeBatch, finishItem, setBatchStatus, setItemRef, urlToTake, type BatchStatus, type PauseReason } from '../batches/repository.ts';
+import { claimPendingItems, completeBatch, finishItem, setBatchStatus, setItemRef, urlToTake, workspaceShare, type BatchStatus, type PauseReason } from '../batches/repository.ts';
 import { AppError } from '../core/errors.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { intakeImage } from '../images/intake.ts';
@@ -12,6 +12,7 @@ export function batchActivities(deps: ActivityDeps) {
     claimBatchItems: (args: { batchId: string; afterIndex: number; limit: number }) => claimPendingItems(deps.db, args),
     finishBatchItem: (args: { batchId: string; index: number; outcome: { credits: number } | { code: string; message: string } }) => finishItem(deps.db, args),
     completeBatch: (args: { batchId: string }) => completeBatch(deps.db, args.batchId),
+    batchShare: (args: { userId: string; cap: number }) => workspaceShare(deps.db, args),
     setBatchStatus: (args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason }) => setBatchStatus(deps.db, args),
 
     /**

@@ -253,3 +253,13 @@ export async function recentBatches(db: Db, userId: string, limit = 20): Promise
   const r = await db.query<{ id: string }>('SELECT id FROM batches WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2', [userId, limit]);
   return Promise.all(r.rows.map((row) => batchSummary(db, userId, row.id)));
 }
+
+/**
+ * How many photos each of a workspace's running batches may analyze at once: the workspace's cap
+ * shared among them (at least one each), so many batches of one workspace together stay near the
+ * cap and cannot take every worker slot from other workspaces.
+ */
+export async function workspaceShare(db: Db, args: { userId: string; cap: number }): Promise<number> {
+  const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM batches WHERE user_id = $1 AND status = 'running'`, [args.userId]);
+  return Math.max(1, Math.floor(args.cap / Math.max(1, r.rows[0]!.n)));
+}

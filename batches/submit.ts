@@ -119,7 +119,7 @@ export async function startBatchWorkflow(
   await deps.temporal.workflow.start(batchWorkflow, {
     taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
     workflowId: batchWorkflowId(batch.userId, batch.batchId),
-    args: [{ batchId: batch.batchId, userId: batch.userId, ...batch.spec, concurrency: BATCH_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
+    args: [{ batchId: batch.batchId, userId: batch.userId, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: [
       { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },

@@ -32,6 +32,8 @@ export const configSchema = z.object({
   BLOB_STORE: z.enum(['fs', 's3']).default('fs'),
   /** Photos a batch workflow run handles before it continues as new (keeps its history bounded). */
   BATCH_PHOTOS_PER_RUN: z.coerce.number().int().min(1).max(2000).default(200),
+  /** Photos analyzed at once across all running batches of one workspace (each batch at most 4). */
+  BATCH_WORKSPACE_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
   S3_BUCKET: z.string().min(3).max(63).optional(),
   /** Key prefix inside the bucket, e.g. `lenstack/`. */
   S3_PREFIX: z.string().max(200).default(''),

@@ -28,6 +28,8 @@ export interface BatchInput {
   moduleOptions?: Record<string, Record<string, unknown>>;
   /** Photos analyzed at once for this batch: one batch cannot take every worker slot. */
   concurrency: number;
+  /** Photos analyzed at once across all running batches of the workspace (BATCH_WORKSPACE_CONCURRENCY). */
+  workspaceConcurrency?: number;
   reservationTtlMs: number;
   /** Photos this run handles before it continues as new (BATCH_PHOTOS_PER_RUN). */
   photosPerRun?: number;
@@ -98,7 +100,10 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     if (thisRun >= perRun) {
       await continueAsNew<typeof batchWorkflow>({ ...input, cursor, state: { paused: false, pauseReason: null } });
     }
-    const items = await db.claimBatchItems({ batchId: input.batchId, afterIndex: cursor, limit: Math.min(input.concurrency * 4, perRun - thisRun) });
+    // This batch's share of the workspace's cap, asked again for every page: a batch started or
+    // finished elsewhere in the workspace changes it.
+    const share = input.workspaceConcurrency === undefined ? input.concurrency : Math.min(input.concurrency, await db.batchShare({ userId: input.userId, cap: input.workspaceConcurrency }));
+    const items = await db.claimBatchItems({ batchId: input.batchId, afterIndex: cursor, limit: Math.min(share * 4, perRun - thisRun) });
     if (items.length === 0) {
       if (cursor === -1 && (await db.completeBatch({ batchId: input.batchId }))) {
         return { batchId: input.batchId, status: 'completed' };
@@ -106,7 +111,7 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       cursor = -1;
       continue;
     }
-    await mapBounded(items, input.concurrency, async (item) => {
+    await mapBounded(items, share, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
       let ref = item.ref;

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { batchSummary, completeBatch, createBatch, finishItem, retryItem } from '../../batches/repository.ts';
+import { batchSummary, completeBatch, createBatch, finishItem, retryItem, setBatchStatus, workspaceShare } from '../../batches/repository.ts';
 import { createPool } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
 import { createTestUser } from '../helpers/app.ts';
@@ -45,5 +45,21 @@ describe('a batch summary', () => {
     const b = await createTestUser(db);
     const id = await createBatch(db, { userId: a.userId, spec, columns: null, items: [{ source: 'x', ref: ref(9) }] });
     await expect(batchSummary(db, b.userId, id)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it("shares the workspace's cap among its running batches, at least one photo each", async () => {
+    const { userId } = await createTestUser(db);
+    expect(await workspaceShare(db, { userId, cap: 8 })).toBe(8);
+    const ids = [];
+    for (let k = 0; k < 3; k++) ids.push(await createBatch(db, { userId, spec, columns: null, items: [{ source: 'x', ref: ref(100 + k) }] }));
+    expect(await workspaceShare(db, { userId, cap: 8 })).toBe(2);
+    await setBatchStatus(db, { batchId: ids[0]!, status: 'paused', pauseReason: 'credits' });
+    await setBatchStatus(db, { batchId: ids[1]!, status: 'cancelled' });
+    expect(await workspaceShare(db, { userId, cap: 8 })).toBe(8);
+    for (let k = 0; k < 4; k++) await createBatch(db, { userId, spec, columns: null, items: [{ source: 'y', ref: ref(200 + k) }] });
+    expect(await workspaceShare(db, { userId, cap: 3 })).toBe(1);
+    // Another workspace's batches are not counted.
+    const other = await createTestUser(db);
+    expect(await workspaceShare(db, { userId: other.userId, cap: 8 })).toBe(8);
   });
 });
