@@ -25,31 +25,43 @@ export interface StripeMock {
   stop(): Promise<void>;
 }
 
-/** Starts stripe-mock on a free loopback port and waits until it answers. */
+/**
+ * Starts stripe-mock on a free loopback port and waits until it answers. It parses Stripe's whole
+ * OpenAPI document before it listens, which takes seconds on a loaded 2-core machine: up to 60 s
+ * are allowed, and a start that dies (another process took the port first) is tried again on a
+ * fresh port.
+ */
 export async function startStripeMock(): Promise<StripeMock> {
   const bin = await ensureStripeMock();
-  const port = await freePort();
-  const child: ChildProcess = spawn(bin, ['-http-addr', `127.0.0.1:${port}`], { stdio: 'ignore' });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const ok = await fetch(`${url}/v1/balance`, { headers: { authorization: 'Bearer sk_test_123' } }).then((r) => r.ok, () => false);
-    if (ok) break;
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`stripe-mock did not answer on ${url}`);
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const child: ChildProcess = spawn(bin, ['-http-addr', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 60_000;
+    let up = false;
+    while (!up) {
+      up = await fetch(`${url}/v1/balance`, { headers: { authorization: 'Bearer sk_test_123' } }).then((r) => r.ok, () => false);
+      if (up) break;
+      if (child.exitCode !== null || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
     }
-    await new Promise((r) => setTimeout(r, 100));
+    if (up) {
+      return {
+        url,
+        stop: () =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null) return resolve();
+            child.once('exit', () => resolve());
+            child.kill('SIGTERM');
+          }),
+      };
+    }
+    const died = child.exitCode !== null;
+    child.kill('SIGKILL');
+    if (!died || attempt >= 3) throw new Error(`stripe-mock did not answer on ${url}${died ? ' (it exited)' : ' within 60 s'}: ${stderr.slice(-500)}`);
   }
-  return {
-    url,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
 }
 
 if (isMain(import.meta.url)) console.log(await ensureStripeMock());
