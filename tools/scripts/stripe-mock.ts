@@ -35,7 +35,10 @@ export async function startStripeMock(): Promise<StripeMock> {
   const bin = await ensureStripeMock();
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const child: ChildProcess = spawn(bin, ['-http-addr', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    // Both listeners get a free port: left alone, HTTPS takes :12112, and a second stripe-mock on
+    // the machine (another run, a leftover) makes this one exit.
+    const httpsPort = await freePort();
+    const child: ChildProcess = spawn(bin, ['-http-addr', `127.0.0.1:${port}`, '-https-addr', `127.0.0.1:${httpsPort}`], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
     const url = `http://127.0.0.1:${port}`;
