@@ -39,10 +39,16 @@ export async function recordCardOnFile(db: Db, args: { userId: string; fingerpri
     if (!kind) throw userNotFound(args.userId);
     await c.query('UPDATE users SET card_on_file_at = coalesce(card_on_file_at, $2) WHERE id = $1', [args.userId, args.now ?? new Date()]);
     if (kind !== 'personal') return { outcome: 'not-personal' as const, granted: 0 };
-    await c.query('INSERT INTO card_fingerprints (fingerprint, user_id) VALUES ($1, $2) ON CONFLICT (fingerprint) DO NOTHING', [args.fingerprint, args.userId]);
-    const owner = await c.query<{ user_id: string }>('SELECT user_id FROM card_fingerprints WHERE fingerprint = $1', [args.fingerprint]);
-    if (owner.rows[0]?.user_id !== args.userId) return { outcome: 'card-used-elsewhere' as const, granted: 0 };
+    // The card is claimed in the grant's transaction, and only by the grant: a card that earned
+    // nothing here (this workspace had its credits already) stays free to earn them elsewhere.
+    const claimed = await c.query('INSERT INTO card_fingerprints (fingerprint, user_id) VALUES ($1, $2) ON CONFLICT (fingerprint) DO NOTHING', [args.fingerprint, args.userId]);
+    if (claimed.rowCount === 0) {
+      const owner = await c.query<{ user_id: string }>('SELECT user_id FROM card_fingerprints WHERE fingerprint = $1', [args.fingerprint]);
+      if (owner.rows[0]?.user_id !== args.userId) return { outcome: 'card-used-elsewhere' as const, granted: 0 };
+      return { outcome: 'already-on-file' as const, granted: 0 };
+    }
     const granted = await grantSignupCredits(c, args.userId, 'cardOnFile');
+    if (granted === 0) await c.query('DELETE FROM card_fingerprints WHERE fingerprint = $1 AND user_id = $2', [args.fingerprint, args.userId]);
     return { outcome: granted > 0 ? ('granted' as const) : ('already-on-file' as const), granted };
   });
 }

@@ -32,10 +32,46 @@ export const IDENTITY_COLUMNS = ['#', 'Source', 'Status', 'SHA-256', 'Error'] as
  * Applied to every text cell, identity columns included (a URL is caller-controlled).
  */
 export function neutralise(text: string): string {
-  return /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
+  // Fullwidth ＝＋－＠ too: some spreadsheets fold them to the ASCII operators.
+  return /^[=+\-@\t\r\n\uFF1D\uFF0B\uFF0D\uFF20]/.test(text) ? `'${text}` : text;
 }
 
 type Cell = string | number | Date | null;
+
+/**
+ * The output's fate as one promise, handled from the start (an error while rows are still being
+ * read must not become an unhandled rejection), plus a wait for `drain` that also ends when the
+ * output fails or is closed early (a client that went away): the writer stops reading rows then.
+ */
+function watch(out: Writable, extra?: NodeJS.EventEmitter) {
+  let failure: Error | null = null;
+  const done = new Promise<void>((resolve, reject) => {
+    out.once('finish', resolve);
+    out.once('error', (err) => reject((failure = err)));
+    out.once('close', () => (out.writableFinished ? resolve() : reject((failure ??= new Error('the export stream was closed before it finished')))));
+    extra?.once('error', (err: Error) => reject((failure = err)));
+  });
+  done.catch(() => {});
+  const drained = () =>
+    new Promise<void>((resolve, reject) => {
+      if (failure) return reject(failure);
+      const ok = () => (cleanup(), resolve());
+      const bad = () => (cleanup(), reject(failure ?? new Error('the export stream was closed before it finished')));
+      const cleanup = () => {
+        out.off('drain', ok);
+        out.off('close', bad);
+        out.off('error', bad);
+      };
+      out.once('drain', ok);
+      out.once('close', bad);
+      out.once('error', bad);
+    });
+  const check = () => {
+    if (failure) throw failure;
+    if (out.destroyed) throw new Error('the export stream was closed before it finished');
+  };
+  return { done, drained, check };
+}
 
 /** One cell's value for a column: typed for xlsx (numbers stay numbers), text neutralised. */
 export function cellValue(column: Column, result: Record<string, unknown> | null): Cell {
@@ -63,21 +99,23 @@ const identity = (row: ExportRow): Cell[] => [row.index + 1, neutralise(row.sour
 /** CSV (RFC 4180, UTF-8 with a BOM so spreadsheets pick the encoding) through csv-stringify. */
 export async function writeCsv(rows: AsyncIterable<ExportRow>, columns: readonly Column[], out: Writable): Promise<void> {
   const csv = stringify({ bom: true, record_delimiter: 'windows', cast: { date: (d) => d.toISOString(), number: (n) => String(n) } });
-  const done = new Promise<void>((resolve, reject) => {
-    out.once('finish', resolve);
-    out.once('error', reject);
-    csv.once('error', reject);
-  });
+  const w = watch(out, csv);
   csv.pipe(out);
   const write = async (record: Cell[]) => {
-    if (!csv.write(record.map((c) => (c === null ? '' : c)))) await new Promise((r) => csv.once('drain', r));
+    w.check();
+    if (!csv.write(record.map((c) => (c === null ? '' : c)))) {
+      await new Promise<void>((resolve, reject) => {
+        csv.once('drain', resolve);
+        w.done.catch(reject);
+      });
+    }
   };
   await write([...IDENTITY_COLUMNS, ...columns.map((c) => neutralise(c.label))]);
   for await (const row of rows) {
     await write([...identity(row), ...columns.map((c) => percentText(c, cellValue(c, row.result)))]);
   }
   csv.end();
-  await done;
+  await w.done;
 }
 
 /** In CSV a percentage reads as one: 0.42 → "42%"; xlsx keeps the number and formats the cell. */
@@ -103,11 +141,16 @@ export async function writeXlsx(rows: AsyncIterable<ExportRow>, columns: readonl
   ];
   sheet.getRow(1).font = { bold: true };
   sheet.getRow(1).commit();
+  const w = watch(out);
   for await (const row of rows) {
+    w.check();
     sheet.addRow([...identity(row), ...columns.map((c) => cellValue(c, row.result))]).commit();
+    // exceljs writes without waiting: wait here when a slow reader has the output full.
+    if (out.writableNeedDrain) await w.drained();
   }
   sheet.commit();
-  await workbook.commit();
+  // The zip is finished asynchronously; an output that fails or closes first ends the wait.
+  await Promise.all([workbook.commit(), w.done]);
 }
 
 /** Fields of an analysis output that a JSON export leaves out: moderation details and internal ids. */
@@ -126,11 +169,11 @@ export function exportJsonItem(row: ExportRow): Record<string, unknown> {
 
 /** A JSON array written item by item. */
 export async function writeJson(rows: AsyncIterable<ExportRow>, out: Writable): Promise<void> {
-  const write = (text: string) => (out.write(text) ? Promise.resolve() : new Promise<void>((r) => out.once('drain', () => r())));
-  const done = new Promise<void>((resolve, reject) => {
-    out.once('finish', resolve);
-    out.once('error', reject);
-  });
+  const w = watch(out);
+  const write = async (text: string) => {
+    w.check();
+    if (!out.write(text)) await w.drained();
+  };
   await write('[');
   let first = true;
   for await (const row of rows) {
@@ -138,5 +181,5 @@ export async function writeJson(rows: AsyncIterable<ExportRow>, out: Writable): 
     first = false;
   }
   out.end(first ? ']\n' : '\n]\n');
-  await done;
+  await w.done;
 }

@@ -77,7 +77,8 @@ export class S3BlobStore implements BlobStore {
       if (!r.Body) throw new Error(`S3 returned no body for ${sha256}`);
       return Buffer.from(await r.Body.transformToByteArray());
     } catch (err) {
-      if (isNotFound(err)) throw new BlobNotFoundError(sha256);
+      // Only a missing key is a missing blob; a missing bucket is a configuration error.
+      if (err instanceof S3ServiceException && err.name === 'NoSuchKey') throw new BlobNotFoundError(sha256);
       throw err;
     }
   }

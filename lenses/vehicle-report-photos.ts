@@ -75,3 +75,21 @@ export function reindexReport(output: Report, storedShas: readonly string[], req
   if (vc && Array.isArray(vc.mismatches)) next.vehicleContext = { ...vc, mismatches: mapList(vc.mismatches, 'photoIndexes') };
   return next;
 }
+
+/**
+ * Positions the model named that are not photos of this request (≥ the photo count) are dropped,
+ * so a live report and the same report served again from the registry in another order say the
+ * same thing.
+ */
+export function withinPhotos(report: Report, photoCount: number): Report {
+  const keep = (indexes: unknown) => (Array.isArray(indexes) ? indexes.filter((i: number) => i >= 0 && i < photoCount) : []);
+  const next: Report = { ...report };
+  if (Array.isArray(report.observations)) next.observations = (report.observations as Array<Record<string, unknown>>).map((o) => ({ ...o, photoIndexes: keep(o.photoIndexes) }));
+  const ai = report.accidentIndicators as { indicators?: Array<Record<string, unknown>> } | undefined;
+  if (ai && Array.isArray(ai.indicators)) next.accidentIndicators = { ...ai, indicators: ai.indicators.map((x) => ({ ...x, photoIndexes: keep(x.photoIndexes) })) };
+  const pq = report.photoQuality as { issues?: Array<{ photoIndex: number }> } | undefined;
+  if (pq && Array.isArray(pq.issues)) next.photoQuality = { ...pq, issues: pq.issues.filter((x) => x.photoIndex >= 0 && x.photoIndex < photoCount) };
+  const vc = report.vehicleContext as { mismatches?: Array<Record<string, unknown>> } | undefined;
+  if (vc && Array.isArray(vc.mismatches)) next.vehicleContext = { ...vc, mismatches: vc.mismatches.map((m) => ({ ...m, photoIndexes: keep(m.photoIndexes) })) };
+  return next;
+}

@@ -238,7 +238,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       ledger,
       usage,
       // Adding a card is offered where it can still earn the signup credits and Stripe is configured.
-      card: { onFileSince: card.at, offer: card.creditsAvailable && card.at === null && Boolean(deps.stripe) },
+      // Offered until the credits are earned: a card that earned nothing (used elsewhere) can be replaced.
+      card: { onFileSince: card.at, offer: card.creditsAvailable && Boolean(deps.stripe) },
     };
   });
 
@@ -251,8 +252,10 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     await requireMember(deps.db, person.id, workspaceId, ['owner']);
     if (!deps.stripe) throw new AppError('SERVICE_UNAVAILABLE', 'Cards cannot be added on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
     const status = await cardOnFileStatus(deps.db, workspaceId);
-    if (status.at !== null) return reply.code(200).send({ card: { onFileSince: status.at } });
-    if (!status.creditsAvailable) throw new AppError('FORBIDDEN', 'The card-on-file credits belong to a person’s own workspace; team workspaces buy packs');
+    if (!status.creditsAvailable) {
+      if (status.at !== null) return reply.code(200).send({ card: { onFileSince: status.at } });
+      throw new AppError('FORBIDDEN', 'The card-on-file credits belong to a person’s own workspace; team workspaces buy packs');
+    }
     const customerId = await ensureCustomer(deps.stripe, deps.db, { workspaceId, email: person.email });
     const checkout = await createCardSetupCheckout(deps.stripe, { workspaceId, customerId, successUrl: `${origin}/?card=added`, cancelUrl: `${origin}/?card=cancelled` });
     return reply.code(201).send({ checkoutUrl: checkout.url });

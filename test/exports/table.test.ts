@@ -102,3 +102,29 @@ describe('json export', () => {
     expect(JSON.parse((await collect((out) => writeJson(rowsOf([]), out))).toString())).toEqual([]);
   });
 });
+
+describe('a reader that goes away', () => {
+  // Many rows, produced slowly enough that the output fills and the writer waits on it.
+  async function* many(): AsyncIterable<ExportRow> {
+    for (let i = 0; i < 5_000; i++) yield { ...ROWS[0]!, index: i };
+  }
+  it.each([
+    ['csv', (out: PassThrough) => writeCsv(many(), COLUMNS, out)],
+    ['json', (out: PassThrough) => writeJson(many(), out)],
+    ['xlsx', (out: PassThrough) => writeXlsx(many(), COLUMNS, out)],
+  ] as const)('%s: the writer stops with an error instead of waiting forever or crashing the process', async (_f, run) => {
+    // Nobody reads: the output fills up; then the client disconnects (destroyed, no error).
+    const closed = new PassThrough({ highWaterMark: 1024 });
+    const pending = run(closed);
+    await new Promise((r) => setTimeout(r, 50));
+    closed.destroy();
+    await expect(pending).rejects.toThrow(/closed before it finished/);
+
+    // An output that fails outright.
+    const failing = new PassThrough({ highWaterMark: 1024 });
+    const second = run(failing);
+    await new Promise((r) => setTimeout(r, 50));
+    failing.destroy(new Error('socket hang up'));
+    await expect(second).rejects.toThrow(/socket hang up|closed before it finished/);
+  });
+});

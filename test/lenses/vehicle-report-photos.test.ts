@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { getLens } from '../../lenses/index.ts';
 import { vehiclePhoto, type VehiclePhotoOutput } from '../../lenses/vehicle-photo.ts';
-import { assembleReportPhotos, reindexReport, type ReportPhoto } from '../../lenses/vehicle-report-photos.ts';
+import { assembleReportPhotos, reindexReport, withinPhotos, type ReportPhoto } from '../../lenses/vehicle-report-photos.ts';
 
 const finding = (view: VehiclePhotoOutput['view'], usable = true): VehiclePhotoOutput => ({
   ...structuredClone(vehiclePhoto.fixture),
@@ -69,5 +69,23 @@ describe('a stored report answering the same photos in another order speaks of t
 
   it('the same order is the stored report untouched', () => {
     expect(reindexReport(stored, ['a', 'b', 'c'], ['a', 'b', 'c'])).toBe(stored);
+  });
+});
+
+describe('positions outside the request are dropped', () => {
+  it('photoIndexes and photoIndex at or past the photo count go', () => {
+    const out = withinPhotos(
+      {
+        observations: [{ component: 'hood', photoIndexes: [0, 2, 7] }],
+        accidentIndicators: { likelihood: 0.1, indicators: [{ type: 'panel-gap', photoIndexes: [5] }] },
+        photoQuality: { rating: 'good', usablePhotoCount: 3, issues: [{ photoIndex: 1, issue: 'blurry' }, { photoIndex: 3, issue: 'too-dark' }] },
+        vehicleContext: { mismatches: [{ field: 'color', photoIndexes: [1, 9] }] },
+      },
+      3,
+    ) as Record<string, any>;
+    expect(out.observations[0].photoIndexes).toEqual([0, 2]);
+    expect(out.accidentIndicators.indicators[0].photoIndexes).toEqual([]);
+    expect(out.photoQuality.issues).toEqual([{ photoIndex: 1, issue: 'blurry' }]);
+    expect(out.vehicleContext.mismatches[0].photoIndexes).toEqual([1]);
   });
 });
