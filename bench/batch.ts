@@ -6,7 +6,8 @@
  *    and an N-photo batch: flat means the batch does not hold its photos in memory
  *  - history events of the longest workflow run (continue-as-new keeps it bounded)
  * Real Postgres, Redis, a Temporal dev server, an in-process worker, the simulated vendors.
- * Writes bench/results/batch.txt.
+ * Writes bench/results/batch.txt. bench/batch-processes.ts measures the API's and the worker's
+ * memory each in its own process.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
