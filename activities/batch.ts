@@ -1,8 +1,8 @@
 import { claimPendingItems, completeBatch, finishItem, setBatchStatus, setItemRef, urlToTake, workspaceShare, type BatchStatus, type PauseReason } from '../batches/repository.ts';
+import { intakeDepsFor } from '../analysis/intake.ts';
 import { AppError } from '../core/errors.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { intakeImage } from '../images/intake.ts';
-import { photoFingerprint } from '../registry/photos.ts';
 import type { ImageRef } from '../workflows/types.ts';
 import type { ActivityDeps } from './deps.ts';
 
@@ -25,13 +25,7 @@ export function batchActivities(deps: ActivityDeps) {
       if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The photo has no URL to fetch' } };
       if (item.ref) return { ref: item.ref }; // taken by an earlier attempt of this step
       try {
-        const img = await intakeImage({ url: item.url }, {
-          blobs: deps.blobs,
-          maxBytes: deps.config.IMAGE_MAX_BYTES,
-          maxPixels: deps.config.IMAGE_MAX_PIXELS,
-          fetchPolicy: deps.fetchPolicy ?? PUBLIC_INTERNET,
-          knownFingerprint: (sha256) => photoFingerprint(deps.db, item.userId, sha256),
-        });
+        const img = await intakeImage({ url: item.url }, intakeDepsFor({ ...deps, fetchPolicy: deps.fetchPolicy ?? PUBLIC_INTERNET }, item.userId));
         const ref: ImageRef = { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash };
         await setItemRef(deps.db, { ...args, ref });
         return { ref };

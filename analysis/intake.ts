@@ -1,5 +1,9 @@
 import { mapBounded } from '../core/map-bounded.ts';
-import { intakeImage } from '../images/intake.ts';
+import type { Config } from '../core/config.ts';
+import type { Db } from '../db/pool.ts';
+import type { BlobStore } from '../images/blobstore.ts';
+import type { FetchPolicy } from '../images/fetch.ts';
+import { intakeImage, type IntakeDeps } from '../images/intake.ts';
 import { photoFingerprint } from '../registry/photos.ts';
 import type { ImageRef } from '../workflows/types.ts';
 import type { AnalysisRequest } from './request.ts';
@@ -17,18 +21,23 @@ export interface TakenImages {
   allRegistered: boolean;
 }
 
+/** What intake needs for one account's photos: the limits, the store, the fetch policy, its registry. */
+export function intakeDepsFor(deps: { config: Pick<Config, 'IMAGE_MAX_BYTES' | 'IMAGE_MAX_PIXELS'>; db: Db; blobs: BlobStore; fetchPolicy: FetchPolicy }, userId: string): IntakeDeps {
+  return {
+    blobs: deps.blobs,
+    maxBytes: deps.config.IMAGE_MAX_BYTES,
+    maxPixels: deps.config.IMAGE_MAX_PIXELS,
+    fetchPolicy: deps.fetchPolicy,
+    knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
+  };
+}
+
 /** Take the request's images in (images/intake.ts); every blob written is noted in `progress`. */
 export async function takeImages(deps: AnalyzeDeps, userId: string, request: AnalysisRequest, progress: Progress): Promise<TakenImages> {
   const embeddings = new Map<string, number[]>();
   let allRegistered = true;
   const refs = await mapBounded(request.inputs, INTAKE_CONCURRENCY, async (input): Promise<ImageRef> => {
-    const img = await intakeImage(input, {
-      blobs: deps.blobs,
-      maxBytes: deps.config.IMAGE_MAX_BYTES,
-      maxPixels: deps.config.IMAGE_MAX_PIXELS,
-      fetchPolicy: deps.fetchPolicy,
-      knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
-    }, { embedding: request.includeEmbedding });
+    const img = await intakeImage(input, intakeDepsFor(deps, userId), { embedding: request.includeEmbedding });
     if (img.stored) progress.stored.push(img.sha256);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
     if (img.registered === false) allRegistered = false;

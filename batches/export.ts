@@ -1,4 +1,5 @@
-import type { Writable } from 'node:stream';
+import { PassThrough, type Writable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import { writeCsv, writeJson, writeXlsx, type ExportRow } from '../exports/table.ts';
@@ -26,7 +27,7 @@ const toRow = (item: BatchItemRow): ExportRow => ({
   status: item.status,
   sha256: item.sha256,
   error: item.error === null ? null : `${item.errorCode}: ${item.error}`,
-  result: item.outputs ? { output: Object.assign({}, ...Object.values(item.outputs)) as Record<string, unknown> } : null,
+  result: item.output ? { output: item.output } : null,
 });
 
 /**
@@ -44,4 +45,22 @@ export async function prepareBatchExport(db: Db, userId: string, batchId: string
     format: f,
     write: (out) => (f === 'xlsx' ? writeXlsx(rows(), columns, out) : f === 'csv' ? writeCsv(rows(), columns, out) : writeJson(rows(), out)),
   };
+}
+
+/**
+ * Answer with a prepared export, streamed: the API's Bearer route and the console's session route
+ * both send it this way. A failure after the first byte can only cut the stream (the status is
+ * gone by then); it is logged.
+ */
+export function sendBatchExport(request: FastifyRequest, reply: FastifyReply, batchId: string, exp: { format: ExportFormat; write(out: Writable): Promise<void> }) {
+  const body = new PassThrough();
+  exp.write(body).catch((err: unknown) => {
+    request.log.error({ err }, 'batch export failed mid-stream');
+    body.destroy(err as Error);
+  });
+  return reply
+    .type(EXPORT_CONTENT_TYPES[exp.format])
+    .header('content-disposition', `attachment; filename="${batchId.replace(/[^A-Za-z0-9_-]/g, '')}.${exp.format}"`)
+    .header('cache-control', 'no-store')
+    .send(body);
 }

@@ -174,8 +174,8 @@ export interface BatchItemRow {
   errorCode: string | null;
   error: string | null;
   credits: number;
-  /** The photo's lens outputs from the registry (done items), by lens. */
-  outputs: Record<string, unknown> | null;
+  /** The photo's lens outputs from the registry (done items), merged as an analysis `output`. */
+  output: Record<string, unknown> | null;
 }
 
 /**
@@ -195,7 +195,8 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
       [args.batchId, after, Math.min(pageSize, left), args.userId, args.lenses],
     );
     for (const row of r.rows) {
-      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, outputs: row.outputs };
+      const output = row.outputs ? (Object.assign({}, ...Object.values(row.outputs)) as Record<string, unknown>) : null;
+      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output };
     }
     if (r.rows.length < Math.min(pageSize, left)) return;
     after = r.rows[r.rows.length - 1]!.index;

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS } from '../analysis/contract.ts';
+import { intakeDepsFor } from '../analysis/intake.ts';
 import type { AnalyzeDeps } from '../analysis/service.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { mapBounded } from '../core/map-bounded.ts';
@@ -8,7 +9,7 @@ import { intakeImage } from '../images/intake.ts';
 import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
-import { deleteUnreferencedBlobs, photoFingerprint } from '../registry/photos.ts';
+import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { batchSummary, createBatch, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
@@ -68,13 +69,7 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
         // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
         return { source, ref: null, url: parseImageUrl(it.url!).toString() };
       }
-      const img = await intakeImage({ base64: it.base64 }, {
-        blobs: deps.blobs,
-        maxBytes: deps.config.IMAGE_MAX_BYTES,
-        maxPixels: deps.config.IMAGE_MAX_PIXELS,
-        fetchPolicy: deps.fetchPolicy,
-        knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
-      });
+      const img = await intakeImage({ base64: it.base64 }, intakeDepsFor(deps, userId));
       if (img.stored) stored.push(img.sha256);
       return { source, ref: { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash } };
     } catch (err) {

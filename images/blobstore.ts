@@ -26,9 +26,10 @@ export class BlobNotFoundError extends Error {
   }
 }
 
-const SHA256_HEX = /^[0-9a-f]{64}$/;
+export const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-function assertSha256(sha256: string): void {
+/** A blob key is a lowercase hex SHA-256 and nothing else (no path tricks), in every store. */
+export function assertSha256(sha256: string): void {
   if (!SHA256_HEX.test(sha256)) throw new RangeError(`Not a lowercase hex SHA-256: ${JSON.stringify(sha256.slice(0, 80))}`);
 }
 

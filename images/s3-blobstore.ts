@@ -11,13 +11,7 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import type { Config } from '../core/config.ts';
-import { BlobNotFoundError, type BlobStore } from './blobstore.ts';
-
-const SHA256_HEX = /^[0-9a-f]{64}$/;
-
-function assertSha256(sha256: string): void {
-  if (!SHA256_HEX.test(sha256)) throw new RangeError(`Not a lowercase hex SHA-256: ${JSON.stringify(sha256.slice(0, 80))}`);
-}
+import { assertSha256, BlobNotFoundError, SHA256_HEX, type BlobStore } from './blobstore.ts';
 
 const isNotFound = (err: unknown): boolean =>
   err instanceof S3ServiceException && (err.name === 'NotFound' || err.name === 'NoSuchKey' || err.$metadata.httpStatusCode === 404);

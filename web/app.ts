@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
-import { EXPORT_CONTENT_TYPES, prepareBatchExport } from '../batches/export.ts';
+import { prepareBatchExport, sendBatchExport } from '../batches/export.ts';
 import { recentBatches } from '../batches/repository.ts';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
@@ -399,17 +399,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     await requireMember(deps.db, person.id, workspaceId).catch(() => {
       throw new AppError('NOT_FOUND', 'No such batch');
     });
-    const exp = await prepareBatchExport(deps.db, workspaceId, batchId, format);
-    const body = new PassThrough();
-    exp.write(body).catch((err: unknown) => {
-      request.log.error({ err }, 'batch export failed mid-stream');
-      body.destroy(err as Error);
-    });
-    return reply
-      .type(EXPORT_CONTENT_TYPES[exp.format])
-      .header('content-disposition', `attachment; filename="${batchId.replace(/[^A-Za-z0-9_-]/g, '')}.${exp.format}"`)
-      .header('cache-control', 'no-store')
-      .send(body);
+    return sendBatchExport(request, reply, batchId, await prepareBatchExport(deps.db, workspaceId, batchId, format));
   });
 
   if (deps.devMailbox) {

@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, prepareBatchExport } from '../../batches/export.ts';
+import { EXPORT_FORMATS, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
@@ -233,7 +233,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
             status: it.status,
             error: it.errorCode ? { code: it.errorCode, message: it.error ?? '' } : null,
             creditsCharged: it.credits,
-            output: it.outputs ? (Object.assign({}, ...Object.values(it.outputs)) as Record<string, unknown>) : null,
+            output: it.output,
           });
         }
         return { items, nextAfter: items.length === request.query.limit ? items[items.length - 1]!.index : null };
@@ -257,16 +257,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       async (request, reply) => {
         const userId = liveUser(request);
         const exp = await prepareBatchExport(deps.db, userId, request.params.batchId, request.query.format);
-        const body = new PassThrough();
-        exp.write(body).catch((err: unknown) => {
-          request.log.error({ err }, 'batch export failed mid-stream');
-          body.destroy(err as Error);
-        });
-        return reply
-          .type(EXPORT_CONTENT_TYPES[exp.format])
-          .header('content-disposition', `attachment; filename="${request.params.batchId.replace(/[^A-Za-z0-9_-]/g, '')}.${exp.format}"`)
-          .header('cache-control', 'no-store')
-          .send(body as never);
+        return sendBatchExport(request, reply, request.params.batchId, exp);
       },
     );
   };
