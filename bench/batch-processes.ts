@@ -11,13 +11,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import sharp from 'sharp';
 import { createUser, issueKey } from '../auth/repository.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
 import { freePort, startTemporalDevServer } from '../tools/scripts/temporal.ts';
 import { startSimVendor } from '../tools/sim/index.ts';
+import { distinctPhotos } from './distinct-photos.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const N = Number(process.argv[2] ?? 1000);
@@ -71,19 +71,6 @@ try {
   const { userId } = await createUser(db, 'bench-batchp@example.test');
   const { key } = await issueKey(db, userId, 'live');
   await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-  const source = await sharp(path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg')).resize(320, 240).raw().toBuffer({ resolveWithObject: true });
-  const makePhotos = async (from: number, count: number) => {
-    const out: string[] = [];
-    for (let i = from; i < from + count; i++) {
-      const px = Buffer.from(source.data);
-      for (let bit = 0; bit < 14; bit++) {
-        const v = (i >> bit) & 1 ? 255 : 0;
-        for (let y = 0; y < 16; y++) for (let x = 0; x < 16; x++) px.set([v, v, v], (y * 320 + (bit % 20) * 16 + x) * 3);
-      }
-      out.push((await sharp(px, { raw: source.info }).jpeg({ quality: 85 }).toBuffer()).toString('base64'));
-    }
-    return out;
-  };
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });
 
   const run = async (photos: string[]) => {
@@ -117,8 +104,8 @@ try {
   };
 
   say(`batch memory by process, ${new Date().toISOString().slice(0, 10)}, node ${process.version}; vendor latency ${LATENCY_MS} ms; fresh API and worker processes per batch; peak RSS = VmHWM`);
-  const small = await run(await makePhotos(0, 100));
-  const large = await run(await makePhotos(100, N));
+  const small = await run(await distinctPhotos(0, 100));
+  const large = await run(await distinctPhotos(100, N));
   say(`100 photos: ${(small.ms / 1000).toFixed(1)} s; API peak ${small.apiMb.toFixed(0)} MB, worker peak ${small.workerMb.toFixed(0)} MB`);
   say(`${N} photos: ${(large.ms / 1000).toFixed(1)} s; API peak ${large.apiMb.toFixed(0)} MB, worker peak ${large.workerMb.toFixed(0)} MB`);
   say(`${N} / 100 photos: API ${(large.apiMb / small.apiMb).toFixed(2)}×, worker ${(large.workerMb / small.workerMb).toFixed(2)}× (target ≤ 1.5×)`);

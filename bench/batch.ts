@@ -13,7 +13,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import sharp from 'sharp';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { buildApp } from '../api/app.ts';
@@ -28,6 +27,7 @@ import { FsBlobStore } from '../images/blobstore.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
 import { startSimVendor } from '../tools/sim/index.ts';
+import { distinctPhotos } from './distinct-photos.ts';
 import { startWorker } from '../worker/main.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -70,22 +70,6 @@ try {
   const { userId } = await createUser(db, 'bench-batch@example.test');
   const { key } = await issueKey(db, userId, 'live');
   await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-
-  // Distinct small photos: the photo's number as a row of black/white blocks survives JPEG.
-  const source = await sharp(path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg')).resize(320, 240).raw().toBuffer({ resolveWithObject: true });
-  const makePhotos = async (from: number, count: number) => {
-    const out: string[] = [];
-    for (let i = from; i < from + count; i++) {
-      const px = Buffer.from(source.data);
-      for (let bit = 0; bit < 14; bit++) {
-        const v = (i >> bit) & 1 ? 255 : 0;
-        for (let y = 0; y < 16; y++) for (let x = 0; x < 16; x++) px.set([v, v, v], (y * 320 + (bit % 20) * 16 + x) * 3);
-      }
-      out.push((await sharp(px, { raw: source.info }).jpeg({ quality: 85 }).toBuffer()).toString('base64'));
-    }
-    return out;
-  };
-
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });
   const runBatch = async (photos: string[]) => {
     const payload = JSON.stringify({ modules: ['dating'], items: photos.map((b, i) => ({ base64: b, name: `photo-${i}.jpg` })) });
@@ -115,8 +99,8 @@ try {
   };
 
   say(`batch bench, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} cores; vendor latency ${LATENCY_MS} ms, batch concurrency ${BATCH_CONCURRENCY}, ${config.BATCH_PHOTOS_PER_RUN} photos per workflow run`);
-  const small = await runBatch(await makePhotos(0, 100));
-  const large = await runBatch(await makePhotos(100, N));
+  const small = await runBatch(await distinctPhotos(0, 100));
+  const large = await runBatch(await distinctPhotos(100, N));
   for (const [name, r, n] of [['100 photos', small, 100], [`${N} photos`, large, N]] as const) {
     const ideal = (n * LATENCY_MS) / BATCH_CONCURRENCY;
     say(

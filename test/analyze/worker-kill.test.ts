@@ -1,33 +1,15 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { spawnWorkerProcess } from '../helpers/worker-process.ts';
 
 let p: Pipeline;
 const workers: ChildProcess[] = [];
 
-/** A real worker process (tsx worker/main.ts) on this file's task queue. */
-function spawnWorker(): { child: ChildProcess; output: () => string } {
-  let out = '';
-  const env = {
-    ...process.env,
-    DATABASE_URL: p.config.DATABASE_URL,
-    REDIS_URL: p.config.REDIS_URL,
-    TEMPORAL_ADDRESS: p.config.TEMPORAL_ADDRESS,
-    TEMPORAL_NAMESPACE: p.config.TEMPORAL_NAMESPACE,
-    TEMPORAL_TASK_QUEUE: p.config.TEMPORAL_TASK_QUEUE,
-    BLOB_DIR: p.config.BLOB_DIR,
-    SIM_VENDOR_URL: p.config.SIM_VENDOR_URL,
-    LOG_LEVEL: 'warn',
-  };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'worker/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  workers.push(child);
-  return { child, output: () => out };
-}
+const spawnWorker = () => spawnWorkerProcess(p.config, workers);
 
 async function waitForPolling(w: { output: () => string }) {
   await expect.poll(() => w.output(), { timeout: 60_000, interval: 100 }).toContain('polling task queue');

@@ -52,9 +52,12 @@ describe('a batch over the API', () => {
     expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
 
     // Findable in Temporal by the batch's search attribute.
-    const found = [];
-    for await (const w of p.temporal.workflow.list({ query: `LenstackBatchId = '${batch.id}'` })) found.push(w.workflowId);
-    expect(found).toEqual([`batch:${user.userId}:${batch.id}`]);
+    const found = async () => {
+      const out: string[] = [];
+      for await (const w of p.temporal.workflow.list({ query: `LenstackBatchId = '${batch.id}'` })) out.push(w.workflowId);
+      return out;
+    };
+    await expect.poll(found, { timeout: 30_000, interval: 200 }).toEqual([`batch:${user.userId}:${batch.id}`]);
 
     // Results page by page, in submission order.
     const page = (await p.app.inject({ method: 'GET', url: `/v1/batches/${batch.id}/items?limit=5`, headers: bearer(user.liveKey) })).json();
