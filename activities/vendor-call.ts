@@ -3,7 +3,7 @@ import { getLens, type LensName } from '../lenses/index.ts';
 import { block, buildPrompt, buildVehiclePhotoPrompt, hash, RULES } from '../lenses/prompt.ts';
 import { jsonSchemaFor, validateOutput, validateVehiclePhoto, vehiclePhotoJsonSchema } from '../lenses/schema.ts';
 import { vehiclePhoto, type VehiclePhotoOutput } from '../lenses/vehicle-photo.ts';
-import { assembleReportPhotos, withinPhotos, type ReportPhoto } from '../lenses/vehicle-report-photos.ts';
+import { assembleReportPhotos, withCallerVehicle, withinPhotos, type ReportPhoto } from '../lenses/vehicle-report-photos.ts';
 import { checkAgainstSchema } from '../vendors/output-schema.ts';
 import type { VendorCallInput } from '../workflows/types.ts';
 
@@ -139,7 +139,9 @@ export function planVendorCall(input: VendorCallInput): PlannedCall {
           // One entry per submitted photo, in order, enforced here: never the model's count.
           const report = v.perLens['vehicle-condition'] as Record<string, unknown> & { photos: ReportPhoto[] };
           const { photos } = assembleReportPhotos(report.photos, task.findings as Array<{ index: number; findings: VehiclePhotoOutput | null }>);
-          return { ok: true, outputs: { ...(v.perLens as Record<string, Record<string, unknown>>), 'vehicle-condition': withinPhotos({ ...report, photos }, task.findings.length) } };
+          // The caller's vehicle data as given, never the model's rewrite of it.
+          const out = withCallerVehicle(withinPhotos({ ...report, photos }, task.findings.length), input.context?.vehicle);
+          return { ok: true, outputs: { ...(v.perLens as Record<string, Record<string, unknown>>), 'vehicle-condition': out } };
         },
       };
     }

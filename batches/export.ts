@@ -37,7 +37,8 @@ const toRow = (item: BatchItemRow): ExportRow => ({
 export async function prepareBatchExport(db: Db, userId: string, batchId: string, format: unknown): Promise<{ format: ExportFormat; write(out: Writable): Promise<void> }> {
   const f = exportFormat(format);
   const batch = await getBatch(db, userId, batchId);
-  const columns = batch.columns ?? defaultColumnsFor(batch.spec.lenses as LensName[]);
+  // A vehicle batch's rows are reports: the report lens's columns, not every lens of the stack.
+  const columns = batch.columns ?? defaultColumnsFor(batch.kind === 'vehicles' ? ['vehicle-condition'] : (batch.spec.lenses as LensName[]));
   async function* rows(): AsyncIterable<ExportRow> {
     for await (const item of batchItems(db, { userId, batchId, lenses: batch.spec.lenses })) yield toRow(item);
   }

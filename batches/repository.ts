@@ -3,6 +3,7 @@ import { AppError } from '../core/errors.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
 import type { Column } from '../lenses/types.ts';
 import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
+import { reindexReport, type Report } from '../lenses/vehicle-report-photos.ts';
 
 /** What every photo of a batch runs with. */
 export interface BatchSpec {
@@ -14,6 +15,16 @@ export interface BatchSpec {
 }
 
 export type BatchStatus = 'running' | 'paused' | 'cancelled' | 'completed';
+/** A batch of photos (one analysis each) or of vehicles (one vehicle-condition report each). */
+export type BatchKind = 'photos' | 'vehicles';
+export type VehicleContext = NonNullable<AnalyzeContext['vehicle']>;
+
+/** One photo of a vehicle item, as a photo item's columns hold it. */
+export interface VehiclePhoto {
+  source: string;
+  url?: string;
+  ref?: ImageRef;
+}
 export type PauseReason = 'requested' | 'credits';
 
 export interface NewBatchItem {
@@ -23,10 +34,14 @@ export interface NewBatchItem {
   url?: string;
   /** Set when intake refused the photo: the item is failed from the start. */
   error?: { code: string; message: string };
+  /** A vehicle item: its photos in submission order and its own vehicle context. */
+  photos?: VehiclePhoto[];
+  vehicle?: VehicleContext;
 }
 
 export interface BatchSummary {
   id: string;
+  kind: BatchKind;
   status: BatchStatus;
   pauseReason: PauseReason | null;
   stack: string | null;
@@ -43,12 +58,13 @@ export interface BatchSummary {
 export const batchNotFound = () => new AppError('NOT_FOUND', 'No such batch');
 
 /** Store a batch and its items in one transaction (a batch never exists half-written). */
-export async function createBatch(db: Db, args: { userId: string; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[] }): Promise<string> {
+export async function createBatch(db: Db, args: { userId: string; kind: BatchKind; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[] }): Promise<string> {
   const id = newId('bat');
   await inTransaction(db, async (c) => {
-    await c.query(`INSERT INTO batches (id, user_id, status, spec, columns, item_count) VALUES ($1, $2, 'running', $3, $4, $5)`, [
+    await c.query(`INSERT INTO batches (id, user_id, kind, status, spec, columns, item_count) VALUES ($1, $2, $3, 'running', $4, $5, $6)`, [
       id,
       args.userId,
+      args.kind,
       args.spec,
       args.columns === null ? null : JSON.stringify(args.columns),
       args.items.length,
@@ -57,10 +73,13 @@ export async function createBatch(db: Db, args: { userId: string; spec: BatchSpe
     for (let start = 0; start < args.items.length; start += 1000) {
       const slice = args.items.slice(start, start + 1000);
       await c.query(
-        `INSERT INTO batch_items (batch_id, index, source, url, ref, status, error_code, error, finished_at)
+        `INSERT INTO batch_items (batch_id, index, source, url, ref, status, error_code, error, finished_at, photos, vehicle, sha256s)
          SELECT $1, t.i, t.source, t.url, t.ref, CASE WHEN t.code IS NULL THEN 'pending' ELSE 'failed' END, t.code, t.message,
-                CASE WHEN t.code IS NULL THEN NULL ELSE now() END
-           FROM unnest($2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[]) AS t(i, source, ref, code, message, url)`,
+                CASE WHEN t.code IS NULL THEN NULL ELSE now() END, t.photos, t.vehicle,
+                CASE WHEN t.photos IS NULL THEN NULL
+                     ELSE ARRAY(SELECT p->'ref'->>'sha256' FROM jsonb_array_elements(t.photos) p WHERE p ? 'ref') END
+           FROM unnest($2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::jsonb[])
+             AS t(i, source, ref, code, message, url, photos, vehicle)`,
         [
           id,
           slice.map((_, k) => start + k),
@@ -69,6 +88,8 @@ export async function createBatch(db: Db, args: { userId: string; spec: BatchSpe
           slice.map((it) => it.error?.code ?? null),
           slice.map((it) => it.error?.message ?? null),
           slice.map((it) => it.url ?? null),
+          slice.map((it) => (it.photos ? JSON.stringify(it.photos) : null)),
+          slice.map((it) => (it.vehicle ? JSON.stringify(it.vehicle) : null)),
         ],
       );
     }
@@ -79,6 +100,7 @@ export async function createBatch(db: Db, args: { userId: string; spec: BatchSpe
 interface BatchRow {
   id: string;
   user_id: string;
+  kind: BatchKind;
   status: BatchStatus;
   pause_reason: PauseReason | null;
   spec: BatchSpec;
@@ -92,6 +114,7 @@ interface BatchRow {
 export interface Batch {
   id: string;
   userId: string;
+  kind: BatchKind;
   status: BatchStatus;
   pauseReason: PauseReason | null;
   spec: BatchSpec;
@@ -103,7 +126,7 @@ export async function getBatch(db: Db, userId: string, batchId: string): Promise
   const r = await db.query<BatchRow>('SELECT * FROM batches WHERE id = $1 AND user_id = $2', [batchId, userId]);
   const row = r.rows[0];
   if (!row) throw batchNotFound();
-  return { id: row.id, userId: row.user_id, status: row.status, pauseReason: row.pause_reason, spec: row.spec, columns: row.columns };
+  return { id: row.id, userId: row.user_id, kind: row.kind, status: row.status, pauseReason: row.pause_reason, spec: row.spec, columns: row.columns };
 }
 
 export async function batchSummary(db: Db, userId: string, batchId: string): Promise<BatchSummary> {
@@ -120,6 +143,7 @@ export async function batchSummary(db: Db, userId: string, batchId: string): Pro
   if (!row) throw batchNotFound();
   return {
     id: row.id,
+    kind: row.kind,
     status: row.status,
     pauseReason: row.pause_reason,
     stack: row.spec.stack,
@@ -145,14 +169,16 @@ export async function claimPendingItems(db: Db, args: { batchId: string; afterIn
   return r.rows.sort((a, b) => a.index - b.index).map((row) => ({ index: row.index, ref: row.ref, attempt: row.attempts }));
 }
 
+export type ItemOutcome = { credits: number; reportId?: string } | { code: string; message: string };
+
 /** An item's outcome, once: a retried step finds it finished and changes nothing. */
-export async function finishItem(db: Db, args: { batchId: string; index: number; outcome: { credits: number } | { code: string; message: string } }): Promise<void> {
-  const done = 'credits' in args.outcome;
+export async function finishItem(db: Db, args: { batchId: string; index: number; outcome: ItemOutcome }): Promise<void> {
+  const o = args.outcome;
+  const done = 'credits' in o;
   await db.query(
-    `UPDATE batch_items SET status = $3, credits = $4, error_code = $5, error = $6, finished_at = now()
+    `UPDATE batch_items SET status = $3, credits = $4, error_code = $5, error = $6, report_id = $7, finished_at = now()
       WHERE batch_id = $1 AND index = $2 AND status = 'pending'`,
-    [args.batchId, args.index, done ? 'done' : 'failed', done ? (args.outcome as { credits: number }).credits : 0,
-      done ? null : (args.outcome as { code: string }).code, done ? null : (args.outcome as { message: string }).message],
+    [args.batchId, args.index, done ? 'done' : 'failed', done ? o.credits : 0, done ? null : o.code, done ? null : o.message, done ? (o.reportId ?? null) : null],
   );
 }
 
@@ -174,29 +200,46 @@ export interface BatchItemRow {
   errorCode: string | null;
   error: string | null;
   credits: number;
-  /** The photo's lens outputs from the registry (done items), merged as an analysis `output`. */
+  /**
+   * A photo item: its lens outputs from the registry (done items), merged as an analysis `output`.
+   * A vehicle item: its report, as POST /v1/analyze answers it (`reportId` and the report).
+   */
   output: Record<string, unknown> | null;
+  /** A vehicle item's photos in submission order (null for a photo item). */
+  photos: Array<{ source: string; sha256: string | null }> | null;
 }
 
 /**
  * The batch's items in order, `pageSize` at a time (keyset pages: memory stays flat however many
- * there are), each done item with its lens outputs read from the caller's registry.
+ * there are), each done item with its lens outputs read from the caller's registry, or its report.
  */
 export async function* batchItems(db: Db, args: { userId: string; batchId: string; lenses: string[]; afterIndex?: number; limit?: number; pageSize?: number }): AsyncIterable<BatchItemRow> {
   let after = args.afterIndex ?? -1;
   let left = args.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = args.pageSize ?? 500;
   while (left > 0) {
-    const r = await db.query<{ index: number; source: string; sha256: string | null; status: BatchItemRow['status']; error_code: string | null; error: string | null; credits: number; outputs: Record<string, unknown> | null }>(
-      `SELECT i.index, i.source, i.ref->>'sha256' AS sha256, i.status, i.error_code, i.error, i.credits,
+    const r = await db.query<{
+      index: number; source: string; sha256: string | null; status: BatchItemRow['status']; error_code: string | null; error: string | null; credits: number;
+      outputs: Record<string, unknown> | null; photos: VehiclePhoto[] | null; report_id: string | null; report: Record<string, unknown> | null; report_sha256s: string[] | null;
+    }>(
+      `SELECT i.index, i.source, i.ref->>'sha256' AS sha256, i.status, i.error_code, i.error, i.credits, i.photos, i.report_id,
+              v.output AS report, v.photo_sha256s AS report_sha256s,
               (SELECT jsonb_object_agg(l.lens, l.output) FROM lens_records l
-                WHERE i.status = 'done' AND l.user_id = $4 AND l.sha256 = i.ref->>'sha256' AND l.lens = ANY($5::text[])) AS outputs
-         FROM batch_items i WHERE i.batch_id = $1 AND i.index > $2 ORDER BY i.index LIMIT $3`,
+                WHERE i.status = 'done' AND i.ref IS NOT NULL AND l.user_id = $4 AND l.sha256 = i.ref->>'sha256' AND l.lens = ANY($5::text[])) AS outputs
+         FROM batch_items i LEFT JOIN vehicle_reports v ON v.id = i.report_id AND v.user_id = $4
+        WHERE i.batch_id = $1 AND i.index > $2 ORDER BY i.index LIMIT $3`,
       [args.batchId, after, Math.min(pageSize, left), args.userId, args.lenses],
     );
     for (const row of r.rows) {
-      const output = row.outputs ? (Object.assign({}, ...Object.values(row.outputs)) as Record<string, unknown>) : null;
-      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output };
+      const photos = row.photos?.map((p) => ({ source: p.source, sha256: p.ref?.sha256 ?? null })) ?? null;
+      let output: Record<string, unknown> | null = null;
+      if (row.report && row.report_id && photos) {
+        // A report reused from an earlier request numbers its photos in that request's order.
+        output = { reportId: row.report_id, ...reindexReport(row.report as Report, row.report_sha256s ?? [], photos.map((p) => p.sha256 ?? '')) };
+      } else if (row.outputs) {
+        output = Object.assign({}, ...Object.values(row.outputs)) as Record<string, unknown>;
+      }
+      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output, photos };
     }
     if (r.rows.length < Math.min(pageSize, left)) return;
     after = r.rows[r.rows.length - 1]!.index;
@@ -205,17 +248,24 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
 }
 
 /**
+ * An item that can run again: its image is stored or it has a URL to fetch again; for a vehicle,
+ * every photo is. A photo intake refused has neither.
+ */
+const RUNNABLE = `(i.ref IS NOT NULL OR i.url IS NOT NULL OR (i.photos IS NOT NULL AND NOT EXISTS (
+  SELECT 1 FROM jsonb_array_elements(i.photos) p WHERE NOT (p ? 'ref' OR p ? 'url'))))`;
+
+/**
  * A failed photo back to pending, to run again (a fetch that failed, a vendor outage). A photo
  * intake refused (nothing stored) cannot run again: send it in a new batch. True when it changed.
  */
 export async function retryItem(db: Db, args: { batchId: string; index: number }): Promise<'retried' | 'not-failed' | 'no-image'> {
-  const r = await db.query<{ status: string; has_ref: boolean }>('SELECT status, ref IS NOT NULL AS has_ref FROM batch_items WHERE batch_id = $1 AND index = $2', [args.batchId, args.index]);
+  const r = await db.query<{ status: string; runnable: boolean }>(`SELECT status, ${RUNNABLE} AS runnable FROM batch_items i WHERE batch_id = $1 AND index = $2`, [args.batchId, args.index]);
   const row = r.rows[0];
   if (!row) throw new AppError('NOT_FOUND', `No item ${args.index} in this batch`);
   if (row.status !== 'failed') return 'not-failed';
-  if (!row.has_ref) return 'no-image';
+  if (!row.runnable) return 'no-image';
   const u = await db.query(
-    `UPDATE batch_items SET status = 'pending', error_code = NULL, error = NULL, finished_at = NULL WHERE batch_id = $1 AND index = $2 AND status = 'failed' AND ref IS NOT NULL`,
+    `UPDATE batch_items i SET status = 'pending', error_code = NULL, error = NULL, finished_at = NULL WHERE batch_id = $1 AND index = $2 AND status = 'failed' AND ${RUNNABLE}`,
     [args.batchId, args.index],
   );
   return u.rowCount === 1 ? 'retried' : 'not-failed';
@@ -242,6 +292,25 @@ export async function urlToTake(db: Db, args: { batchId: string; index: number }
   );
   const row = r.rows[0];
   return row?.url ? { userId: row.user_id, url: row.url, ref: row.ref } : null;
+}
+
+/** A pending vehicle item's photos and context, with the batch's owner; null when it is not pending. */
+export async function vehicleToTake(db: Db, args: { batchId: string; index: number }): Promise<{ userId: string; photos: VehiclePhoto[]; vehicle: VehicleContext | null } | null> {
+  const r = await db.query<{ user_id: string; photos: VehiclePhoto[] | null; vehicle: VehicleContext | null }>(
+    `SELECT b.user_id, i.photos, i.vehicle FROM batch_items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = $1 AND i.index = $2 AND i.status = 'pending'`,
+    [args.batchId, args.index],
+  );
+  const row = r.rows[0];
+  return row?.photos ? { userId: row.user_id, photos: row.photos, vehicle: row.vehicle } : null;
+}
+
+/** A vehicle's photos with the images their URLs gave (kept while it is pending, like a photo's ref). */
+export async function setVehiclePhotos(db: Db, args: { batchId: string; index: number; photos: VehiclePhoto[] }): Promise<void> {
+  await db.query(
+    `UPDATE batch_items SET photos = $3, sha256s = ARRAY(SELECT p->'ref'->>'sha256' FROM jsonb_array_elements($3::jsonb) p WHERE p ? 'ref')
+      WHERE batch_id = $1 AND index = $2 AND status = 'pending'`,
+    [args.batchId, args.index, JSON.stringify(args.photos)],
+  );
 }
 
 /** The image a pending photo's URL gave, kept with the photo (and its blob kept while it is pending). */

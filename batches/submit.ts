@@ -12,9 +12,12 @@ import { resolveLenses } from '../lenses/resolve.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
-import { batchSummary, createBatch, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
+import { batchSummary, createBatch, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
 
 export const MAX_BATCH_ITEMS = 10_000;
+/** Vehicles in one vehicle batch, each 1 to MAX_VEHICLE_PHOTOS photos (and MAX_BATCH_ITEMS photos in all). */
+export const MAX_BATCH_VEHICLES = 1_000;
+export const MAX_VEHICLE_PHOTOS = 50;
 /** Photos of one batch analyzed at once: a batch never takes every worker slot. */
 export const BATCH_CONCURRENCY = 4;
 /** Photos of one submission taken in (fetched or decoded, fingerprinted, stored) at once. */
@@ -27,9 +30,22 @@ const item = z.strictObject({
   name: z.string().min(1).max(500).optional(),
 });
 
+const vehicleGroup = z.strictObject({
+  /** Shown in status and exports (defaults to the VIN, else "vehicle N"). */
+  name: z.string().min(1).max(500).optional(),
+  vehicle: contextSchema.shape.vehicle.describe('This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch'),
+  items: z.array(item).min(1).max(MAX_VEHICLE_PHOTOS).describe('The vehicle’s photos, 1 to 50, in the order its report numbers them'),
+});
+
 export const batchBodySchema = z
   .strictObject({
-    items: z.array(item).min(1).max(MAX_BATCH_ITEMS).describe('The photos, each a URL or base64 bytes; up to 10,000'),
+    items: z.array(item).min(1).max(MAX_BATCH_ITEMS).optional().describe('The photos, each a URL or base64 bytes; up to 10,000. Or `vehicles`'),
+    vehicles: z
+      .array(vehicleGroup)
+      .min(1)
+      .max(MAX_BATCH_VEHICLES)
+      .optional()
+      .describe('A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items`'),
     preset: z.string().min(1).max(100).optional(),
     modules: z.array(z.string().min(1).max(100)).max(50).optional(),
     modulesAdd: z.array(z.string().min(1).max(100)).max(50).optional(),
@@ -50,19 +66,26 @@ export type BatchBody = z.infer<typeof batchBodySchema>;
  * credits move here: each photo reserves and settles its own as the batch runs.
  */
 export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, userId: string, body: BatchBody): Promise<BatchSummary> {
-  const resolved = resolveLenses({ preset: body.preset, modules: body.modules, modulesAdd: body.modulesAdd, modulesRemove: body.modulesRemove, moduleOptions: body.moduleOptions });
-  if (resolved.outputSchema === 'vehicle') {
-    throw validationFailed('preset: the vehicle-condition stack is not available in batches yet; send its photos to POST /v1/analyze, up to 50 per vehicle');
+  if ((body.items === undefined) === (body.vehicles === undefined)) throw validationFailed('body: send either items (photos) or vehicles (groups of photos), not both');
+  const vehicles = body.vehicles;
+  // A vehicle batch runs the vehicle-condition stack unless the caller named lenses otherwise (which is refused below).
+  const preset = vehicles && body.preset === undefined && body.modules === undefined ? 'vehicle-condition' : body.preset;
+  const resolved = resolveLenses({ preset, modules: body.modules, modulesAdd: body.modulesAdd, modulesRemove: body.modulesRemove, moduleOptions: body.moduleOptions });
+  if (resolved.outputSchema === 'vehicle' && !vehicles) {
+    throw validationFailed('items: the vehicle-condition stack reports on a vehicle from its photos; group them by vehicle in `vehicles` (1 to 50 photos each)');
   }
-  body.items.forEach((it, i) => {
-    if (it.url === undefined && it.base64 === undefined) throw validationFailed(`body.items.${i}: each item needs url or base64`);
-  });
+  if (vehicles && resolved.outputSchema !== 'vehicle') throw validationFailed('vehicles: a vehicle batch runs the vehicle-condition stack; leave out preset and modules, or set preset "vehicle-condition"');
+  const photos = vehicles ? vehicles.flatMap((v, vi) => v.items.map((it, pi) => ({ it, at: `body.vehicles.${vi}.items.${pi}` }))) : body.items!.map((it, i) => ({ it, at: `body.items.${i}` }));
+  if (photos.length > MAX_BATCH_ITEMS) throw validationFailed(`body.vehicles: ${photos.length} photos in all; a batch holds up to ${MAX_BATCH_ITEMS}`);
+  for (const { it, at } of photos) {
+    if (it.url === undefined && it.base64 === undefined) throw validationFailed(`${at}: each item needs url or base64`);
+  }
   for (const c of body.columns ?? []) {
     if (!c.jsonPath.split('.').every((seg) => seg.length > 0)) throw validationFailed(`columns: jsonPath ${JSON.stringify(c.jsonPath)} has an empty segment`);
   }
 
   const stored: string[] = [];
-  const items = await mapBounded(body.items, INTAKE_CONCURRENCY, async (it, i): Promise<NewBatchItem> => {
+  const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
     const source = it.name ?? it.url ?? `upload ${i + 1}`;
     try {
       if (it.base64 === undefined) {
@@ -81,6 +104,7 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
     await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
     throw err;
   });
+  const items = vehicles ? groupByVehicle(vehicles, taken) : taken;
 
   const spec: BatchSpec = {
     stack: resolved.stack,
@@ -89,9 +113,10 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
     ...(body.context ? { context: body.context } : {}),
     ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
   };
-  const batchId = await createBatch(deps.db, { userId, spec, columns: body.columns ?? null, items });
+  const kind = vehicles ? 'vehicles' : 'photos';
+  const batchId = await createBatch(deps.db, { userId, kind, spec, columns: body.columns ?? null, items });
   try {
-    await startBatchWorkflow(deps, { batchId, userId, spec, itemCount: items.length });
+    await startBatchWorkflow(deps, { batchId, userId, kind, spec, itemCount: items.length });
   } catch (err) {
     // Without its workflow the batch would never run: it is taken back whole, images included.
     await deps.db.query('DELETE FROM batches WHERE id = $1', [batchId]);
@@ -99,6 +124,26 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
     throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err });
   }
   return batchSummary(deps.db, userId, batchId);
+}
+
+/**
+ * A vehicle batch's items: one per vehicle, its photos as intake took them in. A vehicle whose
+ * photo intake refused fails whole, naming the photo: its report must describe every photo sent.
+ */
+function groupByVehicle(vehicles: NonNullable<BatchBody['vehicles']>, taken: NewBatchItem[]): NewBatchItem[] {
+  let at = 0;
+  return vehicles.map((v, vi): NewBatchItem => {
+    const own = taken.slice(at, at + v.items.length);
+    at += v.items.length;
+    const refused = own.findIndex((p) => p.error);
+    return {
+      source: v.name ?? v.vehicle?.vin ?? `vehicle ${vi + 1}`,
+      ref: null,
+      photos: own.map((p) => ({ source: p.source, ...(p.ref ? { ref: p.ref } : {}), ...(p.url ? { url: p.url } : {}) })),
+      ...(v.vehicle ? { vehicle: v.vehicle } : {}),
+      ...(refused >= 0 ? { error: { code: own[refused]!.error!.code, message: `photo ${refused + 1} (${own[refused]!.source}): ${own[refused]!.error!.message}` } } : {}),
+    };
+  });
 }
 
 export const batchWorkflowId = (userId: string, batchId: string) => `batch:${userId}:${batchId}`;
@@ -109,12 +154,12 @@ export const batchWorkflowId = (userId: string, batchId: string) => `batch:${use
  */
 export async function startBatchWorkflow(
   deps: Pick<AnalyzeDeps, 'config'> & { temporal: Client },
-  batch: { batchId: string; userId: string; spec: BatchSpec; itemCount: number },
+  batch: { batchId: string; userId: string; kind: BatchKind; spec: BatchSpec; itemCount: number },
 ): Promise<void> {
   await deps.temporal.workflow.start(batchWorkflow, {
     taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
     workflowId: batchWorkflowId(batch.userId, batch.batchId),
-    args: [{ batchId: batch.batchId, userId: batch.userId, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
+    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: [
       { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },

@@ -40,7 +40,7 @@ export function assembleReportPhotos(
   return { photos, filled };
 }
 
-type Report = Record<string, unknown> & { photos?: ReportPhoto[] };
+export type Report = Record<string, unknown> & { photos?: ReportPhoto[] };
 
 /**
  * A stored report answering a request with the same photos in another order (or repeated): every
@@ -92,4 +92,28 @@ export function withinPhotos(report: Report, photoCount: number): Report {
   const vc = report.vehicleContext as { mismatches?: Array<Record<string, unknown>> } | undefined;
   if (vc && Array.isArray(vc.mismatches)) next.vehicleContext = { ...vc, mismatches: vc.mismatches.map((m) => ({ ...m, photoIndexes: keep(m.photoIndexes) })) };
   return next;
+}
+
+type CallerVehicle = Partial<Record<'vin' | 'mileage' | 'year' | 'make' | 'model', string | number>>;
+
+/**
+ * The caller's vehicle data in the report as the caller gave it: the model is asked to echo it and
+ * may only fill the fields the caller left out (from legible VIN plates and odometers). A value
+ * the caller gave is never replaced by the model's reading; where the photos disagree, that is
+ * what `mismatches` records. Each given field's source says `context` (or `context-confirmed`
+ * when the model said the photos confirm it).
+ */
+export function withCallerVehicle(report: Report, vehicle: CallerVehicle | undefined): Report {
+  const given = Object.entries(vehicle ?? {}).filter(([, v]) => v !== undefined) as Array<[keyof CallerVehicle, string | number]>;
+  if (!given.length) return report;
+  const vc = { make: null, model: null, year: null, vin: null, mileage: null, mileageUnit: null, color: null, sources: [], mismatches: [], ...(report.vehicleContext as Record<string, unknown> | undefined) } as Record<string, unknown> & {
+    sources: Array<{ field: string; source: string }>;
+  };
+  const sources = vc.sources.filter((s) => !given.some(([field]) => field === s.field));
+  for (const [field, value] of given) {
+    vc[field] = value;
+    const said = vc.sources.find((s) => s.field === field)?.source;
+    sources.push({ field, source: said === 'context-confirmed' ? 'context-confirmed' : 'context' });
+  }
+  return { ...report, vehicleContext: { ...vc, sources } };
 }

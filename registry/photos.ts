@@ -62,10 +62,11 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
 /** Which of `sha256s` some account's registry holds (their blobs must be kept). */
 async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
-  // A registry entry of any account, or a batch photo still waiting to be analyzed.
+  // A registry entry of any account, or a batch photo (alone or of a vehicle) still waiting to be analyzed.
   const r = await db.query<{ sha256: string }>(
     `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
-     UNION SELECT ref->>'sha256' FROM batch_items WHERE status = 'pending' AND ref->>'sha256' = ANY($1)`,
+     UNION SELECT ref->>'sha256' FROM batch_items WHERE status = 'pending' AND ref->>'sha256' = ANY($1)
+     UNION SELECT s FROM batch_items, unnest(sha256s) s WHERE status = 'pending' AND sha256s && $1::text[] AND s = ANY($1)`,
     [sha256s],
   );
   return new Set(r.rows.map((row) => row.sha256));

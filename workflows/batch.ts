@@ -14,13 +14,17 @@ import {
 } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import type { Activities } from '../activities/index.ts';
+import type { ItemOutcome } from '../batches/repository.ts';
 import { analyzeWorkflow } from './analyze.ts';
+import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
-import type { AnalyzeContext, AnalyzeResult } from './types.ts';
+import type { AnalyzeContext, AnalyzeResult, ImageRef, VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
   batchId: string;
   userId: string;
+  /** Photos (one analysis each) or vehicles (one vehicle-condition report over each's photos). */
+  kind: 'photos' | 'vehicles';
   stack: string | null;
   lenses: string[];
   billable: string[];
@@ -45,6 +49,8 @@ export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled
 
 /** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
 export const PHOTOS_PER_RUN = 200;
+/** A vehicle's photos described at once inside a batch (the batch runs `concurrency` vehicles at once). */
+export const BATCH_VEHICLE_PHOTO_CONCURRENCY = 4;
 
 const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 // Fetching a photo by URL: the fetch has its own deadline (the address policy's), retried a little.
@@ -114,50 +120,86 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     await mapBounded(items, share, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
-      let ref = item.ref;
-      if (ref === null) {
-        // Given by URL: fetched now, by the worker, not while the caller waited at submission.
-        const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index }).catch((err: unknown) => ({ error: failureOf(err) }));
-        if ('error' in taken) {
-          await db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome: taken.error });
-          return;
-        }
-        ref = taken.ref;
-      }
+      const finish = (outcome: ItemOutcome) => db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome });
       try {
-        const result = await executeChild(analyzeWorkflow, {
-          workflowId: `analyze:${input.userId}:${requestId}`,
-          args: [
-            {
-              requestId,
-              userId: input.userId,
-              stack: input.stack,
-              images: [ref],
-              lenses: input.lenses,
-              billable: input.billable,
-              refresh: false,
-              ...(input.context ? { context: input.context } : {}),
-              ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
-              reservationTtlMs: input.reservationTtlMs,
-              imageConcurrency: 1,
-            },
-          ],
-          // A cancelled batch lets a running photo finish (and be billed for what it did).
-          parentClosePolicy: ParentClosePolicy.ABANDON,
-          workflowExecutionTimeout: '10 minutes',
-        });
-        await db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome: { credits: (result as AnalyzeResult).creditsCharged } });
+        if (input.kind === 'vehicles') {
+          await finish(await runVehicle(input, item.index, requestId));
+        } else {
+          await finish(await runPhoto(input, item, requestId));
+        }
       } catch (err) {
         const failure = failureOf(err);
         if (failure.code === 'PLAN_LIMIT_EXCEEDED') {
-          // Out of credits: the photo stays pending and the batch waits for a purchase.
+          // Out of credits: the item stays pending and the batch waits for a purchase.
           if (now() === 'running') [state, pauseReason] = ['paused', 'credits'];
           return;
         }
-        await db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome: failure });
+        await finish(failure);
       }
     });
     cursor = items[items.length - 1]!.index;
     thisRun += items.length;
   }
+}
+
+/** One photo: fetched first when it was given by URL, then the analyze saga as a child. */
+async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef | null }, requestId: string): Promise<ItemOutcome> {
+  let ref = item.ref;
+  if (ref === null) {
+    // Given by URL: fetched now, by the worker, not while the caller waited at submission.
+    const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index });
+    if ('error' in taken) return taken.error;
+    ref = taken.ref;
+  }
+  const result = await executeChild(analyzeWorkflow, {
+    workflowId: `analyze:${input.userId}:${requestId}`,
+    args: [
+      {
+        requestId,
+        userId: input.userId,
+        stack: input.stack,
+        images: [ref],
+        lenses: input.lenses,
+        billable: input.billable,
+        refresh: false,
+        ...(input.context ? { context: input.context } : {}),
+        ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
+        reservationTtlMs: input.reservationTtlMs,
+        imageConcurrency: 1,
+      },
+    ],
+    // A cancelled batch lets a running photo finish (and be billed for what it did).
+    parentClosePolicy: ParentClosePolicy.ABANDON,
+    workflowExecutionTimeout: '10 minutes',
+  });
+  return { credits: (result as AnalyzeResult).creditsCharged };
+}
+
+/**
+ * One vehicle: its photos made ready (fetched, context merged, reuse key computed by an activity,
+ * since hashing is not workflow code), then the vehicle report saga as a child, or the stored
+ * report of the same photos and vehicle for nothing.
+ */
+async function runVehicle(input: BatchInput, index: number, requestId: string): Promise<ItemOutcome> {
+  const ready = await fetcher.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
+  if ('error' in ready) return ready.error;
+  if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
+  const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
+    workflowId: `vehicle:${input.userId}:${requestId}`,
+    args: [
+      {
+        requestId,
+        userId: input.userId,
+        images: ready.refs,
+        ...(ready.context ? { context: ready.context } : {}),
+        refresh: false,
+        reservationTtlMs: input.reservationTtlMs,
+        photoConcurrency: BATCH_VEHICLE_PHOTO_CONCURRENCY,
+        setHash: ready.setHash,
+      },
+    ],
+    parentClosePolicy: ParentClosePolicy.ABANDON,
+    workflowExecutionTimeout: '10 minutes',
+  });
+  return { credits: result.creditsCharged, reportId: result.reportId };
 }

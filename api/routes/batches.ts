@@ -15,6 +15,7 @@ const batchSchema = z
   .object({
     object: z.literal('batch'),
     id: z.string(),
+    kind: z.enum(['photos', 'vehicles']).describe('`vehicles`: each item is a vehicle (its photos, one report); counts count vehicles'),
     status: z.enum(['running', 'paused', 'cancelled', 'completed']),
     pauseReason: z.enum(['requested', 'credits']).nullable().describe('Why a paused batch waits; `credits`: buy credits, then resume'),
     stack: z.string().nullable(),
@@ -35,7 +36,8 @@ const itemSchema = z.object({
   status: z.enum(['pending', 'done', 'failed']),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
   creditsCharged: z.int(),
-  output: z.record(z.string(), z.unknown()).nullable(),
+  output: z.record(z.string(), z.unknown()).nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
+  photos: z.array(z.object({ source: z.string(), sha256: z.string().nullable() })).nullable().describe('A vehicle’s photos in submission order; null for a photo item'),
 });
 
 const params = z.object({ batchId: z.string().min(1).max(100) });
@@ -130,9 +132,13 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         const userId = liveUser(request);
         const batch = await getBatch(deps.db, userId, request.params.batchId);
         if (batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', 'The batch is cancelled; its photos do not run again');
-        const item = await deps.db.query<{ sha256: string | null }>(`SELECT ref->>'sha256' AS sha256 FROM batch_items WHERE batch_id = $1 AND index = $2`, [batch.id, request.params.index]);
-        const sha256 = item.rows[0]?.sha256;
-        if (sha256 && !(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
+        const item = await deps.db.query<{ sha256s: string[] }>(
+          `SELECT CASE WHEN ref IS NOT NULL THEN ARRAY[ref->>'sha256'] ELSE coalesce(sha256s, '{}') END AS sha256s FROM batch_items WHERE batch_id = $1 AND index = $2`,
+          [batch.id, request.params.index],
+        );
+        for (const sha256 of item.rows[0]?.sha256s ?? []) {
+          if (!(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
+        }
         const outcome = await retryItem(deps.db, { batchId: batch.id, index: request.params.index });
         if (outcome === 'not-failed') throw new AppError('ITEM_NOT_RETRYABLE', 'Only a failed photo runs again');
         if (outcome === 'no-image') throw new AppError('ITEM_NOT_RETRYABLE', 'This photo was refused when the batch was submitted (nothing was stored); send a corrected one in a new batch');
@@ -141,7 +147,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         if (now.status === 'completed') {
           await setBatchStatus(deps.db, { batchId: batch.id, status: 'running' });
           const total = (await batchSummary(deps.db, userId, batch.id)).counts.total;
-          await startBatchWorkflow(pipeline(), { batchId: batch.id, userId, spec: batch.spec, itemCount: total });
+          await startBatchWorkflow(pipeline(), { batchId: batch.id, userId, kind: batch.kind, spec: batch.spec, itemCount: total });
         }
         return reply.code(202).send({ object: 'batch' as const, ...(await batchSummary(deps.db, userId, batch.id)) });
       },
@@ -234,6 +240,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
             error: it.errorCode ? { code: it.errorCode, message: it.error ?? '' } : null,
             creditsCharged: it.credits,
             output: it.output,
+            photos: it.photos,
           });
         }
         return { items, nextAfter: items.length === request.query.limit ? items[items.length - 1]!.index : null };

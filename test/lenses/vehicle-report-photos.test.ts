@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { getLens } from '../../lenses/index.ts';
 import { vehiclePhoto, type VehiclePhotoOutput } from '../../lenses/vehicle-photo.ts';
-import { assembleReportPhotos, reindexReport, withinPhotos, type ReportPhoto } from '../../lenses/vehicle-report-photos.ts';
+import { assembleReportPhotos, reindexReport, withCallerVehicle, withinPhotos, type ReportPhoto } from '../../lenses/vehicle-report-photos.ts';
 
 const finding = (view: VehiclePhotoOutput['view'], usable = true): VehiclePhotoOutput => ({
   ...structuredClone(vehiclePhoto.fixture),
@@ -87,5 +87,28 @@ describe('positions outside the request are dropped', () => {
     expect(out.accidentIndicators.indicators[0].photoIndexes).toEqual([]);
     expect(out.photoQuality.issues).toEqual([{ photoIndex: 1, issue: 'blurry' }]);
     expect(out.vehicleContext.mismatches[0].photoIndexes).toEqual([1]);
+  });
+});
+
+describe('the caller’s vehicle data in the report', () => {
+  const report = () => structuredClone(getLens('vehicle-condition').fixture) as unknown as Record<string, unknown> & { vehicleContext: Record<string, unknown> & { sources: Array<{ field: string; source: string }> } };
+
+  it('keeps what the caller gave over the model’s reading, fills nothing else, and says where each value came from', () => {
+    const model = report();
+    model.vehicleContext = { ...model.vehicleContext, vin: 'MODEL-INVENTED', mileage: 999, make: 'Fiat', color: 'red', sources: [{ field: 'vin', source: 'photos' }, { field: 'mileage', source: 'context-confirmed' }, { field: 'color', source: 'photos' }] };
+    const out = withCallerVehicle(model, { vin: 'WVWZZZ1JZ3W386752', mileage: 120_000 }).vehicleContext as typeof model.vehicleContext;
+    expect(out).toMatchObject({ vin: 'WVWZZZ1JZ3W386752', mileage: 120_000, make: 'Fiat', color: 'red' });
+    expect(out.sources).toEqual([
+      { field: 'color', source: 'photos' },
+      { field: 'vin', source: 'context' },
+      { field: 'mileage', source: 'context-confirmed' },
+    ]);
+    expect(getLens('vehicle-condition').output.safeParse({ ...model, vehicleContext: out }).success).toBe(true);
+  });
+
+  it('leaves the report alone when the caller gave no vehicle data', () => {
+    const model = report();
+    expect(withCallerVehicle(model, undefined)).toBe(model);
+    expect(withCallerVehicle(model, {})).toBe(model);
   });
 });

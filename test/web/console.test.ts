@@ -360,7 +360,7 @@ describe('team workspaces and invitations', () => {
     await page.getByRole('button', { name: 'Create workspace' }).click();
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Acme Insurance');
     // A team workspace starts with nothing: the signup credits were the person's own workspace's.
-    expect(await page.getByTestId('available').textContent()).toBe('0');
+    await expect.poll(() => page.getByTestId('available').textContent()).toBe('0');
 
     const memberEmail = newEmail();
     await page.getByLabel('Invite by e-mail').fill(memberEmail);

@@ -1,0 +1,113 @@
+import { parse } from 'csv-parse/sync';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkInvariants, getBalance } from '../../credits/ledger.ts';
+import { bearer, createTestUser } from '../helpers/app.ts';
+import { photoBase64 } from '../helpers/photos.ts';
+import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+
+/**
+ * Vehicle batches through HTTP against the real pipeline: each vehicle (1 to 50 photos with its own
+ * vehicle context) runs the vehicle report saga as a child of the batch workflow.
+ */
+let p: Pipeline;
+beforeAll(async () => {
+  p = await startPipeline();
+  await p.startWorker();
+}, 120_000);
+afterAll(async () => p?.close());
+
+const PHOTOS = [
+  'Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg', 'gps-DSCN0012.jpg',
+  'gps-DSCN0021.jpg', 'hdr-canon_hdr_NO.jpg', 'hdr-canon_hdr_YES.jpg', 'mobile-jolla.jpg', 'orientation-landscape_1.jpg',
+];
+const b64 = new Map(PHOTOS.map((f) => [f, photoBase64(f)]));
+const submit = (key: string, body: Record<string, unknown>) => p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key), payload: body });
+const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
+const completed = (key: string, id: string) =>
+  expect.poll(async () => (await get(key, `/v1/batches/${id}`)).status, { timeout: 120_000, interval: 250 }).toBe('completed');
+
+/** Vehicle k: 1 to 4 photos taken round the fixtures, its own VIN. */
+const vehicle = (k: number) => {
+  const files = Array.from({ length: 1 + (k % 4) }, (_, j) => PHOTOS[(k + j * 3) % PHOTOS.length]!);
+  return { name: `car ${k}`, vehicle: { vin: `WVWZZZ1JZ3W${String(100000 + k)}`, make: 'Volkswagen', model: 'Golf', mileage: 10_000 * k }, items: files.map((f) => ({ base64: b64.get(f)!, name: f })), files };
+};
+
+describe('a vehicle batch', () => {
+  it('gives every one of 20 vehicles one report with one photos entry per photo in submission order, bills each report once, fails a vehicle with a broken photo by name, and exports the report columns', async () => {
+    const user = await createTestUser(p.db, { community: 50 });
+    const vehicles = Array.from({ length: 20 }, (_, k) => vehicle(k));
+    const broken = { name: 'wreck', items: [{ base64: b64.get('Canon_40D.jpg')!, name: 'front.jpg' }, { base64: Buffer.from('not a photo').toString('base64'), name: 'rear.jpg' }] };
+    const res = await submit(user.liveKey, { vehicles: [...vehicles.map(({ files: _files, ...v }) => v), broken] });
+    expect(res.statusCode, res.body).toBe(202);
+    const batch = res.json();
+    expect(batch).toMatchObject({ kind: 'vehicles', stack: 'vehicle-condition', counts: { total: 21, failed: 1 } });
+
+    await completed(user.liveKey, batch.id);
+    const done = await get(user.liveKey, `/v1/batches/${batch.id}`);
+    expect(done.counts).toEqual({ total: 21, done: 20, failed: 1, pending: 0 });
+    // One report per vehicle, one credit each; photos shared between vehicles are described once.
+    expect(done.creditsCharged).toBe(20);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 30, reserved: 0 });
+    expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
+
+    const items = (await get(user.liveKey, `/v1/batches/${batch.id}/items?limit=100`)).items as Array<{
+      index: number; source: string; status: string; creditsCharged: number; error: { code: string; message: string } | null;
+      output: { reportId: string; photos: Array<{ index: number }>; vehicleContext?: { vin?: string } } | null; photos: Array<{ source: string; sha256: string | null }>;
+    }>;
+    expect(items).toHaveLength(21);
+    const reportIds = new Set<string>();
+    for (const [k, v] of vehicles.entries()) {
+      const it = items[k]!;
+      expect(it).toMatchObject({ index: k, source: `car ${k}`, status: 'done', creditsCharged: 1 });
+      expect(it.photos.map((ph) => ph.source)).toEqual(v.files);
+      expect(it.photos.every((ph) => /^[0-9a-f]{64}$/.test(ph.sha256 ?? ''))).toBe(true);
+      // Exactly one entry per submitted photo, in submission order.
+      expect(it.output!.photos.map((ph) => ph.index)).toEqual(v.files.map((_, j) => j));
+      expect(it.output!.vehicleContext?.vin).toBe(v.vehicle.vin);
+      reportIds.add(it.output!.reportId);
+    }
+    expect(reportIds.size).toBe(20);
+    expect(items[20]).toMatchObject({ source: 'wreck', status: 'failed', output: null, error: { code: 'IMAGE_INVALID' } });
+    expect(items[20]!.error!.message).toMatch(/^photo 2 \(rear\.jpg\): /);
+
+    // One export row per vehicle with the report lens's default columns.
+    const csv = await p.app.inject({ method: 'GET', url: `/v1/batches/${batch.id}/export?format=csv`, headers: bearer(user.liveKey) });
+    expect(csv.statusCode).toBe(200);
+    const records = parse(csv.rawPayload, { bom: true }) as string[][];
+    expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Accident likelihood', 'Missing views']);
+    expect(records).toHaveLength(22);
+    expect(records.slice(1, 21).map((r) => r[7])).toEqual(vehicles.map((v) => v.vehicle.vin));
+    expect(records.slice(1, 21).map((r) => r[8])).toEqual(vehicles.map((v) => String(v.vehicle.mileage)));
+
+    // The same vehicle again, its photos in another order: the stored report, renumbered, for nothing.
+    const again = vehicles[3]!;
+    const res2 = await submit(user.liveKey, { vehicles: [{ vehicle: again.vehicle, items: [...again.items].reverse() }] });
+    expect(res2.statusCode, res2.body).toBe(202);
+    await completed(user.liveKey, res2.json().id);
+    const [reused] = (await get(user.liveKey, `/v1/batches/${res2.json().id}/items`)).items;
+    expect(reused).toMatchObject({ status: 'done', creditsCharged: 0, source: again.vehicle.vin, output: { reportId: items[3]!.output!.reportId } });
+    expect(reused.output.photos.map((ph: { index: number }) => ph.index)).toEqual(again.files.map((_, j) => j));
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 30, reserved: 0 });
+  });
+
+  it('refuses what is not a vehicle batch with a 400 that changes nothing', async () => {
+    const user = await createTestUser(p.db, { community: 50 });
+    const one = { items: [{ base64: b64.get('Canon_40D.jpg')! }] };
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ vehicles: [one], items: one.items }, /either items .* or vehicles/],
+      [{ vehicles: [one], preset: 'full-analysis' }, /vehicle-condition stack/],
+      [{ items: one.items, preset: 'vehicle-condition' }, /group them by vehicle/],
+      [{ vehicles: [{ items: [] }] }, /vehicles\.0\.items/],
+      [{ vehicles: [{ items: Array.from({ length: 51 }, () => one.items[0]) }] }, /vehicles\.0\.items/],
+      [{ vehicles: Array.from({ length: 1001 }, () => ({ items: [{ url: 'https://example.com/a.jpg' }] })) }, /vehicles/],
+      [{ vehicles: Array.from({ length: 201 }, () => ({ items: Array.from({ length: 50 }, () => ({ url: 'https://example.com/a.jpg' })) })) }, /10000 photos|10,000|up to 10000/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await submit(user.liveKey, body);
+      expect(res.statusCode, JSON.stringify(body).slice(0, 200)).toBe(400);
+      expect(res.json().error.message).toMatch(message);
+    }
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 50, reserved: 0 });
+  });
+});
