@@ -58,6 +58,15 @@ export const batchBodySchema = z
   .meta({ id: 'BatchRequest' });
 export type BatchBody = z.infer<typeof batchBodySchema>;
 
+/** A photo the console already holds (a finished upload): read when its turn at intake comes. */
+export interface UploadedPhoto {
+  name: string;
+  read(): Promise<Buffer>;
+}
+
+/** A batch as submitted: over the API (the body), or from the console with uploaded files. */
+export type BatchSubmission = Omit<BatchBody, 'items'> & { items?: Array<NonNullable<BatchBody['items']>[number] | UploadedPhoto> };
+
 /**
  * A batch as the caller sent it: lenses resolved (refusals are 400s that change nothing), every
  * photo sent as bytes taken in — decoded, checked, fingerprinted and stored — and every URL
@@ -65,7 +74,7 @@ export type BatchBody = z.infer<typeof batchBodySchema>;
  * with the reason, then the batch stored and its workflow started. No
  * credits move here: each photo reserves and settles its own as the batch runs.
  */
-export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, userId: string, body: BatchBody): Promise<BatchSummary> {
+export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, userId: string, body: BatchSubmission): Promise<BatchSummary> {
   if ((body.items === undefined) === (body.vehicles === undefined)) throw validationFailed('body: send either items (photos) or vehicles (groups of photos), not both');
   const vehicles = body.vehicles;
   // A vehicle batch runs the vehicle-condition stack unless the caller named lenses otherwise (which is refused below).
@@ -78,7 +87,7 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
   const photos = vehicles ? vehicles.flatMap((v, vi) => v.items.map((it, pi) => ({ it, at: `body.vehicles.${vi}.items.${pi}` }))) : body.items!.map((it, i) => ({ it, at: `body.items.${i}` }));
   if (photos.length > MAX_BATCH_ITEMS) throw validationFailed(`body.vehicles: ${photos.length} photos in all; a batch holds up to ${MAX_BATCH_ITEMS}`);
   for (const { it, at } of photos) {
-    if (it.url === undefined && it.base64 === undefined) throw validationFailed(`${at}: each item needs url or base64`);
+    if (!('read' in it) && it.url === undefined && it.base64 === undefined) throw validationFailed(`${at}: each item needs url or base64`);
   }
   for (const c of body.columns ?? []) {
     if (!c.jsonPath.split('.').every((seg) => seg.length > 0)) throw validationFailed(`columns: jsonPath ${JSON.stringify(c.jsonPath)} has an empty segment`);
@@ -86,13 +95,13 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
 
   const stored: string[] = [];
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
-    const source = it.name ?? it.url ?? `upload ${i + 1}`;
+    const source = it.name ?? ('url' in it ? it.url : undefined) ?? `upload ${i + 1}`;
     try {
-      if (it.base64 === undefined) {
+      if (!('read' in it) && it.base64 === undefined) {
         // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
         return { source, ref: null, url: parseImageUrl(it.url!).toString() };
       }
-      const img = await intakeImage({ base64: it.base64 }, intakeDepsFor(deps, userId));
+      const img = await intakeImage('read' in it ? { bytes: await it.read() } : { base64: it.base64 }, intakeDepsFor(deps, userId));
       if (img.stored) stored.push(img.sha256);
       return { source, ref: { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash } };
     } catch (err) {

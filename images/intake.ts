@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { validationFailed } from '../core/errors.ts';
+import { imageTooLarge, validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchPolicy } from './fetch.ts';
@@ -15,6 +15,8 @@ import { probeImage, type ImageFormat } from './probe.ts';
 export interface IntakeInput {
   url?: string;
   base64?: string;
+  /** Bytes already here (a finished console upload). */
+  bytes?: Buffer;
 }
 
 export interface IntakeDeps {
@@ -117,7 +119,11 @@ async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => 
 export async function readInput(input: IntakeInput, deps: Pick<IntakeDeps, 'maxBytes' | 'fetchPolicy'>): Promise<Buffer> {
   const hasUrl = input.url !== undefined;
   const hasBase64 = input.base64 !== undefined;
-  if (hasUrl === hasBase64) throw validationFailed('Provide exactly one of an image URL or base64 image data');
+  if (input.bytes !== undefined && !hasUrl && !hasBase64) {
+    if (input.bytes.length > deps.maxBytes) throw imageTooLarge(`Image is ${input.bytes.length} bytes, over the ${deps.maxBytes}-byte limit`);
+    return input.bytes;
+  }
+  if (hasUrl === hasBase64 || input.bytes !== undefined) throw validationFailed('Provide exactly one of an image URL or base64 image data');
   if (hasUrl) {
     const { bytes } = await fetchImage(input.url!, { ...deps.fetchPolicy, maxBytes: deps.maxBytes });
     return bytes;

@@ -2,6 +2,12 @@ import { existsSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { prepareBatchExport, sendBatchExport } from '../batches/export.ts';
 import { recentBatches } from '../batches/repository.ts';
+import { batchBodySchema, MAX_BATCH_ITEMS, submitBatch } from '../batches/submit.ts';
+import type { AnalyzeDeps } from '../analysis/service.ts';
+import type { Client } from '@temporalio/client';
+import type { Uploads } from './uploads.ts';
+import { LENSES } from '../lenses/index.ts';
+import { STACKS } from '../lenses/stacks.ts';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { fromNodeHeaders } from 'better-auth/node';
@@ -51,6 +57,8 @@ export interface WebDeps {
   /** Pack purchases: Stripe Checkout when configured (webhooks grant), else the development gateway, else none. */
   stripe?: Stripe | null;
   payments?: PaymentGateway | null;
+  /** Batches submitted from the console: resumable uploads, then the same submission as the API's. */
+  batches?: { pipeline: AnalyzeDeps & { temporal: Client }; uploads: Uploads };
 }
 
 /** Stripe's events arrive here, authenticated by their signature (not by cookie or origin). */
@@ -385,6 +393,38 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       }
     })();
     return reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(body);
+  });
+
+  // New batches from the console: the files come by resumable upload (web/uploads.ts), then one
+  // call names them with the lenses; the same submission as POST /v1/batches from there on.
+  if (deps.batches) {
+    const { pipeline, uploads } = deps.batches;
+    uploads.register(app, signedIn, (personId, workspaceId) => requireMember(deps.db, personId, workspaceId));
+    const newBatch = batchBodySchema.pick({ preset: true, modules: true, columns: true }).extend({
+      uploads: z.array(z.strictObject({ id: z.string().min(1).max(200), name: z.string().min(1).max(500) })).min(1).max(MAX_BATCH_ITEMS),
+    });
+    app.post('/api/v1/workspaces/:workspaceId/batches', { bodyLimit: 4 * 1024 * 1024 }, async (request, reply) => {
+      const person = await signedIn(request);
+      const { workspaceId } = workspaceParams.parse(request.params);
+      await requireMember(deps.db, person.id, workspaceId);
+      const body = parseBody(newBatch, request.body);
+      const photos = await uploads.take(workspaceId, body.uploads);
+      const { uploads: taken, ...rest } = body;
+      const summary = await submitBatch(pipeline, workspaceId, { ...rest, items: photos });
+      // The bytes are in the blob store now (or refused, with the reason, in the batch).
+      await uploads.forget(taken.map((u) => u.id));
+      return reply.code(202).send(summary);
+    });
+  }
+  // What a batch can run, for the console's picker: the stacks, and the lenses by name.
+  app.get('/api/v1/catalog', async (request) => {
+    await signedIn(request);
+    return {
+      // The vehicle stack groups photos by vehicle, which a folder of files does not say: API only.
+      stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description })),
+      lenses: LENSES.map((l) => l.name),
+      batches: deps.batches !== undefined,
+    };
   });
 
   // The spec's batch export: the batch belongs to a workspace; a person who is not its member gets

@@ -12,6 +12,11 @@ import { buildWebApp } from './app.ts';
 import { createConsoleAuth } from './auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
 import { ensurePersonalWorkspace } from './workspaces.ts';
+import { Client, Connection } from '@temporalio/client';
+import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
+import { PUBLIC_INTERNET } from '../images/fetch.ts';
+import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
+import { createUploads } from './uploads.ts';
 
 export const UI_DIST = fileURLToPath(new URL('./ui/dist', import.meta.url));
 
@@ -46,9 +51,16 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
       await ensurePersonalWorkspace(db, { id: user.id, email: user.email });
     },
   });
+  // Batches from the console: uploads on this host's disk, then the same submission as the API's.
+  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
+  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const uploads = createUploads({ db, dir: config.UPLOAD_DIR, maxBytes: config.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
+  const sweep = setInterval(() => void uploads.sweep().catch(() => undefined), 3600_000);
+  sweep.unref();
   const app = await buildWebApp({
     config,
     db,
+    batches: { pipeline: { config, db, blobs: blobStoreFromConfig(config), temporal, fetchPolicy: PUBLIC_INTERNET }, uploads },
     auth,
     mailer,
     keyCache,
@@ -67,7 +79,9 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
     url: webUrl(config),
     devMailbox,
     async close() {
+      clearInterval(sweep);
       await app.close();
+      await connection.close();
       mailer.close();
       await devMailbox?.close();
       await evictionBus.close();

@@ -12,6 +12,12 @@ import { createConsoleAuth } from '../../web/auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { createUploads, type Uploads } from '../../web/uploads.ts';
 import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
 import { stripeFromConfig } from '../../payments/stripe.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
@@ -22,6 +28,7 @@ export const STRIPE_WEBHOOK_SECRET = 'whsec_test_0123456789abcdef';
 
 export interface ConsoleStack {
   pipeline: Pipeline;
+  uploads: Uploads;
   github: GitHubStub;
   google: GoogleStub;
   web: FastifyInstance;
@@ -70,6 +77,8 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
     STRIPE_SECRET_KEY: 'sk_test_123',
     STRIPE_WEBHOOK_SECRET: STRIPE_WEBHOOK_SECRET,
     STRIPE_API_URL: stripeMock.url,
+    // Small enough that the quota test reaches it with a few declared uploads.
+    UPLOAD_QUOTA_BYTES: 160 * 1024 * 1024,
   });
   const mailer = smtpMailer(mail.url, config.MAIL_FROM);
   const db = pipeline.db;
@@ -78,11 +87,16 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const webKeys = new KeyCache();
   const webBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys);
   // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
-  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST });
+  // Batches from the console run on the pipeline's worker, their uploads in a directory of the test's own.
+  const pc = pipeline.config;
+  const uploads = createUploads({ db, dir: mkdtempSync(path.join(tmpdir(), 'lenstack-uploads-')), maxBytes: pc.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
+  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET }, uploads };
+  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST, batches });
   await web.listen({ host: '127.0.0.1', port });
   const variants: FastifyInstance[] = [];
   return {
     pipeline,
+    uploads,
     github,
     google,
     web,

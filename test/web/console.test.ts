@@ -1,4 +1,11 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parse as parseCsv } from 'csv-parse/sync';
+import ExcelJS from 'exceljs';
+import { distinctPhotos } from '../../bench/distinct-photos.ts';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -648,6 +655,160 @@ describe('batch export from the console', () => {
     expect(refused.status).toBe(404);
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
     await other.close();
+    await context.close();
+  });
+});
+
+describe('a batch submitted from the console', () => {
+  it('uploads 120 photos chosen in the browser, each with its own progress, follows the batch to 100 % and downloads xlsx and csv that read back whole', async () => {
+    const context = await browser.newContext({ acceptDownloads: true });
+    const page = await context.newPage();
+    await signUpAndConfirm(page, newEmail());
+    const ws = await workspaceOf(context);
+    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-120-'));
+    const files = (await distinctPhotos(5000, 120)).map((b64, i) => {
+      const file = path.join(dir, `photo-${String(i + 1).padStart(3, '0')}.jpg`);
+      writeFileSync(file, Buffer.from(b64, 'base64'));
+      return file;
+    });
+
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(files);
+    const list = page.getByTestId('uploads').locator('li');
+    await expect.poll(() => list.count()).toBe(120);
+    expect(await list.first().textContent()).toContain('photo-001.jpg');
+    expect(await list.first().locator('progress').getAttribute('aria-label')).toBe('photo-001.jpg uploaded');
+    await page.getByLabel('Lenses').selectOption('memorial');
+    if (SHOTS) await shot(page, 'new-batch');
+    await page.getByRole('button', { name: 'Upload 120 and start the batch' }).click();
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 60_000 }).toMatch(/^Batch bat_\S+ started with 120 photos\.$/);
+    const id = /Batch (bat_\S+) started/.exec((await page.getByRole('status').textContent())!)![1]!;
+
+    // The dashboard follows it by push to 100 %.
+    const row = page.getByTestId(`batch-${id}`);
+    await expect.poll(() => row.locator('progress').getAttribute('value'), { timeout: 120_000, interval: 250 }).toBe('120');
+    await expect.poll(() => row.textContent()).toContain('completed');
+    expect(await row.textContent()).toContain('120 done, 0 failed, 0 pending');
+    expect(await seriousA11yViolations(page)).toEqual([]);
+
+    const download = async (format: 'xlsx' | 'csv') => {
+      const [file] = await Promise.all([page.waitForEvent('download'), row.getByRole('link', { name: format }).click()]);
+      expect(file.suggestedFilename()).toBe(`${id}.${format}`);
+      return readFileSync((await file.path())!);
+    };
+    const names = files.map((f) => path.basename(f));
+    const records = parseCsv(await download('csv'), { bom: true }) as string[][];
+    expect(records).toHaveLength(121);
+    expect(records[0]!.slice(0, 5)).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error']);
+    expect(records[0]).toContain('Year');
+    expect(records.slice(1).map((r) => r[1])).toEqual(names);
+    expect(records.slice(1).every((r) => r[2] === 'done' && /^[0-9a-f]{64}$/.test(r[3]!))).toBe(true);
+    expect(new Set(records.slice(1).map((r) => r[3])).size).toBe(120);
+
+    const wb = new ExcelJS.Workbook();
+    await wb.xlsx.load((await download('xlsx')) as unknown as ArrayBuffer);
+    const sheet = wb.worksheets[0]!;
+    expect(sheet.rowCount).toBe(121);
+    expect((sheet.getRow(1).values as unknown[]).slice(1)).toEqual(records[0]);
+    expect(Array.from({ length: 120 }, (_, k) => sheet.getRow(k + 2).getCell(2).value)).toEqual(names);
+
+    // Billed like any batch, the uploads gone once taken.
+    const summary = await stack.pipeline.db.query<{ credits: number }>('SELECT coalesce(sum(credits), 0)::int AS credits FROM batch_items WHERE batch_id = $1', [id]);
+    expect(summary.rows[0]!.credits).toBeGreaterThan(0);
+    expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 1000 - summary.rows[0]!.credits, reserved: 0 });
+    expect(await checkInvariants(stack.pipeline.db, ws)).toEqual([{ userId: ws, ok: true, problems: [] }]);
+    expect((await stack.pipeline.db.query('SELECT 1 FROM console_uploads WHERE workspace_id = $1', [ws])).rowCount).toBe(0);
+    await context.close();
+  }, 240_000);
+
+  it('resumes an upload whose connection dropped from the bytes the server has; keeps uploads to their workspace, the same site and the quota', async () => {
+    const context = await browser.newContext();
+    await signUpAndConfirm(await context.newPage(), newEmail());
+    const ws = await workspaceOf(context);
+    const cookie = (await context.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const tus = (extra: Record<string, string> = {}) => ({ cookie, origin: stack.url, 'tus-resumable': '1.0.0', ...extra });
+    const meta = (workspace: string) => `workspace ${Buffer.from(workspace).toString('base64')},filename ${Buffer.from('nikon.jpg').toString('base64')}`;
+    const bytes = readFileSync(new URL('../fixtures/photos/Nikon_D70.jpg', import.meta.url));
+
+    const created = await fetch(`${stack.url}/api/v1/uploads`, { method: 'POST', headers: tus({ 'upload-length': String(bytes.length), 'upload-metadata': meta(ws) }) });
+    expect(created.status).toBe(201);
+    const location = new URL(created.headers.get('location')!, stack.url);
+    const uploadId = location.pathname.split('/').pop()!;
+    expect(uploadId.startsWith(`${ws}.`)).toBe(true);
+
+    // The connection drops a third of the way in: the server keeps what arrived.
+    const third = Math.floor(bytes.length / 3);
+    await new Promise<void>((resolve) => {
+      const req = http.request(location, { method: 'PATCH', headers: tus({ 'upload-offset': '0', 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) }) });
+      req.on('error', () => resolve());
+      req.on('close', () => resolve());
+      req.write(bytes.subarray(0, third));
+      // Dropped once the server has written what was sent (not before: unread bytes die with the socket).
+      const landed = setInterval(() => {
+        if ((statSync(path.join(stack.uploads.dir, uploadId), { throwIfNoEntry: false })?.size ?? 0) >= third) {
+          clearInterval(landed);
+          req.destroy();
+        }
+      }, 10);
+    });
+    const offset = async () => Number((await fetch(location, { method: 'HEAD', headers: tus() })).headers.get('upload-offset'));
+    await expect.poll(offset, { timeout: 10_000 }).toBeGreaterThan(0);
+    const at = await offset();
+    expect(at).toBe(third);
+    // The rest, from there.
+    const rest = await fetch(location, { method: 'PATCH', headers: tus({ 'upload-offset': String(at), 'content-type': 'application/offset+octet-stream' }), body: bytes.subarray(at) });
+    expect(rest.status).toBe(204);
+    expect(rest.headers.get('upload-offset')).toBe(String(bytes.length));
+
+    // Someone of another workspace cannot see it, write to it, or start a batch with it.
+    const other = await browser.newContext();
+    await signUpAndConfirm(await other.newPage(), newEmail());
+    const otherWs = await workspaceOf(other);
+    const otherCookie = (await other.cookies(stack.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    expect((await fetch(location, { method: 'HEAD', headers: { ...tus(), cookie: otherCookie } })).status).toBe(404);
+    const stolen = await fetch(`${stack.url}/api/v1/workspaces/${otherWs}/batches`, {
+      method: 'POST',
+      headers: { cookie: otherCookie, origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ preset: 'quick-scan', uploads: [{ id: uploadId, name: 'mine now.jpg' }] }),
+    });
+    expect(stolen.status).toBe(400);
+    expect((await fetch(`${stack.url}/api/v1/uploads`, { method: 'POST', headers: { ...tus({ 'upload-length': '10', 'upload-metadata': meta(ws) }), cookie: otherCookie } })).status).toBe(404);
+    await other.close();
+    // A cross-site page cannot append to it with the person's cookie.
+    const crossSite = await fetch(location, { method: 'PATCH', headers: { ...tus({ 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }), origin: 'https://evil.example' }, body: 'x' });
+    expect(crossSite.status).toBe(403);
+
+    // The owner's batch takes the whole file: the same bytes, stored once.
+    const started = await fetch(`${stack.url}/api/v1/workspaces/${ws}/batches`, {
+      method: 'POST',
+      headers: { cookie, origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ preset: 'quick-scan', uploads: [{ id: uploadId, name: 'nikon.jpg' }] }),
+    });
+    expect(started.status, await started.clone().text()).toBe(202);
+    const batchId = ((await started.json()) as { id: string }).id;
+    const item = await stack.pipeline.db.query<{ sha256: string }>(`SELECT ref->>'sha256' AS sha256 FROM batch_items WHERE batch_id = $1`, [batchId]);
+    expect(item.rows[0]!.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+    // Taken once: a second batch naming it is refused.
+    const again = await fetch(`${stack.url}/api/v1/workspaces/${ws}/batches`, {
+      method: 'POST',
+      headers: { cookie, origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ preset: 'quick-scan', uploads: [{ id: uploadId, name: 'nikon.jpg' }] }),
+    });
+    expect(again.status).toBe(400);
+
+    // Declared sizes count against the person's quota (160 MiB here) before a byte arrives.
+    const declare = (size: number) => fetch(`${stack.url}/api/v1/uploads`, { method: 'POST', headers: tus({ 'upload-length': String(size), 'upload-metadata': meta(ws) }) });
+    const held = [];
+    for (let k = 0; k < 3; k++) {
+      const r = await declare(50 * 1024 * 1024);
+      expect(r.status).toBe(201);
+      held.push(new URL(r.headers.get('location')!, stack.url).pathname.split('/').pop()!);
+    }
+    const over = await declare(50 * 1024 * 1024);
+    expect(over.status).toBe(413);
+    expect(await over.text()).toContain('start a batch with the finished ones first');
+    await stack.uploads.forget(held);
+    expect((await declare(1024)).status).toBe(201);
     await context.close();
   });
 });

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState, type FormEvent } from 'react';
 import { call, ConsoleError, type BatchSummary, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
 
 const fmt = new Intl.NumberFormat('en');
@@ -418,8 +418,13 @@ function AddCard({ workspaceId }: { workspaceId: string }) {
   );
 }
 
+// The uploader (and its tus client) loads when someone opens it, not with the first page.
+const NewBatch = lazy(() => import('./NewBatch.tsx'));
+
 function BatchesPanel({ workspaceId }: { workspaceId: string }) {
   const [batches, setBatches] = useState<BatchSummary[] | null>(null);
+  const [opened, setOpened] = useState(false);
+  const [version, setVersion] = useState(0);
   useEffect(() => {
     let source: EventSource | null = null;
     let stopped = false;
@@ -437,11 +442,24 @@ function BatchesPanel({ workspaceId }: { workspaceId: string }) {
       stopped = true;
       source?.close();
     };
-  }, [workspaceId]);
-  if (batches === null || batches.length === 0) return null;
+  }, [workspaceId, version]);
+  if (batches === null) return null;
   return (
     <section className="card" aria-labelledby="batches-h">
-      <h2 id="batches-h">Batches</h2>
+      <div className="bar">
+        <h2 id="batches-h">Batches</h2>
+        {!opened && (
+          <button type="button" className="secondary" onClick={() => setOpened(true)}>
+            New batch
+          </button>
+        )}
+      </div>
+      {opened && (
+        <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+          <NewBatch workspaceId={workspaceId} onSubmitted={() => setVersion((v) => v + 1)} />
+        </Suspense>
+      )}
+      {batches.length === 0 && !opened && <p className="hint">Hundreds or thousands of photos through the same lenses, in the background, with a spreadsheet at the end.</p>}
       <ul className="batches">
         {batches.map((b) => {
           const finished = b.counts.done + b.counts.failed;

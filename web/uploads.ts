@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { FileStore } from '@tus/file-store';
+import { Server } from '@tus/server';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { UploadedPhoto } from '../batches/submit.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
+import type { Db } from '../db/pool.ts';
+
+/** Where uploads are created; each upload lives at UPLOADS_PATH/{id}. */
+export const UPLOADS_PATH = '/api/v1/uploads';
+/** How long an upload that no batch took is kept (a dropped upload can resume within it). */
+export const UPLOAD_TTL_MS = 24 * 3600_000;
+/** The signed-in person of each request handed to tus (its hooks see the Node request behind theirs). */
+const people = new WeakMap<IncomingMessage, string>();
+const personOf = (req: Request) => {
+  const node = (req as Request & { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
+  return node ? people.get(node) : undefined;
+};
+const ID = /^(usr_[A-Za-z0-9_-]{1,80})\.([0-9a-f]{32})$/;
+
+export interface Uploads {
+  /** The directory the files are in (each at {dir}/{id}). */
+  readonly dir: string;
+  /** Serve the tus protocol for a signed-in person (POST creates, HEAD asks the offset, PATCH appends). */
+  register(app: FastifyInstance, signedIn: (request: FastifyRequest) => Promise<{ id: string }>, requireMember: (personId: string, workspaceId: string) => Promise<unknown>): void;
+  /** The workspace's finished uploads as batch photos; 400 naming the first that is not one. */
+  take(workspaceId: string, uploads: Array<{ id: string; name: string }>): Promise<UploadedPhoto[]>;
+  /** Forget uploads a batch took (their bytes are in the blob store now). */
+  forget(ids: string[]): Promise<void>;
+  /** Delete uploads older than UPLOAD_TTL_MS (finished or not). */
+  sweep(): Promise<number>;
+}
+
+/** The value of one key of a tus Upload-Metadata header ("key base64,key2 base64"). */
+function metadataValue(header: string | undefined, key: string): string | null {
+  for (const pair of (header ?? '').split(',')) {
+    const [k, v] = pair.trim().split(' ');
+    if (k === key) return v === undefined ? '' : Buffer.from(v, 'base64').toString('utf8');
+  }
+  return null;
+}
+
+/**
+ * Resumable batch uploads from the console, by the tus protocol (@tus/server, files on local disk
+ * until a batch takes them). An upload belongs to a workspace (its id starts with the workspace's)
+ * and counts against its uploader's quota from creation, at its declared size, so neither finished
+ * nor abandoned uploads can fill the disk; each file may be at most the image size limit.
+ */
+export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quotaBytes: number }): Uploads {
+  mkdirSync(deps.dir, { recursive: true });
+  const store = new FileStore({ directory: deps.dir, expirationPeriodInMilliseconds: UPLOAD_TTL_MS });
+  const tus = new Server({
+    path: UPLOADS_PATH,
+    datastore: store,
+    maxSize: deps.maxBytes,
+    relativeLocation: true,
+    // Only the console's own pages call this (same origin): no cross-origin access at all.
+    allowedOrigins: [],
+    namingFunction: (_req, metadata) => `${metadata?.workspace ?? ''}.${randomBytes(16).toString('hex')}`,
+    async onUploadCreate(req, upload) {
+      const person = personOf(req);
+      const workspace = upload.metadata?.workspace ?? '';
+      if (!person) throw { status_code: 401, body: 'Sign in first' };
+      if (upload.size === undefined) throw { status_code: 400, body: 'Upload-Length is required: say the file size up front' };
+      // The quota check and the row are one statement per person at a time (advisory lock), so
+      // parallel creations cannot each see room that only one of them has.
+      const c = await deps.db.connect();
+      try {
+        await c.query('BEGIN');
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`uploads:${person}`]);
+        const used = await c.query<{ n: string }>('SELECT coalesce(sum(size), 0)::text AS n FROM console_uploads WHERE person_id = $1', [person]);
+        if (Number(used.rows[0]!.n) + upload.size > deps.quotaBytes) {
+          await c.query('ROLLBACK');
+          throw { status_code: 413, body: `Your unfinished and untaken uploads would pass ${Math.round(deps.quotaBytes / 1024 ** 2)} MiB: start a batch with the finished ones first` };
+        }
+        await c.query('INSERT INTO console_uploads (id, workspace_id, person_id, size) VALUES ($1, $2, $3, $4)', [upload.id, workspace, person, upload.size]);
+        await c.query('COMMIT');
+      } catch (err) {
+        await c.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      } finally {
+        c.release();
+      }
+      return {};
+    },
+  });
+
+  return {
+    dir: deps.dir,
+    register(app, signedIn, requireMember) {
+      // tus sends bytes as application/offset+octet-stream: left unread for tus to stream to disk.
+      app.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
+      const handler = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
+        const person = await signedIn(request);
+        let workspaceId: string | null;
+        if (request.method === 'POST') {
+          workspaceId = metadataValue(request.headers['upload-metadata'] as string | undefined, 'workspace');
+          if (!workspaceId || !/^usr_[A-Za-z0-9_-]{1,80}$/.test(workspaceId)) throw validationFailed('Upload-Metadata: workspace is required');
+        } else {
+          const id = request.url.split('?')[0]!.slice(UPLOADS_PATH.length + 1);
+          workspaceId = ID.exec(id)?.[1] ?? null;
+          if (!workspaceId) throw new AppError('NOT_FOUND', 'No such upload');
+        }
+        await requireMember(person.id, workspaceId);
+        people.set(request.raw, person.id);
+        reply.hijack();
+        await tus.handle(request.raw, reply.raw);
+      };
+      app.route({ method: 'POST', url: UPLOADS_PATH, handler });
+      app.route({ method: ['HEAD', 'PATCH', 'DELETE'], url: `${UPLOADS_PATH}/:id`, handler });
+    },
+
+    async take(workspaceId, uploads) {
+      const ids = uploads.map((u) => u.id);
+      const mine = await deps.db.query<{ id: string }>('SELECT id FROM console_uploads WHERE workspace_id = $1 AND id = ANY($2)', [workspaceId, ids]);
+      const known = new Set(mine.rows.map((r) => r.id));
+      const photos: UploadedPhoto[] = [];
+      for (const [i, u] of uploads.entries()) {
+        if (!known.has(u.id) || !ID.test(u.id)) throw validationFailed(`uploads.${i}: no upload ${JSON.stringify(u.id.slice(0, 100))} in this workspace (taken by another batch, expired, or never made)`);
+        const upload = await store.getUpload(u.id).catch(() => null);
+        if (!upload || upload.size === undefined || upload.offset !== upload.size) throw validationFailed(`uploads.${i}: ${u.name} has not finished uploading`);
+        photos.push({ name: u.name, read: () => readFile(path.join(deps.dir, u.id)) });
+      }
+      return photos;
+    },
+
+    async forget(ids) {
+      await Promise.all(ids.map((id) => store.remove(id).catch(() => undefined)));
+      await deps.db.query('DELETE FROM console_uploads WHERE id = ANY($1)', [ids]);
+    },
+
+    async sweep() {
+      const old = await deps.db.query<{ id: string }>(`SELECT id FROM console_uploads WHERE created_at < now() - make_interval(secs => $1)`, [UPLOAD_TTL_MS / 1000]);
+      await this.forget(old.rows.map((r) => r.id));
+      return old.rows.length;
+    },
+  };
+}
