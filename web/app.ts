@@ -410,7 +410,10 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const body = parseBody(newBatch, request.body);
       const photos = await uploads.take(workspaceId, body.uploads);
       const { uploads: taken, ...rest } = body;
-      const summary = await submitBatch(pipeline, workspaceId, { ...rest, items: photos });
+      const summary = await submitBatch(pipeline, workspaceId, { ...rest, items: photos }).catch(async (err: unknown) => {
+        await uploads.release(taken.map((u) => u.id));
+        throw err;
+      });
       // The bytes are in the blob store now (or refused, with the reason, in the batch).
       await uploads.forget(taken.map((u) => u.id));
       return reply.code(202).send(summary);

@@ -15,11 +15,15 @@ export const UPLOADS_PATH = '/api/v1/uploads';
 /** How long an upload that no batch took is kept (a dropped upload can resume within it). */
 export const UPLOAD_TTL_MS = 24 * 3600_000;
 /** The signed-in person of each request handed to tus (its hooks see the Node request behind theirs). */
-const people = new WeakMap<IncomingMessage, string>();
-const personOf = (req: Request) => {
+const people = new WeakMap<IncomingMessage, { person: string; workspace: string }>();
+const callerOf = (req: Request) => {
   const node = (req as Request & { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
   return node ? people.get(node) : undefined;
 };
+/** Each upload counts at least this much against the quota: a flood of empty uploads is not free. */
+const MIN_CHARGE = 256 * 1024;
+/** Untaken uploads one person may hold, whatever their sizes (a batch holds at most 10,000). */
+const MAX_HELD = 10_000;
 const ID = /^(usr_[A-Za-z0-9_-]{1,80})\.([0-9a-f]{32})$/;
 
 export interface Uploads {
@@ -27,8 +31,13 @@ export interface Uploads {
   readonly dir: string;
   /** Serve the tus protocol for a signed-in person (POST creates, HEAD asks the offset, PATCH appends). */
   register(app: FastifyInstance, signedIn: (request: FastifyRequest) => Promise<{ id: string }>, requireMember: (personId: string, workspaceId: string) => Promise<unknown>): void;
-  /** The workspace's finished uploads as batch photos; 400 naming the first that is not one. */
+  /**
+   * Claim the workspace's finished uploads for one batch, as photos; 400 naming the first that is
+   * not one (none stays claimed then). A claimed upload cannot be taken by a second submission.
+   */
   take(workspaceId: string, uploads: Array<{ id: string; name: string }>): Promise<UploadedPhoto[]>;
+  /** Give claimed uploads back (the batch could not be made). */
+  release(ids: string[]): Promise<void>;
   /** Forget uploads a batch took (their bytes are in the blob store now). */
   forget(ids: string[]): Promise<void>;
   /** Delete uploads older than UPLOAD_TTL_MS (finished or not). */
@@ -61,8 +70,15 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
     // Only the console's own pages call this (same origin): no cross-origin access at all.
     allowedOrigins: [],
     namingFunction: (_req, metadata) => `${metadata?.workspace ?? ''}.${randomBytes(16).toString('hex')}`,
+    // The upload tus acts on must be the one the route authorized (tus reads the id from the URL
+    // its own way; a second id hidden in the query string must not slip through).
+    async onIncomingRequest(req, id) {
+      const caller = callerOf(req);
+      if (!caller) throw { status_code: 401, body: 'Sign in first' };
+      if (req.method !== 'POST' && !id.startsWith(`${caller.workspace}.`)) throw { status_code: 404, body: 'No such upload' };
+    },
     async onUploadCreate(req, upload) {
-      const person = personOf(req);
+      const person = callerOf(req)?.person;
       const workspace = upload.metadata?.workspace ?? '';
       if (!person) throw { status_code: 401, body: 'Sign in first' };
       if (upload.size === undefined) throw { status_code: 400, body: 'Upload-Length is required: say the file size up front' };
@@ -72,8 +88,11 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
       try {
         await c.query('BEGIN');
         await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`uploads:${person}`]);
-        const used = await c.query<{ n: string }>('SELECT coalesce(sum(size), 0)::text AS n FROM console_uploads WHERE person_id = $1', [person]);
-        if (Number(used.rows[0]!.n) + upload.size > deps.quotaBytes) {
+        const used = await c.query<{ n: string; held: number }>(
+          'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n, count(*)::int AS held FROM console_uploads WHERE person_id = $1',
+          [person, MIN_CHARGE],
+        );
+        if (Number(used.rows[0]!.n) + Math.max(upload.size, MIN_CHARGE) > deps.quotaBytes || used.rows[0]!.held >= MAX_HELD) {
           await c.query('ROLLBACK');
           throw { status_code: 413, body: `Your unfinished and untaken uploads would pass ${Math.round(deps.quotaBytes / 1024 ** 2)} MiB: start a batch with the finished ones first` };
         }
@@ -96,6 +115,7 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
       app.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
       const handler = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
         const person = await signedIn(request);
+        if (request.url.includes('?')) throw new AppError('NOT_FOUND', 'No such upload');
         let workspaceId: string | null;
         if (request.method === 'POST') {
           workspaceId = metadataValue(request.headers['upload-metadata'] as string | undefined, 'workspace');
@@ -106,7 +126,7 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
           if (!workspaceId) throw new AppError('NOT_FOUND', 'No such upload');
         }
         await requireMember(person.id, workspaceId);
-        people.set(request.raw, person.id);
+        people.set(request.raw, { person: person.id, workspace: workspaceId });
         reply.hijack();
         await tus.handle(request.raw, reply.raw);
       };
@@ -116,16 +136,29 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
 
     async take(workspaceId, uploads) {
       const ids = uploads.map((u) => u.id);
-      const mine = await deps.db.query<{ id: string }>('SELECT id FROM console_uploads WHERE workspace_id = $1 AND id = ANY($2)', [workspaceId, ids]);
-      const known = new Set(mine.rows.map((r) => r.id));
-      const photos: UploadedPhoto[] = [];
-      for (const [i, u] of uploads.entries()) {
-        if (!known.has(u.id) || !ID.test(u.id)) throw validationFailed(`uploads.${i}: no upload ${JSON.stringify(u.id.slice(0, 100))} in this workspace (taken by another batch, expired, or never made)`);
-        const upload = await store.getUpload(u.id).catch(() => null);
-        if (!upload || upload.size === undefined || upload.offset !== upload.size) throw validationFailed(`uploads.${i}: ${u.name} has not finished uploading`);
-        photos.push({ name: u.name, read: () => readFile(path.join(deps.dir, u.id)) });
+      const claimed = await deps.db.query<{ id: string }>(
+        'UPDATE console_uploads SET taken_at = now() WHERE workspace_id = $1 AND id = ANY($2) AND taken_at IS NULL RETURNING id',
+        [workspaceId, ids],
+      );
+      const mine = new Set(claimed.rows.map((r) => r.id));
+      try {
+        const photos: UploadedPhoto[] = [];
+        for (const [i, u] of uploads.entries()) {
+          if (!mine.has(u.id) || !ID.test(u.id)) throw validationFailed(`uploads.${i}: no upload ${JSON.stringify(u.id.slice(0, 100))} in this workspace (taken by another batch, expired, or never made)`);
+          mine.delete(u.id); // a repeated id is refused by the check above the second time
+          const upload = await store.getUpload(u.id).catch(() => null);
+          if (!upload || upload.size === undefined || upload.offset !== upload.size) throw validationFailed(`uploads.${i}: ${u.name} has not finished uploading`);
+          photos.push({ name: u.name, read: () => readFile(path.join(deps.dir, u.id)) });
+        }
+        return photos;
+      } catch (err) {
+        await this.release(claimed.rows.map((r) => r.id));
+        throw err;
       }
-      return photos;
+    },
+
+    async release(ids) {
+      await deps.db.query('UPDATE console_uploads SET taken_at = NULL WHERE id = ANY($1)', [ids]);
     },
 
     async forget(ids) {

@@ -8,6 +8,8 @@ CREATE TABLE console_uploads (
   workspace_id  text NOT NULL REFERENCES users (id) ON DELETE CASCADE,
   person_id     text NOT NULL REFERENCES console_users (id) ON DELETE CASCADE,
   size          bigint NOT NULL CHECK (size >= 0),
+  -- Set when a batch submission claims it: a second submission cannot take it too.
+  taken_at      timestamptz,
   created_at    timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX console_uploads_person ON console_uploads (person_id);

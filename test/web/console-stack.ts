@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { createClient } from 'redis';
 import { KeyCache } from '../../auth/cache.ts';
 import { EvictionBus } from '../../auth/eviction-bus.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
@@ -39,6 +40,11 @@ export interface ConsoleStack {
    * settings (the development gateway, or none): for `inject`, not listening. Closed with the stack.
    */
   variant(payments: { stripe: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
+  /**
+   * Forget the sign-in throttle's per-address counts: every browser of the suite signs up from
+   * 127.0.0.1, which one real address would not do; tests late in the file start from zero.
+   */
+  resetSignInThrottle(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -102,6 +108,17 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
     web,
     url,
     mail,
+    async resetSignInThrottle() {
+      const redis = createClient({ url: config.REDIS_URL });
+      await redis.connect();
+      try {
+        for await (const keys of redis.scanIterator({ MATCH: `${config.REDIS_PREFIX}console:auth:ip:*`, COUNT: 100 })) {
+          if (keys.length) await redis.del(keys);
+        }
+      } finally {
+        await redis.quit();
+      }
+    },
     async variant(payments) {
       const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, ...payments });
       variants.push(app);

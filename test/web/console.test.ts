@@ -8,7 +8,7 @@ import ExcelJS from 'exceljs';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bearer } from '../helpers/app.ts';
 import { launchChromium, seriousA11yViolations } from './browser.ts';
 import { startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
@@ -660,6 +660,7 @@ describe('batch export from the console', () => {
 });
 
 describe('a batch submitted from the console', () => {
+  beforeEach(() => stack.resetSignInThrottle());
   it('uploads 120 photos chosen in the browser, each with its own progress, follows the batch to 100 % and downloads xlsx and csv that read back whole', async () => {
     const context = await browser.newContext({ acceptDownloads: true });
     const page = await context.newPage();
@@ -773,6 +774,11 @@ describe('a batch submitted from the console', () => {
     });
     expect(stolen.status).toBe(400);
     expect((await fetch(`${stack.url}/api/v1/uploads`, { method: 'POST', headers: { ...tus({ 'upload-length': '10', 'upload-metadata': meta(ws) }), cookie: otherCookie } })).status).toBe(404);
+    // Nor by naming its own upload first and this one where tus would read the id.
+    const own = await fetch(`${stack.url}/api/v1/uploads`, { method: 'POST', headers: { ...tus({ 'upload-length': '10', 'upload-metadata': meta(otherWs) }), cookie: otherCookie } });
+    expect(own.status).toBe(201);
+    const smuggled = `${new URL(own.headers.get('location')!, stack.url).href}?x=/${uploadId}`;
+    expect((await fetch(smuggled, { method: 'HEAD', headers: { ...tus(), cookie: otherCookie } })).status).toBe(404);
     await other.close();
     // A cross-site page cannot append to it with the person's cookie.
     const crossSite = await fetch(location, { method: 'PATCH', headers: { ...tus({ 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }), origin: 'https://evil.example' }, body: 'x' });
@@ -810,5 +816,5 @@ describe('a batch submitted from the console', () => {
     await stack.uploads.forget(held);
     expect((await declare(1024)).status).toBe(201);
     await context.close();
-  });
+  }, 60_000);
 });
