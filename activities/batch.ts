@@ -1,10 +1,11 @@
+import { Context } from '@temporalio/activity';
 import {
   claimPendingItems,
   completeBatch,
   finishItem,
   setBatchStatus,
   setItemRef,
-  setVehiclePhotos,
+  setVehiclePhotoRef,
   urlToTake,
   vehicleToTake,
   workspaceShare,
@@ -12,19 +13,22 @@ import {
   type ItemOutcome,
   type PauseReason,
 } from '../batches/repository.ts';
+import { takeBatchPhoto } from '../analysis/intake.ts';
 import { mapBounded } from '../core/map-bounded.ts';
+import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { getLens } from '../lenses/index.ts';
 import { recordCacheHit } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
-import { intakeDepsFor } from '../analysis/intake.ts';
-import { AppError } from '../core/errors.ts';
-import { PUBLIC_INTERNET } from '../images/fetch.ts';
-import { intakeImage } from '../images/intake.ts';
 import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
 import type { ActivityDeps } from './deps.ts';
 
-/** The batch workflow's steps: each one idempotent statement on the batch's rows, or one fetch. */
+/** A vehicle's photos fetched at once while it is made ready. */
+const VEHICLE_FETCH_CONCURRENCY = 4;
+
+/** The batch workflow's steps: each one idempotent statement on the batch's rows, or fetches. */
 export function batchActivities(deps: ActivityDeps) {
+  // Photos given by URL are fetched from the public internet unless the composition root says otherwise.
+  const photoDeps = { ...deps, fetchPolicy: deps.fetchPolicy ?? PUBLIC_INTERNET };
   return {
     claimBatchItems: (args: { batchId: string; afterIndex: number; limit: number }) => claimPendingItems(deps.db, args),
     finishBatchItem: (args: { batchId: string; index: number; outcome: ItemOutcome }) => finishItem(deps.db, args),
@@ -37,11 +41,22 @@ export function batchActivities(deps: ActivityDeps) {
      * policy, size and pixel limits, a decode that checks and fingerprints it, the blob stored).
      * A photo the intake refuses is an answer, not a failure of the step: the workflow records it.
      */
+    async takeBatchUrl(args: { batchId: string; index: number }): Promise<{ ref: ImageRef } | { error: { code: string; message: string } }> {
+      const item = await urlToTake(deps.db, args);
+      if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The photo has no URL to fetch' } };
+      if (item.ref) return { ref: item.ref }; // taken by an earlier attempt of this step
+      const got = await takeBatchPhoto(photoDeps, item.userId, { url: item.url });
+      if ('refused' in got) return { error: got.refused };
+      await setItemRef(deps.db, { ...args, ref: got.ref });
+      return { ref: got.ref };
+    },
+
     /**
-     * Make a vehicle of a batch ready for its report: photos given by URL fetched (as takeBatchUrl
-     * does, each kept once taken, so a retried step fetches only what is missing), its context
-     * (the batch's, the vehicle's own over it) and the report's reuse key. The same photos and
-     * vehicle already reported on for this account answer from that report, for nothing.
+     * Make a vehicle of a batch ready for its report: photos given by URL fetched as takeBatchUrl
+     * fetches one, each kept as soon as it is taken (a retried step fetches only what is missing)
+     * and a heartbeat after each; its context (the batch's, the vehicle's own over it) and the
+     * report's reuse key. The same photos and vehicle already reported on for this account answer
+     * from that report, for nothing. The first photo intake refused fails the vehicle, named.
      */
     async prepareBatchVehicle(args: { batchId: string; index: number; context?: AnalyzeContext }): Promise<
       | { error: { code: string; message: string } }
@@ -50,47 +65,32 @@ export function batchActivities(deps: ActivityDeps) {
     > {
       const item = await vehicleToTake(deps.db, args);
       if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The vehicle is not pending' } };
-      const photos = [...item.photos];
+      const refs: Array<ImageRef | undefined> = item.photos.map((p) => p.ref);
       const refused: Array<{ at: number; code: string; message: string }> = [];
-      await mapBounded(photos, 4, async (p, at) => {
+      await mapBounded(item.photos, VEHICLE_FETCH_CONCURRENCY, async (p, at) => {
         if (p.ref || !p.url) return;
-        try {
-          const img = await intakeImage({ url: p.url }, intakeDepsFor({ ...deps, fetchPolicy: deps.fetchPolicy ?? PUBLIC_INTERNET }, item.userId));
-          photos[at] = { ...p, ref: { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash } };
-        } catch (err) {
-          if (err instanceof AppError && err.status < 500) refused.push({ at, code: err.code, message: err.message });
-          else throw err;
+        const got = await takeBatchPhoto(photoDeps, item.userId, { url: p.url });
+        Context.current().heartbeat(at);
+        if ('refused' in got) {
+          refused.push({ at, ...got.refused });
+          return;
         }
+        refs[at] = got.ref;
+        await setVehiclePhotoRef(deps.db, { ...args, at, ref: got.ref });
       });
-      if (photos.some((p, at) => p !== item.photos[at])) await setVehiclePhotos(deps.db, { ...args, photos });
       const first = refused.sort((a, b) => a.at - b.at)[0];
-      if (first) return { error: { code: first.code, message: `photo ${first.at + 1} (${photos[first.at]!.source}): ${first.message}` } };
-      const refs = photos.map((p) => p.ref!);
+      if (first) return { error: { code: first.code, message: `photo ${first.at + 1} (${item.photos[first.at]!.source}): ${first.message}` } };
+      const taken = refs as ImageRef[];
       const vehicle = { ...args.context?.vehicle, ...item.vehicle };
       const context: AnalyzeContext | null = args.context || item.vehicle ? { ...args.context, ...(Object.keys(vehicle).length ? { vehicle } : {}) } : null;
-      const sha256s = refs.map((r) => r.sha256);
+      const sha256s = taken.map((r) => r.sha256);
       const setHash = vehicleSetHash({ sha256s, vehicle: context?.vehicle, version: getLens('vehicle-condition').version });
       const cached = await findVehicleReport(deps.db, item.userId, setHash);
       if (cached) {
         await recordCacheHit(deps.db, item.userId, sha256s);
         return { cached: { reportId: cached.id } };
       }
-      return { refs, setHash, context };
-    },
-
-    async takeBatchUrl(args: { batchId: string; index: number }): Promise<{ ref: ImageRef } | { error: { code: string; message: string } }> {
-      const item = await urlToTake(deps.db, args);
-      if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The photo has no URL to fetch' } };
-      if (item.ref) return { ref: item.ref }; // taken by an earlier attempt of this step
-      try {
-        const img = await intakeImage({ url: item.url }, intakeDepsFor({ ...deps, fetchPolicy: deps.fetchPolicy ?? PUBLIC_INTERNET }, item.userId));
-        const ref: ImageRef = { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash };
-        await setItemRef(deps.db, { ...args, ref });
-        return { ref };
-      } catch (err) {
-        if (err instanceof AppError && err.status < 500) return { error: { code: err.code, message: err.message } };
-        throw err;
-      }
+      return { refs: taken, setHash, context };
     },
   };
 }

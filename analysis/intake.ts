@@ -3,7 +3,8 @@ import type { Config } from '../core/config.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
-import { intakeImage, type IntakeDeps } from '../images/intake.ts';
+import { AppError } from '../core/errors.ts';
+import { intakeImage, type ImageIntake, type IntakeDeps, type IntakeInput } from '../images/intake.ts';
 import { photoFingerprint } from '../registry/photos.ts';
 import type { ImageRef } from '../workflows/types.ts';
 import type { AnalysisRequest } from './request.ts';
@@ -32,6 +33,28 @@ export function intakeDepsFor(deps: { config: Pick<Config, 'IMAGE_MAX_BYTES' | '
   };
 }
 
+/** An image as the workflows carry it. */
+export const refOf = (img: ImageIntake): ImageRef => ({ sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash });
+
+/**
+ * One photo of a batch taken in, or the reason intake refused it (bad bytes, too large, a URL the
+ * address policy or the host refused): one bad photo of thousands is an answer, not a failure.
+ * Anything else (the store, the database) is thrown.
+ */
+export async function takeBatchPhoto(
+  deps: Parameters<typeof intakeDepsFor>[0],
+  userId: string,
+  input: IntakeInput,
+): Promise<{ ref: ImageRef; stored: boolean } | { refused: { code: string; message: string } }> {
+  try {
+    const img = await intakeImage(input, intakeDepsFor(deps, userId));
+    return { ref: refOf(img), stored: img.stored };
+  } catch (err) {
+    if (err instanceof AppError && err.status < 500) return { refused: { code: err.code, message: err.message } };
+    throw err;
+  }
+}
+
 /** Take the request's images in (images/intake.ts); every blob written is noted in `progress`. */
 export async function takeImages(deps: AnalyzeDeps, userId: string, request: AnalysisRequest, progress: Progress): Promise<TakenImages> {
   const embeddings = new Map<string, number[]>();
@@ -41,7 +64,7 @@ export async function takeImages(deps: AnalyzeDeps, userId: string, request: Ana
     if (img.stored) progress.stored.push(img.sha256);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
     if (img.registered === false) allRegistered = false;
-    return { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash };
+    return refOf(img);
   });
   return { refs, embeddings, allRegistered };
 }

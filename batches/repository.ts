@@ -19,6 +19,12 @@ export type BatchStatus = 'running' | 'paused' | 'cancelled' | 'completed';
 export type BatchKind = 'photos' | 'vehicles';
 export type VehicleContext = NonNullable<AnalyzeContext['vehicle']>;
 
+/**
+ * The hashes of a vehicle item's photos taken in so far, as a jsonb array (the expression of the
+ * pending-photos index in db/migrations: write it exactly so where the index should serve).
+ */
+export const VEHICLE_SHA256S = `jsonb_path_query_array(photos, '$[*].ref.sha256')`;
+
 /** One photo of a vehicle item, as a photo item's columns hold it. */
 export interface VehiclePhoto {
   source: string;
@@ -73,11 +79,9 @@ export async function createBatch(db: Db, args: { userId: string; kind: BatchKin
     for (let start = 0; start < args.items.length; start += 1000) {
       const slice = args.items.slice(start, start + 1000);
       await c.query(
-        `INSERT INTO batch_items (batch_id, index, source, url, ref, status, error_code, error, finished_at, photos, vehicle, sha256s)
+        `INSERT INTO batch_items (batch_id, index, source, url, ref, status, error_code, error, finished_at, photos, vehicle)
          SELECT $1, t.i, t.source, t.url, t.ref, CASE WHEN t.code IS NULL THEN 'pending' ELSE 'failed' END, t.code, t.message,
-                CASE WHEN t.code IS NULL THEN NULL ELSE now() END, t.photos, t.vehicle,
-                CASE WHEN t.photos IS NULL THEN NULL
-                     ELSE ARRAY(SELECT p->'ref'->>'sha256' FROM jsonb_array_elements(t.photos) p WHERE p ? 'ref') END
+                CASE WHEN t.code IS NULL THEN NULL ELSE now() END, t.photos, t.vehicle
            FROM unnest($2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::jsonb[])
              AS t(i, source, ref, code, message, url, photos, vehicle)`,
         [
@@ -304,13 +308,23 @@ export async function vehicleToTake(db: Db, args: { batchId: string; index: numb
   return row?.photos ? { userId: row.user_id, photos: row.photos, vehicle: row.vehicle } : null;
 }
 
-/** A vehicle's photos with the images their URLs gave (kept while it is pending, like a photo's ref). */
-export async function setVehiclePhotos(db: Db, args: { batchId: string; index: number; photos: VehiclePhoto[] }): Promise<void> {
+/** The image one photo of a pending vehicle gave, kept at once (a retried step fetches only what is missing). */
+export async function setVehiclePhotoRef(db: Db, args: { batchId: string; index: number; at: number; ref: ImageRef }): Promise<void> {
   await db.query(
-    `UPDATE batch_items SET photos = $3, sha256s = ARRAY(SELECT p->'ref'->>'sha256' FROM jsonb_array_elements($3::jsonb) p WHERE p ? 'ref')
-      WHERE batch_id = $1 AND index = $2 AND status = 'pending'`,
-    [args.batchId, args.index, JSON.stringify(args.photos)],
+    `UPDATE batch_items SET photos = jsonb_set(photos, ARRAY[$3::text, 'ref'], $4::jsonb) WHERE batch_id = $1 AND index = $2 AND status = 'pending'`,
+    [args.batchId, args.index, String(args.at), JSON.stringify(args.ref)],
   );
+}
+
+/** The hashes of an item's images: its photo, or its vehicle's photos taken in. */
+export async function itemSha256s(db: Db, args: { batchId: string; index: number }): Promise<string[]> {
+  const r = await db.query<{ sha256s: string[] }>(
+    `SELECT CASE WHEN ref IS NOT NULL THEN ARRAY[ref->>'sha256']
+                 ELSE ARRAY(SELECT jsonb_array_elements_text(coalesce(${VEHICLE_SHA256S}, '[]'))) END AS sha256s
+       FROM batch_items WHERE batch_id = $1 AND index = $2`,
+    [args.batchId, args.index],
+  );
+  return r.rows[0]?.sha256s ?? [];
 }
 
 /** The image a pending photo's URL gave, kept with the photo (and its blob kept while it is pending). */

@@ -1,11 +1,10 @@
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS } from '../analysis/contract.ts';
-import { intakeDepsFor } from '../analysis/intake.ts';
+import { takeBatchPhoto } from '../analysis/intake.ts';
 import type { AnalyzeDeps } from '../analysis/service.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { mapBounded } from '../core/map-bounded.ts';
-import { intakeImage } from '../images/intake.ts';
 import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
@@ -96,19 +95,19 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
   const stored: string[] = [];
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
     const source = it.name ?? ('url' in it ? it.url : undefined) ?? `upload ${i + 1}`;
-    try {
-      if (!('read' in it) && it.base64 === undefined) {
-        // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
+    if (!('read' in it) && it.base64 === undefined) {
+      // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
+      try {
         return { source, ref: null, url: parseImageUrl(it.url!).toString() };
+      } catch (err) {
+        if (err instanceof AppError && err.status < 500) return { source, ref: null, error: { code: err.code, message: err.message } };
+        throw err;
       }
-      const img = await intakeImage('read' in it ? { bytes: await it.read() } : { base64: it.base64 }, intakeDepsFor(deps, userId));
-      if (img.stored) stored.push(img.sha256);
-      return { source, ref: { sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash } };
-    } catch (err) {
-      // One bad photo of thousands fails that photo, with the reason, not the batch.
-      if (err instanceof AppError && err.status < 500) return { source, ref: null, error: { code: err.code, message: err.message } };
-      throw err;
     }
+    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : { base64: it.base64 });
+    if ('refused' in got) return { source, ref: null, error: got.refused };
+    if (got.stored) stored.push(got.ref.sha256);
+    return { source, ref: got.ref };
   }).catch(async (err: unknown) => {
     await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
     throw err;

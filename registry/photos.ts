@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { VEHICLE_SHA256S } from '../batches/repository.ts';
 import type { Db, DbClient } from '../db/pool.ts';
 import { inTransaction } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
@@ -66,7 +67,8 @@ async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>>
   const r = await db.query<{ sha256: string }>(
     `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
      UNION SELECT ref->>'sha256' FROM batch_items WHERE status = 'pending' AND ref->>'sha256' = ANY($1)
-     UNION SELECT s FROM batch_items, unnest(sha256s) s WHERE status = 'pending' AND sha256s && $1::text[] AND s = ANY($1)`,
+     UNION SELECT s FROM batch_items, jsonb_array_elements_text(${VEHICLE_SHA256S}) s
+            WHERE status = 'pending' AND ${VEHICLE_SHA256S} ?| $1::text[] AND s = ANY($1)`,
     [sha256s],
   );
   return new Set(r.rows.map((row) => row.sha256));

@@ -3,7 +3,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { EXPORT_FORMATS, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
-import { batchItems, batchSummary, getBatch, retryItem, setBatchStatus } from '../../batches/repository.ts';
+import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
@@ -132,11 +132,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         const userId = liveUser(request);
         const batch = await getBatch(deps.db, userId, request.params.batchId);
         if (batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', 'The batch is cancelled; its photos do not run again');
-        const item = await deps.db.query<{ sha256s: string[] }>(
-          `SELECT CASE WHEN ref IS NOT NULL THEN ARRAY[ref->>'sha256'] ELSE coalesce(sha256s, '{}') END AS sha256s FROM batch_items WHERE batch_id = $1 AND index = $2`,
-          [batch.id, request.params.index],
-        );
-        for (const sha256 of item.rows[0]?.sha256s ?? []) {
+        for (const sha256 of await itemSha256s(deps.db, { batchId: batch.id, index: request.params.index })) {
           if (!(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
         }
         const outcome = await retryItem(deps.db, { batchId: batch.id, index: request.params.index });

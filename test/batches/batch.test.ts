@@ -3,7 +3,7 @@ import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
-import { photoBase64 } from '../helpers/photos.ts';
+import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -17,10 +17,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => p?.close());
 
-const PHOTOS = [
-  'Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg', 'gps-DSCN0012.jpg',
-  'gps-DSCN0021.jpg', 'hdr-canon_hdr_NO.jpg', 'hdr-canon_hdr_YES.jpg', 'mobile-jolla.jpg', 'orientation-landscape_1.jpg',
-];
+const PHOTOS = DISTINCT_PHOTOS;
 const submit = (key: string, body: Record<string, unknown>) => p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key), payload: body });
 const status = async (key: string, id: string) => (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(key) })).json();
 const until = (key: string, id: string, want: (b: { status: string; pauseReason: string | null }) => boolean) =>

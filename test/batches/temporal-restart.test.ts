@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { freePort, startTemporalDevServer, type DevServer } from '../../tools/scripts/temporal.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
-import { photoBase64 } from '../helpers/photos.ts';
+import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -32,7 +32,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const PHOTOS = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg', 'gps-DSCN0012.jpg', 'gps-DSCN0021.jpg'];
+const PHOTOS = DISTINCT_PHOTOS.slice(0, 6);
 
 describe('Temporal restarted mid-batch', () => {
   it('the batch completes after the restart, each photo billed once, the ledger balanced', async () => {

@@ -2,7 +2,7 @@ import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
-import { photoBase64 } from '../helpers/photos.ts';
+import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -16,10 +16,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => p?.close());
 
-const PHOTOS = [
-  'Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg', 'gps-DSCN0012.jpg',
-  'gps-DSCN0021.jpg', 'hdr-canon_hdr_NO.jpg', 'hdr-canon_hdr_YES.jpg', 'mobile-jolla.jpg', 'orientation-landscape_1.jpg',
-];
+const PHOTOS = DISTINCT_PHOTOS;
 const b64 = new Map(PHOTOS.map((f) => [f, photoBase64(f)]));
 const submit = (key: string, body: Record<string, unknown>) => p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key), payload: body });
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
+import { createBatch } from '../../batches/repository.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -89,5 +90,35 @@ describe('no storage without payment', () => {
     expect(out.bytes).toBeGreaterThanOrEqual(orphan.length);
     const counted = (await metrics.registry.getSingleMetric('lenstack_blobs_collected_total')!.get()).values[0]!.value;
     expect(counted).toBe(out.deleted);
+  });
+
+  it('keeps the blobs of photos a batch has yet to analyze, alone or of a vehicle, and lets them go once they ran', async () => {
+    const user = await createTestUser(p.db, { community: 0 });
+    const [single, front, rear] = await Promise.all([freshJpeg(8), freshJpeg(9), freshJpeg(10)]);
+    const ref = (b: Buffer) => ({ sha256: sha(b), format: 'jpeg', width: 64, height: 48, pHash: '0'.repeat(16), dHash: '0'.repeat(16) });
+    const spec = { stack: null, lenses: ['moderation'], billable: [] };
+    const photos = await createBatch(p.db, { userId: user.userId, kind: 'photos', spec, columns: null, items: [{ source: 'single.jpg', ref: ref(single) }] });
+    const vehicles = await createBatch(p.db, {
+      userId: user.userId,
+      kind: 'vehicles',
+      spec,
+      columns: null,
+      // The rear photo's URL was not fetched yet: only the front one has an image to keep.
+      items: [{ source: 'car', ref: null, photos: [{ source: 'front.jpg', ref: ref(front) }, { source: 'rear.jpg', url: 'https://example.com/rear.jpg' }] }],
+    });
+    const old = new Date(Date.now() - 2 * 3600_000);
+    for (const b of [single, front, rear]) {
+      await blobs.put(sha(b), b);
+      await utimes(blobs.pathOf(sha(b)), old, old);
+    }
+    await collectBlobs(p.db, blobs, { graceMs: 3600_000 });
+    expect(await blobs.has(sha(single))).toBe(true);
+    expect(await blobs.has(sha(front))).toBe(true);
+    expect(await blobs.has(sha(rear))).toBe(false);
+
+    await p.db.query(`UPDATE batch_items SET status = 'failed', finished_at = now() WHERE batch_id = ANY($1)`, [[photos, vehicles]]);
+    await collectBlobs(p.db, blobs, { graceMs: 3600_000 });
+    expect(await blobs.has(sha(single))).toBe(false);
+    expect(await blobs.has(sha(front))).toBe(false);
   });
 });
