@@ -167,7 +167,7 @@ export async function startBatchWorkflow(
   await deps.temporal.workflow.start(batchWorkflow, {
     taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
     workflowId: batchWorkflowId(batch.userId, batch.batchId),
-    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
+    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: [
       { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },

@@ -6,7 +6,6 @@ import { batchBodySchema, MAX_BATCH_ITEMS, submitBatch } from '../batches/submit
 import type { AnalyzeDeps } from '../analysis/service.ts';
 import type { Client } from '@temporalio/client';
 import type { Uploads } from './uploads.ts';
-import { LENSES } from '../lenses/index.ts';
 import { STACKS } from '../lenses/stacks.ts';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
@@ -399,14 +398,16 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   // call names them with the lenses; the same submission as POST /v1/batches from there on.
   if (deps.batches) {
     const { pipeline, uploads } = deps.batches;
-    uploads.register(app, signedIn, (personId, workspaceId) => requireMember(deps.db, personId, workspaceId));
+    // A batch spends the workspace's credits: owners and admins, as for keys and purchases.
+    const mayStart = (personId: string, workspaceId: string) => requireMember(deps.db, personId, workspaceId, ['owner', 'admin']);
+    uploads.register(app, signedIn, mayStart);
     const newBatch = batchBodySchema.pick({ preset: true, modules: true, columns: true }).extend({
       uploads: z.array(z.strictObject({ id: z.string().min(1).max(200), name: z.string().min(1).max(500) })).min(1).max(MAX_BATCH_ITEMS),
     });
     app.post('/api/v1/workspaces/:workspaceId/batches', { bodyLimit: 4 * 1024 * 1024 }, async (request, reply) => {
       const person = await signedIn(request);
       const { workspaceId } = workspaceParams.parse(request.params);
-      await requireMember(deps.db, person.id, workspaceId);
+      await mayStart(person.id, workspaceId);
       const body = parseBody(newBatch, request.body);
       const photos = await uploads.take(workspaceId, body.uploads);
       const { uploads: taken, ...rest } = body;
@@ -425,7 +426,6 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     return {
       // The vehicle stack groups photos by vehicle, which a folder of files does not say: API only.
       stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description })),
-      lenses: LENSES.map((l) => l.name),
       batches: deps.batches !== undefined,
     };
   });

@@ -55,6 +55,8 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const uploads = createUploads({ db, dir: config.UPLOAD_DIR, maxBytes: config.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
+  // Swept at start (a console restarted often would otherwise never sweep) and every hour.
+  void uploads.sweep().catch(() => undefined);
   const sweep = setInterval(() => void uploads.sweep().catch(() => undefined), 3600_000);
   sweep.unref();
   const app = await buildWebApp({

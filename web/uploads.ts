@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStore } from '@tus/file-store';
-import { Server } from '@tus/server';
+import { EVENTS, Server } from '@tus/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { UploadedPhoto } from '../batches/submit.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
@@ -15,7 +15,7 @@ export const UPLOADS_PATH = '/api/v1/uploads';
 /** How long an upload that no batch took is kept (a dropped upload can resume within it). */
 export const UPLOAD_TTL_MS = 24 * 3600_000;
 /** The signed-in person of each request handed to tus (its hooks see the Node request behind theirs). */
-const people = new WeakMap<IncomingMessage, { person: string; workspace: string }>();
+const people = new WeakMap<IncomingMessage, { person: string; workspace: string; created?: string }>();
 const callerOf = (req: Request) => {
   const node = (req as Request & { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
   return node ? people.get(node) : undefined;
@@ -29,8 +29,11 @@ const ID = /^(usr_[A-Za-z0-9_-]{1,80})\.([0-9a-f]{32})$/;
 export interface Uploads {
   /** The directory the files are in (each at {dir}/{id}). */
   readonly dir: string;
-  /** Serve the tus protocol for a signed-in person (POST creates, HEAD asks the offset, PATCH appends). */
-  register(app: FastifyInstance, signedIn: (request: FastifyRequest) => Promise<{ id: string }>, requireMember: (personId: string, workspaceId: string) => Promise<unknown>): void;
+  /**
+   * Serve the tus protocol for a signed-in person (POST creates, HEAD asks the offset, PATCH
+   * appends) who may start batches in the upload's workspace (`mayStart` throws otherwise).
+   */
+  register(app: FastifyInstance, signedIn: (request: FastifyRequest) => Promise<{ id: string }>, mayStart: (personId: string, workspaceId: string) => Promise<unknown>): void;
   /**
    * Claim the workspace's finished uploads for one batch, as photos; 400 naming the first that is
    * not one (none stays claimed then). A claimed upload cannot be taken by a second submission.
@@ -78,7 +81,8 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
       if (req.method !== 'POST' && !id.startsWith(`${caller.workspace}.`)) throw { status_code: 404, body: 'No such upload' };
     },
     async onUploadCreate(req, upload) {
-      const person = callerOf(req)?.person;
+      const caller = callerOf(req);
+      const person = caller?.person;
       const workspace = upload.metadata?.workspace ?? '';
       if (!person) throw { status_code: 401, body: 'Sign in first' };
       if (upload.size === undefined) throw { status_code: 400, body: 'Upload-Length is required: say the file size up front' };
@@ -98,6 +102,7 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
         }
         await c.query('INSERT INTO console_uploads (id, workspace_id, person_id, size) VALUES ($1, $2, $3, $4)', [upload.id, workspace, person, upload.size]);
         await c.query('COMMIT');
+        caller!.created = upload.id;
       } catch (err) {
         await c.query('ROLLBACK').catch(() => undefined);
         throw err;
@@ -106,11 +111,21 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
       }
       return {};
     },
+    // A creation that failed after its row was written (the store could not make the file) gives
+    // its quota back at once, not after the sweep.
+    async onResponseError(req) {
+      const created = req.method === 'POST' ? callerOf(req)?.created : undefined;
+      if (created) await forgetRows([created]);
+      return undefined;
+    },
   });
+  // An upload its owner terminated (tus DELETE) no longer counts.
+  tus.on(EVENTS.POST_TERMINATE, (_req: Request, _res: Response, id: string) => void forgetRows([id]).catch(() => undefined));
+  const forgetRows = (ids: string[]) => deps.db.query('DELETE FROM console_uploads WHERE id = ANY($1)', [ids]);
 
   return {
     dir: deps.dir,
-    register(app, signedIn, requireMember) {
+    register(app, signedIn, mayStart) {
       // tus sends bytes as application/offset+octet-stream: left unread for tus to stream to disk.
       app.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
       const handler = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
@@ -125,7 +140,7 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
           workspaceId = ID.exec(id)?.[1] ?? null;
           if (!workspaceId) throw new AppError('NOT_FOUND', 'No such upload');
         }
-        await requireMember(person.id, workspaceId);
+        await mayStart(person.id, workspaceId);
         people.set(request.raw, { person: person.id, workspace: workspaceId });
         reply.hijack();
         await tus.handle(request.raw, reply.raw);
@@ -163,12 +178,14 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
 
     async forget(ids) {
       await Promise.all(ids.map((id) => store.remove(id).catch(() => undefined)));
-      await deps.db.query('DELETE FROM console_uploads WHERE id = ANY($1)', [ids]);
+      await forgetRows(ids);
     },
 
     async sweep() {
       const old = await deps.db.query<{ id: string }>(`SELECT id FROM console_uploads WHERE created_at < now() - make_interval(secs => $1)`, [UPLOAD_TTL_MS / 1000]);
       await this.forget(old.rows.map((r) => r.id));
+      // Unfinished files no row names any more (a row cascaded away with its person or workspace) expire by the store's own clock.
+      await store.deleteExpired().catch(() => 0);
       return old.rows.length;
     },
   };

@@ -35,6 +35,8 @@ export interface BatchInput {
   /** Photos analyzed at once across all running batches of the workspace (BATCH_WORKSPACE_CONCURRENCY). */
   workspaceConcurrency?: number;
   reservationTtlMs: number;
+  /** Execution timeout of each photo's or vehicle's child workflow (WORKFLOW_TIMEOUT_MS: reservations outlive it). */
+  childTimeoutMs: number;
   /** Photos this run handles before it continues as new (BATCH_PHOTOS_PER_RUN). */
   photosPerRun?: number;
   /** Carried over continue-as-new. */
@@ -49,12 +51,18 @@ export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled
 
 /** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
 export const PHOTOS_PER_RUN = 200;
-/** A vehicle's photos described at once inside a batch (the batch runs `concurrency` vehicles at once). */
+/**
+ * A vehicle's photos described at once inside a batch. The batch's share counts photos for both
+ * kinds: a vehicle batch runs share ÷ this many vehicles at once (at least one).
+ */
 export const BATCH_VEHICLE_PHOTO_CONCURRENCY = 4;
 
 const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 // Fetching a photo by URL: the fetch has its own deadline (the address policy's), retried a little.
 const fetcher = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: { initialInterval: '1 second', maximumAttempts: 3 } });
+// A vehicle's photos (up to 50, each under the fetch deadline): long, so it heartbeats after each
+// photo and a lost worker is noticed within the heartbeat timeout, not at the end.
+const preparer = proxyActivities<Activities>({ startToCloseTimeout: '15 minutes', heartbeatTimeout: '1 minute', retry: { initialInterval: '1 second', maximumAttempts: 3 } });
 
 /** The cause's type when a child analysis failed with one of our domain errors. */
 function failureOf(err: unknown): { code: string; message: string } {
@@ -117,13 +125,15 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       cursor = -1;
       continue;
     }
-    await mapBounded(items, share, async (item) => {
+    const photoConcurrency = Math.min(BATCH_VEHICLE_PHOTO_CONCURRENCY, share);
+    const atOnce = input.kind === 'vehicles' ? Math.max(1, Math.floor(share / photoConcurrency)) : share;
+    await mapBounded(items, atOnce, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
       const finish = (outcome: ItemOutcome) => db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome });
       try {
         if (input.kind === 'vehicles') {
-          await finish(await runVehicle(input, item.index, requestId));
+          await finish(await runVehicle(input, item.index, requestId, photoConcurrency));
         } else {
           await finish(await runPhoto(input, item, requestId));
         }
@@ -170,7 +180,7 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
     ],
     // A cancelled batch lets a running photo finish (and be billed for what it did).
     parentClosePolicy: ParentClosePolicy.ABANDON,
-    workflowExecutionTimeout: '10 minutes',
+    workflowExecutionTimeout: input.childTimeoutMs,
   });
   return { credits: (result as AnalyzeResult).creditsCharged };
 }
@@ -180,8 +190,8 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
  * since hashing is not workflow code), then the vehicle report saga as a child, or the stored
  * report of the same photos and vehicle for nothing.
  */
-async function runVehicle(input: BatchInput, index: number, requestId: string): Promise<ItemOutcome> {
-  const ready = await fetcher.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
+async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number): Promise<ItemOutcome> {
+  const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
   if ('error' in ready) return ready.error;
   if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
   const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
@@ -194,12 +204,12 @@ async function runVehicle(input: BatchInput, index: number, requestId: string): 
         ...(ready.context ? { context: ready.context } : {}),
         refresh: false,
         reservationTtlMs: input.reservationTtlMs,
-        photoConcurrency: BATCH_VEHICLE_PHOTO_CONCURRENCY,
+        photoConcurrency,
         setHash: ready.setHash,
       },
     ],
     parentClosePolicy: ParentClosePolicy.ABANDON,
-    workflowExecutionTimeout: '10 minutes',
+    workflowExecutionTimeout: input.childTimeoutMs,
   });
   return { credits: result.creditsCharged, reportId: result.reportId };
 }

@@ -54,4 +54,27 @@ describe('a batch of URLs', () => {
     expect(canary.connections()).toBe(0);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 9, reserved: 0 });
   });
+
+  it('fetches a vehicle’s photos in the worker, keeps each one taken, and fails the vehicle naming the photo that could not be fetched', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const res = await p.app.inject({
+      method: 'POST',
+      url: '/v1/batches',
+      headers: bearer(user.liveKey),
+      payload: { vehicles: [{ name: 'van', items: [{ url: `${server.origin}/image.jpg`, name: 'front.jpg' }, { url: `${server.origin}/missing`, name: 'rear.jpg' }] }] },
+    });
+    expect(res.statusCode, res.body).toBe(202);
+    const id = res.json().id;
+    await expect
+      .poll(async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(user.liveKey) })).json().status, { timeout: 60_000, interval: 200 })
+      .toBe('completed');
+    const [van] = (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}/items`, headers: bearer(user.liveKey) })).json().items;
+    expect(van).toMatchObject({ source: 'van', status: 'failed', creditsCharged: 0 });
+    expect(van.error.message).toMatch(/^photo 2 \(rear\.jpg\): /);
+    // The photo that was fetched is kept with the vehicle: a retry fetches only the other.
+    expect(van.photos[0]).toMatchObject({ source: 'front.jpg', sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(van.photos[1]).toEqual({ source: 'rear.jpg', sha256: null });
+    expect(canary.connections()).toBe(0);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+  });
 });

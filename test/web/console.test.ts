@@ -419,6 +419,20 @@ describe('team workspaces and invitations', () => {
     });
     expect(keyAttempt.status).toBe(403);
     expect((await stack.pipeline.db.query('SELECT 1 FROM api_keys WHERE user_id = $1', [acme.id])).rowCount).toBe(0);
+    // Nor spend the workspace's credits on a batch: no uploads, no batch, no "New batch" button.
+    expect(await mp.getByRole('button', { name: 'New batch' }).count()).toBe(0);
+    const uploadAttempt = await fetch(`${stack.url}/api/v1/uploads`, {
+      method: 'POST',
+      headers: { cookie: await cookieOf(member), origin: stack.url, 'tus-resumable': '1.0.0', 'upload-length': '10', 'upload-metadata': `workspace ${Buffer.from(acme.id).toString('base64')}` },
+    });
+    expect(uploadAttempt.status).toBe(403);
+    const batchAttempt = await fetch(`${stack.url}/api/v1/workspaces/${acme.id}/batches`, {
+      method: 'POST',
+      headers: { cookie: await cookieOf(member), origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ preset: 'quick-scan', uploads: [{ id: `${acme.id}.${'0'.repeat(32)}`, name: 'x.jpg' }] }),
+    });
+    expect(batchAttempt.status).toBe(403);
+    expect((await stack.pipeline.db.query('SELECT 1 FROM console_uploads WHERE workspace_id = $1', [acme.id])).rowCount).toBe(0);
     // The link worked once.
     const again = await fetch(`${stack.url}/api/v1/invitations/accept`, {
       method: 'POST',

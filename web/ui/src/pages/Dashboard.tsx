@@ -53,7 +53,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
       </div>
       <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} isOwner={workspace.role === 'owner'} />
       <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
-      <BatchesPanel key={`batches-${workspace.id}`} workspaceId={workspace.id} />
+      <BatchesPanel key={`batches-${workspace.id}`} workspaceId={workspace.id} canStart={canManage} />
       <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} role={workspace.role} />
       <NewWorkspace
         onCreated={async (id) => {
@@ -421,7 +421,7 @@ function AddCard({ workspaceId }: { workspaceId: string }) {
 // The uploader (and its tus client) loads when someone opens it, not with the first page.
 const NewBatch = lazy(() => import('./NewBatch.tsx'));
 
-function BatchesPanel({ workspaceId }: { workspaceId: string }) {
+function BatchesPanel({ workspaceId, canStart }: { workspaceId: string; canStart: boolean }) {
   const [batches, setBatches] = useState<BatchSummary[] | null>(null);
   const [opened, setOpened] = useState(false);
   const [version, setVersion] = useState(0);
@@ -443,12 +443,12 @@ function BatchesPanel({ workspaceId }: { workspaceId: string }) {
       source?.close();
     };
   }, [workspaceId, version]);
-  if (batches === null) return null;
+  if (batches === null || (batches.length === 0 && !canStart)) return null;
   return (
     <section className="card" aria-labelledby="batches-h">
       <div className="bar">
         <h2 id="batches-h">Batches</h2>
-        {!opened && (
+        {canStart && !opened && (
           <button type="button" className="secondary" onClick={() => setOpened(true)}>
             New batch
           </button>
@@ -459,7 +459,7 @@ function BatchesPanel({ workspaceId }: { workspaceId: string }) {
           <NewBatch workspaceId={workspaceId} onSubmitted={() => setVersion((v) => v + 1)} />
         </Suspense>
       )}
-      {batches.length === 0 && !opened && <p className="hint">Hundreds or thousands of photos through the same lenses, in the background, with a spreadsheet at the end.</p>}
+      {batches.length === 0 && !opened && canStart && <p className="hint">Hundreds or thousands of photos through the same lenses, in the background, with a spreadsheet at the end.</p>}
       <ul className="batches">
         {batches.map((b) => {
           const finished = b.counts.done + b.counts.failed;

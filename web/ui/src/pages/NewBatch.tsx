@@ -90,6 +90,8 @@ export default function NewBatch({ workspaceId, onSubmitted }: { workspaceId: st
         retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
         metadata: { workspace: workspaceId, filename: item.name, filetype: item.file.type },
         removeFingerprintOnSuccess: true,
+        // Resumed only into the same workspace: the same file dropped into another starts afresh.
+        fingerprint: async (file) => ['lenstack', workspaceId, nameOf(file as File), (file as File).type, (file as File).size, (file as File).lastModified].join('-'),
         onProgress: (sent) => update(item.key, { sent }),
         onSuccess: () => {
           const done = { status: 'done' as const, sent: item.file.size, uploadId: upload.url!.split('/').pop()! };
