@@ -19,7 +19,11 @@ const HEADER = `/**
 
 export async function generateTypes(): Promise<string> {
   const document = JSON.parse(await readFile(OPENAPI_PATH, 'utf8')) as Record<string, unknown>;
-  const ast = await openapiTS(document as never, { alphabetize: false, exportType: true });
+  const ast = await openapiTS(document as never, {
+    exportType: true,
+    // A field with a default is optional in a request (openapi-typescript would require `refresh`).
+    defaultNonNullable: false,
+  });
   return HEADER + astToString(ast);
 }
 

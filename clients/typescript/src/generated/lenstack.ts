@@ -2460,7 +2460,7 @@ export type components = {
                 includeFingerprint?: boolean;
             };
             /** @default false */
-            refresh: boolean;
+            refresh?: boolean;
         };
         AnalyzeRequestV2Input: {
             /** Format: uri */
@@ -2508,7 +2508,7 @@ export type components = {
                 includeFingerprint?: boolean;
             };
             /** @default false */
-            refresh: boolean;
+            refresh?: boolean;
             /** @description Bespoke extraction: exactly one of prompt, schema, schemaId. Always 5 credits per call. */
             extract?: {
                 /** @description Natural-language request; the AI drafts the schema. */
@@ -4460,7 +4460,7 @@ export type components = {
              * @description Largest pHash Hamming distance that counts as a fuzzy match.
              * @default 5
              */
-            threshold: number;
+            threshold?: number;
         };
         ErrorEnvelope: {
             error: {
