@@ -6,7 +6,7 @@ export interface Context {
   json: boolean;
   stdout: NodeJS.WriteStream;
   stderr: NodeJS.WriteStream;
-  /** Terminal width for tables (80 when not a terminal). */
+  /** Terminal width for tables (unbounded when stdout is not a terminal). */
   width: number;
   catalog(): Promise<Catalog>;
 }

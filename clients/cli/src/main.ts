@@ -105,7 +105,8 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
     let catalog: Promise<Catalog> | undefined;
     const ctx: Context = {
       client, json, stdout: io.stdout, stderr: io.stderr,
-      width: io.stdout.isTTY ? (io.stdout.columns ?? 100) : 100,
+      // Cut to the terminal's width; piped output is never cut.
+      width: io.stdout.isTTY ? (io.stdout.columns ?? 100) : Number.POSITIVE_INFINITY,
       catalog: () => (catalog ??= client.catalog()),
     };
     switch (command) {
