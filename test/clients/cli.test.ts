@@ -161,6 +161,30 @@ describe('lenstack CLI', () => {
     expect(readable.stdout).toMatch(/^batch bat_\S+ completed: 1 done, 0 failed, 0 pending; 0 credits$/m);
   });
 
+  it('runs the examples: examples/analyze.ts and examples/batch.ts', async () => {
+    const tsx = [process.execPath, join(ROOT, 'node_modules/tsx/dist/cli.mjs')];
+    const analyzed = await lenstack([join(ROOT, 'examples/analyze.ts'), photo('hdr-canon_hdr_NO.jpg')], {}, tsx);
+    expect(analyzed.code, analyzed.stderr).toBe(0);
+    expect(analyzed.stdout).toMatch(/^taken around \d{4} \(\d+% sure\)$/m);
+    expect(analyzed.stdout).toMatch(/^2 credits, request req_/m);
+    expect(analyzed.stdout).toContain('registry: dating, describe, moderation');
+
+    const folder = join(work, 'example-batch');
+    await mkdir(folder);
+    await copyFile(photo('hdr-canon_hdr_NO.jpg'), join(folder, 'one.jpg'));
+    await copyFile(photo('hdr-canon_hdr_YES.jpg'), join(folder, 'two.jpg'));
+    const csv = join(work, 'example.csv');
+    const batched = await lenstack([join(ROOT, 'examples/batch.ts'), folder, csv], {}, tsx);
+    expect(batched.code, batched.stderr).toBe(0);
+    // hdr_NO already has both lenses from the run above: only hdr_YES is billed.
+    expect(batched.stdout).toMatch(/^completed, 2 credits; wrote /m);
+    const rows = (await readFile(csv, 'utf8')).replace(/^\uFEFF/, '').trim().split('\r\n');
+    expect(rows.map((r) => r.split(',').slice(0, 3).join(','))).toEqual(['#,Source,Status', '1,one.jpg,done', '2,two.jpg,done']);
+
+    const noPhoto = await lenstack([join(ROOT, 'examples/analyze.ts'), join(work, 'missing.jpg')], {}, tsx);
+    expect(noPhoto.code).not.toBe(0);
+  });
+
   it('exits with codes scripts can trust: usage 2, auth 3, credits 4, API error 5, network 6', async () => {
     const noKey = await lenstack(['analyze', photo('Canon_40D.jpg')], { LENSTACK_API_KEY: undefined });
     expect(noKey.code).toBe(3);
