@@ -108,6 +108,40 @@ describe('retries', () => {
   });
 });
 
+describe('following a batch', () => {
+  it('opens the event stream again when it breaks off, and reads the end state', async () => {
+    const running = { ...BATCH, counts: { total: 2, done: 1, failed: 0, pending: 1 } };
+    const completed = { ...BATCH, status: 'completed', counts: { total: 2, done: 2, failed: 0, pending: 0 } };
+    const { url, seen } = await wire([
+      (req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`event: batch\ndata: ${JSON.stringify(running)}\n\n`, () => req.socket.destroy());
+      },
+      (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`: still running\n\nevent: batch\ndata: ${JSON.stringify(completed)}\n\n`);
+      },
+      json(200, completed),
+    ]);
+    const progress: unknown[] = [];
+    const done = await client(url, []).batches.wait('bat_1', { onProgress: (b) => progress.push(b.status) });
+    expect(done).toEqual(completed);
+    expect(seen.map((s) => s.url)).toEqual(['/v1/batches/bat_1/events', '/v1/batches/bat_1/events', '/v1/batches/bat_1']);
+    expect(progress.at(-1)).toBe('completed');
+  });
+
+  it('gives up on a stream that keeps breaking off with NETWORK_ERROR', async () => {
+    const { url, seen } = await wire([(req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': hello\n\n', () => req.socket.destroy());
+    }]);
+    const err = await client(url, [], { maxAttempts: 2 }).batches.wait('bat_1').catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'NETWORK_ERROR', status: null });
+    expect((err as Error).message).toContain('event stream broke off');
+    expect(seen).toHaveLength(2);
+  });
+});
+
 describe('error values', () => {
   it('carries the envelope: code, message, status, request id and the credit shortfall of a 402', async () => {
     const credits = { needed: 14, community: 3, purchased: 0, total: 3, resetsInDays: 0 };

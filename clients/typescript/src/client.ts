@@ -1,7 +1,7 @@
 import createClient, { type Client } from 'openapi-fetch';
 import type { paths } from './generated/lenstack.ts';
 import { isErrorEnvelope, LenstackError } from './errors.ts';
-import { abortableSleep, NetworkFailure, retryingFetch, REQUEST_ID_HEADER, type AttemptInfo, type FetchPolicy, type RetryEvent, type RetryOptions } from './retry.ts';
+import { abortableSleep, NetworkFailure, newRequestId, parseRetryAfter, retryingFetch, REQUEST_ID_HEADER, type AttemptInfo, type FetchPolicy, type RetryEvent, type RetryOptions } from './retry.ts';
 import { readServerSentEvents } from './sse.ts';
 import type {
   Analysis, AnalyzeRequest, AnalyzeV2Request, Batch, BatchItem, BatchItemsPage, BatchItemsQuery, BatchRequest, Catalog,
@@ -52,6 +52,10 @@ export class Lenstack {
   readonly baseUrl: string;
   readonly batches: Batches;
   readonly #retry: Required<RetryOptions>;
+  /** Attempts per request (retry.maxAttempts). */
+  get maxAttempts(): number {
+    return this.#retry.maxAttempts;
+  }
   readonly #onRetry: ((e: RetryEvent) => void) | undefined;
   readonly #fetch: FetchFn;
 
@@ -84,8 +88,7 @@ export class Lenstack {
     const { response } = outcome;
     if (response.ok) return outcome.data as T;
     const requestId = response.headers.get(REQUEST_ID_HEADER) ?? info.requestId;
-    const retryAfter = response.headers.get('retry-after');
-    const retryAfterSeconds = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) : undefined;
+    const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
     const body = outcome.error;
     if (isErrorEnvelope(body)) {
       const e = body.error;
@@ -212,29 +215,51 @@ export class Batches {
 
   /**
    * GET /v1/batches/{id}/events: the batch each time it changes, as server-sent events; ends
-   * when the batch completes or is cancelled.
+   * when the batch completes or is cancelled. A connection lost mid-stream throws NETWORK_ERROR.
    */
   async *events(batchId: string, opts?: RequestOptions): AsyncGenerator<Batch> {
-    const stream = await this.client.call<ReadableStream<Uint8Array> | null>(IDEMPOTENT, opts, (init) =>
+    const requestId = opts?.requestId ?? newRequestId();
+    const stream = await this.client.call<ReadableStream<Uint8Array> | null>(IDEMPOTENT, { ...opts, requestId }, (init) =>
       this.client.raw.GET('/v1/batches/{batchId}/events', { params: { path: { batchId } }, parseAs: 'stream', ...init }) as Promise<Outcome<ReadableStream<Uint8Array> | null>>,
     );
     if (!stream) return;
-    for await (const e of readServerSentEvents(stream)) {
-      if (e.event === 'batch') yield JSON.parse(e.data) as Batch;
+    const events = readServerSentEvents(stream);
+    for (;;) {
+      let next: IteratorResult<{ event: string; data: string }>;
+      try {
+        next = await events.next();
+      } catch (err) {
+        if (opts?.signal?.aborted) throw err;
+        throw new LenstackError({ code: 'NETWORK_ERROR', message: `The batch event stream broke off: ${(err as Error).message}`, status: null, requestId, retryable: true, attempts: 1, cause: err });
+      }
+      if (next.done) return;
+      if (next.value.event === 'batch') yield JSON.parse(next.value.data) as Batch;
     }
   }
 
-  /** Follows the batch until it completes, is cancelled or pauses (for credits, or by request), reporting each change. */
+  /**
+   * Follows the batch until it completes, is cancelled or pauses (for credits, or by request),
+   * reporting each change. A stream that breaks off is opened again (up to the client's
+   * maxAttempts in a row without news); the end state is read once more with GET.
+   */
   async wait(batchId: string, opts?: { onProgress?: (batch: Batch) => void; signal?: AbortSignal }): Promise<Batch> {
     let latest: Batch | undefined;
-    for await (const batch of this.events(batchId, opts?.signal ? { signal: opts.signal } : undefined)) {
-      latest = batch;
-      opts?.onProgress?.(batch);
-      if (batch.status === 'paused') return batch;
+    let failures = 0;
+    for (;;) {
+      try {
+        for await (const batch of this.events(batchId, opts?.signal ? { signal: opts.signal } : undefined)) {
+          failures = 0;
+          latest = batch;
+          opts?.onProgress?.(batch);
+          if (batch.status === 'paused') return batch;
+        }
+        break;
+      } catch (err) {
+        if (!(err instanceof LenstackError) || err.code !== 'NETWORK_ERROR' || ++failures >= this.client.maxAttempts) throw err;
+      }
     }
-    // The stream ends after the last state; read it once more so a stream cut short is not mistaken for the end.
-    const final = await this.get(batchId);
-    if (latest === undefined || JSON.stringify(final.counts) !== JSON.stringify(latest.counts) || final.status !== latest.status) opts?.onProgress?.(final);
+    const final = await this.get(batchId, opts?.signal ? { signal: opts.signal } : undefined);
+    if (latest === undefined || latest.status !== final.status || JSON.stringify(latest.counts) !== JSON.stringify(final.counts)) opts?.onProgress?.(final);
     return final;
   }
 }
