@@ -208,7 +208,17 @@ describe('lenstack CLI', () => {
     await writeFile(join(work, 'broken.jpg'), 'these bytes are not a photo');
     const invalid = await lenstack(['analyze', join(work, 'broken.jpg'), '--lens', 'dating', '--json']);
     expect(invalid.code).toBe(5);
-    expect(JSON.parse(invalid.stdout)).toMatchObject({ error: { code: 'IMAGE_INVALID', status: 422 } });
+    expect(invalid.stdout).toBe('');
+    expect(JSON.parse(invalid.stderr)).toMatchObject({ error: { code: 'IMAGE_INVALID', status: 422, requestId: expect.any(String) }, exitCode: 5 });
+
+    // Several photos: each is tried, the failure is reported in its place, the exit code is its.
+    const mixed = await lenstack(['analyze', join(work, 'broken.jpg'), photo('Canon_40D.jpg'), '--lens', 'dating', '--json']);
+    expect(mixed.code).toBe(5);
+    const results = JSON.parse(mixed.stdout);
+    expect(results.map((r: { file: string; error?: { code: string }; analysis?: { object: string } }) => [r.file, r.error?.code ?? r.analysis?.object])).toEqual([
+      ['broken.jpg', 'IMAGE_INVALID'],
+      ['Canon_40D.jpg', 'analysis'],
+    ]);
 
     // A port nothing listens on: the OS refuses at once.
     const closed = await lenstack(['usage'], { LENSTACK_BASE_URL: 'http://127.0.0.1:9' });

@@ -4,7 +4,10 @@ import type { AddressInfo } from 'node:net';
 import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Lenstack, LenstackError, photoOutput, type Batch } from '@lenstack/client';
+import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
 import { getBalance } from '../../credits/ledger.ts';
+import { RateLimiter } from '../../ratelimit/limiter.ts';
+import { testConfig } from '../harness/env.ts';
 import { createTestUser, type TestUser } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -19,15 +22,21 @@ let p: Pipeline;
 let baseUrl: string;
 let user: TestUser;
 let client: Lenstack;
+let limiter: RateLimiter;
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 beforeAll(async () => {
-  p = await startPipeline();
+  // The real rate limiter in Redis, as in production (the pipeline helper leaves it out).
+  limiter = await RateLimiter.connect(testConfig().REDIS_URL);
+  p = await startPipeline({ deps: { rateLimiter: limiter } });
   baseUrl = await p.app.listen({ port: 0, host: '127.0.0.1' });
   user = await createTestUser(p.db, { community: 200 });
   client = new Lenstack({ apiKey: user.liveKey, baseUrl });
 }, 120_000);
-afterAll(async () => p?.close());
+afterAll(async () => {
+  await p?.close();
+  await limiter?.close();
+});
 
 describe('@lenstack/client against the running stack', () => {
   it('reads health, llms.txt (with the client install hint), discovery, the catalog and the balance', async () => {
@@ -206,6 +215,18 @@ describe('@lenstack/client against the running stack', () => {
 
     const noBatch = await client.batches.get('bat_doesnotexist').catch((e: unknown) => e);
     expect(noBatch).toMatchObject({ code: 'NOT_FOUND', status: 404 });
+  });
+
+  it('hands back a real 429 whose Retry-After is longer than it may wait: RATE_LIMITED with the wait, sent once', async () => {
+    // The anonymous sandbox key: 2 requests a minute per IP.
+    const anonymous = new Lenstack({ apiKey: ANONYMOUS_SANDBOX_KEY, baseUrl, retry: { maxRetryAfterMs: 1000 } });
+    await anonymous.catalog();
+    await anonymous.catalog();
+    const limited = await anonymous.catalog({ requestId: 'anon-third' }).catch((e: unknown) => e);
+    expect(limited).toBeInstanceOf(LenstackError);
+    expect(limited).toMatchObject({ code: 'RATE_LIMITED', status: 429, retryable: true, attempts: 1, requestId: 'anon-third' });
+    expect((limited as LenstackError).retryAfterSeconds).toBeGreaterThan(1);
+    expect((limited as LenstackError).retryAfterSeconds).toBeLessThanOrEqual(60);
   });
 
   it('resends an analysis whose answer was lost on the way with the same x-request-id: one run, one charge, the first answer', async () => {

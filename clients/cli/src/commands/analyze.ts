@@ -57,7 +57,8 @@ export async function analyzeCommand(ctx: Context, args: AnalyzeArgs): Promise<n
     } catch (err) {
       if (!(err instanceof LenstackError)) throw err;
       const code = exitCodeOf(err);
-      if (code !== EXIT.API) throw err;
+      // One photo: its failure is the command's, reported like any other (stderr, exit code).
+      if (code !== EXIT.API || inputs.length === 1) throw err;
       if (exit === EXIT.OK) exit = code;
       results.push({ file: input.name, error: errorJson(err) });
       if (!ctx.json) {
@@ -67,7 +68,7 @@ export async function analyzeCommand(ctx: Context, args: AnalyzeArgs): Promise<n
     }
   }
   progress.finish();
-  if (ctx.json) printJson(ctx, inputs.length === 1 ? (results[0]!.analysis ?? { error: results[0]!.error }) : results);
+  if (ctx.json) printJson(ctx, inputs.length === 1 ? results[0]!.analysis : results);
   return exit;
 }
 
