@@ -52,10 +52,6 @@ export class Lenstack {
   readonly baseUrl: string;
   readonly batches: Batches;
   readonly #retry: Required<RetryOptions>;
-  /** Attempts per request (retry.maxAttempts). */
-  get maxAttempts(): number {
-    return this.#retry.maxAttempts;
-  }
   readonly #onRetry: ((e: RetryEvent) => void) | undefined;
   readonly #fetch: FetchFn;
 
@@ -72,7 +68,15 @@ export class Lenstack {
     this.batches = new Batches(this);
   }
 
-  /** Runs one operation through the retrying fetch and turns an error answer into LenstackError. */
+  /** Attempts per request (retry.maxAttempts). */
+  get maxAttempts(): number {
+    return this.#retry.maxAttempts;
+  }
+
+  /**
+   * Runs one operation through the retrying fetch and turns an error answer into LenstackError.
+   * @internal the methods below and `batches` use it; callers use them or `raw`.
+   */
   async call<T>(policy: FetchPolicy, opts: RequestOptions | undefined, run: (init: { fetch: FetchFn; headers: Record<string, string>; signal?: AbortSignal }) => Promise<Outcome<T>>): Promise<T> {
     const info: AttemptInfo = { attempts: 0, requestId: opts?.requestId ?? '' };
     const fetch = retryingFetch(this.#fetch, this.#retry, policy, this.#onRetry, abortableSleep, info);
