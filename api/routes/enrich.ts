@@ -47,6 +47,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
         config: { auth: 'key' },
         bodyLimit: deps.config.MAX_BODY_BYTES,
         schema: {
+          operationId: 'enrichPhoto',
           summary: 'Write cached lens output into the photo’s metadata',
           description: `Writes the caller’s registry lens records of this photo (same SHA-256) into its EXIF, IPTC and/or XMP blocks and returns the enriched image; the pixels are not re-encoded. Never runs an analysis: a photo without lens records is 404 PHOTO_NOT_IN_REGISTRY. ${ENRICH_CREDITS} credits per call; sandbox keys write the lens fixtures and bill nothing.`,
           tags: ['enrich'],
