@@ -58,7 +58,7 @@ export const analyzeBodyV1 = z
     options: z.strictObject({ includeEmbedding: z.boolean().optional(), includeFingerprint: z.boolean().optional() }).optional(),
     refresh: z.boolean().default(false),
   })
-  .meta({ id: 'AnalyzeRequest' });
+  .meta({ id: 'AnalyzeRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', modules: ['dating', 'location'] }] });
 
 export const extractSchema = z
   .strictObject({
@@ -80,7 +80,10 @@ export const extractSchema = z
   .describe('Bespoke extraction: exactly one of prompt, schema, schemaId. Always 5 credits per call.');
 
 /** /v2/analyze: the v1 body plus `extract`. */
-export const analyzeBodyV2 = analyzeBodyV1.extend({ extract: extractSchema.optional() }).meta({ id: 'AnalyzeRequestV2' });
+export const analyzeBodyV2 = analyzeBodyV1.extend({ extract: extractSchema.optional() }).meta({
+  id: 'AnalyzeRequestV2',
+  examples: [{ imageUrl: 'https://example.com/photo.jpg', preset: 'quick-scan', extract: { prompt: 'The make, model and colour of every car' } }],
+});
 
 export type AnalyzeBody = z.infer<typeof analyzeBodyV2>;
 

@@ -21,7 +21,7 @@ export const enrichBodySchema = z
     imageBase64: z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`).optional(),
     formats: z.array(formatSchema).min(1).max(4).describe('Metadata blocks to write: exif, iptc, xmp (c2pa is deferred)'),
   })
-  .meta({ id: 'EnrichRequest' });
+  .meta({ id: 'EnrichRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', formats: ['exif', 'xmp'] }] });
 
 export const enrichmentSchema = z
   .object({

@@ -95,7 +95,7 @@ export const lookupBodySchema = z
       ctx.addIssue({ code: 'custom', path: ['images'], message: 'provide exactly one of images or images_base64' });
     }
   })
-  .meta({ id: 'LookupRequest' });
+  .meta({ id: 'LookupRequest', examples: [{ images: ['https://example.com/photo.jpg'], threshold: 5 }] });
 
 export type LookupBody = z.infer<typeof lookupBodySchema>;
 
