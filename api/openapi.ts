@@ -40,6 +40,7 @@ interface Operation extends Json {
   operationId?: string;
   tags?: string[];
   security?: Security;
+  /** The route's own, then the shared ones by reference (`{ $ref }`, no name of its own). */
   parameters?: Parameter[];
   responses?: Record<string, Response>;
 }
@@ -104,6 +105,17 @@ const HEADERS: Record<string, Json> = {
 
 const headerRef = (name: keyof typeof HEADERS & string) => ({ $ref: `#/components/headers/${name}` });
 
+/** The request header every route reads: a client sets it to make a retry safe. */
+const REQUEST_ID_PARAMETER = {
+  name: 'x-request-id',
+  in: 'header',
+  required: false,
+  description:
+    'Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. ' +
+    'On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`.',
+  schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+};
+
 /** Registration options of @fastify/swagger: the whole document, both halves, before the split. */
 export function swaggerOptions(): FastifyDynamicSwaggerOptions {
   return {
@@ -153,7 +165,9 @@ const errorContent = () => ({ 'application/json': { schema: { $ref: '#/component
 /** Headers, descriptions and the shared error responses, on every documented operation. */
 export function finishDocument(doc: OpenApiDocument): OpenApiDocument {
   doc.components.headers = { ...HEADERS };
+  doc.components.parameters = { RequestId: REQUEST_ID_PARAMETER };
   for (const [, , op] of operations(doc)) {
+    op.parameters = [...(op.parameters ?? []), { $ref: '#/components/parameters/RequestId' } as unknown as Parameter];
     const schemes = schemesOf(op);
     // Key-authenticated routes are rate limited (SPEC "Limits"); the rest are not.
     const limited = schemes.has(BEARER);

@@ -41,7 +41,8 @@ describe('meta endpoints (no auth)', () => {
     // Internal-secret operations are not in the public document (they have their own).
     expect(Object.keys(doc.paths).filter((p) => p.startsWith('/v1/internal'))).toEqual([]);
     expect(Object.keys(doc.components.securitySchemes)).toEqual(['bearer']);
-    expect(doc.paths['/v1/usage'].get.parameters.map((p: { name: string }) => p.name)).toEqual(['tier']);
+    // userId is read only with the internal secret: the key form of GET /v1/usage has tier and the shared x-request-id.
+    expect(doc.paths['/v1/usage'].get.parameters).toEqual([expect.objectContaining({ name: 'tier' }), { $ref: '#/components/parameters/RequestId' }]);
     // Request validation and the document come from the same zod schema.
     const analyzeBody = doc.paths['/v1/analyze'].post.requestBody.content['application/json'].schema;
     const ref = String(analyzeBody.$ref).split('/').pop()!;
@@ -95,6 +96,9 @@ describe('meta endpoints (no auth)', () => {
     expect(analyze['429'].headers['Retry-After']).toEqual({ $ref: '#/components/headers/RetryAfter' });
     expect(analyze['200'].headers['RateLimit-Remaining']).toEqual({ $ref: '#/components/headers/RateLimitRemaining' });
     expect(analyze['409'].description).toContain('REQUEST_ID_CONFLICT');
+    // A client can send its own x-request-id (the idempotency key of analyze) on every operation.
+    expect(doc.paths['/v1/analyze'].post.parameters).toContainEqual({ $ref: '#/components/parameters/RequestId' });
+    expect(doc.components.parameters.RequestId).toMatchObject({ name: 'x-request-id', in: 'header', required: false });
     expect(doc.servers[0].variables.baseUrl.default).toBe('http://localhost:8080');
   });
 
