@@ -168,13 +168,19 @@ const vehicleReportOutput = z
  * not re-validated field by field (lens outputs were validated when the vendor answered, and
  * records of older lens versions must still be served), so the runtime schema stays an object.
  */
-const outputSchema = z
-  // An object, checked; described by the anyOf (a free-keyed record beside it would widen every branch).
-  .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'must be an object')
-  .meta({
-    type: 'object',
-    anyOf: [photoOutput, multiPhotoOutput, vehicleReportOutput].map((c) => ({ $ref: `#/components/schemas/${z.globalRegistry.get(c)!.id}` })),
-  });
+function objectOneOf(shapes: z.ZodType[]) {
+  return (
+    z
+      // An object, checked; described by the anyOf (a free-keyed record beside it would widen every branch).
+      .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'must be an object')
+      .meta({ type: 'object', anyOf: shapes.map((c) => ({ $ref: `#/components/schemas/${z.globalRegistry.get(c)!.id}` })) })
+  );
+}
+
+const outputSchema = objectOneOf([photoOutput, multiPhotoOutput, vehicleReportOutput]);
+
+/** A batch item's output: one photo's lens outputs, or a vehicle's report. */
+export const batchItemOutputSchema = objectOneOf([photoOutput, vehicleReportOutput]);
 
 export const analysisSchema = z
   .object({

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
+import { batchItemOutputSchema } from '../../analysis/contract.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
 import type { AppDeps } from '../deps.ts';
@@ -37,7 +38,7 @@ const itemSchema = z
   status: z.enum(['pending', 'done', 'failed']),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
   creditsCharged: z.int(),
-  output: z.record(z.string(), z.unknown()).nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
+  output: batchItemOutputSchema.nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
   photos: z.array(z.object({ source: z.string(), sha256: z.string().nullable() })).nullable().describe('A vehicle’s photos in submission order; null for a photo item'),
   })
   .meta({ id: 'BatchItem' });
