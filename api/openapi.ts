@@ -128,13 +128,8 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
           'Photo analysis with AI vision: lenses and stacks, a per-user photo registry with delta billing, free lookup, metadata enrichment and prepaid credits.\n\n' +
           'Every error is `{ "error": { "code", "message", "retryable", "requestId" } }` (`ErrorEnvelope`); `code` is one of a fixed list. Every response carries `x-request-id`.',
       },
-      servers: [
-        {
-          url: '{baseUrl}',
-          description: 'A Lenstack API deployment',
-          variables: { baseUrl: { default: 'http://localhost:8080', description: 'Scheme, host and port of the API (`npm start` listens on :8080)' } },
-        },
-      ],
+      // Relative: /v1/docs' "Try it out" calls the deployment that serves the page; a client sets its own base URL.
+      servers: [{ url: '/', description: 'The deployment that serves this document (`npm start`: http://localhost:8080)' }],
       components: { securitySchemes: { ...SECURITY_SCHEMES } },
     },
     transform: jsonSchemaTransform,
