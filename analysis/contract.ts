@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields } from '../lenses/index.ts';
+import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields, type Lens } from '../lenses/index.ts';
+import { sandboxOutput } from '../lenses/fixtures.ts';
 import { STACKS } from '../lenses/stacks.ts';
 
 /** Request and response of POST /v1/analyze and /v2/analyze (SPEC "POST /v1/analyze"). */
@@ -57,7 +58,7 @@ export const analyzeBodyV1 = z
     options: z.strictObject({ includeEmbedding: z.boolean().optional(), includeFingerprint: z.boolean().optional() }).optional(),
     refresh: z.boolean().default(false),
   })
-  .meta({ id: 'AnalyzeRequest' });
+  .meta({ id: 'AnalyzeRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', modules: ['dating', 'location'] }] });
 
 export const extractSchema = z
   .strictObject({
@@ -79,7 +80,10 @@ export const extractSchema = z
   .describe('Bespoke extraction: exactly one of prompt, schema, schemaId. Always 5 credits per call.');
 
 /** /v2/analyze: the v1 body plus `extract`. */
-export const analyzeBodyV2 = analyzeBodyV1.extend({ extract: extractSchema.optional() }).meta({ id: 'AnalyzeRequestV2' });
+export const analyzeBodyV2 = analyzeBodyV1.extend({ extract: extractSchema.optional() }).meta({
+  id: 'AnalyzeRequestV2',
+  examples: [{ imageUrl: 'https://example.com/photo.jpg', preset: 'quick-scan', extract: { prompt: 'The make, model and colour of every car' } }],
+});
 
 export type AnalyzeBody = z.infer<typeof analyzeBodyV2>;
 
@@ -87,24 +91,60 @@ const fingerprintSchema = z.object({ pHash: z.string(), dHash: z.string(), sha25
 
 const pascal = (name: string) => name.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
 
-/** Each lens's output as an OpenAPI component (`DatingOutput`, …), straight from the lens module. */
+/** Each lens's output as an OpenAPI component (`DatingOutput`, …), straight from the lens module, its fixture as the example. */
 export const LENS_OUTPUT_COMPONENTS: Readonly<Record<string, z.ZodType>> = Object.fromEntries(
-  LENSES.map((lens) => [lens.name, lens.output.meta({ id: `${pascal(lens.name)}Output`, description: `Fields the ${lens.name} lens adds to output` })]),
+  LENSES.map((lens) => [
+    lens.name,
+    lens.output.meta({ id: lensComponent(lens.name), description: `Fields the ${lens.name} lens adds to output`, examples: [lens.fixture] }),
+  ]),
 );
+
+function lensComponent(name: string): string {
+  return `${pascal(name)}Output`;
+}
+
+/** A reference to a lens's output component, for documents that type one lens's output. */
+export const lensOutputRef = (name: string) => ({ $ref: `#/components/schemas/${lensComponent(name)}` });
+
+/**
+ * A lens's fields as document-only schemas that point at the lens's component
+ * (`#/components/schemas/DatingOutput/properties/estimatedDate`): one definition per field, in
+ * the lens module, however many outputs carry it.
+ */
+function lensFields(lens: Lens, opts: { optional: boolean }): Record<string, z.ZodType> {
+  return Object.fromEntries(
+    outputFields(lens).map((field) => {
+      const ref = z.unknown().meta({ $ref: `#/components/schemas/${lensComponent(lens.name)}/properties/${field}` });
+      return [field, opts.optional ? ref.optional() : ref];
+    }),
+  );
+}
 
 /** One photo's output: the fields of each lens it ran, flat (lens fields never share a name). */
 function photoOutputShape(): z.ZodRawShape {
   const shape: Record<string, z.ZodType> = {};
   for (const lens of LENSES.filter((l) => l.name !== 'vehicle-condition')) {
-    for (const field of outputFields(lens)) {
+    for (const [field, schema] of Object.entries(lensFields(lens, { optional: true }))) {
       if (shape[field]) throw new Error(`lens field ${field} of ${lens.name} is also another lens's field: outputs are merged flat`);
-      shape[field] = (lens.output.shape[field] as z.ZodType).optional().describe(`${lens.name} lens (see ${pascal(lens.name)}Output)`);
+      shape[field] = schema;
     }
   }
+  if (shape.bespoke) throw new Error('a lens field is named bespoke, which /v2/analyze extract output owns');
+  shape.bespoke = z
+    .object({
+      schemaId: z.string().nullable().describe('The saved schema the extraction used (`bsk_…`); null in the sandbox'),
+      data: z.record(z.string(), z.unknown()).nullable().describe('What was extracted, in the shape of that schema; null when the extraction produced nothing'),
+    })
+    .optional()
+    .describe('/v2/analyze with `extract` only: the bespoke extraction');
   return shape;
 }
 
-const photoOutput = z.object(photoOutputShape()).meta({ id: 'PhotoOutput', description: 'One photo (imageUrl or imageBase64): the fields of every lens that ran, flat' });
+const photoOutput = z.object(photoOutputShape()).meta({
+  id: 'PhotoOutput',
+  description: 'One photo (imageUrl or imageBase64): the fields of every lens that ran, flat. Each field is defined by its lens’s component (`DatingOutput`, …).',
+  examples: [sandboxOutput(LENSES.filter((l) => l.name !== 'vehicle-condition').map((l) => l.name))],
+});
 const multiPhotoOutput = z
   .object({
     images: z.array(
@@ -119,18 +159,28 @@ const multiPhotoOutput = z
     ),
   })
   .meta({ id: 'MultiPhotoOutput', description: 'Several photos (images): one entry per image, in request order' });
-const vehicleReportOutput = getLens('vehicle-condition').output
-  .extend({ reportId: z.string() })
-  .meta({ id: 'VehicleReportOutput', description: 'The vehicle-condition stack (outputSchema "vehicle"): one report over all photos' });
+const vehicleReportOutput = z
+  .object({ ...lensFields(getLens('vehicle-condition'), { optional: false }), reportId: z.string() })
+  .meta({ id: 'VehicleReportOutput', description: 'The vehicle-condition stack (outputSchema "vehicle"): one report over all photos; each field is defined by `VehicleConditionOutput`' });
 
 /**
  * `output` in the document: one of the three shapes, by components. At runtime the response is
  * not re-validated field by field (lens outputs were validated when the vendor answered, and
  * records of older lens versions must still be served), so the runtime schema stays an object.
  */
-const outputSchema = z.record(z.string(), z.unknown()).meta({
-  anyOf: [photoOutput, multiPhotoOutput, vehicleReportOutput].map((c) => ({ $ref: `#/components/schemas/${z.globalRegistry.get(c)!.id}` })),
-});
+function objectOneOf(shapes: z.ZodType[]) {
+  return (
+    z
+      // An object, checked; described by the anyOf (a free-keyed record beside it would widen every branch).
+      .custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), 'must be an object')
+      .meta({ type: 'object', anyOf: shapes.map((c) => ({ $ref: `#/components/schemas/${z.globalRegistry.get(c)!.id}` })) })
+  );
+}
+
+const outputSchema = objectOneOf([photoOutput, multiPhotoOutput, vehicleReportOutput]);
+
+/** A batch item's output: one photo's lens outputs, or a vehicle's report. */
+export const batchItemOutputSchema = objectOneOf([photoOutput, vehicleReportOutput]);
 
 export const analysisSchema = z
   .object({

@@ -1,16 +1,12 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import {
-  jsonSchemaTransform,
-  jsonSchemaTransformObject,
-  serializerCompiler,
-  validatorCompiler,
-} from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { loggerOptions } from '../core/logger.ts';
 import { createApiMetrics } from '../metrics/api.ts';
 import type { AppDeps } from './deps.ts';
 import { Drain } from './drain.ts';
+import { openApiDocuments, swaggerOptions } from './openapi.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerDrain } from './plugins/drain.ts';
 import { registerHttpMetrics } from './plugins/http-metrics.ts';
@@ -33,8 +29,6 @@ import { usageRoutes } from './routes/usage.ts';
 import { sharedMetadataTool } from '../enrich/exiftool.ts';
 import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
-
-export const OPENAPI_VERSION = '1.1.0';
 
 /** Build the HTTP app from its dependencies (listening and shutdown live in server.ts). */
 export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
@@ -82,29 +76,14 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   registerRateLimit(app, deps);
   registerBodyBudget(app, deps.config.BODY_BYTES_IN_FLIGHT);
 
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Lenstack API',
-        version: OPENAPI_VERSION,
-        description:
-          'Photo analysis with AI vision: lenses and stacks, a per-user photo registry with delta billing, free lookup, metadata enrichment and prepaid credits.',
-      },
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'API key: svc_live_… or svc_test_…' },
-          internalSecret: { type: 'apiKey', in: 'header', name: 'x-internal-secret' },
-        },
-      },
-    },
-    transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
-  });
+  await app.register(fastifySwagger, swaggerOptions());
   await app.register(fastifySwaggerUi, {
     routePrefix: '/v1/docs',
     uiConfig: { deepLinking: true, tryItOutEnabled: true },
     staticCSP: true,
+    // The page shows the public document, as GET /v1/openapi.json serves it.
+    transformSpecification: () => openApiDocuments(app).public,
+    transformSpecificationClone: false,
   });
 
   await app.register(healthRoutes);

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { ANONYMOUS_SANDBOX_KEY } from '../auth/keys.ts';
 import { buildCatalog } from '../lenses/catalog.ts';
 
@@ -50,7 +51,31 @@ Command line, from a clone: LENSTACK_API_KEY=<key> LENSTACK_BASE_URL=<base_url> 
 `;
 }
 
-export function buildDiscovery() {
+const endpoint = z.object({ method: z.enum(['GET', 'POST']), path: z.string() });
+
+/** The discovery index: where the documents are and the main operations. */
+export const discoverySchema = z
+  .object({
+    name: z.string(),
+    description: z.string(),
+    docs: z.string(),
+    openapi: z.string(),
+    health: z.string(),
+    llms: z.string(),
+    operations: z.object({
+      analyze: endpoint,
+      analyzeV2: endpoint,
+      lookup: z.array(endpoint),
+      enrich: endpoint,
+      modules: endpoint,
+      usage: endpoint,
+      docs: endpoint,
+      llmsTxt: endpoint,
+    }),
+  })
+  .meta({ id: 'Discovery' });
+
+export function buildDiscovery(): z.infer<typeof discoverySchema> {
   return {
     name: 'Lenstack',
     description: 'Photo analysis API with AI vision lenses, a per-user photo registry and prepaid credits.',

@@ -17,6 +17,7 @@ export function accountKeyRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'issueApiKey',
           summary: 'Issue an API key',
           description: '`live` or `test` (sandbox). The response carries the full key this once; only its SHA-256 is stored.',
           params: userIdParams,
@@ -34,6 +35,7 @@ export function accountKeyRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'listApiKeys',
           summary: "List a user's API keys",
           description: 'Prefix and last 4 characters only, revoked keys included (with `revokedAt`).',
           params: userIdParams,
@@ -49,6 +51,7 @@ export function accountKeyRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'revokeApiKey',
           summary: 'Revoke an API key',
           description:
             'Revokes the key and broadcasts its eviction over Redis to every API process, which refuse it at once; were the broadcast lost, the 5-minute key cache lifetime still bounds it. Repeating it re-sends the eviction.',

@@ -24,6 +24,7 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'listPacks',
           summary: 'Credit packs',
           description: '0.01 USD per credit. The first pack a user buys ships with 2× the credits at the same price.',
           response: { 200: z.object({ packs: z.array(packSchema) }), ...errorResponses(401) },
@@ -38,6 +39,7 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'purchasePack',
           summary: 'Buy a credit pack',
           description:
             'Captures the price, then grants the credits to the purchased pool (2× on the first pack), once per `idempotencyKey`: a retry answers the same purchase (200) without capturing or granting again. A declined payment answers `status: "failed"` and grants nothing; a payment fault answers 500 and leaves the purchase `pending` for a retry with the same key.',
@@ -62,6 +64,7 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'listPurchases',
           summary: "A user's pack purchases",
           params: userIdParams,
           response: { 200: z.object({ purchases: z.array(purchaseSchema) }), ...errorResponses(400, 401, 404) },

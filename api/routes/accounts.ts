@@ -41,6 +41,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'createAccount',
           summary: 'Create a user',
           description: 'A new user with no keys and no credits: verifying the e-mail grants 1,000 credits, a card on file 4,000.',
           body: createAccountBody,
@@ -56,6 +57,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'getAccount',
           summary: 'A user with their credit balance',
           params: userIdParams,
           response: { 200: accountSchema, ...errorResponses(400, 401, 404) },
@@ -70,6 +72,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'createEmailVerification',
           summary: 'Start e-mail verification',
           description: 'Mints a single-use token valid for 24 hours for the link the dashboard mails. No request body.',
           params: userIdParams,
@@ -85,6 +88,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'verifyEmail',
           summary: 'Verify an e-mail address with its token',
           description: 'Uses the token (once, before it expires), marks the address verified and grants 1,000 community credits once ever.',
           body: verifyEmailBody,
@@ -100,6 +104,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
         ...internalRoute,
         schema: {
           ...internalDoc,
+          operationId: 'setCardOnFile',
           summary: 'Record that a card is on file',
           description: 'Sets the flag once and grants 4,000 community credits once ever; repeating it changes nothing. No request body. The card is never charged automatically.',
           params: userIdParams,

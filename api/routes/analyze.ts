@@ -32,6 +32,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
           config: { auth: 'key' },
           bodyLimit: deps.config.MAX_BODY_BYTES,
           schema: {
+            operationId: version === 'v1' ? 'analyzeV1' : 'analyzeV2',
             summary: version === 'v1' ? 'Analyze a photo (or up to 50)' : 'Analyze, with bespoke extraction',
             description:
               'Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.',

@@ -2,9 +2,10 @@ import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { EXPORT_FORMATS, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
+import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
+import { batchItemOutputSchema } from '../../analysis/contract.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
 import type { AppDeps } from '../deps.ts';
@@ -29,16 +30,30 @@ const batchSchema = z
   })
   .meta({ id: 'Batch' });
 
-const itemSchema = z.object({
+const itemSchema = z
+  .object({
   index: z.int(),
   source: z.string(),
   sha256: z.string().nullable(),
   status: z.enum(['pending', 'done', 'failed']),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
   creditsCharged: z.int(),
-  output: z.record(z.string(), z.unknown()).nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
+  output: batchItemOutputSchema.nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
   photos: z.array(z.object({ source: z.string(), sha256: z.string().nullable() })).nullable().describe('A vehicle’s photos in submission order; null for a photo item'),
-});
+  })
+  .meta({ id: 'BatchItem' });
+
+/** One element of a JSON export (exports/table.ts exportJsonItem). */
+const exportRowSchema = z
+  .object({
+    index: z.int(),
+    source: z.string(),
+    status: z.enum(['done', 'failed', 'pending']),
+    sha256: z.string().nullable(),
+    error: z.string().nullable().describe('`CODE: message` for a failed photo'),
+    output: z.record(z.string(), z.unknown()).nullable().describe('The photo’s lens outputs, without moderation details or internal identifiers'),
+  })
+  .meta({ id: 'BatchExportRow' });
 
 const params = z.object({ batchId: z.string().min(1).max(100) });
 
@@ -69,6 +84,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         config: { auth: 'key' },
         bodyLimit: deps.config.MAX_BODY_BYTES,
         schema: {
+          operationId: 'createBatch',
           summary: 'Submit a batch of photos',
           description:
             'Up to 10,000 photos (URLs or base64) through the same lenses, run in the background by a durable workflow. Every photo is billed like a single analysis (lenses already run on it are free), as it runs: a batch that runs out of credits pauses with `pauseReason: "credits"`; buy credits and resume it. A photo that cannot be fetched or decoded fails on its own, with the reason. Answers 202 with the batch.',
@@ -87,7 +103,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
 
     route.get(
       '/v1/batches/:batchId',
-      { config: { auth: 'key' }, schema: { summary: 'A batch and its progress', tags: ['batches'], security: [{ bearer: [] }], params, response: { 200: batchSchema, ...errorResponses(400, 401, 404) } } },
+      { config: { auth: 'key' }, schema: { operationId: 'getBatch', summary: 'A batch and its progress', tags: ['batches'], security: [{ bearer: [] }], params, response: { 200: batchSchema, ...errorResponses(400, 401, 404) } } },
       async (request) => ({ object: 'batch' as const, ...(await batchSummary(deps.db, liveUser(request), request.params.batchId)) }),
     );
 
@@ -97,6 +113,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         {
           config: { auth: 'key' },
           schema: {
+            operationId: `${action}Batch`,
             summary: `${action[0]!.toUpperCase()}${action.slice(1)} a batch`,
             description: action === 'cancel' ? 'Photos already running finish (and are billed); the rest stay pending and are never run.' : action === 'pause' ? 'Photos already running finish; the rest wait for resume.' : 'Runs the pending photos again, including those that waited for credits.',
             tags: ['batches'],
@@ -120,6 +137,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'key' },
         schema: {
+          operationId: 'retryBatchItem',
           summary: 'Run a failed photo of a batch again',
           description: 'The photo goes back to pending and runs with the batch (a completed batch starts again for it). Only failed photos whose bytes are kept can run again; a photo intake refused was never stored.',
           tags: ['batches'],
@@ -156,12 +174,19 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'key' },
         schema: {
+          operationId: 'streamBatchEvents',
           summary: 'Follow a batch as server-sent events',
           description: 'An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream; the stream ends after the batch completes or is cancelled.',
           tags: ['batches'],
           security: [{ bearer: [] }],
           params,
-          response: errorResponses(400, 401, 404),
+          response: {
+            200: {
+              description: 'The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON',
+              content: { 'text/event-stream': { schema: z.string() } },
+            },
+            ...errorResponses(400, 401, 404, 429),
+          },
         },
       },
       async (request, reply) => {
@@ -215,6 +240,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'key' },
         schema: {
+          operationId: 'listBatchItems',
           summary: 'A batch’s photos and their results, in order',
           tags: ['batches'],
           security: [{ bearer: [] }],
@@ -248,13 +274,24 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'key' },
         schema: {
+          operationId: 'exportBatch',
           summary: 'Export a batch as xlsx, csv or json',
           description: 'The columns chosen at submit time, or the default columns of the batch’s lenses, after the identity columns (#, Source, Status, SHA-256, Error). Text a spreadsheet would run as a formula is prefixed with an apostrophe. JSON leaves out moderation details and internal identifiers. Streamed.',
           tags: ['batches'],
           security: [{ bearer: [] }],
           params,
           querystring: z.object({ format: z.string().max(20).optional().meta({ enum: [...EXPORT_FORMATS] }) }),
-          response: errorResponses(400, 401, 404),
+          response: {
+            200: {
+              description: 'The export, streamed, as an attachment',
+              content: {
+                [EXPORT_CONTENT_TYPES.xlsx]: { schema: z.string().meta({ contentMediaType: EXPORT_CONTENT_TYPES.xlsx }) },
+                'text/csv': { schema: z.string() },
+                'application/json': { schema: z.array(exportRowSchema) },
+              },
+            },
+            ...errorResponses(400, 401, 404),
+          },
         },
       },
       async (request, reply) => {

@@ -21,7 +21,7 @@ export const enrichBodySchema = z
     imageBase64: z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`).optional(),
     formats: z.array(formatSchema).min(1).max(4).describe('Metadata blocks to write: exif, iptc, xmp (c2pa is deferred)'),
   })
-  .meta({ id: 'EnrichRequest' });
+  .meta({ id: 'EnrichRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', formats: ['exif', 'xmp'] }] });
 
 export const enrichmentSchema = z
   .object({
@@ -47,6 +47,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
         config: { auth: 'key' },
         bodyLimit: deps.config.MAX_BODY_BYTES,
         schema: {
+          operationId: 'enrichPhoto',
           summary: 'Write cached lens output into the photo’s metadata',
           description: `Writes the caller’s registry lens records of this photo (same SHA-256) into its EXIF, IPTC and/or XMP blocks and returns the enriched image; the pixels are not re-encoded. Never runs an analysis: a photo without lens records is 404 PHOTO_NOT_IN_REGISTRY. ${ENRICH_CREDITS} credits per call; sandbox keys write the lens fixtures and bill nothing.`,
           tags: ['enrich'],

@@ -18,9 +18,10 @@ export function internalRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'internal' },
         schema: {
+          operationId: 'evictKeys',
           summary: 'Evict cached API keys',
           description: 'Drops one key (`keyHash`) or every key of a user (`userId`) from the key cache of every API process.',
-          tags: ['internal'],
+          tags: ['keys'],
           security: [{ internalSecret: [] }],
           body: evictBody,
           response: { 200: z.object({ ok: z.literal(true) }), ...errorResponses(400, 401) },

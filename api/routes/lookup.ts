@@ -47,6 +47,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         config: { auth: 'key' },
         bodyLimit: deps.config.MAX_BODY_BYTES,
         schema: {
+          operationId: 'lookupByImage',
           summary: 'Look photos up in the registry by image',
           description: `Provide exactly one of \`images\` (URLs) or \`images_base64\`, 1 to 50 items. \`results\` is keyed by the SHA-256 of each image (duplicates share one key). ${MATCH_TIERS} An image that cannot be fetched or decoded fails the request with 422, as on analyze.`,
           tags: ['lookup'],
@@ -96,6 +97,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'key' },
         schema: {
+          operationId: 'lookupByFingerprint',
           summary: 'Look a photo up in the registry by fingerprint',
           description: `Provide exactly one of \`sha256\` (exact match only) or \`pHash\` (fuzzy: a stored photo with the very same pHash is \`fuzzy\` at distance 0, since \`exact\` means the same bytes). \`results\` is keyed by the submitted fingerprint. ${MATCH_TIERS}`,
           tags: ['lookup'],

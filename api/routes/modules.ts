@@ -10,6 +10,7 @@ export const modulesRoutes: FastifyPluginAsync = async (app) => {
     {
       config: { auth: 'key' },
       schema: {
+        operationId: 'getCatalog',
         summary: 'Lens and stack catalog',
         tags: ['catalog'],
         security: [{ bearer: [] }],

@@ -5,6 +5,7 @@ import { userExists } from '../../auth/repository.ts';
 import { getBalance, type Balance } from '../../credits/ledger.ts';
 import { validationFailed } from '../../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
+import { INTERNAL_ONLY_PARAMETER } from '../openapi.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 export const usageSchema = z
@@ -40,12 +41,19 @@ export function usageRoutes(deps: AppDeps): FastifyPluginAsync {
       {
         config: { auth: 'key-or-internal' },
         schema: {
+          operationId: 'getUsage',
           summary: 'Credit balance',
           description: 'Bearer key, or `x-internal-secret` with `userId` (server-to-server).',
           tags: ['credits'],
           security: [{ bearer: [] }, { internalSecret: [] }],
           querystring: z.object({
-            userId: z.string().min(1).max(128).optional(),
+            userId: z
+              .string()
+              .min(1)
+              .max(128)
+              .optional()
+              .describe('The user whose balance to report; only with x-internal-secret')
+              .meta({ [INTERNAL_ONLY_PARAMETER]: true }),
             tier: z.string().optional().describe('Accepted for backward compatibility; only `starter` is valid.'),
           }),
           response: { 200: usageSchema, ...errorResponses(400, 401, 429) },

@@ -19,9 +19,11 @@ export const errorEnvelopeSchema = z
             community: z.number().int(),
             purchased: z.number().int(),
             total: z.number().int(),
-            resetsInDays: z.number().int(),
+            resetsInDays: z.number().int().describe('Relative, never a timestamp; 0 since the monthly refill was retired'),
           })
-          .optional(),
+          .meta({ id: 'CreditShortfall', description: 'What the call needs and what is available, in credits' })
+          .optional()
+          .describe('402 `PLAN_LIMIT_EXCEEDED` only'),
       })
       .loose(),
   })

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { THRESHOLD } from '../../registry/lookup.ts';
-import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../../analysis/contract.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS, lensOutputRef } from '../../analysis/contract.ts';
+import { LENS_NAMES } from '../../lenses/index.ts';
 
 /** Request and response of POST and GET /v2/lookup (SPEC "POST /v2/lookup", "GET /v2/lookup"). */
 
@@ -28,7 +29,13 @@ export const photoRecordSchema = z
     lastAnalyzedAt: z.string(),
     totalCreditsSpent: z.number().int(),
     analyzeCallCount: z.number().int(),
-    lenses: z.record(z.string(), lensRecordSchema),
+    lenses: z.record(z.string(), lensRecordSchema).meta({
+      // In the document each known lens's record carries its own output type. Not checked at
+      // runtime: records made by an older lens version are served as they were stored.
+      properties: Object.fromEntries(
+        LENS_NAMES.map((name) => [name, { allOf: [{ $ref: '#/components/schemas/LensRecord' }, { type: 'object', properties: { output: lensOutputRef(name) } }] }]),
+      ),
+    }),
   })
   .meta({ id: 'PhotoRecord', description: 'Registry projection of one photo of the caller, keyed by lens.' });
 
@@ -88,7 +95,7 @@ export const lookupBodySchema = z
       ctx.addIssue({ code: 'custom', path: ['images'], message: 'provide exactly one of images or images_base64' });
     }
   })
-  .meta({ id: 'LookupRequest' });
+  .meta({ id: 'LookupRequest', examples: [{ images: ['https://example.com/photo.jpg'], threshold: 5 }] });
 
 export type LookupBody = z.infer<typeof lookupBodySchema>;
 

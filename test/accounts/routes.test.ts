@@ -180,8 +180,10 @@ describe('internal account endpoints: the dashboard flow', () => {
     });
   });
 
-  it('the endpoints are in the OpenAPI document under the internal secret', async () => {
-    const doc = (await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+  it('the endpoints are in the internal OpenAPI document under the internal secret, and not in the public one', async () => {
+    const pub = (await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    expect(Object.keys(pub.paths).filter((p) => p.startsWith('/v1/internal'))).toEqual([]);
+    const doc = (await t.app.inject({ method: 'GET', url: '/v1/internal/openapi.json', headers: { 'x-internal-secret': INTERNAL_SECRET } })).json();
     const expected: Array<[string, string]> = [
       ['/v1/internal/accounts', 'post'],
       ['/v1/internal/accounts/{userId}', 'get'],

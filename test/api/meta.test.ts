@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { ERROR_STATUS } from '../../core/errors.ts';
-import { LENS_NAMES, LENSES, SELECTABLE_LENSES, outputFields } from '../../lenses/index.ts';
+import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields } from '../../lenses/index.ts';
 import { STACKS } from '../../lenses/stacks.ts';
-import { buildTestApp, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -32,13 +32,17 @@ describe('meta endpoints (no auth)', () => {
       ['/v1/health', 'get'],
       ['/v1/modules', 'get'],
       ['/v1/usage', 'get'],
-      ['/v1/internal/evict', 'post'],
       ['/v1/llms.txt', 'get'],
       ['/v1/analyze', 'post'],
       ['/v2/analyze', 'post'],
     ] as const) {
       expect(doc.paths[path]?.[method], `${method} ${path}`).toBeDefined();
     }
+    // Internal-secret operations are not in the public document (they have their own).
+    expect(Object.keys(doc.paths).filter((p) => p.startsWith('/v1/internal'))).toEqual([]);
+    expect(Object.keys(doc.components.securitySchemes)).toEqual(['bearer']);
+    // userId is read only with the internal secret: the key form of GET /v1/usage has tier and the shared x-request-id.
+    expect(doc.paths['/v1/usage'].get.parameters).toEqual([expect.objectContaining({ name: 'tier' }), { $ref: '#/components/parameters/RequestId' }]);
     // Request validation and the document come from the same zod schema.
     const analyzeBody = doc.paths['/v1/analyze'].post.requestBody.content['application/json'].schema;
     const ref = String(analyzeBody.$ref).split('/').pop()!;
@@ -60,8 +64,71 @@ describe('meta endpoints (no auth)', () => {
     expect(doc.components.schemas[analysisRef].properties.output.anyOf).toEqual(
       ['PhotoOutput', 'MultiPhotoOutput', 'VehicleReportOutput'].map((c) => ({ $ref: `#/components/schemas/${c}` })),
     );
-    expect(doc.components.schemas.PhotoOutput.properties.estimatedDate).toBeDefined();
+    // Each field of the merged outputs is the lens component's own definition, by reference.
+    expect(doc.components.schemas.PhotoOutput.properties.estimatedDate).toEqual({ $ref: '#/components/schemas/DatingOutput/properties/estimatedDate' });
     expect(doc.components.schemas.VehicleReportOutput.required).toContain('reportId');
+    // A lens component's example is the lens's own fixture.
+    expect(doc.components.schemas.DatingOutput.examples).toEqual([getLens('dating').fixture]);
+    // The registry record of each lens carries that lens's output type.
+    expect(doc.components.schemas.PhotoRecord.properties.lenses.properties.dating.allOf[1].properties.output).toEqual({ $ref: '#/components/schemas/DatingOutput' });
+  });
+
+  it('every operation has a unique camelCase operationId, a described tag, x-request-id on every response, and an error envelope by default', async () => {
+    const doc = (await t.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    const ids: string[] = [];
+    const tags = new Set(doc.tags.map((tag: { name: string; description: string }) => tag.name));
+    for (const [path, item] of Object.entries<Record<string, { operationId: string; tags: string[]; responses: Record<string, { headers: Record<string, unknown> }> }>>(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        expect(op.operationId, `${method} ${path}`).toMatch(/^[a-z][A-Za-z0-9]+$/);
+        ids.push(op.operationId);
+        for (const tag of op.tags) expect(tags.has(tag), `${method} ${path} tag ${tag}`).toBe(true);
+        for (const [status, response] of Object.entries(op.responses)) {
+          expect(response.headers['x-request-id'], `${method} ${path} ${status}`).toEqual({ $ref: '#/components/headers/RequestId' });
+        }
+        expect(op.responses.default).toMatchObject({ content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } });
+      }
+    }
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toEqual(expect.arrayContaining(['analyzeV1', 'analyzeV2', 'lookupByImage', 'lookupByFingerprint', 'enrichPhoto', 'createBatch', 'getBatch', 'getCatalog', 'getUsage', 'getHealth']));
+    const analyze = doc.paths['/v1/analyze'].post.responses;
+    expect(analyze['402'].headers['Cache-Control']).toEqual({ $ref: '#/components/headers/CacheControl' });
+    expect(doc.components.headers.CacheControl.schema.const).toBe('no-store, private');
+    expect(analyze['429'].headers['Retry-After']).toEqual({ $ref: '#/components/headers/RetryAfter' });
+    expect(analyze['200'].headers['RateLimit-Remaining']).toEqual({ $ref: '#/components/headers/RateLimitRemaining' });
+    expect(analyze['409'].description).toContain('REQUEST_ID_CONFLICT');
+    // A client can send its own x-request-id (the idempotency key of analyze) on every operation.
+    expect(doc.paths['/v1/analyze'].post.parameters).toContainEqual({ $ref: '#/components/parameters/RequestId' });
+    expect(doc.components.parameters.RequestId).toMatchObject({ name: 'x-request-id', in: 'header', required: false });
+    expect(doc.servers.map((s: { url: string }) => s.url)).toEqual(['/']);
+  });
+
+  it('the internal document is served only with the internal secret, and holds exactly the internal-secret operations', async () => {
+    const refused = await t.app.inject({ method: 'GET', url: '/v1/internal/openapi.json' });
+    expect(refused.statusCode).toBe(401);
+    expect(expectEnvelope(refused.json()).code).toBe('AUTH_FAILED');
+    const res = await t.app.inject({ method: 'GET', url: '/v1/internal/openapi.json', headers: { 'x-internal-secret': INTERNAL_SECRET } });
+    expect(res.statusCode).toBe(200);
+    const doc = res.json();
+    const result = await validate(structuredClone(doc));
+    expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+    expect(Object.keys(doc.components.securitySchemes)).toEqual(['internalSecret']);
+    expect(doc.paths['/v1/internal/evict'].post.operationId).toBe('evictKeys');
+    expect(doc.paths['/v1/internal/accounts/{userId}/keys'].post.operationId).toBe('issueApiKey');
+    // GET /v1/usage in its secret form: userId is required there.
+    expect(doc.paths['/v1/usage'].get.security).toEqual([{ internalSecret: [] }]);
+    expect(doc.paths['/v1/usage'].get.parameters.find((p: { name: string }) => p.name === 'userId').required).toBe(true);
+    for (const item of Object.values<Record<string, { security: unknown }>>(doc.paths)) {
+      for (const op of Object.values(item)) expect(op.security).toEqual([{ internalSecret: [] }]);
+    }
+    expect(doc.paths['/v1/analyze']).toBeUndefined();
+  });
+
+  it('GET /v1/docs shows the public document', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/v1/docs/json' });
+    expect(res.statusCode).toBe(200);
+    const doc = res.json();
+    expect(doc.paths['/v1/analyze'].post.operationId).toBe('analyzeV1');
+    expect(Object.keys(doc.paths).filter((p) => p.startsWith('/v1/internal'))).toEqual([]);
   });
 
   it('GET /v1/docs serves an interactive HTML page', async () => {

@@ -509,7 +509,7 @@ describe('POST /v2/enrich — OpenAPI', () => {
     const doc = (await p.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
     const op = doc.paths['/v2/enrich'].post;
     expect(op.security).toEqual([{ bearer: [] }]);
-    expect(Object.keys(op.responses).sort()).toEqual(['200', '400', '401', '402', '404', '413', '415', '422', '429']);
+    expect(Object.keys(op.responses).sort()).toEqual(['200', '400', '401', '402', '404', '413', '415', '422', '429', 'default']);
     const schema = JSON.stringify(doc.components.schemas.EnrichRequest);
     expect(schema).toContain('"enum":["exif","iptc","xmp"]');
     expect(schema).not.toContain('c2pa"');

@@ -76,7 +76,8 @@ export function operationsOf(doc: OpenApiDocument): Operation[] {
         id: `${method.toUpperCase()} ${path}`,
         method: method.toUpperCase(),
         path,
-        params: (op.parameters ?? []).map((p) => ({ ...p, schema: resolve(p.schema) })),
+        // Shared parameters by reference (x-request-id) are left to the generator's own header cases.
+        params: (op.parameters ?? []).filter((p) => !('$ref' in p)).map((p) => ({ ...p, schema: resolve(p.schema) })),
         body: body ? resolve(body) : null,
         auth,
       });

@@ -12,32 +12,7 @@ export type paths = {
             cookie?: never;
         };
         /** Health */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @enum {string} */
-                            status: "ok";
-                            service: string;
-                            version: string;
-                            timestamp: string;
-                        };
-                    };
-                };
-            };
-        };
+        get: operations["getHealth"];
         put?: never;
         post?: never;
         delete?: never;
@@ -53,25 +28,11 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Plain-text description for AI agents */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        /**
+         * Plain-text description for AI agents
+         * @description Endpoints, lenses and stacks, billing and an example call, as Markdown-flavoured plain text (llms.txt).
+         */
+        get: operations["getLlmsTxt"];
         put?: never;
         post?: never;
         delete?: never;
@@ -88,24 +49,7 @@ export type paths = {
             cookie?: never;
         };
         /** Discovery index */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        get: operations["getDiscovery"];
         put?: never;
         post?: never;
         delete?: never;
@@ -122,71 +66,7 @@ export type paths = {
             cookie?: never;
         };
         /** Lens and stack catalog */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            modules: {
-                                /** @description Lens identifier used in modules, modulesAdd, modulesRemove */
-                                name: string;
-                                description: string;
-                                category: string;
-                                /** @description Fields the lens adds to `output` */
-                                outputFields: string[];
-                                billable: boolean;
-                                defaultColumns: {
-                                    label: string;
-                                    /** @description Dotted path into the analysis result; a numeric segment indexes an array, `*` maps over it */
-                                    jsonPath: string;
-                                    /** @enum {string} */
-                                    format?: "string" | "number" | "date" | "percentage" | "tags" | "hex";
-                                }[];
-                                /**
-                                 * @description Present only for lenses reachable solely through the stack of the same name
-                                 * @enum {boolean}
-                                 */
-                                internal?: true;
-                            }[];
-                            presets: {
-                                name: string;
-                                description: string;
-                                modules: string[];
-                            }[];
-                        };
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["getCatalog"];
         put?: never;
         post?: never;
         delete?: never;
@@ -206,848 +86,9 @@ export type paths = {
          * Credit balance
          * @description Bearer key, or `x-internal-secret` with `userId` (server-to-server).
          */
-        get: {
-            parameters: {
-                query?: {
-                    userId?: string;
-                    /** @description Accepted for backward compatibility; only `starter` is valid. */
-                    tier?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CreditBalance"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["getUsage"];
         put?: never;
         post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/evict": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Evict cached API keys
-         * @description Drops one key (`keyHash`) or every key of a user (`userId`) from the key cache of every API process.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        userId?: string;
-                        keyHash?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @enum {boolean} */
-                            ok: true;
-                        };
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Create a user
-         * @description A new user with no keys and no credits: verifying the e-mail grants 1,000 credits, a card on file 4,000.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        email: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Account"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts/{userId}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** A user with their credit balance */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Account"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts/{userId}/email-verifications": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Start e-mail verification
-         * @description Mints a single-use token valid for 24 hours for the link the dashboard mails. No request body.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["EmailVerificationToken"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/email-verifications/verify": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Verify an e-mail address with its token
-         * @description Uses the token (once, before it expires), marks the address verified and grants 1,000 community credits once ever.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        token: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["EmailVerified"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts/{userId}/card-on-file": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        /**
-         * Record that a card is on file
-         * @description Sets the flag once and grants 4,000 community credits once ever; repeating it changes nothing. No request body. The card is never charged automatically.
-         */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CardOnFile"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts/{userId}/keys": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * List a user's API keys
-         * @description Prefix and last 4 characters only, revoked keys included (with `revokedAt`).
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            keys: components["schemas"]["ApiKeyListing"][];
-                        };
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        /**
-         * Issue an API key
-         * @description `live` or `test` (sandbox). The response carries the full key this once; only its SHA-256 is stored.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        kind: "live" | "test";
-                        name?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["IssuedApiKey"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts/{userId}/keys/{keyId}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        post?: never;
-        /**
-         * Revoke an API key
-         * @description Revokes the key and broadcasts its eviction over Redis to every API process, which refuse it at once; were the broadcast lost, the 5-minute key cache lifetime still bounds it. Repeating it re-sends the eviction.
-         */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                    keyId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RevokedApiKey"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/packs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Credit packs
-         * @description 0.01 USD per credit. The first pack a user buys ships with 2× the credits at the same price.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            packs: components["schemas"]["CreditPack"][];
-                        };
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/internal/accounts/{userId}/purchases": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** A user's pack purchases */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            purchases: components["schemas"]["CreditPurchase"][];
-                        };
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        /**
-         * Buy a credit pack
-         * @description Captures the price, then grants the credits to the purchased pool (2× on the first pack), once per `idempotencyKey`: a retry answers the same purchase (200) without capturing or granting again. A declined payment answers `status: "failed"` and grants nothing; a payment fault answers 500 and leaves the purchase `pending` for a retry with the same key.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    userId: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        pack: "starter" | "pro" | "business";
-                        /** @description The same key for a retried purchase: it is never captured or granted twice. */
-                        idempotencyKey: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CreditPurchase"];
-                    };
-                };
-                /** @description Default Response */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CreditPurchase"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
         delete?: never;
         options?: never;
         head?: never;
@@ -1067,120 +108,7 @@ export type paths = {
          * Analyze a photo (or up to 50)
          * @description Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["AnalyzeRequestInput"];
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Analysis"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                502: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["analyzeV1"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1200,129 +128,7 @@ export type paths = {
          * Analyze, with bespoke extraction
          * @description Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["AnalyzeRequestV2Input"];
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Analysis"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                502: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["analyzeV2"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1342,102 +148,7 @@ export type paths = {
          * Write cached lens output into the photo’s metadata
          * @description Writes the caller’s registry lens records of this photo (same SHA-256) into its EXIF, IPTC and/or XMP blocks and returns the enriched image; the pixels are not re-encoded. Never runs an analysis: a photo without lens records is 404 PHOTO_NOT_IN_REGISTRY. 5 credits per call; sandbox keys write the lens fixtures and bill nothing.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["EnrichRequestInput"];
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Enrichment"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["enrichPhoto"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1455,143 +166,13 @@ export type paths = {
          * Look a photo up in the registry by fingerprint
          * @description Provide exactly one of `sha256` (exact match only) or `pHash` (fuzzy: a stored photo with the very same pHash is `fuzzy` at distance 0, since `exact` means the same bytes). `results` is keyed by the submitted fingerprint. Match tiers: `exact` = same SHA-256 (reported with `hammingDistance` 0); `fuzzy` = the photo with the smallest pHash Hamming distance within `threshold` (ties: most recently analyzed); `none` = no match. Only the caller's own photos are searched (the anonymous sandbox key has none). Free: no credits move and nothing is stored.
          */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description SHA-256 of the image bytes: exact match only. */
-                    sha256?: string;
-                    /** @description 64-bit DCT perceptual hash: fuzzy match within `threshold`. */
-                    pHash?: string;
-                    /** @description Integer 0–64, default 5; an empty value or `null` means the default. Applies to pHash matching. */
-                    threshold?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Lookup"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["lookupByFingerprint"];
         put?: never;
         /**
          * Look photos up in the registry by image
          * @description Provide exactly one of `images` (URLs) or `images_base64`, 1 to 50 items. `results` is keyed by the SHA-256 of each image (duplicates share one key). Match tiers: `exact` = same SHA-256 (reported with `hammingDistance` 0); `fuzzy` = the photo with the smallest pHash Hamming distance within `threshold` (ties: most recently analyzed); `none` = no match. Only the caller's own photos are searched (the anonymous sandbox key has none). Free: no credits move and nothing is stored. An image that cannot be fetched or decoded fails the request with 422, as on analyze.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["LookupRequestInput"];
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Lookup"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["lookupByImage"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1611,84 +192,7 @@ export type paths = {
          * Submit a batch of photos
          * @description Up to 10,000 photos (URLs or base64) through the same lenses, run in the background by a durable workflow. Every photo is billed like a single analysis (lenses already run on it are free), as it runs: a batch that runs out of credits pauses with `pauseReason: "credits"`; buy credits and resume it. A photo that cannot be fetched or decoded fails on its own, with the reason. Answers 202 with the batch.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["BatchRequestInput"];
-                };
-            };
-            responses: {
-                /** @description Default Response */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Batch"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                415: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["createBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1703,55 +207,7 @@ export type paths = {
             cookie?: never;
         };
         /** A batch and its progress */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Batch"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["getBatch"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1773,64 +229,7 @@ export type paths = {
          * Pause a batch
          * @description Photos already running finish; the rest wait for resume.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Batch"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["pauseBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1850,64 +249,7 @@ export type paths = {
          * Resume a batch
          * @description Runs the pending photos again, including those that waited for credits.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Batch"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["resumeBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1927,64 +269,7 @@ export type paths = {
          * Cancel a batch
          * @description Photos already running finish (and are billed); the rest stay pending and are never run.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Batch"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["cancelBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2004,65 +289,7 @@ export type paths = {
          * Run a failed photo of a batch again
          * @description The photo goes back to pending and runs with the batch (a completed batch starts again for it). Only failed photos whose bytes are kept can run again; a photo intake refused was never stored.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    batchId: string;
-                    index: number;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Batch"];
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        post: operations["retryBatchItem"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2080,46 +307,7 @@ export type paths = {
          * Follow a batch as server-sent events
          * @description An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream; the stream ends after the batch completes or is cancelled.
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["streamBatchEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2136,82 +324,7 @@ export type paths = {
             cookie?: never;
         };
         /** A batch’s photos and their results, in order */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Index of the last item of the previous page */
-                    after?: number;
-                    limit?: number;
-                };
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            items: {
-                                index: number;
-                                source: string;
-                                sha256: string | null;
-                                /** @enum {string} */
-                                status: "pending" | "done" | "failed";
-                                error: {
-                                    code: string;
-                                    message: string;
-                                } | null;
-                                creditsCharged: number;
-                                /** @description A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output) */
-                                output: {
-                                    [key: string]: unknown;
-                                } | null;
-                                /** @description A vehicle’s photos in submission order; null for a photo item */
-                                photos: {
-                                    source: string;
-                                    sha256: string | null;
-                                }[] | null;
-                            }[];
-                            nextAfter: number | null;
-                        };
-                    };
-                };
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["listBatchItems"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2231,48 +344,7 @@ export type paths = {
          * Export a batch as xlsx, csv or json
          * @description The columns chosen at submit time, or the default columns of the batch’s lenses, after the identity columns (#, Source, Status, SHA-256, Error). Text a spreadsheet would run as a formula is prefixed with an apostrophe. JSON leaves out moderation details and internal identifiers. Streamed.
          */
-        get: {
-            parameters: {
-                query?: {
-                    format?: "xlsx" | "csv" | "json";
-                };
-                header?: never;
-                path: {
-                    batchId: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Default Response */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-                /** @description Default Response */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ErrorEnvelope"];
-                    };
-                };
-            };
-        };
+        get: operations["exportBatch"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2285,136 +357,81 @@ export type paths = {
 export type webhooks = Record<string, never>;
 export type components = {
     schemas: {
-        ErrorEnvelopeInput: {
-            error: {
-                /** @enum {string} */
-                code: "VALIDATION_FAILED" | "AUTH_FAILED" | "PLAN_LIMIT_EXCEEDED" | "SCHEMA_NOT_FOUND" | "PHOTO_NOT_IN_REGISTRY" | "NOT_FOUND" | "FORBIDDEN" | "REQUEST_ID_CONFLICT" | "BATCH_FINISHED" | "ITEM_NOT_RETRYABLE" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IMAGE_INVALID" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "PROVIDER_UNAVAILABLE" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
-                message: string;
-                retryable: boolean;
+        /**
+         * @description Fields the accessibility lens adds to output
+         * @example {
+         *       "altText": "Grandmother on a sofa holding a present while a boy in red pyjamas unwraps a toy truck beside a Christmas tree",
+         *       "longDescription": "A living room on Christmas morning. On the left a decorated tree reaches almost to the ceiling. An older woman in a cardigan sits on a sofa holding a wrapped present; a younger man stands behind the sofa, laughing. In the right foreground a small boy in red pyjamas kneels on the carpet, tearing paper off a yellow toy truck. Snow is visible through the window.",
+         *       "accessibilityFlags": {
+         *         "containsText": false,
+         *         "colorConveysMeaning": false,
+         *         "lowContrast": false,
+         *         "language": "en"
+         *       }
+         *     }
+         */
+        AccessibilityOutput: {
+            /** @description Concise alt text, about 125 characters, no "image of" prefix */
+            altText: string;
+            /** @description Extended description for screen-reader users: layout, subjects, relevant text, colours that carry meaning */
+            longDescription: string;
+            accessibilityFlags: {
+                /** @description Meaningful text is visible and is included in the descriptions */
+                containsText: boolean;
+                /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
+                colorConveysMeaning: boolean;
+                /** @description Important content has low contrast against its background */
+                lowContrast: boolean;
+                /** @description BCP 47 tag of the language the descriptions are written in */
+                language: string;
+            };
+        };
+        Analysis: {
+            id: string;
+            /** @constant */
+            object: "analysis";
+            schemaVersion: string;
+            createdAt: string;
+            output: components["schemas"]["PhotoOutput"] | components["schemas"]["MultiPhotoOutput"] | components["schemas"]["VehicleReportOutput"];
+            /** @enum {string} */
+            outputSchema: "photo" | "vehicle";
+            usage: {
+                inputTokens: number;
+                outputTokens: number;
+                totalTokens: number;
+                modulesUsed: string[];
+                creditsCharged?: number;
+            };
+            warnings: string[];
+            meta: {
+                processingTimeMs: number;
+                provider: string;
+                promptHash: string | null;
                 requestId: string;
-                credits?: {
-                    needed: number;
-                    community: number;
-                    purchased: number;
-                    total: number;
-                    resetsInDays: number;
-                };
-            } & {
-                [key: string]: unknown;
+                /** @constant */
+                ai_generated: true;
+                model: string;
+                /** @enum {string} */
+                vendor: "openai" | "anthropic" | "google";
+                cacheHit?: boolean;
+            };
+            embedding?: number[];
+            fingerprint?: {
+                pHash: string;
+                dHash: string;
+                sha256: string;
             };
         };
-        CreditBalanceInput: {
-            /** @constant */
-            tier: "starter";
-            community: {
-                balance: number;
-                monthlyAllowance: number;
-                referralBonus?: number;
-                resetsInDays: number;
-            };
-            purchased: {
-                balance: number;
-            };
-            reserved: number;
-        };
-        AccountInput: {
-            userId: string;
-            email: string;
-            emailVerifiedAt: string | null;
-            cardOnFileAt: string | null;
-            /** @description ISO 8601 */
-            createdAt: string;
-            packsPurchased: number;
-            /** @description The next pack bought ships with 2× its credits. */
-            firstPackBonusAvailable: boolean;
-            credits: components["schemas"]["CreditBalanceInput"];
-        };
-        EmailVerificationTokenInput: {
-            /** @description Shown once; only its SHA-256 is stored. Put it in the link the dashboard mails. */
-            token: string;
-            /** @description ISO 8601 */
-            expiresAt: string;
-        };
-        EmailVerifiedInput: {
-            userId: string;
-            /** @description ISO 8601 */
-            emailVerifiedAt: string;
-            /** @description Community credits granted by this call: 1000 the first time, else 0. */
-            granted: number;
-        };
-        CardOnFileInput: {
-            userId: string;
-            /** @description ISO 8601 */
-            cardOnFileAt: string;
-            /** @description Community credits granted by this call: 4000 the first time, else 0. */
-            granted: number;
-        };
-        ApiKeyListingInput: {
-            id: string;
-            /** @enum {string} */
-            kind: "live" | "test";
-            /** @description svc_live_ or svc_test_ */
-            prefix: string;
-            last4: string;
-            name: string | null;
-            /** @description ISO 8601 */
-            createdAt: string;
-            /** @description When the key was last used, to the minute; null until its first use. */
-            lastUsedAt: string | null;
-            revokedAt: string | null;
-        };
-        IssuedApiKeyInput: {
-            id: string;
-            /** @enum {string} */
-            kind: "live" | "test";
-            /** @description svc_live_ or svc_test_ */
-            prefix: string;
-            last4: string;
-            name: string | null;
-            /** @description ISO 8601 */
-            createdAt: string;
-            /** @description When the key was last used, to the minute; null until its first use. */
-            lastUsedAt: string | null;
-            revokedAt: string | null;
-            /** @description The full key, shown this once and never stored. */
-            key: string;
-        };
-        RevokedApiKeyInput: {
-            keyId: string;
-            /** @description ISO 8601 */
-            revokedAt: string;
-            /** @description API processes the Redis eviction broadcast reached. */
-            apiProcessesNotified: number;
-        };
-        CreditPackInput: {
-            /** @enum {string} */
-            name: "starter" | "pro" | "business";
-            label: string;
-            credits: number;
-            priceCents: number;
-            /** @constant */
-            currency: "usd";
-        };
-        CreditPurchaseInput: {
-            purchaseId: string;
-            /** @enum {string} */
-            pack: "starter" | "pro" | "business";
-            credits: number;
-            /** @description First-pack bonus: equal to credits on the first pack a user buys, else 0. */
-            bonusCredits: number;
-            amountCents: number;
-            /** @constant */
-            currency: "usd";
-            /** @enum {string} */
-            status: "pending" | "granted" | "failed";
-            paymentId: string | null;
-            failure: string | null;
-            idempotencyKey: string;
-            /** @description ISO 8601 */
-            createdAt: string;
-            completedAt: string | null;
-        };
-        AnalyzeRequestInput: {
+        /**
+         * @example {
+         *       "imageUrl": "https://example.com/photo.jpg",
+         *       "modules": [
+         *         "dating",
+         *         "location"
+         *       ]
+         *     }
+         */
+        AnalyzeRequest: {
             /** Format: uri */
             imageUrl?: string;
             imageBase64?: string;
@@ -2462,7 +479,16 @@ export type components = {
             /** @default false */
             refresh?: boolean;
         };
-        AnalyzeRequestV2Input: {
+        /**
+         * @example {
+         *       "imageUrl": "https://example.com/photo.jpg",
+         *       "preset": "quick-scan",
+         *       "extract": {
+         *         "prompt": "The make, model and colour of every car"
+         *       }
+         *     }
+         */
+        AnalyzeRequestV2: {
             /** Format: uri */
             imageUrl?: string;
             imageBase64?: string;
@@ -2528,151 +554,37 @@ export type components = {
                 schemaId?: string;
             };
         };
-        /** @description Fields the dating lens adds to output */
-        DatingOutputInput: {
-            estimatedDate: {
-                /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
-                date: string | null;
-                /** @description Single most likely year */
-                year: number | null;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @enum {string} */
-                precision: "day" | "month" | "year" | "decade" | "era";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description One or two sentences naming the anchors that drive the estimate */
-                reasoning: string;
-            };
-            /** @description Visible evidence for the date, strongest first */
-            dateAnchors: {
-                /** @enum {string} */
-                type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
-                description: string;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            season: {
-                name: ("spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            holiday: {
-                /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
-                name: string | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-        };
-        /** @description Fields the people lens adds to output */
-        PeopleOutputInput: {
-            peopleCount: {
-                /** @description People visible, including partial and background figures */
-                total: number;
-                /** @description People who are a subject of the photo, not background */
-                prominent: number;
-                /** @description True for crowds where the total is an estimate */
-                isEstimate: boolean;
-            };
-            /** @description Prominent people only (at most 20) */
-            people: {
-                /** @description 0-based, left to right among prominent people */
-                index: number;
-                /** @description Where in the frame, e.g. "left foreground" */
-                position: string;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Apparent age range; null when the person is too small or turned away */
-                apparentAgeRange: {
-                    min: number;
-                    max: number;
-                } | null;
-                /** @enum {string} */
-                expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
-                faceVisible: boolean;
-                lookingAtCamera: boolean;
-                /** @enum {string} */
-                pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
-                /** @description Short description of clothing and accessories */
-                clothing: string;
-                activity: string | null;
-            }[];
-            /** @description Only names from the supplied knownPeople list; empty when none was supplied */
-            knownPeopleMatches: {
-                /** @description Exactly as given in the caller's knownPeople list */
-                name: string;
-                /** @description Index into people */
-                personIndex: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
-                evidence: string;
-            }[];
-            groupContext: {
-                /** @enum {string} */
-                type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
-                /** @description e.g. wedding, graduation, picnic; null if not evident */
-                occasion: string | null;
-                description: string;
-            };
-        };
-        /** @description Fields the location lens adds to output */
-        LocationOutputInput: {
-            locationEstimate: {
-                /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                name: string | null;
-                city: string | null;
-                /** @description State, province or region */
-                region: string | null;
-                country: string | null;
-                /** @description ISO 3166-1 alpha-2, upper case */
-                countryCode: string | null;
-                /** @enum {string} */
-                precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                reasoning: string;
-            };
-            /** @description Null unless the place is recognisable enough for a coordinate guess to be useful */
-            coordinates: {
-                latitude: number;
-                longitude: number;
-                /** @description Radius within which you expect the true spot */
-                uncertaintyKm: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            } | null;
-            landmarks: {
-                name: string;
-                /** @enum {string} */
-                type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            locationClues: {
-                /** @enum {string} */
-                type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                description: string;
-            }[];
-            sceneSetting: {
-                indoor: boolean;
-                /** @enum {string} */
-                environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                /** @description e.g. kitchen, beach, train station, church */
-                placeType: string | null;
-            };
-        };
-        /** @description Fields the atmosphere lens adds to output */
-        AtmosphereOutputInput: {
+        /**
+         * @description Fields the atmosphere lens adds to output
+         * @example {
+         *       "mood": {
+         *         "primary": "festive",
+         *         "descriptors": [
+         *           "warm",
+         *           "cosy",
+         *           "joyful",
+         *           "intimate"
+         *         ],
+         *         "intensity": 0.7,
+         *         "confidence": 0.8
+         *       },
+         *       "weather": {
+         *         "condition": "snow",
+         *         "evidence": "Snow falling past the window and on the lawn outside",
+         *         "confidence": 0.7
+         *       },
+         *       "lighting": {
+         *         "source": "mixed",
+         *         "quality": "soft",
+         *         "colorTemperature": "warm"
+         *       },
+         *       "timeOfDay": {
+         *         "period": "morning",
+         *         "confidence": 0.55
+         *       }
+         *     }
+         */
+        AtmosphereOutput: {
             mood: {
                 /** @enum {string} */
                 primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
@@ -2705,236 +617,37 @@ export type components = {
                 confidence: number;
             };
         };
-        /** @description Fields the entities lens adds to output */
-        EntitiesOutputInput: {
-            /** @description Distinct object kinds, most prominent first, at most 30 */
-            objects: {
-                /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                name: string;
-                /** @enum {string} */
-                category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                count: number;
-                /** @enum {string} */
-                prominence: "primary" | "secondary" | "background";
-                /** @description Box of the most prominent instance; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            brands: {
-                name: string;
-                /** @enum {string} */
-                evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                /** @description Name of the object carrying the brand */
-                onObject: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            animals: {
-                commonName: string;
-                /** @description Scientific name when identifiable */
-                species: string | null;
-                count: number;
-                domestic: boolean;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-        };
-        /** @description Fields the accessibility lens adds to output */
-        AccessibilityOutputInput: {
-            /** @description Concise alt text, about 125 characters, no "image of" prefix */
-            altText: string;
-            /** @description Extended description for screen-reader users: layout, subjects, relevant text, colours that carry meaning */
-            longDescription: string;
-            accessibilityFlags: {
-                /** @description Meaningful text is visible and is included in the descriptions */
-                containsText: boolean;
-                /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                colorConveysMeaning: boolean;
-                /** @description Important content has low contrast against its background */
-                lowContrast: boolean;
-                /** @description BCP 47 tag of the language the descriptions are written in */
-                language: string;
-            };
-        };
-        /** @description Fields the photo-quality lens adds to output */
-        PhotoQualityOutputInput: {
-            qualityScores: {
-                /** @description Overall technical quality 0..1 */
-                overall: number;
-                /** @description 1 = critically sharp on the subject */
-                sharpness: number;
-                /** @description 1 = well exposed, no clipped highlights or crushed shadows */
-                exposure: number;
-                /** @description 1 = clean, 0 = heavy noise or grain */
-                noise: number;
-                /** @description 1 = neutral white balance, no colour cast or fading */
-                colorAccuracy: number;
-            };
-            qualityIssues: {
-                /** @enum {string} */
-                type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-            }[];
-            qualityVerdict: {
-                /** @enum {string} */
-                rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
-                suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
-                /** @description Damage or fading that restoration would fix */
-                restorationRecommended: boolean;
-                summary: string;
-            };
-        };
-        /** @description Fields the text-content lens adds to output */
-        TextContentOutputInput: {
-            /** @description In natural reading order, at most 50 blocks */
-            textBlocks: {
-                /** @description Verbatim, original spelling; [?] marks an illegible character */
-                text: string;
-                /** @enum {string} */
-                kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
-                /** @description BCP 47 tag; null for numbers or codes */
-                language: string | null;
-                handwritten: boolean;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Probability that the transcription is exact */
-                confidence: number;
-            }[];
-            /** @description All transcribed text in reading order, blocks separated by newlines; empty string if none */
-            fullText: string;
-            /** @description BCP 47 tag of the dominant language; null when there is no text */
-            primaryLanguage: string | null;
-        };
-        /** @description Fields the composition lens adds to output */
-        CompositionOutputInput: {
-            framing: {
-                /** @enum {string} */
-                shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                /** @enum {string} */
-                cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                /** @enum {string} */
-                orientation: "landscape" | "portrait" | "square";
-                /** @enum {string} */
-                depthOfField: "shallow" | "moderate" | "deep";
-            };
-            compositionTechniques: {
-                /** @enum {string} */
-                technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            subjectPlacement: {
-                primarySubject: string;
-                /** @enum {string} */
-                position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                /** @description Fraction of the frame the primary subject occupies */
-                frameCoverage: number;
-                /** @enum {string} */
-                clutter: "minimal" | "moderate" | "busy";
-            };
-            compositionAssessment: {
-                /** @description Aesthetic composition score 0..1 */
-                score: number;
-                /** @enum {string} */
-                balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                /** @description Up to 3 concrete improvements */
-                suggestions: string[];
-                /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                suggestedCrop: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-            };
-        };
-        /** @description Fields the moderation lens adds to output */
-        ModerationOutputInput: {
-            moderation: {
-                /** @description True when any category warrants review or blocking */
-                flagged: boolean;
-                /** @enum {string} */
-                action: "allow" | "review" | "block";
-                categories: {
-                    /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                    sexual: number;
-                    /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                    suggestive: number;
-                    /** @description Likelihood 0..1 that the image contains violence or threats */
-                    violence: number;
-                    /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                    gore: number;
-                    /** @description Likelihood 0..1 that the image contains self-harm */
-                    selfHarm: number;
-                    /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                    hateSymbols: number;
-                    /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                    drugs: number;
-                    /** @description Likelihood 0..1 that the image contains weapons */
-                    weapons: number;
-                };
-                flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                /** @description Someone who appears under 18 is visible; null if undecidable */
-                minorsPresent: boolean | null;
-                /** @description Short reason when flagged; null otherwise */
-                reason: string | null;
-            };
-        };
-        /** @description Fields the describe lens adds to output */
-        DescribeOutputInput: {
-            /** @description Headline of at most 8 words (IPTC Headline / XMP dc:title) */
-            title: string;
-            /** @description One sentence, at most 200 characters (IPTC Caption-Abstract) */
-            caption: string;
-            /** @description One paragraph, 3 to 6 sentences */
-            description: string;
-            /** @description 5 to 25 lower-case keywords, most relevant first, no duplicates (IPTC Keywords) */
-            tags: string[];
-        };
-        /** @description Fields the condition lens adds to output */
-        ConditionOutputInput: {
-            itemCondition: {
-                /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                subject: string;
-                /** @enum {string} */
-                subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                /** @enum {string} */
-                grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                /** @description 1 = flawless, 0 = destroyed */
-                score: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                summary: string;
-            };
-            defects: {
-                /** @enum {string} */
-                type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                /** @description Where on the subject, e.g. "front left leg" */
-                location: string;
-                /** @enum {string} */
-                severity: "cosmetic" | "moderate" | "structural";
-                description: string;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description What the photo cannot show (hidden sides, function, smell, scale) so the grade is read with care */
-            conditionLimitations: string[];
-        };
-        /** @description Fields the authenticity lens adds to output */
-        AuthenticityOutputInput: {
+        /**
+         * @description Fields the authenticity lens adds to output
+         * @example {
+         *       "aiGeneration": {
+         *         "likelihood": 0.04,
+         *         "verdict": "likely-authentic"
+         *       },
+         *       "manipulation": {
+         *         "likelihood": 0.08,
+         *         "verdict": "likely-unedited",
+         *         "suspectedEdits": []
+         *       },
+         *       "authenticitySignals": [
+         *         {
+         *           "indicates": "authentic",
+         *           "description": "Film grain, print border and dust are consistent with a scanned instant print",
+         *           "strength": "strong"
+         *         },
+         *         {
+         *           "indicates": "authentic",
+         *           "description": "Shadows and window light fall consistently across all subjects",
+         *           "strength": "moderate"
+         *         }
+         *       ],
+         *       "captureMedium": {
+         *         "type": "scanned-print",
+         *         "confidence": 0.85
+         *       }
+         *     }
+         */
+        AuthenticityOutput: {
             aiGeneration: {
                 /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
                 likelihood: number;
@@ -2970,44 +683,35 @@ export type components = {
                 confidence: number;
             };
         };
-        /** @description Fields the color-palette lens adds to output */
-        ColorPaletteOutputInput: {
-            /** @description 3 to 8 colours, largest share first; shares sum to at most 1 */
-            dominantColors: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                /** @description Plain colour name, e.g. "burnt orange" */
-                name: string;
-                /** @description Approximate fraction of the image area */
-                share: number;
-            }[];
-            /** @description Small but visually prominent colours, at most 4 */
-            accentColors: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                name: string;
-            }[];
-            /** @description Colour of a uniform background (product shots); null when there is none */
-            backgroundColor: string | null;
-            colorProperties: {
-                /** @enum {string} */
-                temperature: "warm" | "neutral" | "cool";
-                /** @enum {string} */
-                saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                /** @enum {string} */
-                brightness: "dark" | "balanced" | "bright";
-                /** @enum {string} */
-                contrast: "low" | "medium" | "high";
-                blackAndWhite: boolean;
-                /**
-                 * @description Relationship between the dominant hues
-                 * @enum {string}
-                 */
-                harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-            };
-        };
-        /** @description Fields the automobile lens adds to output */
-        AutomobileOutputInput: {
+        /**
+         * @description Fields the automobile lens adds to output
+         * @example {
+         *       "vehicleCount": 1,
+         *       "vehicles": [
+         *         {
+         *           "make": "Ford",
+         *           "model": "LTD Country Squire",
+         *           "trim": null,
+         *           "yearFrom": 1975,
+         *           "yearTo": 1978,
+         *           "bodyType": "wagon",
+         *           "color": {
+         *             "name": "dark green with wood-grain panels",
+         *             "hex": "#2e4a36"
+         *           },
+         *           "view": "front-left",
+         *           "plate": {
+         *             "visible": true,
+         *             "legible": false,
+         *             "region": "US"
+         *           },
+         *           "confidence": 0.64,
+         *           "evidence": "Simulated wood-grain side panels, stacked rectangular headlights and full-width chrome grille typical of the 1975–78 Country Squire."
+         *         }
+         *       ]
+         *     }
+         */
+        AutomobileOutput: {
             /** @description Motor vehicles visible, including background ones */
             vehicleCount: number;
             /** @description Most prominent vehicle first, at most 10 */
@@ -3040,1284 +744,67 @@ export type components = {
                 evidence: string;
             }[];
         };
-        /** @description Fields the vehicle-condition lens adds to output */
-        VehicleConditionOutputInput: {
-            photos: {
-                /** @description 0-based position in the request's images array */
-                index: number;
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay" | "trunk" | "roof" | "undercarriage" | "wheel-detail" | "damage-close-up" | "document" | "other";
-                angle: {
-                    /** @enum {string} */
-                    elevation: "low" | "eye-level" | "high" | "overhead";
-                    /** @enum {string} */
-                    distance: "close-up" | "medium" | "full-vehicle";
-                };
-                usable: boolean;
-                /** @description Short findings from this photo */
-                observations: string[];
-            }[];
-            overallCondition: {
-                /** @enum {string} */
-                grade: "excellent" | "good" | "fair" | "poor" | "salvage";
-                /** @description 1 = showroom, 0 = write-off */
-                score: number;
-                /** @description Lower when views are missing or photos are poor */
-                confidence: number;
-                summary: string;
-            };
-            /** @description Damage de-duplicated across photos: the same dent seen twice is one observation */
-            observations: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                type: "scratch" | "scuff" | "dent" | "crack" | "chip" | "broken" | "missing-part" | "rust" | "paint-damage" | "glass-damage" | "tyre-wear" | "misalignment" | "interior-wear" | "stain" | "tear" | "fluid-leak" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-                /** @description 0-based positions in the request's images array */
-                photoIndexes: number[];
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            componentGrades: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                grade: "good" | "fair" | "poor" | "damaged" | "not-visible";
-                notes: string | null;
-            }[];
-            accidentIndicators: {
-                /** @description Probability 0..1 of a past collision or structural repair */
-                likelihood: number;
-                indicators: {
-                    /** @enum {string} */
-                    type: "uneven-panel-gaps" | "paint-mismatch" | "overspray" | "replaced-panel" | "deployed-airbag" | "crumple-damage" | "frame-damage" | "misaligned-lights-or-panels" | "broken-glass" | "fresh-repair" | "other";
-                    description: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-            };
-            photoQuality: {
-                /** @enum {string} */
-                rating: "good" | "acceptable" | "poor";
-                usablePhotoCount: number;
-                issues: {
-                    photoIndex: number;
-                    /** @enum {string} */
-                    issue: "blurry" | "too-dark" | "overexposed" | "glare-reflections" | "obstructed" | "too-far" | "cropped" | "wet-or-dirty-surface" | "low-resolution";
-                    description: string;
-                }[];
-            };
-            /** @description Standard views no usable photo covers */
-            missingViews: ("front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay")[];
-            vehicleContext: {
-                make: string | null;
-                model: string | null;
-                year: number | null;
-                vin: string | null;
-                mileage: number | null;
-                mileageUnit: ("km" | "mi") | null;
-                color: string | null;
-                /** @description Where each non-null value came from */
-                sources: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    /** @enum {string} */
-                    source: "context" | "photos" | "context-confirmed";
-                }[];
-                /** @description Caller-supplied values the photos contradict */
-                mismatches: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    contextValue: string;
-                    observedValue: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-                /** @description False if the photos show more than one vehicle; null if undecidable */
-                sameVehicleInAllPhotos: boolean | null;
-            };
-        };
-        /** @description One photo (imageUrl or imageBase64): the fields of every lens that ran, flat */
-        PhotoOutputInput: {
-            /** @description dating lens (see DatingOutput) */
-            estimatedDate?: {
-                /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
-                date: string | null;
-                /** @description Single most likely year */
-                year: number | null;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @enum {string} */
-                precision: "day" | "month" | "year" | "decade" | "era";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description One or two sentences naming the anchors that drive the estimate */
-                reasoning: string;
-            };
-            /** @description dating lens (see DatingOutput) */
-            dateAnchors?: {
-                /** @enum {string} */
-                type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
-                description: string;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description dating lens (see DatingOutput) */
-            season?: {
-                name: ("spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description dating lens (see DatingOutput) */
-            holiday?: {
-                /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
-                name: string | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description people lens (see PeopleOutput) */
-            peopleCount?: {
-                /** @description People visible, including partial and background figures */
-                total: number;
-                /** @description People who are a subject of the photo, not background */
-                prominent: number;
-                /** @description True for crowds where the total is an estimate */
-                isEstimate: boolean;
-            };
-            /** @description people lens (see PeopleOutput) */
-            people?: {
-                /** @description 0-based, left to right among prominent people */
-                index: number;
-                /** @description Where in the frame, e.g. "left foreground" */
-                position: string;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Apparent age range; null when the person is too small or turned away */
-                apparentAgeRange: {
-                    min: number;
-                    max: number;
-                } | null;
-                /** @enum {string} */
-                expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
-                faceVisible: boolean;
-                lookingAtCamera: boolean;
-                /** @enum {string} */
-                pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
-                /** @description Short description of clothing and accessories */
-                clothing: string;
-                activity: string | null;
-            }[];
-            /** @description people lens (see PeopleOutput) */
-            knownPeopleMatches?: {
-                /** @description Exactly as given in the caller's knownPeople list */
-                name: string;
-                /** @description Index into people */
-                personIndex: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
-                evidence: string;
-            }[];
-            /** @description people lens (see PeopleOutput) */
-            groupContext?: {
-                /** @enum {string} */
-                type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
-                /** @description e.g. wedding, graduation, picnic; null if not evident */
-                occasion: string | null;
-                description: string;
-            };
-            /** @description location lens (see LocationOutput) */
-            locationEstimate?: {
-                /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                name: string | null;
-                city: string | null;
-                /** @description State, province or region */
-                region: string | null;
-                country: string | null;
-                /** @description ISO 3166-1 alpha-2, upper case */
-                countryCode: string | null;
-                /** @enum {string} */
-                precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                reasoning: string;
-            };
-            /** @description location lens (see LocationOutput) */
-            coordinates?: {
-                latitude: number;
-                longitude: number;
-                /** @description Radius within which you expect the true spot */
-                uncertaintyKm: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            } | null;
-            /** @description location lens (see LocationOutput) */
-            landmarks?: {
-                name: string;
-                /** @enum {string} */
-                type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description location lens (see LocationOutput) */
-            locationClues?: {
-                /** @enum {string} */
-                type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                description: string;
-            }[];
-            /** @description location lens (see LocationOutput) */
-            sceneSetting?: {
-                indoor: boolean;
-                /** @enum {string} */
-                environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                /** @description e.g. kitchen, beach, train station, church */
-                placeType: string | null;
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            mood?: {
-                /** @enum {string} */
-                primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
-                /** @description Up to 5 lower-case mood words */
-                descriptors: string[];
-                /** @description How strongly the mood comes across */
-                intensity: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            weather?: {
-                /** @description Null indoors or when the sky and ground give no evidence */
-                condition: ("clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            lighting?: {
-                /** @enum {string} */
-                source: "natural" | "artificial" | "mixed" | "flash";
-                /** @enum {string} */
-                quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
-                /** @enum {string} */
-                colorTemperature: "warm" | "neutral" | "cool";
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            timeOfDay?: {
-                /** @description Null indoors without windows or when undecidable */
-                period: ("dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night") | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description entities lens (see EntitiesOutput) */
-            objects?: {
-                /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                name: string;
-                /** @enum {string} */
-                category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                count: number;
-                /** @enum {string} */
-                prominence: "primary" | "secondary" | "background";
-                /** @description Box of the most prominent instance; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description entities lens (see EntitiesOutput) */
-            brands?: {
-                name: string;
-                /** @enum {string} */
-                evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                /** @description Name of the object carrying the brand */
-                onObject: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description entities lens (see EntitiesOutput) */
-            animals?: {
-                commonName: string;
-                /** @description Scientific name when identifiable */
-                species: string | null;
-                count: number;
-                domestic: boolean;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description accessibility lens (see AccessibilityOutput) */
-            altText?: string;
-            /** @description accessibility lens (see AccessibilityOutput) */
-            longDescription?: string;
-            /** @description accessibility lens (see AccessibilityOutput) */
-            accessibilityFlags?: {
-                /** @description Meaningful text is visible and is included in the descriptions */
-                containsText: boolean;
-                /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                colorConveysMeaning: boolean;
-                /** @description Important content has low contrast against its background */
-                lowContrast: boolean;
-                /** @description BCP 47 tag of the language the descriptions are written in */
-                language: string;
-            };
-            /** @description photo-quality lens (see PhotoQualityOutput) */
-            qualityScores?: {
-                /** @description Overall technical quality 0..1 */
-                overall: number;
-                /** @description 1 = critically sharp on the subject */
-                sharpness: number;
-                /** @description 1 = well exposed, no clipped highlights or crushed shadows */
-                exposure: number;
-                /** @description 1 = clean, 0 = heavy noise or grain */
-                noise: number;
-                /** @description 1 = neutral white balance, no colour cast or fading */
-                colorAccuracy: number;
-            };
-            /** @description photo-quality lens (see PhotoQualityOutput) */
-            qualityIssues?: {
-                /** @enum {string} */
-                type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-            }[];
-            /** @description photo-quality lens (see PhotoQualityOutput) */
-            qualityVerdict?: {
-                /** @enum {string} */
-                rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
-                suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
-                /** @description Damage or fading that restoration would fix */
-                restorationRecommended: boolean;
-                summary: string;
-            };
-            /** @description text-content lens (see TextContentOutput) */
-            textBlocks?: {
-                /** @description Verbatim, original spelling; [?] marks an illegible character */
-                text: string;
-                /** @enum {string} */
-                kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
-                /** @description BCP 47 tag; null for numbers or codes */
-                language: string | null;
-                handwritten: boolean;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Probability that the transcription is exact */
-                confidence: number;
-            }[];
-            /** @description text-content lens (see TextContentOutput) */
-            fullText?: string;
-            /** @description text-content lens (see TextContentOutput) */
-            primaryLanguage?: string | null;
-            /** @description composition lens (see CompositionOutput) */
-            framing?: {
-                /** @enum {string} */
-                shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                /** @enum {string} */
-                cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                /** @enum {string} */
-                orientation: "landscape" | "portrait" | "square";
-                /** @enum {string} */
-                depthOfField: "shallow" | "moderate" | "deep";
-            };
-            /** @description composition lens (see CompositionOutput) */
-            compositionTechniques?: {
-                /** @enum {string} */
-                technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description composition lens (see CompositionOutput) */
-            subjectPlacement?: {
-                primarySubject: string;
-                /** @enum {string} */
-                position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                /** @description Fraction of the frame the primary subject occupies */
-                frameCoverage: number;
-                /** @enum {string} */
-                clutter: "minimal" | "moderate" | "busy";
-            };
-            /** @description composition lens (see CompositionOutput) */
-            compositionAssessment?: {
-                /** @description Aesthetic composition score 0..1 */
-                score: number;
-                /** @enum {string} */
-                balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                /** @description Up to 3 concrete improvements */
-                suggestions: string[];
-                /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                suggestedCrop: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-            };
-            /** @description moderation lens (see ModerationOutput) */
-            moderation?: {
-                /** @description True when any category warrants review or blocking */
-                flagged: boolean;
-                /** @enum {string} */
-                action: "allow" | "review" | "block";
-                categories: {
-                    /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                    sexual: number;
-                    /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                    suggestive: number;
-                    /** @description Likelihood 0..1 that the image contains violence or threats */
-                    violence: number;
-                    /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                    gore: number;
-                    /** @description Likelihood 0..1 that the image contains self-harm */
-                    selfHarm: number;
-                    /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                    hateSymbols: number;
-                    /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                    drugs: number;
-                    /** @description Likelihood 0..1 that the image contains weapons */
-                    weapons: number;
-                };
-                flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                /** @description Someone who appears under 18 is visible; null if undecidable */
-                minorsPresent: boolean | null;
-                /** @description Short reason when flagged; null otherwise */
-                reason: string | null;
-            };
-            /** @description describe lens (see DescribeOutput) */
-            title?: string;
-            /** @description describe lens (see DescribeOutput) */
-            caption?: string;
-            /** @description describe lens (see DescribeOutput) */
-            description?: string;
-            /** @description describe lens (see DescribeOutput) */
-            tags?: string[];
-            /** @description condition lens (see ConditionOutput) */
-            itemCondition?: {
-                /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                subject: string;
-                /** @enum {string} */
-                subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                /** @enum {string} */
-                grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                /** @description 1 = flawless, 0 = destroyed */
-                score: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                summary: string;
-            };
-            /** @description condition lens (see ConditionOutput) */
-            defects?: {
-                /** @enum {string} */
-                type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                /** @description Where on the subject, e.g. "front left leg" */
-                location: string;
-                /** @enum {string} */
-                severity: "cosmetic" | "moderate" | "structural";
-                description: string;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description condition lens (see ConditionOutput) */
-            conditionLimitations?: string[];
-            /** @description authenticity lens (see AuthenticityOutput) */
-            aiGeneration?: {
-                /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
-            };
-            /** @description authenticity lens (see AuthenticityOutput) */
-            manipulation?: {
-                /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
-                suspectedEdits: {
-                    /** @enum {string} */
-                    type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
-                    /** @description Where in the frame */
-                    region: string;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-            };
-            /** @description authenticity lens (see AuthenticityOutput) */
-            authenticitySignals?: {
-                /** @enum {string} */
-                indicates: "ai-generated" | "manipulated" | "authentic";
-                description: string;
-                /** @enum {string} */
-                strength: "weak" | "moderate" | "strong";
-            }[];
-            /** @description authenticity lens (see AuthenticityOutput) */
-            captureMedium?: {
-                /** @enum {string} */
-                type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            dominantColors?: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                /** @description Plain colour name, e.g. "burnt orange" */
-                name: string;
-                /** @description Approximate fraction of the image area */
-                share: number;
-            }[];
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            accentColors?: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                name: string;
-            }[];
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            backgroundColor?: string | null;
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            colorProperties?: {
-                /** @enum {string} */
-                temperature: "warm" | "neutral" | "cool";
-                /** @enum {string} */
-                saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                /** @enum {string} */
-                brightness: "dark" | "balanced" | "bright";
-                /** @enum {string} */
-                contrast: "low" | "medium" | "high";
-                blackAndWhite: boolean;
-                /**
-                 * @description Relationship between the dominant hues
-                 * @enum {string}
-                 */
-                harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-            };
-            /** @description automobile lens (see AutomobileOutput) */
-            vehicleCount?: number;
-            /** @description automobile lens (see AutomobileOutput) */
-            vehicles?: {
-                make: string | null;
-                model: string | null;
-                /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
-                trim: string | null;
-                /** @description First model year consistent with what is visible */
-                yearFrom: number | null;
-                /** @description Last model year consistent with what is visible */
-                yearTo: number | null;
-                /** @enum {string} */
-                bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
-                color: {
-                    name: string;
-                    hex: string | null;
-                };
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
-                plate: {
-                    visible: boolean;
-                    legible: boolean;
-                    /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
-                    region: string | null;
-                };
-                /** @description Probability that make and model are both right */
-                confidence: number;
-                /** @description Badges, grille, lights or body lines that support the identification */
-                evidence: string;
-            }[];
-        };
-        /** @description Several photos (images): one entry per image, in request order */
-        MultiPhotoOutputInput: {
-            images: {
-                /** @description dating lens (see DatingOutput) */
-                estimatedDate?: {
-                    /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
-                    date: string | null;
-                    /** @description Single most likely year */
-                    year: number | null;
-                    earliestYear: number | null;
-                    latestYear: number | null;
-                    /** @enum {string} */
-                    precision: "day" | "month" | "year" | "decade" | "era";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    /** @description One or two sentences naming the anchors that drive the estimate */
-                    reasoning: string;
-                };
-                /** @description dating lens (see DatingOutput) */
-                dateAnchors?: {
-                    /** @enum {string} */
-                    type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
-                    description: string;
-                    earliestYear: number | null;
-                    latestYear: number | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description dating lens (see DatingOutput) */
-                season?: {
-                    name: ("spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season") | null;
-                    evidence: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description dating lens (see DatingOutput) */
-                holiday?: {
-                    /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
-                    name: string | null;
-                    evidence: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description people lens (see PeopleOutput) */
-                peopleCount?: {
-                    /** @description People visible, including partial and background figures */
-                    total: number;
-                    /** @description People who are a subject of the photo, not background */
-                    prominent: number;
-                    /** @description True for crowds where the total is an estimate */
-                    isEstimate: boolean;
-                };
-                /** @description people lens (see PeopleOutput) */
-                people?: {
-                    /** @description 0-based, left to right among prominent people */
-                    index: number;
-                    /** @description Where in the frame, e.g. "left foreground" */
-                    position: string;
-                    /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                    boundingBox: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                    /** @description Apparent age range; null when the person is too small or turned away */
-                    apparentAgeRange: {
-                        min: number;
-                        max: number;
-                    } | null;
-                    /** @enum {string} */
-                    expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
-                    faceVisible: boolean;
-                    lookingAtCamera: boolean;
-                    /** @enum {string} */
-                    pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
-                    /** @description Short description of clothing and accessories */
-                    clothing: string;
-                    activity: string | null;
-                }[];
-                /** @description people lens (see PeopleOutput) */
-                knownPeopleMatches?: {
-                    /** @description Exactly as given in the caller's knownPeople list */
-                    name: string;
-                    /** @description Index into people */
-                    personIndex: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
-                    evidence: string;
-                }[];
-                /** @description people lens (see PeopleOutput) */
-                groupContext?: {
-                    /** @enum {string} */
-                    type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
-                    /** @description e.g. wedding, graduation, picnic; null if not evident */
-                    occasion: string | null;
-                    description: string;
-                };
-                /** @description location lens (see LocationOutput) */
-                locationEstimate?: {
-                    /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                    name: string | null;
-                    city: string | null;
-                    /** @description State, province or region */
-                    region: string | null;
-                    country: string | null;
-                    /** @description ISO 3166-1 alpha-2, upper case */
-                    countryCode: string | null;
-                    /** @enum {string} */
-                    precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    reasoning: string;
-                };
-                /** @description location lens (see LocationOutput) */
-                coordinates?: {
-                    latitude: number;
-                    longitude: number;
-                    /** @description Radius within which you expect the true spot */
-                    uncertaintyKm: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                } | null;
-                /** @description location lens (see LocationOutput) */
-                landmarks?: {
-                    name: string;
-                    /** @enum {string} */
-                    type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description location lens (see LocationOutput) */
-                locationClues?: {
-                    /** @enum {string} */
-                    type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                    description: string;
-                }[];
-                /** @description location lens (see LocationOutput) */
-                sceneSetting?: {
-                    indoor: boolean;
-                    /** @enum {string} */
-                    environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                    /** @description e.g. kitchen, beach, train station, church */
-                    placeType: string | null;
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                mood?: {
-                    /** @enum {string} */
-                    primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
-                    /** @description Up to 5 lower-case mood words */
-                    descriptors: string[];
-                    /** @description How strongly the mood comes across */
-                    intensity: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                weather?: {
-                    /** @description Null indoors or when the sky and ground give no evidence */
-                    condition: ("clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy") | null;
-                    evidence: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                lighting?: {
-                    /** @enum {string} */
-                    source: "natural" | "artificial" | "mixed" | "flash";
-                    /** @enum {string} */
-                    quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
-                    /** @enum {string} */
-                    colorTemperature: "warm" | "neutral" | "cool";
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                timeOfDay?: {
-                    /** @description Null indoors without windows or when undecidable */
-                    period: ("dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night") | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description entities lens (see EntitiesOutput) */
-                objects?: {
-                    /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                    name: string;
-                    /** @enum {string} */
-                    category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                    count: number;
-                    /** @enum {string} */
-                    prominence: "primary" | "secondary" | "background";
-                    /** @description Box of the most prominent instance; null if unsure */
-                    boundingBox: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description entities lens (see EntitiesOutput) */
-                brands?: {
-                    name: string;
-                    /** @enum {string} */
-                    evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                    /** @description Name of the object carrying the brand */
-                    onObject: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description entities lens (see EntitiesOutput) */
-                animals?: {
-                    commonName: string;
-                    /** @description Scientific name when identifiable */
-                    species: string | null;
-                    count: number;
-                    domestic: boolean;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description accessibility lens (see AccessibilityOutput) */
-                altText?: string;
-                /** @description accessibility lens (see AccessibilityOutput) */
-                longDescription?: string;
-                /** @description accessibility lens (see AccessibilityOutput) */
-                accessibilityFlags?: {
-                    /** @description Meaningful text is visible and is included in the descriptions */
-                    containsText: boolean;
-                    /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                    colorConveysMeaning: boolean;
-                    /** @description Important content has low contrast against its background */
-                    lowContrast: boolean;
-                    /** @description BCP 47 tag of the language the descriptions are written in */
-                    language: string;
-                };
-                /** @description photo-quality lens (see PhotoQualityOutput) */
-                qualityScores?: {
-                    /** @description Overall technical quality 0..1 */
-                    overall: number;
-                    /** @description 1 = critically sharp on the subject */
-                    sharpness: number;
-                    /** @description 1 = well exposed, no clipped highlights or crushed shadows */
-                    exposure: number;
-                    /** @description 1 = clean, 0 = heavy noise or grain */
-                    noise: number;
-                    /** @description 1 = neutral white balance, no colour cast or fading */
-                    colorAccuracy: number;
-                };
-                /** @description photo-quality lens (see PhotoQualityOutput) */
-                qualityIssues?: {
-                    /** @enum {string} */
-                    type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
-                    /** @enum {string} */
-                    severity: "minor" | "moderate" | "severe";
-                    description: string;
-                }[];
-                /** @description photo-quality lens (see PhotoQualityOutput) */
-                qualityVerdict?: {
-                    /** @enum {string} */
-                    rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
-                    suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
-                    /** @description Damage or fading that restoration would fix */
-                    restorationRecommended: boolean;
-                    summary: string;
-                };
-                /** @description text-content lens (see TextContentOutput) */
-                textBlocks?: {
-                    /** @description Verbatim, original spelling; [?] marks an illegible character */
-                    text: string;
-                    /** @enum {string} */
-                    kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
-                    /** @description BCP 47 tag; null for numbers or codes */
-                    language: string | null;
-                    handwritten: boolean;
-                    /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                    boundingBox: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                    /** @description Probability that the transcription is exact */
-                    confidence: number;
-                }[];
-                /** @description text-content lens (see TextContentOutput) */
-                fullText?: string;
-                /** @description text-content lens (see TextContentOutput) */
-                primaryLanguage?: string | null;
-                /** @description composition lens (see CompositionOutput) */
-                framing?: {
-                    /** @enum {string} */
-                    shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                    /** @enum {string} */
-                    cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                    /** @enum {string} */
-                    orientation: "landscape" | "portrait" | "square";
-                    /** @enum {string} */
-                    depthOfField: "shallow" | "moderate" | "deep";
-                };
-                /** @description composition lens (see CompositionOutput) */
-                compositionTechniques?: {
-                    /** @enum {string} */
-                    technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description composition lens (see CompositionOutput) */
-                subjectPlacement?: {
-                    primarySubject: string;
-                    /** @enum {string} */
-                    position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                    /** @description Fraction of the frame the primary subject occupies */
-                    frameCoverage: number;
-                    /** @enum {string} */
-                    clutter: "minimal" | "moderate" | "busy";
-                };
-                /** @description composition lens (see CompositionOutput) */
-                compositionAssessment?: {
-                    /** @description Aesthetic composition score 0..1 */
-                    score: number;
-                    /** @enum {string} */
-                    balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                    /** @description Up to 3 concrete improvements */
-                    suggestions: string[];
-                    /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                    suggestedCrop: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                };
-                /** @description moderation lens (see ModerationOutput) */
-                moderation?: {
-                    /** @description True when any category warrants review or blocking */
-                    flagged: boolean;
-                    /** @enum {string} */
-                    action: "allow" | "review" | "block";
-                    categories: {
-                        /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                        sexual: number;
-                        /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                        suggestive: number;
-                        /** @description Likelihood 0..1 that the image contains violence or threats */
-                        violence: number;
-                        /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                        gore: number;
-                        /** @description Likelihood 0..1 that the image contains self-harm */
-                        selfHarm: number;
-                        /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                        hateSymbols: number;
-                        /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                        drugs: number;
-                        /** @description Likelihood 0..1 that the image contains weapons */
-                        weapons: number;
-                    };
-                    flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                    /** @description Someone who appears under 18 is visible; null if undecidable */
-                    minorsPresent: boolean | null;
-                    /** @description Short reason when flagged; null otherwise */
-                    reason: string | null;
-                };
-                /** @description describe lens (see DescribeOutput) */
-                title?: string;
-                /** @description describe lens (see DescribeOutput) */
-                caption?: string;
-                /** @description describe lens (see DescribeOutput) */
-                description?: string;
-                /** @description describe lens (see DescribeOutput) */
-                tags?: string[];
-                /** @description condition lens (see ConditionOutput) */
-                itemCondition?: {
-                    /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                    subject: string;
-                    /** @enum {string} */
-                    subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                    /** @enum {string} */
-                    grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                    /** @description 1 = flawless, 0 = destroyed */
-                    score: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    summary: string;
-                };
-                /** @description condition lens (see ConditionOutput) */
-                defects?: {
-                    /** @enum {string} */
-                    type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                    /** @description Where on the subject, e.g. "front left leg" */
-                    location: string;
-                    /** @enum {string} */
-                    severity: "cosmetic" | "moderate" | "structural";
-                    description: string;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description condition lens (see ConditionOutput) */
-                conditionLimitations?: string[];
-                /** @description authenticity lens (see AuthenticityOutput) */
-                aiGeneration?: {
-                    /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
-                    likelihood: number;
-                    /** @enum {string} */
-                    verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
-                };
-                /** @description authenticity lens (see AuthenticityOutput) */
-                manipulation?: {
-                    /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
-                    likelihood: number;
-                    /** @enum {string} */
-                    verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
-                    suspectedEdits: {
-                        /** @enum {string} */
-                        type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
-                        /** @description Where in the frame */
-                        region: string;
-                        /** @description Calibrated probability 0..1 that this estimate is correct */
-                        confidence: number;
-                    }[];
-                };
-                /** @description authenticity lens (see AuthenticityOutput) */
-                authenticitySignals?: {
-                    /** @enum {string} */
-                    indicates: "ai-generated" | "manipulated" | "authentic";
-                    description: string;
-                    /** @enum {string} */
-                    strength: "weak" | "moderate" | "strong";
-                }[];
-                /** @description authenticity lens (see AuthenticityOutput) */
-                captureMedium?: {
-                    /** @enum {string} */
-                    type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                dominantColors?: {
-                    /** @description sRGB colour as #rrggbb */
-                    hex: string;
-                    /** @description Plain colour name, e.g. "burnt orange" */
-                    name: string;
-                    /** @description Approximate fraction of the image area */
-                    share: number;
-                }[];
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                accentColors?: {
-                    /** @description sRGB colour as #rrggbb */
-                    hex: string;
-                    name: string;
-                }[];
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                backgroundColor?: string | null;
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                colorProperties?: {
-                    /** @enum {string} */
-                    temperature: "warm" | "neutral" | "cool";
-                    /** @enum {string} */
-                    saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                    /** @enum {string} */
-                    brightness: "dark" | "balanced" | "bright";
-                    /** @enum {string} */
-                    contrast: "low" | "medium" | "high";
-                    blackAndWhite: boolean;
-                    /**
-                     * @description Relationship between the dominant hues
-                     * @enum {string}
-                     */
-                    harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-                };
-                /** @description automobile lens (see AutomobileOutput) */
-                vehicleCount?: number;
-                /** @description automobile lens (see AutomobileOutput) */
-                vehicles?: {
-                    make: string | null;
-                    model: string | null;
-                    /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
-                    trim: string | null;
-                    /** @description First model year consistent with what is visible */
-                    yearFrom: number | null;
-                    /** @description Last model year consistent with what is visible */
-                    yearTo: number | null;
-                    /** @enum {string} */
-                    bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
-                    color: {
-                        name: string;
-                        hex: string | null;
-                    };
-                    /** @enum {string} */
-                    view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
-                    plate: {
-                        visible: boolean;
-                        legible: boolean;
-                        /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
-                        region: string | null;
-                    };
-                    /** @description Probability that make and model are both right */
-                    confidence: number;
-                    /** @description Badges, grille, lights or body lines that support the identification */
-                    evidence: string;
-                }[];
-                index: number;
-                sha256: string | null;
-                cacheHit: boolean;
-                creditsCharged: number;
-                fingerprint?: {
-                    pHash: string;
-                    dHash: string;
-                    sha256: string;
-                };
-                embedding?: number[];
-            }[];
-        };
-        /** @description The vehicle-condition stack (outputSchema "vehicle"): one report over all photos */
-        VehicleReportOutputInput: {
-            photos: {
-                /** @description 0-based position in the request's images array */
-                index: number;
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay" | "trunk" | "roof" | "undercarriage" | "wheel-detail" | "damage-close-up" | "document" | "other";
-                angle: {
-                    /** @enum {string} */
-                    elevation: "low" | "eye-level" | "high" | "overhead";
-                    /** @enum {string} */
-                    distance: "close-up" | "medium" | "full-vehicle";
-                };
-                usable: boolean;
-                /** @description Short findings from this photo */
-                observations: string[];
-            }[];
-            overallCondition: {
-                /** @enum {string} */
-                grade: "excellent" | "good" | "fair" | "poor" | "salvage";
-                /** @description 1 = showroom, 0 = write-off */
-                score: number;
-                /** @description Lower when views are missing or photos are poor */
-                confidence: number;
-                summary: string;
-            };
-            /** @description Damage de-duplicated across photos: the same dent seen twice is one observation */
-            observations: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                type: "scratch" | "scuff" | "dent" | "crack" | "chip" | "broken" | "missing-part" | "rust" | "paint-damage" | "glass-damage" | "tyre-wear" | "misalignment" | "interior-wear" | "stain" | "tear" | "fluid-leak" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-                /** @description 0-based positions in the request's images array */
-                photoIndexes: number[];
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            componentGrades: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                grade: "good" | "fair" | "poor" | "damaged" | "not-visible";
-                notes: string | null;
-            }[];
-            accidentIndicators: {
-                /** @description Probability 0..1 of a past collision or structural repair */
-                likelihood: number;
-                indicators: {
-                    /** @enum {string} */
-                    type: "uneven-panel-gaps" | "paint-mismatch" | "overspray" | "replaced-panel" | "deployed-airbag" | "crumple-damage" | "frame-damage" | "misaligned-lights-or-panels" | "broken-glass" | "fresh-repair" | "other";
-                    description: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-            };
-            photoQuality: {
-                /** @enum {string} */
-                rating: "good" | "acceptable" | "poor";
-                usablePhotoCount: number;
-                issues: {
-                    photoIndex: number;
-                    /** @enum {string} */
-                    issue: "blurry" | "too-dark" | "overexposed" | "glare-reflections" | "obstructed" | "too-far" | "cropped" | "wet-or-dirty-surface" | "low-resolution";
-                    description: string;
-                }[];
-            };
-            /** @description Standard views no usable photo covers */
-            missingViews: ("front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay")[];
-            vehicleContext: {
-                make: string | null;
-                model: string | null;
-                year: number | null;
-                vin: string | null;
-                mileage: number | null;
-                mileageUnit: ("km" | "mi") | null;
-                color: string | null;
-                /** @description Where each non-null value came from */
-                sources: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    /** @enum {string} */
-                    source: "context" | "photos" | "context-confirmed";
-                }[];
-                /** @description Caller-supplied values the photos contradict */
-                mismatches: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    contextValue: string;
-                    observedValue: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-                /** @description False if the photos show more than one vehicle; null if undecidable */
-                sameVehicleInAllPhotos: boolean | null;
-            };
-            reportId: string;
-        };
-        AnalysisInput: {
-            id: string;
+        Batch: {
             /** @constant */
-            object: "analysis";
-            schemaVersion: string;
+            object: "batch";
+            id: string;
+            /**
+             * @description `vehicles`: each item is a vehicle (its photos, one report); counts count vehicles
+             * @enum {string}
+             */
+            kind: "photos" | "vehicles";
+            /** @enum {string} */
+            status: "running" | "paused" | "cancelled" | "completed";
+            /** @description Why a paused batch waits; `credits`: buy credits, then resume */
+            pauseReason: ("requested" | "credits") | null;
+            stack: string | null;
+            lenses: string[];
+            counts: {
+                total: number;
+                done: number;
+                failed: number;
+                pending: number;
+            };
+            creditsCharged: number;
+            /** @description Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending */
+            etaSeconds: number | null;
             createdAt: string;
+            updatedAt: string;
+            completedAt: string | null;
+        };
+        BatchExportRow: {
+            index: number;
+            source: string;
+            /** @enum {string} */
+            status: "done" | "failed" | "pending";
+            sha256: string | null;
+            /** @description `CODE: message` for a failed photo */
+            error: string | null;
+            /** @description The photo’s lens outputs, without moderation details or internal identifiers */
             output: {
                 [key: string]: unknown;
-            } | components["schemas"]["PhotoOutput"] | components["schemas"]["MultiPhotoOutput"] | components["schemas"]["VehicleReportOutput"];
+            } | null;
+        };
+        BatchItem: {
+            index: number;
+            source: string;
+            sha256: string | null;
             /** @enum {string} */
-            outputSchema: "photo" | "vehicle";
-            usage: {
-                inputTokens: number;
-                outputTokens: number;
-                totalTokens: number;
-                modulesUsed: string[];
-                creditsCharged?: number;
-            };
-            warnings: string[];
-            meta: {
-                processingTimeMs: number;
-                provider: string;
-                promptHash: string | null;
-                requestId: string;
-                /** @constant */
-                ai_generated: true;
-                model: string;
-                /** @enum {string} */
-                vendor: "openai" | "anthropic" | "google";
-                cacheHit?: boolean;
-            };
-            embedding?: number[];
-            fingerprint?: {
-                pHash: string;
-                dHash: string;
-                sha256: string;
-            };
+            status: "pending" | "done" | "failed";
+            error: {
+                code: string;
+                message: string;
+            } | null;
+            creditsCharged: number;
+            /** @description A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output) */
+            output: (components["schemas"]["PhotoOutput"] | components["schemas"]["VehicleReportOutput"]) | null;
+            /** @description A vehicle’s photos in submission order; null for a photo item */
+            photos: {
+                source: string;
+                sha256: string | null;
+            }[] | null;
         };
-        EnrichRequestInput: {
-            /** Format: uri */
-            imageUrl?: string;
-            imageBase64?: string;
-            /** @description Metadata blocks to write: exif, iptc, xmp (c2pa is deferred) */
-            formats: ("exif" | "iptc" | "xmp")[];
-        };
-        EnrichmentInput: {
-            /** @constant */
-            object: "enrichment";
-            /** @description The enriched image: same pixels, same container, new metadata */
-            imageBase64: string;
-            /** @description Blocks actually written (a container may not hold every block) */
-            formatsWritten: ("exif" | "iptc" | "xmp")[];
-            /** @description Lens → version of the record written */
-            lensVersions: {
-                [key: string]: string;
-            };
-            /** @description SHA-256 of the original image (the registry key) */
-            sha256: string;
-            meta: {
-                requestId: string;
-                processingTimeMs: number;
-                creditsCharged: number;
-                /** @constant */
-                ai_generated: true;
-            };
-        };
-        BatchRequestInput: {
+        BatchRequest: {
             /** @description The photos, each a URL or base64 bytes; up to 10,000. Or `vehicles` */
             items?: {
                 /** Format: uri */
@@ -4377,108 +864,235 @@ export type components = {
                 format?: "string" | "number" | "date" | "percentage" | "tags" | "hex";
             }[];
         };
-        BatchInput: {
-            /** @constant */
-            object: "batch";
-            id: string;
-            /**
-             * @description `vehicles`: each item is a vehicle (its photos, one report); counts count vehicles
-             * @enum {string}
-             */
-            kind: "photos" | "vehicles";
-            /** @enum {string} */
-            status: "running" | "paused" | "cancelled" | "completed";
-            /** @description Why a paused batch waits; `credits`: buy credits, then resume */
-            pauseReason: ("requested" | "credits") | null;
-            stack: string | null;
-            lenses: string[];
-            counts: {
-                total: number;
-                done: number;
-                failed: number;
-                pending: number;
-            };
-            creditsCharged: number;
-            /** @description Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending */
-            etaSeconds: number | null;
-            createdAt: string;
-            updatedAt: string;
-            completedAt: string | null;
-        };
-        LensRecordInput: {
-            eventId: string;
-            output: {
-                [key: string]: unknown;
-            };
-            version: string;
-            producedAt: string;
-            coRunHash: string;
-            provider: string;
-        };
-        /** @description Registry projection of one photo of the caller, keyed by lens. */
-        PhotoRecordInput: {
-            sha256: string;
-            pHash: string;
-            dHash: string;
-            firstAnalyzedAt: string;
-            lastAnalyzedAt: string;
-            totalCreditsSpent: number;
-            analyzeCallCount: number;
-            lenses: {
-                [key: string]: components["schemas"]["LensRecordInput"];
-            };
-        };
-        LookupResultInput: {
-            /** @enum {string} */
-            matchType: "exact" | "fuzzy" | "none";
-            /** @description pHash Hamming distance to the matched photo; 0 on an exact match; absent when `none`. */
-            hammingDistance?: number;
-            /** @description Absent when `matchType` is `none`. */
-            photo?: components["schemas"]["PhotoRecordInput"];
-        };
-        LookupInput: {
-            /** @constant */
-            object: "lookup";
-            results: {
-                [key: string]: components["schemas"]["LookupResultInput"];
-            };
-            meta: {
-                /** @description Images (or fingerprints) in the request, duplicates included. */
-                imagesSubmitted: number;
-                /** @description Of those, how many matched `exact` or `fuzzy`. */
-                imagesMatched: number;
-                processingTimeMs: number;
-                requestId: string;
-            };
-        };
-        LookupRequestInput: {
-            /** @description Image URLs (http or https). */
-            images?: string[];
-            /** @description Base64 images (plain or data URI). */
-            images_base64?: string[];
-            /**
-             * @description Largest pHash Hamming distance that counts as a fuzzy match.
-             * @default 5
-             */
-            threshold?: number;
-        };
-        ErrorEnvelope: {
-            error: {
+        /**
+         * @description Fields the color-palette lens adds to output
+         * @example {
+         *       "dominantColors": [
+         *         {
+         *           "hex": "#6b4a32",
+         *           "name": "walnut brown",
+         *           "share": 0.31
+         *         },
+         *         {
+         *           "hex": "#c9b48a",
+         *           "name": "faded beige",
+         *           "share": 0.24
+         *         },
+         *         {
+         *           "hex": "#2f4f3a",
+         *           "name": "pine green",
+         *           "share": 0.17
+         *         },
+         *         {
+         *           "hex": "#e8e2d6",
+         *           "name": "off-white",
+         *           "share": 0.12
+         *         },
+         *         {
+         *           "hex": "#a8322b",
+         *           "name": "brick red",
+         *           "share": 0.08
+         *         }
+         *       ],
+         *       "accentColors": [
+         *         {
+         *           "hex": "#e0b321",
+         *           "name": "toy yellow"
+         *         },
+         *         {
+         *           "hex": "#d9473b",
+         *           "name": "ornament red"
+         *         }
+         *       ],
+         *       "backgroundColor": null,
+         *       "colorProperties": {
+         *         "temperature": "warm",
+         *         "saturation": "muted",
+         *         "brightness": "balanced",
+         *         "contrast": "medium",
+         *         "blackAndWhite": false,
+         *         "harmony": "analogous"
+         *       }
+         *     }
+         */
+        ColorPaletteOutput: {
+            /** @description 3 to 8 colours, largest share first; shares sum to at most 1 */
+            dominantColors: {
+                /** @description sRGB colour as #rrggbb */
+                hex: string;
+                /** @description Plain colour name, e.g. "burnt orange" */
+                name: string;
+                /** @description Approximate fraction of the image area */
+                share: number;
+            }[];
+            /** @description Small but visually prominent colours, at most 4 */
+            accentColors: {
+                /** @description sRGB colour as #rrggbb */
+                hex: string;
+                name: string;
+            }[];
+            /** @description Colour of a uniform background (product shots); null when there is none */
+            backgroundColor: string | null;
+            colorProperties: {
                 /** @enum {string} */
-                code: "VALIDATION_FAILED" | "AUTH_FAILED" | "PLAN_LIMIT_EXCEEDED" | "SCHEMA_NOT_FOUND" | "PHOTO_NOT_IN_REGISTRY" | "NOT_FOUND" | "FORBIDDEN" | "REQUEST_ID_CONFLICT" | "BATCH_FINISHED" | "ITEM_NOT_RETRYABLE" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IMAGE_INVALID" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "PROVIDER_UNAVAILABLE" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
-                message: string;
-                retryable: boolean;
-                requestId: string;
-                credits?: {
-                    needed: number;
-                    community: number;
-                    purchased: number;
-                    total: number;
-                    resetsInDays: number;
-                };
-            } & {
-                [key: string]: unknown;
+                temperature: "warm" | "neutral" | "cool";
+                /** @enum {string} */
+                saturation: "monochrome" | "muted" | "moderate" | "vibrant";
+                /** @enum {string} */
+                brightness: "dark" | "balanced" | "bright";
+                /** @enum {string} */
+                contrast: "low" | "medium" | "high";
+                blackAndWhite: boolean;
+                /**
+                 * @description Relationship between the dominant hues
+                 * @enum {string}
+                 */
+                harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
             };
+        };
+        /**
+         * @description Fields the composition lens adds to output
+         * @example {
+         *       "framing": {
+         *         "shotType": "medium-wide",
+         *         "cameraAngle": "eye-level",
+         *         "orientation": "square",
+         *         "depthOfField": "deep"
+         *       },
+         *       "compositionTechniques": [
+         *         {
+         *           "technique": "layering-depth",
+         *           "confidence": 0.7
+         *         },
+         *         {
+         *           "technique": "rule-of-thirds",
+         *           "confidence": 0.55
+         *         }
+         *       ],
+         *       "subjectPlacement": {
+         *         "primarySubject": "family group on the sofa",
+         *         "position": "center",
+         *         "frameCoverage": 0.55,
+         *         "clutter": "busy"
+         *       },
+         *       "compositionAssessment": {
+         *         "score": 0.6,
+         *         "balance": "left-heavy",
+         *         "suggestions": [
+         *           "Crop the empty ceiling strip to tighten on the family",
+         *           "Straighten the slight clockwise tilt"
+         *         ],
+         *         "suggestedCrop": {
+         *           "x": 0.02,
+         *           "y": 0.1,
+         *           "width": 0.96,
+         *           "height": 0.88
+         *         }
+         *       }
+         *     }
+         */
+        CompositionOutput: {
+            framing: {
+                /** @enum {string} */
+                shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
+                /** @enum {string} */
+                cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
+                /** @enum {string} */
+                orientation: "landscape" | "portrait" | "square";
+                /** @enum {string} */
+                depthOfField: "shallow" | "moderate" | "deep";
+            };
+            compositionTechniques: {
+                /** @enum {string} */
+                technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            }[];
+            subjectPlacement: {
+                primarySubject: string;
+                /** @enum {string} */
+                position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
+                /** @description Fraction of the frame the primary subject occupies */
+                frameCoverage: number;
+                /** @enum {string} */
+                clutter: "minimal" | "moderate" | "busy";
+            };
+            compositionAssessment: {
+                /** @description Aesthetic composition score 0..1 */
+                score: number;
+                /** @enum {string} */
+                balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
+                /** @description Up to 3 concrete improvements */
+                suggestions: string[];
+                /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
+                suggestedCrop: {
+                    x: number;
+                    y: number;
+                    width: number;
+                    height: number;
+                } | null;
+            };
+        };
+        /**
+         * @description Fields the condition lens adds to output
+         * @example {
+         *       "itemCondition": {
+         *         "subject": "patterned three-seat sofa",
+         *         "subjectCategory": "furniture",
+         *         "grade": "good",
+         *         "score": 0.7,
+         *         "confidence": 0.6,
+         *         "summary": "Upholstery is intact with light wear on the armrests; no structural damage visible."
+         *       },
+         *       "defects": [
+         *         {
+         *           "type": "wear",
+         *           "location": "left armrest",
+         *           "severity": "cosmetic",
+         *           "description": "Fabric pile worn smooth",
+         *           "confidence": 0.65
+         *         },
+         *         {
+         *           "type": "fading",
+         *           "location": "back cushions",
+         *           "severity": "cosmetic",
+         *           "description": "Pattern slightly faded where sunlight falls",
+         *           "confidence": 0.5
+         *         }
+         *       ],
+         *       "conditionLimitations": [
+         *         "The back and underside of the sofa are not visible",
+         *         "Cushion firmness and odour cannot be judged from a photo"
+         *       ]
+         *     }
+         */
+        ConditionOutput: {
+            itemCondition: {
+                /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
+                subject: string;
+                /** @enum {string} */
+                subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
+                /** @enum {string} */
+                grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
+                /** @description 1 = flawless, 0 = destroyed */
+                score: number;
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+                summary: string;
+            };
+            defects: {
+                /** @enum {string} */
+                type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
+                /** @description Where on the subject, e.g. "front left leg" */
+                location: string;
+                /** @enum {string} */
+                severity: "cosmetic" | "moderate" | "structural";
+                description: string;
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            }[];
+            /** @description What the photo cannot show (hidden sides, function, smell, scale) so the grade is read with care */
+            conditionLimitations: string[];
         };
         CreditBalance: {
             /** @constant */
@@ -4494,218 +1108,62 @@ export type components = {
             };
             reserved: number;
         };
-        Account: {
-            userId: string;
-            email: string;
-            emailVerifiedAt: string | null;
-            cardOnFileAt: string | null;
-            /** @description ISO 8601 */
-            createdAt: string;
-            packsPurchased: number;
-            /** @description The next pack bought ships with 2× its credits. */
-            firstPackBonusAvailable: boolean;
-            credits: components["schemas"]["CreditBalance"];
+        /** @description What the call needs and what is available, in credits */
+        CreditShortfall: {
+            needed: number;
+            community: number;
+            purchased: number;
+            total: number;
+            /** @description Relative, never a timestamp; 0 since the monthly refill was retired */
+            resetsInDays: number;
         };
-        EmailVerificationToken: {
-            /** @description Shown once; only its SHA-256 is stored. Put it in the link the dashboard mails. */
-            token: string;
-            /** @description ISO 8601 */
-            expiresAt: string;
-        };
-        EmailVerified: {
-            userId: string;
-            /** @description ISO 8601 */
-            emailVerifiedAt: string;
-            /** @description Community credits granted by this call: 1000 the first time, else 0. */
-            granted: number;
-        };
-        CardOnFile: {
-            userId: string;
-            /** @description ISO 8601 */
-            cardOnFileAt: string;
-            /** @description Community credits granted by this call: 4000 the first time, else 0. */
-            granted: number;
-        };
-        ApiKeyListing: {
-            id: string;
-            /** @enum {string} */
-            kind: "live" | "test";
-            /** @description svc_live_ or svc_test_ */
-            prefix: string;
-            last4: string;
-            name: string | null;
-            /** @description ISO 8601 */
-            createdAt: string;
-            /** @description When the key was last used, to the minute; null until its first use. */
-            lastUsedAt: string | null;
-            revokedAt: string | null;
-        };
-        IssuedApiKey: {
-            id: string;
-            /** @enum {string} */
-            kind: "live" | "test";
-            /** @description svc_live_ or svc_test_ */
-            prefix: string;
-            last4: string;
-            name: string | null;
-            /** @description ISO 8601 */
-            createdAt: string;
-            /** @description When the key was last used, to the minute; null until its first use. */
-            lastUsedAt: string | null;
-            revokedAt: string | null;
-            /** @description The full key, shown this once and never stored. */
-            key: string;
-        };
-        RevokedApiKey: {
-            keyId: string;
-            /** @description ISO 8601 */
-            revokedAt: string;
-            /** @description API processes the Redis eviction broadcast reached. */
-            apiProcessesNotified: number;
-        };
-        CreditPack: {
-            /** @enum {string} */
-            name: "starter" | "pro" | "business";
-            label: string;
-            credits: number;
-            priceCents: number;
-            /** @constant */
-            currency: "usd";
-        };
-        CreditPurchase: {
-            purchaseId: string;
-            /** @enum {string} */
-            pack: "starter" | "pro" | "business";
-            credits: number;
-            /** @description First-pack bonus: equal to credits on the first pack a user buys, else 0. */
-            bonusCredits: number;
-            amountCents: number;
-            /** @constant */
-            currency: "usd";
-            /** @enum {string} */
-            status: "pending" | "granted" | "failed";
-            paymentId: string | null;
-            failure: string | null;
-            idempotencyKey: string;
-            /** @description ISO 8601 */
-            createdAt: string;
-            completedAt: string | null;
-        };
-        AnalyzeRequest: {
-            /** Format: uri */
-            imageUrl?: string;
-            imageBase64?: string;
-            images?: {
-                /** Format: uri */
-                url?: string;
-                base64?: string;
-            }[];
-            /**
-             * @description A stack (curated lens set) from GET /v1/modules
-             * @enum {string}
-             */
-            preset?: "full-analysis" | "quick-scan" | "automobile" | "claims" | "property" | "ecommerce" | "memorial" | "vehicle-condition";
-            /** @description Lenses to run (instead of a stack) */
-            modules?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
-            /** @description Lenses added to the stack */
-            modulesAdd?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
-            /** @description Lenses taken out of the stack (moderation always runs) */
-            modulesRemove?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile" | "vehicle-condition")[];
-            moduleOptions?: {
-                [key: string]: {
-                    [key: string]: unknown;
-                };
-            };
-            context?: {
-                knownPeople?: {
-                    name: string;
-                    birthYear?: number;
-                    deathYear?: number;
-                    role?: string;
-                }[];
-                vehicle?: {
-                    vin?: string;
-                    mileage?: number;
-                    year?: number;
-                    make?: string;
-                    model?: string;
-                };
-                customInstructions?: string;
-            };
-            options?: {
-                includeEmbedding?: boolean;
-                includeFingerprint?: boolean;
-            };
-            /** @default false */
-            refresh: boolean;
-        };
-        AnalyzeRequestV2: {
-            /** Format: uri */
-            imageUrl?: string;
-            imageBase64?: string;
-            images?: {
-                /** Format: uri */
-                url?: string;
-                base64?: string;
-            }[];
-            /**
-             * @description A stack (curated lens set) from GET /v1/modules
-             * @enum {string}
-             */
-            preset?: "full-analysis" | "quick-scan" | "automobile" | "claims" | "property" | "ecommerce" | "memorial" | "vehicle-condition";
-            /** @description Lenses to run (instead of a stack) */
-            modules?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
-            /** @description Lenses added to the stack */
-            modulesAdd?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
-            /** @description Lenses taken out of the stack (moderation always runs) */
-            modulesRemove?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile" | "vehicle-condition")[];
-            moduleOptions?: {
-                [key: string]: {
-                    [key: string]: unknown;
-                };
-            };
-            context?: {
-                knownPeople?: {
-                    name: string;
-                    birthYear?: number;
-                    deathYear?: number;
-                    role?: string;
-                }[];
-                vehicle?: {
-                    vin?: string;
-                    mileage?: number;
-                    year?: number;
-                    make?: string;
-                    model?: string;
-                };
-                customInstructions?: string;
-            };
-            options?: {
-                includeEmbedding?: boolean;
-                includeFingerprint?: boolean;
-            };
-            /** @default false */
-            refresh: boolean;
-            /** @description Bespoke extraction: exactly one of prompt, schema, schemaId. Always 5 credits per call. */
-            extract?: {
-                /** @description Natural-language request; the AI drafts the schema. */
-                prompt?: string;
-                /** @description Inline JSON Schema, object root. Nodes: type (string, number, integer, boolean, object, array), description, enum, items, properties, required. At most 5 levels, 100 properties, 16,000 characters. */
-                schema?: {
-                    /** @constant */
-                    type: "object";
-                    properties: {
-                        [key: string]: unknown;
-                    };
-                    required?: string[];
-                } & {
-                    [key: string]: unknown;
-                };
-                /** @description A schema saved earlier by this account (every schema used is saved). */
-                schemaId?: string;
-            };
-        };
-        /** @description Fields the dating lens adds to output */
+        /**
+         * @description Fields the dating lens adds to output
+         * @example {
+         *       "estimatedDate": {
+         *         "date": "1978",
+         *         "year": 1978,
+         *         "earliestYear": 1975,
+         *         "latestYear": 1981,
+         *         "precision": "year",
+         *         "confidence": 0.72,
+         *         "reasoning": "The square print with a white border and warm colour shift suggests late-1970s instant film; the station wagon in the background was sold from 1975."
+         *       },
+         *       "dateAnchors": [
+         *         {
+         *           "type": "photo-process",
+         *           "description": "Square instant print with a wide bottom border and magenta colour cast",
+         *           "earliestYear": 1972,
+         *           "latestYear": 1985,
+         *           "confidence": 0.8
+         *         },
+         *         {
+         *           "type": "vehicle",
+         *           "description": "Wood-panelled station wagon parked at the kerb",
+         *           "earliestYear": 1975,
+         *           "latestYear": 1981,
+         *           "confidence": 0.65
+         *         },
+         *         {
+         *           "type": "clothing",
+         *           "description": "Wide shirt collars and flared trousers",
+         *           "earliestYear": 1970,
+         *           "latestYear": 1980,
+         *           "confidence": 0.6
+         *         }
+         *       ],
+         *       "season": {
+         *         "name": "winter",
+         *         "evidence": "Snow on the lawn and bare trees",
+         *         "confidence": 0.85
+         *       },
+         *       "holiday": {
+         *         "name": "Christmas",
+         *         "evidence": "Decorated tree and wrapped presents by the window",
+         *         "confidence": 0.78
+         *       }
+         *     }
+         */
         DatingOutput: {
             estimatedDate: {
                 /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
@@ -4745,7 +1203,626 @@ export type components = {
                 confidence: number;
             };
         };
-        /** @description Fields the people lens adds to output */
+        /**
+         * @description Fields the describe lens adds to output
+         * @example {
+         *       "title": "Christmas morning in the living room",
+         *       "caption": "A family opens presents beside a decorated Christmas tree while snow falls outside.",
+         *       "description": "Three generations of a family gather in a 1970s living room on Christmas morning. A grandmother sits on a patterned sofa holding a present while a man laughs behind her. In the foreground a small boy in red pyjamas unwraps a yellow toy truck. A tall decorated tree fills the left of the frame and snow is visible through the window.",
+         *       "tags": [
+         *         "christmas",
+         *         "family",
+         *         "living room",
+         *         "presents",
+         *         "christmas tree",
+         *         "1970s",
+         *         "snow",
+         *         "child",
+         *         "toy truck",
+         *         "holiday",
+         *         "instant film"
+         *       ]
+         *     }
+         */
+        DescribeOutput: {
+            /** @description Headline of at most 8 words (IPTC Headline / XMP dc:title) */
+            title: string;
+            /** @description One sentence, at most 200 characters (IPTC Caption-Abstract) */
+            caption: string;
+            /** @description One paragraph, 3 to 6 sentences */
+            description: string;
+            /** @description 5 to 25 lower-case keywords, most relevant first, no duplicates (IPTC Keywords) */
+            tags: string[];
+        };
+        Discovery: {
+            name: string;
+            description: string;
+            docs: string;
+            openapi: string;
+            health: string;
+            llms: string;
+            operations: {
+                analyze: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+                analyzeV2: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+                lookup: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                }[];
+                enrich: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+                modules: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+                usage: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+                docs: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+                llmsTxt: {
+                    /** @enum {string} */
+                    method: "GET" | "POST";
+                    path: string;
+                };
+            };
+        };
+        /**
+         * @example {
+         *       "imageUrl": "https://example.com/photo.jpg",
+         *       "formats": [
+         *         "exif",
+         *         "xmp"
+         *       ]
+         *     }
+         */
+        EnrichRequest: {
+            /** Format: uri */
+            imageUrl?: string;
+            imageBase64?: string;
+            /** @description Metadata blocks to write: exif, iptc, xmp (c2pa is deferred) */
+            formats: ("exif" | "iptc" | "xmp")[];
+        };
+        Enrichment: {
+            /** @constant */
+            object: "enrichment";
+            /** @description The enriched image: same pixels, same container, new metadata */
+            imageBase64: string;
+            /** @description Blocks actually written (a container may not hold every block) */
+            formatsWritten: ("exif" | "iptc" | "xmp")[];
+            /** @description Lens → version of the record written */
+            lensVersions: {
+                [key: string]: string;
+            };
+            /** @description SHA-256 of the original image (the registry key) */
+            sha256: string;
+            meta: {
+                requestId: string;
+                processingTimeMs: number;
+                creditsCharged: number;
+                /** @constant */
+                ai_generated: true;
+            };
+        };
+        /**
+         * @description Fields the entities lens adds to output
+         * @example {
+         *       "objects": [
+         *         {
+         *           "name": "christmas tree",
+         *           "category": "plant",
+         *           "count": 1,
+         *           "prominence": "primary",
+         *           "boundingBox": {
+         *             "x": 0.02,
+         *             "y": 0.05,
+         *             "width": 0.22,
+         *             "height": 0.85
+         *           },
+         *           "confidence": 0.95
+         *         },
+         *         {
+         *           "name": "sofa",
+         *           "category": "furniture",
+         *           "count": 1,
+         *           "prominence": "secondary",
+         *           "boundingBox": {
+         *             "x": 0.05,
+         *             "y": 0.45,
+         *             "width": 0.6,
+         *             "height": 0.4
+         *           },
+         *           "confidence": 0.92
+         *         },
+         *         {
+         *           "name": "wrapped present",
+         *           "category": "other",
+         *           "count": 6,
+         *           "prominence": "secondary",
+         *           "boundingBox": null,
+         *           "confidence": 0.88
+         *         },
+         *         {
+         *           "name": "toy truck",
+         *           "category": "toy",
+         *           "count": 1,
+         *           "prominence": "secondary",
+         *           "boundingBox": {
+         *             "x": 0.7,
+         *             "y": 0.78,
+         *             "width": 0.12,
+         *             "height": 0.1
+         *           },
+         *           "confidence": 0.8
+         *         },
+         *         {
+         *           "name": "television",
+         *           "category": "electronics",
+         *           "count": 1,
+         *           "prominence": "background",
+         *           "boundingBox": {
+         *             "x": 0.82,
+         *             "y": 0.2,
+         *             "width": 0.15,
+         *             "height": 0.18
+         *           },
+         *           "confidence": 0.7
+         *         }
+         *       ],
+         *       "brands": [
+         *         {
+         *           "name": "Tonka",
+         *           "evidence": "logo",
+         *           "onObject": "toy truck",
+         *           "confidence": 0.62
+         *         }
+         *       ],
+         *       "animals": [
+         *         {
+         *           "commonName": "dog",
+         *           "species": "Canis familiaris",
+         *           "count": 1,
+         *           "domestic": true,
+         *           "confidence": 0.9
+         *         }
+         *       ]
+         *     }
+         */
+        EntitiesOutput: {
+            /** @description Distinct object kinds, most prominent first, at most 30 */
+            objects: {
+                /** @description Singular, lower-case common noun, e.g. "bicycle" */
+                name: string;
+                /** @enum {string} */
+                category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
+                count: number;
+                /** @enum {string} */
+                prominence: "primary" | "secondary" | "background";
+                /** @description Box of the most prominent instance; null if unsure */
+                boundingBox: {
+                    x: number;
+                    y: number;
+                    width: number;
+                    height: number;
+                } | null;
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            }[];
+            brands: {
+                name: string;
+                /** @enum {string} */
+                evidence: "logo" | "text" | "distinctive-design" | "packaging";
+                /** @description Name of the object carrying the brand */
+                onObject: string | null;
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            }[];
+            animals: {
+                commonName: string;
+                /** @description Scientific name when identifiable */
+                species: string | null;
+                count: number;
+                domestic: boolean;
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            }[];
+        };
+        ErrorEnvelope: {
+            error: {
+                /** @enum {string} */
+                code: "VALIDATION_FAILED" | "AUTH_FAILED" | "PLAN_LIMIT_EXCEEDED" | "SCHEMA_NOT_FOUND" | "PHOTO_NOT_IN_REGISTRY" | "NOT_FOUND" | "FORBIDDEN" | "REQUEST_ID_CONFLICT" | "BATCH_FINISHED" | "ITEM_NOT_RETRYABLE" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IMAGE_INVALID" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "PROVIDER_UNAVAILABLE" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
+                message: string;
+                retryable: boolean;
+                requestId: string;
+                /** @description 402 `PLAN_LIMIT_EXCEEDED` only */
+                credits?: components["schemas"]["CreditShortfall"];
+            } & {
+                [key: string]: unknown;
+            };
+        };
+        Health: {
+            /** @constant */
+            status: "ok";
+            service: string;
+            version: string;
+            /** @description ISO 8601 */
+            timestamp: string;
+        };
+        LensRecord: {
+            eventId: string;
+            output: {
+                [key: string]: unknown;
+            };
+            version: string;
+            producedAt: string;
+            coRunHash: string;
+            provider: string;
+        };
+        /**
+         * @description Fields the location lens adds to output
+         * @example {
+         *       "locationEstimate": {
+         *         "name": "Pont Neuf, Paris",
+         *         "city": "Paris",
+         *         "region": "Île-de-France",
+         *         "country": "France",
+         *         "countryCode": "FR",
+         *         "precision": "exact-place",
+         *         "confidence": 0.82,
+         *         "reasoning": "The stone arches with carved mascarons and the equestrian statue of Henri IV identify the Pont Neuf; French street signage on the quay agrees."
+         *       },
+         *       "coordinates": {
+         *         "latitude": 48.8571,
+         *         "longitude": 2.3413,
+         *         "uncertaintyKm": 0.3,
+         *         "confidence": 0.75
+         *       },
+         *       "landmarks": [
+         *         {
+         *           "name": "Pont Neuf",
+         *           "type": "bridge",
+         *           "confidence": 0.84
+         *         },
+         *         {
+         *           "name": "Statue of Henri IV",
+         *           "type": "monument",
+         *           "confidence": 0.7
+         *         }
+         *       ],
+         *       "locationClues": [
+         *         {
+         *           "type": "signage",
+         *           "description": "Blue enamel street sign reading \"Quai des Grands Augustins\""
+         *         },
+         *         {
+         *           "type": "architecture",
+         *           "description": "Haussmann-style façades with zinc mansard roofs"
+         *         }
+         *       ],
+         *       "sceneSetting": {
+         *         "indoor": false,
+         *         "environment": "urban",
+         *         "placeType": "riverside bridge"
+         *       }
+         *     }
+         */
+        LocationOutput: {
+            locationEstimate: {
+                /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
+                name: string | null;
+                city: string | null;
+                /** @description State, province or region */
+                region: string | null;
+                country: string | null;
+                /** @description ISO 3166-1 alpha-2, upper case */
+                countryCode: string | null;
+                /** @enum {string} */
+                precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+                reasoning: string;
+            };
+            /** @description Null unless the place is recognisable enough for a coordinate guess to be useful */
+            coordinates: {
+                latitude: number;
+                longitude: number;
+                /** @description Radius within which you expect the true spot */
+                uncertaintyKm: number;
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            } | null;
+            landmarks: {
+                name: string;
+                /** @enum {string} */
+                type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
+                /** @description Calibrated probability 0..1 that this estimate is correct */
+                confidence: number;
+            }[];
+            locationClues: {
+                /** @enum {string} */
+                type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
+                description: string;
+            }[];
+            sceneSetting: {
+                indoor: boolean;
+                /** @enum {string} */
+                environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
+                /** @description e.g. kitchen, beach, train station, church */
+                placeType: string | null;
+            };
+        };
+        Lookup: {
+            /** @constant */
+            object: "lookup";
+            results: {
+                [key: string]: components["schemas"]["LookupResult"];
+            };
+            meta: {
+                /** @description Images (or fingerprints) in the request, duplicates included. */
+                imagesSubmitted: number;
+                /** @description Of those, how many matched `exact` or `fuzzy`. */
+                imagesMatched: number;
+                processingTimeMs: number;
+                requestId: string;
+            };
+        };
+        /**
+         * @example {
+         *       "images": [
+         *         "https://example.com/photo.jpg"
+         *       ],
+         *       "threshold": 5
+         *     }
+         */
+        LookupRequest: {
+            /** @description Image URLs (http or https). */
+            images?: string[];
+            /** @description Base64 images (plain or data URI). */
+            images_base64?: string[];
+            /**
+             * @description Largest pHash Hamming distance that counts as a fuzzy match.
+             * @default 5
+             */
+            threshold?: number;
+        };
+        LookupResult: {
+            /** @enum {string} */
+            matchType: "exact" | "fuzzy" | "none";
+            /** @description pHash Hamming distance to the matched photo; 0 on an exact match; absent when `none`. */
+            hammingDistance?: number;
+            /** @description Absent when `matchType` is `none`. */
+            photo?: components["schemas"]["PhotoRecord"];
+        };
+        /**
+         * @description Fields the moderation lens adds to output
+         * @example {
+         *       "moderation": {
+         *         "flagged": false,
+         *         "action": "allow",
+         *         "categories": {
+         *           "sexual": 0.01,
+         *           "suggestive": 0.02,
+         *           "violence": 0.01,
+         *           "gore": 0,
+         *           "selfHarm": 0,
+         *           "hateSymbols": 0,
+         *           "drugs": 0,
+         *           "weapons": 0.01
+         *         },
+         *         "flaggedCategories": [],
+         *         "minorsPresent": true,
+         *         "reason": null
+         *       }
+         *     }
+         */
+        ModerationOutput: {
+            moderation: {
+                /** @description True when any category warrants review or blocking */
+                flagged: boolean;
+                /** @enum {string} */
+                action: "allow" | "review" | "block";
+                categories: {
+                    /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
+                    sexual: number;
+                    /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
+                    suggestive: number;
+                    /** @description Likelihood 0..1 that the image contains violence or threats */
+                    violence: number;
+                    /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
+                    gore: number;
+                    /** @description Likelihood 0..1 that the image contains self-harm */
+                    selfHarm: number;
+                    /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
+                    hateSymbols: number;
+                    /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
+                    drugs: number;
+                    /** @description Likelihood 0..1 that the image contains weapons */
+                    weapons: number;
+                };
+                flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
+                /** @description Someone who appears under 18 is visible; null if undecidable */
+                minorsPresent: boolean | null;
+                /** @description Short reason when flagged; null otherwise */
+                reason: string | null;
+            };
+        };
+        /** @description Several photos (images): one entry per image, in request order */
+        MultiPhotoOutput: {
+            images: {
+                estimatedDate?: components["schemas"]["DatingOutput"]["estimatedDate"];
+                dateAnchors?: components["schemas"]["DatingOutput"]["dateAnchors"];
+                season?: components["schemas"]["DatingOutput"]["season"];
+                holiday?: components["schemas"]["DatingOutput"]["holiday"];
+                peopleCount?: components["schemas"]["PeopleOutput"]["peopleCount"];
+                people?: components["schemas"]["PeopleOutput"]["people"];
+                knownPeopleMatches?: components["schemas"]["PeopleOutput"]["knownPeopleMatches"];
+                groupContext?: components["schemas"]["PeopleOutput"]["groupContext"];
+                locationEstimate?: components["schemas"]["LocationOutput"]["locationEstimate"];
+                coordinates?: components["schemas"]["LocationOutput"]["coordinates"];
+                landmarks?: components["schemas"]["LocationOutput"]["landmarks"];
+                locationClues?: components["schemas"]["LocationOutput"]["locationClues"];
+                sceneSetting?: components["schemas"]["LocationOutput"]["sceneSetting"];
+                mood?: components["schemas"]["AtmosphereOutput"]["mood"];
+                weather?: components["schemas"]["AtmosphereOutput"]["weather"];
+                lighting?: components["schemas"]["AtmosphereOutput"]["lighting"];
+                timeOfDay?: components["schemas"]["AtmosphereOutput"]["timeOfDay"];
+                objects?: components["schemas"]["EntitiesOutput"]["objects"];
+                brands?: components["schemas"]["EntitiesOutput"]["brands"];
+                animals?: components["schemas"]["EntitiesOutput"]["animals"];
+                altText?: components["schemas"]["AccessibilityOutput"]["altText"];
+                longDescription?: components["schemas"]["AccessibilityOutput"]["longDescription"];
+                accessibilityFlags?: components["schemas"]["AccessibilityOutput"]["accessibilityFlags"];
+                qualityScores?: components["schemas"]["PhotoQualityOutput"]["qualityScores"];
+                qualityIssues?: components["schemas"]["PhotoQualityOutput"]["qualityIssues"];
+                qualityVerdict?: components["schemas"]["PhotoQualityOutput"]["qualityVerdict"];
+                textBlocks?: components["schemas"]["TextContentOutput"]["textBlocks"];
+                fullText?: components["schemas"]["TextContentOutput"]["fullText"];
+                primaryLanguage?: components["schemas"]["TextContentOutput"]["primaryLanguage"];
+                framing?: components["schemas"]["CompositionOutput"]["framing"];
+                compositionTechniques?: components["schemas"]["CompositionOutput"]["compositionTechniques"];
+                subjectPlacement?: components["schemas"]["CompositionOutput"]["subjectPlacement"];
+                compositionAssessment?: components["schemas"]["CompositionOutput"]["compositionAssessment"];
+                moderation?: components["schemas"]["ModerationOutput"]["moderation"];
+                title?: components["schemas"]["DescribeOutput"]["title"];
+                caption?: components["schemas"]["DescribeOutput"]["caption"];
+                description?: components["schemas"]["DescribeOutput"]["description"];
+                tags?: components["schemas"]["DescribeOutput"]["tags"];
+                itemCondition?: components["schemas"]["ConditionOutput"]["itemCondition"];
+                defects?: components["schemas"]["ConditionOutput"]["defects"];
+                conditionLimitations?: components["schemas"]["ConditionOutput"]["conditionLimitations"];
+                aiGeneration?: components["schemas"]["AuthenticityOutput"]["aiGeneration"];
+                manipulation?: components["schemas"]["AuthenticityOutput"]["manipulation"];
+                authenticitySignals?: components["schemas"]["AuthenticityOutput"]["authenticitySignals"];
+                captureMedium?: components["schemas"]["AuthenticityOutput"]["captureMedium"];
+                dominantColors?: components["schemas"]["ColorPaletteOutput"]["dominantColors"];
+                accentColors?: components["schemas"]["ColorPaletteOutput"]["accentColors"];
+                backgroundColor?: components["schemas"]["ColorPaletteOutput"]["backgroundColor"];
+                colorProperties?: components["schemas"]["ColorPaletteOutput"]["colorProperties"];
+                vehicleCount?: components["schemas"]["AutomobileOutput"]["vehicleCount"];
+                vehicles?: components["schemas"]["AutomobileOutput"]["vehicles"];
+                /** @description /v2/analyze with `extract` only: the bespoke extraction */
+                bespoke?: {
+                    /** @description The saved schema the extraction used (`bsk_…`); null in the sandbox */
+                    schemaId: string | null;
+                    /** @description What was extracted, in the shape of that schema; null when the extraction produced nothing */
+                    data: {
+                        [key: string]: unknown;
+                    } | null;
+                };
+                index: number;
+                sha256: string | null;
+                cacheHit: boolean;
+                creditsCharged: number;
+                fingerprint?: {
+                    pHash: string;
+                    dHash: string;
+                    sha256: string;
+                };
+                embedding?: number[];
+            }[];
+        };
+        /**
+         * @description Fields the people lens adds to output
+         * @example {
+         *       "peopleCount": {
+         *         "total": 3,
+         *         "prominent": 3,
+         *         "isEstimate": false
+         *       },
+         *       "people": [
+         *         {
+         *           "index": 0,
+         *           "position": "left, seated on the sofa",
+         *           "boundingBox": {
+         *             "x": 0.08,
+         *             "y": 0.3,
+         *             "width": 0.25,
+         *             "height": 0.6
+         *           },
+         *           "apparentAgeRange": {
+         *             "min": 60,
+         *             "max": 75
+         *           },
+         *           "expression": "smiling",
+         *           "faceVisible": true,
+         *           "lookingAtCamera": true,
+         *           "pose": "sitting",
+         *           "clothing": "Knitted cardigan over a floral dress, reading glasses",
+         *           "activity": "Holding a wrapped present"
+         *         },
+         *         {
+         *           "index": 1,
+         *           "position": "centre, standing behind the sofa",
+         *           "boundingBox": {
+         *             "x": 0.38,
+         *             "y": 0.12,
+         *             "width": 0.24,
+         *             "height": 0.8
+         *           },
+         *           "apparentAgeRange": {
+         *             "min": 30,
+         *             "max": 40
+         *           },
+         *           "expression": "laughing",
+         *           "faceVisible": true,
+         *           "lookingAtCamera": false,
+         *           "pose": "standing",
+         *           "clothing": "Striped sweater with a wide collar",
+         *           "activity": null
+         *         },
+         *         {
+         *           "index": 2,
+         *           "position": "right foreground, on the floor",
+         *           "boundingBox": {
+         *             "x": 0.68,
+         *             "y": 0.5,
+         *             "width": 0.2,
+         *             "height": 0.45
+         *           },
+         *           "apparentAgeRange": {
+         *             "min": 5,
+         *             "max": 8
+         *           },
+         *           "expression": "surprised",
+         *           "faceVisible": true,
+         *           "lookingAtCamera": true,
+         *           "pose": "kneeling",
+         *           "clothing": "Red pyjamas",
+         *           "activity": "Unwrapping a toy truck"
+         *         }
+         *       ],
+         *       "knownPeopleMatches": [
+         *         {
+         *           "name": "Margaret Ellis",
+         *           "personIndex": 0,
+         *           "confidence": 0.74,
+         *           "evidence": "Apparent age fits a 1911 birth year for a photo dated around 1978, and the caller lists her as the grandmother; no other person fits that role."
+         *         }
+         *       ],
+         *       "groupContext": {
+         *         "type": "family",
+         *         "occasion": "Christmas morning",
+         *         "description": "Three generations of a family opening presents in a living room."
+         *       }
+         *     }
+         */
         PeopleOutput: {
             peopleCount: {
                 /** @description People visible, including partial and background figures */
@@ -4802,144 +1879,644 @@ export type components = {
                 description: string;
             };
         };
-        /** @description Fields the location lens adds to output */
-        LocationOutput: {
-            locationEstimate: {
-                /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                name: string | null;
-                city: string | null;
-                /** @description State, province or region */
-                region: string | null;
-                country: string | null;
-                /** @description ISO 3166-1 alpha-2, upper case */
-                countryCode: string | null;
-                /** @enum {string} */
-                precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                reasoning: string;
-            };
-            /** @description Null unless the place is recognisable enough for a coordinate guess to be useful */
-            coordinates: {
-                latitude: number;
-                longitude: number;
-                /** @description Radius within which you expect the true spot */
-                uncertaintyKm: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            } | null;
-            landmarks: {
-                name: string;
-                /** @enum {string} */
-                type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            locationClues: {
-                /** @enum {string} */
-                type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                description: string;
-            }[];
-            sceneSetting: {
-                indoor: boolean;
-                /** @enum {string} */
-                environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                /** @description e.g. kitchen, beach, train station, church */
-                placeType: string | null;
-            };
-        };
-        /** @description Fields the atmosphere lens adds to output */
-        AtmosphereOutput: {
-            mood: {
-                /** @enum {string} */
-                primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
-                /** @description Up to 5 lower-case mood words */
-                descriptors: string[];
-                /** @description How strongly the mood comes across */
-                intensity: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            weather: {
-                /** @description Null indoors or when the sky and ground give no evidence */
-                condition: ("clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            lighting: {
-                /** @enum {string} */
-                source: "natural" | "artificial" | "mixed" | "flash";
-                /** @enum {string} */
-                quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
-                /** @enum {string} */
-                colorTemperature: "warm" | "neutral" | "cool";
-            };
-            timeOfDay: {
-                /** @description Null indoors without windows or when undecidable */
-                period: ("dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night") | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-        };
-        /** @description Fields the entities lens adds to output */
-        EntitiesOutput: {
-            /** @description Distinct object kinds, most prominent first, at most 30 */
-            objects: {
-                /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                name: string;
-                /** @enum {string} */
-                category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                count: number;
-                /** @enum {string} */
-                prominence: "primary" | "secondary" | "background";
-                /** @description Box of the most prominent instance; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
+        /**
+         * @description One photo (imageUrl or imageBase64): the fields of every lens that ran, flat. Each field is defined by its lens’s component (`DatingOutput`, …).
+         * @example {
+         *       "estimatedDate": {
+         *         "date": "1978",
+         *         "year": 1978,
+         *         "earliestYear": 1975,
+         *         "latestYear": 1981,
+         *         "precision": "year",
+         *         "confidence": 0.72,
+         *         "reasoning": "The square print with a white border and warm colour shift suggests late-1970s instant film; the station wagon in the background was sold from 1975."
+         *       },
+         *       "dateAnchors": [
+         *         {
+         *           "type": "photo-process",
+         *           "description": "Square instant print with a wide bottom border and magenta colour cast",
+         *           "earliestYear": 1972,
+         *           "latestYear": 1985,
+         *           "confidence": 0.8
+         *         },
+         *         {
+         *           "type": "vehicle",
+         *           "description": "Wood-panelled station wagon parked at the kerb",
+         *           "earliestYear": 1975,
+         *           "latestYear": 1981,
+         *           "confidence": 0.65
+         *         },
+         *         {
+         *           "type": "clothing",
+         *           "description": "Wide shirt collars and flared trousers",
+         *           "earliestYear": 1970,
+         *           "latestYear": 1980,
+         *           "confidence": 0.6
+         *         }
+         *       ],
+         *       "season": {
+         *         "name": "winter",
+         *         "evidence": "Snow on the lawn and bare trees",
+         *         "confidence": 0.85
+         *       },
+         *       "holiday": {
+         *         "name": "Christmas",
+         *         "evidence": "Decorated tree and wrapped presents by the window",
+         *         "confidence": 0.78
+         *       },
+         *       "peopleCount": {
+         *         "total": 3,
+         *         "prominent": 3,
+         *         "isEstimate": false
+         *       },
+         *       "people": [
+         *         {
+         *           "index": 0,
+         *           "position": "left, seated on the sofa",
+         *           "boundingBox": {
+         *             "x": 0.08,
+         *             "y": 0.3,
+         *             "width": 0.25,
+         *             "height": 0.6
+         *           },
+         *           "apparentAgeRange": {
+         *             "min": 60,
+         *             "max": 75
+         *           },
+         *           "expression": "smiling",
+         *           "faceVisible": true,
+         *           "lookingAtCamera": true,
+         *           "pose": "sitting",
+         *           "clothing": "Knitted cardigan over a floral dress, reading glasses",
+         *           "activity": "Holding a wrapped present"
+         *         },
+         *         {
+         *           "index": 1,
+         *           "position": "centre, standing behind the sofa",
+         *           "boundingBox": {
+         *             "x": 0.38,
+         *             "y": 0.12,
+         *             "width": 0.24,
+         *             "height": 0.8
+         *           },
+         *           "apparentAgeRange": {
+         *             "min": 30,
+         *             "max": 40
+         *           },
+         *           "expression": "laughing",
+         *           "faceVisible": true,
+         *           "lookingAtCamera": false,
+         *           "pose": "standing",
+         *           "clothing": "Striped sweater with a wide collar",
+         *           "activity": null
+         *         },
+         *         {
+         *           "index": 2,
+         *           "position": "right foreground, on the floor",
+         *           "boundingBox": {
+         *             "x": 0.68,
+         *             "y": 0.5,
+         *             "width": 0.2,
+         *             "height": 0.45
+         *           },
+         *           "apparentAgeRange": {
+         *             "min": 5,
+         *             "max": 8
+         *           },
+         *           "expression": "surprised",
+         *           "faceVisible": true,
+         *           "lookingAtCamera": true,
+         *           "pose": "kneeling",
+         *           "clothing": "Red pyjamas",
+         *           "activity": "Unwrapping a toy truck"
+         *         }
+         *       ],
+         *       "knownPeopleMatches": [
+         *         {
+         *           "name": "Margaret Ellis",
+         *           "personIndex": 0,
+         *           "confidence": 0.74,
+         *           "evidence": "Apparent age fits a 1911 birth year for a photo dated around 1978, and the caller lists her as the grandmother; no other person fits that role."
+         *         }
+         *       ],
+         *       "groupContext": {
+         *         "type": "family",
+         *         "occasion": "Christmas morning",
+         *         "description": "Three generations of a family opening presents in a living room."
+         *       },
+         *       "locationEstimate": {
+         *         "name": "Pont Neuf, Paris",
+         *         "city": "Paris",
+         *         "region": "Île-de-France",
+         *         "country": "France",
+         *         "countryCode": "FR",
+         *         "precision": "exact-place",
+         *         "confidence": 0.82,
+         *         "reasoning": "The stone arches with carved mascarons and the equestrian statue of Henri IV identify the Pont Neuf; French street signage on the quay agrees."
+         *       },
+         *       "coordinates": {
+         *         "latitude": 48.8571,
+         *         "longitude": 2.3413,
+         *         "uncertaintyKm": 0.3,
+         *         "confidence": 0.75
+         *       },
+         *       "landmarks": [
+         *         {
+         *           "name": "Pont Neuf",
+         *           "type": "bridge",
+         *           "confidence": 0.84
+         *         },
+         *         {
+         *           "name": "Statue of Henri IV",
+         *           "type": "monument",
+         *           "confidence": 0.7
+         *         }
+         *       ],
+         *       "locationClues": [
+         *         {
+         *           "type": "signage",
+         *           "description": "Blue enamel street sign reading \"Quai des Grands Augustins\""
+         *         },
+         *         {
+         *           "type": "architecture",
+         *           "description": "Haussmann-style façades with zinc mansard roofs"
+         *         }
+         *       ],
+         *       "sceneSetting": {
+         *         "indoor": false,
+         *         "environment": "urban",
+         *         "placeType": "riverside bridge"
+         *       },
+         *       "mood": {
+         *         "primary": "festive",
+         *         "descriptors": [
+         *           "warm",
+         *           "cosy",
+         *           "joyful",
+         *           "intimate"
+         *         ],
+         *         "intensity": 0.7,
+         *         "confidence": 0.8
+         *       },
+         *       "weather": {
+         *         "condition": "snow",
+         *         "evidence": "Snow falling past the window and on the lawn outside",
+         *         "confidence": 0.7
+         *       },
+         *       "lighting": {
+         *         "source": "mixed",
+         *         "quality": "soft",
+         *         "colorTemperature": "warm"
+         *       },
+         *       "timeOfDay": {
+         *         "period": "morning",
+         *         "confidence": 0.55
+         *       },
+         *       "objects": [
+         *         {
+         *           "name": "christmas tree",
+         *           "category": "plant",
+         *           "count": 1,
+         *           "prominence": "primary",
+         *           "boundingBox": {
+         *             "x": 0.02,
+         *             "y": 0.05,
+         *             "width": 0.22,
+         *             "height": 0.85
+         *           },
+         *           "confidence": 0.95
+         *         },
+         *         {
+         *           "name": "sofa",
+         *           "category": "furniture",
+         *           "count": 1,
+         *           "prominence": "secondary",
+         *           "boundingBox": {
+         *             "x": 0.05,
+         *             "y": 0.45,
+         *             "width": 0.6,
+         *             "height": 0.4
+         *           },
+         *           "confidence": 0.92
+         *         },
+         *         {
+         *           "name": "wrapped present",
+         *           "category": "other",
+         *           "count": 6,
+         *           "prominence": "secondary",
+         *           "boundingBox": null,
+         *           "confidence": 0.88
+         *         },
+         *         {
+         *           "name": "toy truck",
+         *           "category": "toy",
+         *           "count": 1,
+         *           "prominence": "secondary",
+         *           "boundingBox": {
+         *             "x": 0.7,
+         *             "y": 0.78,
+         *             "width": 0.12,
+         *             "height": 0.1
+         *           },
+         *           "confidence": 0.8
+         *         },
+         *         {
+         *           "name": "television",
+         *           "category": "electronics",
+         *           "count": 1,
+         *           "prominence": "background",
+         *           "boundingBox": {
+         *             "x": 0.82,
+         *             "y": 0.2,
+         *             "width": 0.15,
+         *             "height": 0.18
+         *           },
+         *           "confidence": 0.7
+         *         }
+         *       ],
+         *       "brands": [
+         *         {
+         *           "name": "Tonka",
+         *           "evidence": "logo",
+         *           "onObject": "toy truck",
+         *           "confidence": 0.62
+         *         }
+         *       ],
+         *       "animals": [
+         *         {
+         *           "commonName": "dog",
+         *           "species": "Canis familiaris",
+         *           "count": 1,
+         *           "domestic": true,
+         *           "confidence": 0.9
+         *         }
+         *       ],
+         *       "altText": "Grandmother on a sofa holding a present while a boy in red pyjamas unwraps a toy truck beside a Christmas tree",
+         *       "longDescription": "A living room on Christmas morning. On the left a decorated tree reaches almost to the ceiling. An older woman in a cardigan sits on a sofa holding a wrapped present; a younger man stands behind the sofa, laughing. In the right foreground a small boy in red pyjamas kneels on the carpet, tearing paper off a yellow toy truck. Snow is visible through the window.",
+         *       "accessibilityFlags": {
+         *         "containsText": false,
+         *         "colorConveysMeaning": false,
+         *         "lowContrast": false,
+         *         "language": "en"
+         *       },
+         *       "qualityScores": {
+         *         "overall": 0.58,
+         *         "sharpness": 0.62,
+         *         "exposure": 0.7,
+         *         "noise": 0.55,
+         *         "colorAccuracy": 0.35
+         *       },
+         *       "qualityIssues": [
+         *         {
+         *           "type": "color-cast",
+         *           "severity": "moderate",
+         *           "description": "Magenta shift typical of ageing instant film"
+         *         },
+         *         {
+         *           "type": "fading",
+         *           "severity": "moderate",
+         *           "description": "Blacks have faded to brown and the highlights are yellowed"
+         *         },
+         *         {
+         *           "type": "scratches-dust",
+         *           "severity": "minor",
+         *           "description": "A few dust specks and a fine scratch across the upper right"
+         *         }
+         *       ],
+         *       "qualityVerdict": {
+         *         "rating": "acceptable",
+         *         "suitableFor": [
+         *           "web",
+         *           "social",
+         *           "archive"
+         *         ],
+         *         "restorationRecommended": true,
+         *         "summary": "Sharp enough for on-screen use; colour restoration would recover the faded print."
+         *       },
+         *       "textBlocks": [
+         *         {
+         *           "text": "Xmas 1978 — Mum, Dave & little Tom",
+         *           "kind": "handwriting",
+         *           "language": "en",
+         *           "handwritten": true,
+         *           "boundingBox": {
+         *             "x": 0.1,
+         *             "y": 0.9,
+         *             "width": 0.8,
+         *             "height": 0.07
+         *           },
+         *           "confidence": 0.81
+         *         },
+         *         {
+         *           "text": "TONKA",
+         *           "kind": "product-packaging",
+         *           "language": null,
+         *           "handwritten": false,
+         *           "boundingBox": {
+         *             "x": 0.72,
+         *             "y": 0.8,
+         *             "width": 0.06,
+         *             "height": 0.02
+         *           },
+         *           "confidence": 0.66
+         *         }
+         *       ],
+         *       "fullText": "Xmas 1978 — Mum, Dave & little Tom\nTONKA",
+         *       "primaryLanguage": "en",
+         *       "framing": {
+         *         "shotType": "medium-wide",
+         *         "cameraAngle": "eye-level",
+         *         "orientation": "square",
+         *         "depthOfField": "deep"
+         *       },
+         *       "compositionTechniques": [
+         *         {
+         *           "technique": "layering-depth",
+         *           "confidence": 0.7
+         *         },
+         *         {
+         *           "technique": "rule-of-thirds",
+         *           "confidence": 0.55
+         *         }
+         *       ],
+         *       "subjectPlacement": {
+         *         "primarySubject": "family group on the sofa",
+         *         "position": "center",
+         *         "frameCoverage": 0.55,
+         *         "clutter": "busy"
+         *       },
+         *       "compositionAssessment": {
+         *         "score": 0.6,
+         *         "balance": "left-heavy",
+         *         "suggestions": [
+         *           "Crop the empty ceiling strip to tighten on the family",
+         *           "Straighten the slight clockwise tilt"
+         *         ],
+         *         "suggestedCrop": {
+         *           "x": 0.02,
+         *           "y": 0.1,
+         *           "width": 0.96,
+         *           "height": 0.88
+         *         }
+         *       },
+         *       "moderation": {
+         *         "flagged": false,
+         *         "action": "allow",
+         *         "categories": {
+         *           "sexual": 0.01,
+         *           "suggestive": 0.02,
+         *           "violence": 0.01,
+         *           "gore": 0,
+         *           "selfHarm": 0,
+         *           "hateSymbols": 0,
+         *           "drugs": 0,
+         *           "weapons": 0.01
+         *         },
+         *         "flaggedCategories": [],
+         *         "minorsPresent": true,
+         *         "reason": null
+         *       },
+         *       "title": "Christmas morning in the living room",
+         *       "caption": "A family opens presents beside a decorated Christmas tree while snow falls outside.",
+         *       "description": "Three generations of a family gather in a 1970s living room on Christmas morning. A grandmother sits on a patterned sofa holding a present while a man laughs behind her. In the foreground a small boy in red pyjamas unwraps a yellow toy truck. A tall decorated tree fills the left of the frame and snow is visible through the window.",
+         *       "tags": [
+         *         "christmas",
+         *         "family",
+         *         "living room",
+         *         "presents",
+         *         "christmas tree",
+         *         "1970s",
+         *         "snow",
+         *         "child",
+         *         "toy truck",
+         *         "holiday",
+         *         "instant film"
+         *       ],
+         *       "itemCondition": {
+         *         "subject": "patterned three-seat sofa",
+         *         "subjectCategory": "furniture",
+         *         "grade": "good",
+         *         "score": 0.7,
+         *         "confidence": 0.6,
+         *         "summary": "Upholstery is intact with light wear on the armrests; no structural damage visible."
+         *       },
+         *       "defects": [
+         *         {
+         *           "type": "wear",
+         *           "location": "left armrest",
+         *           "severity": "cosmetic",
+         *           "description": "Fabric pile worn smooth",
+         *           "confidence": 0.65
+         *         },
+         *         {
+         *           "type": "fading",
+         *           "location": "back cushions",
+         *           "severity": "cosmetic",
+         *           "description": "Pattern slightly faded where sunlight falls",
+         *           "confidence": 0.5
+         *         }
+         *       ],
+         *       "conditionLimitations": [
+         *         "The back and underside of the sofa are not visible",
+         *         "Cushion firmness and odour cannot be judged from a photo"
+         *       ],
+         *       "aiGeneration": {
+         *         "likelihood": 0.04,
+         *         "verdict": "likely-authentic"
+         *       },
+         *       "manipulation": {
+         *         "likelihood": 0.08,
+         *         "verdict": "likely-unedited",
+         *         "suspectedEdits": []
+         *       },
+         *       "authenticitySignals": [
+         *         {
+         *           "indicates": "authentic",
+         *           "description": "Film grain, print border and dust are consistent with a scanned instant print",
+         *           "strength": "strong"
+         *         },
+         *         {
+         *           "indicates": "authentic",
+         *           "description": "Shadows and window light fall consistently across all subjects",
+         *           "strength": "moderate"
+         *         }
+         *       ],
+         *       "captureMedium": {
+         *         "type": "scanned-print",
+         *         "confidence": 0.85
+         *       },
+         *       "dominantColors": [
+         *         {
+         *           "hex": "#6b4a32",
+         *           "name": "walnut brown",
+         *           "share": 0.31
+         *         },
+         *         {
+         *           "hex": "#c9b48a",
+         *           "name": "faded beige",
+         *           "share": 0.24
+         *         },
+         *         {
+         *           "hex": "#2f4f3a",
+         *           "name": "pine green",
+         *           "share": 0.17
+         *         },
+         *         {
+         *           "hex": "#e8e2d6",
+         *           "name": "off-white",
+         *           "share": 0.12
+         *         },
+         *         {
+         *           "hex": "#a8322b",
+         *           "name": "brick red",
+         *           "share": 0.08
+         *         }
+         *       ],
+         *       "accentColors": [
+         *         {
+         *           "hex": "#e0b321",
+         *           "name": "toy yellow"
+         *         },
+         *         {
+         *           "hex": "#d9473b",
+         *           "name": "ornament red"
+         *         }
+         *       ],
+         *       "backgroundColor": null,
+         *       "colorProperties": {
+         *         "temperature": "warm",
+         *         "saturation": "muted",
+         *         "brightness": "balanced",
+         *         "contrast": "medium",
+         *         "blackAndWhite": false,
+         *         "harmony": "analogous"
+         *       },
+         *       "vehicleCount": 1,
+         *       "vehicles": [
+         *         {
+         *           "make": "Ford",
+         *           "model": "LTD Country Squire",
+         *           "trim": null,
+         *           "yearFrom": 1975,
+         *           "yearTo": 1978,
+         *           "bodyType": "wagon",
+         *           "color": {
+         *             "name": "dark green with wood-grain panels",
+         *             "hex": "#2e4a36"
+         *           },
+         *           "view": "front-left",
+         *           "plate": {
+         *             "visible": true,
+         *             "legible": false,
+         *             "region": "US"
+         *           },
+         *           "confidence": 0.64,
+         *           "evidence": "Simulated wood-grain side panels, stacked rectangular headlights and full-width chrome grille typical of the 1975–78 Country Squire."
+         *         }
+         *       ]
+         *     }
+         */
+        PhotoOutput: {
+            estimatedDate?: components["schemas"]["DatingOutput"]["estimatedDate"];
+            dateAnchors?: components["schemas"]["DatingOutput"]["dateAnchors"];
+            season?: components["schemas"]["DatingOutput"]["season"];
+            holiday?: components["schemas"]["DatingOutput"]["holiday"];
+            peopleCount?: components["schemas"]["PeopleOutput"]["peopleCount"];
+            people?: components["schemas"]["PeopleOutput"]["people"];
+            knownPeopleMatches?: components["schemas"]["PeopleOutput"]["knownPeopleMatches"];
+            groupContext?: components["schemas"]["PeopleOutput"]["groupContext"];
+            locationEstimate?: components["schemas"]["LocationOutput"]["locationEstimate"];
+            coordinates?: components["schemas"]["LocationOutput"]["coordinates"];
+            landmarks?: components["schemas"]["LocationOutput"]["landmarks"];
+            locationClues?: components["schemas"]["LocationOutput"]["locationClues"];
+            sceneSetting?: components["schemas"]["LocationOutput"]["sceneSetting"];
+            mood?: components["schemas"]["AtmosphereOutput"]["mood"];
+            weather?: components["schemas"]["AtmosphereOutput"]["weather"];
+            lighting?: components["schemas"]["AtmosphereOutput"]["lighting"];
+            timeOfDay?: components["schemas"]["AtmosphereOutput"]["timeOfDay"];
+            objects?: components["schemas"]["EntitiesOutput"]["objects"];
+            brands?: components["schemas"]["EntitiesOutput"]["brands"];
+            animals?: components["schemas"]["EntitiesOutput"]["animals"];
+            altText?: components["schemas"]["AccessibilityOutput"]["altText"];
+            longDescription?: components["schemas"]["AccessibilityOutput"]["longDescription"];
+            accessibilityFlags?: components["schemas"]["AccessibilityOutput"]["accessibilityFlags"];
+            qualityScores?: components["schemas"]["PhotoQualityOutput"]["qualityScores"];
+            qualityIssues?: components["schemas"]["PhotoQualityOutput"]["qualityIssues"];
+            qualityVerdict?: components["schemas"]["PhotoQualityOutput"]["qualityVerdict"];
+            textBlocks?: components["schemas"]["TextContentOutput"]["textBlocks"];
+            fullText?: components["schemas"]["TextContentOutput"]["fullText"];
+            primaryLanguage?: components["schemas"]["TextContentOutput"]["primaryLanguage"];
+            framing?: components["schemas"]["CompositionOutput"]["framing"];
+            compositionTechniques?: components["schemas"]["CompositionOutput"]["compositionTechniques"];
+            subjectPlacement?: components["schemas"]["CompositionOutput"]["subjectPlacement"];
+            compositionAssessment?: components["schemas"]["CompositionOutput"]["compositionAssessment"];
+            moderation?: components["schemas"]["ModerationOutput"]["moderation"];
+            title?: components["schemas"]["DescribeOutput"]["title"];
+            caption?: components["schemas"]["DescribeOutput"]["caption"];
+            description?: components["schemas"]["DescribeOutput"]["description"];
+            tags?: components["schemas"]["DescribeOutput"]["tags"];
+            itemCondition?: components["schemas"]["ConditionOutput"]["itemCondition"];
+            defects?: components["schemas"]["ConditionOutput"]["defects"];
+            conditionLimitations?: components["schemas"]["ConditionOutput"]["conditionLimitations"];
+            aiGeneration?: components["schemas"]["AuthenticityOutput"]["aiGeneration"];
+            manipulation?: components["schemas"]["AuthenticityOutput"]["manipulation"];
+            authenticitySignals?: components["schemas"]["AuthenticityOutput"]["authenticitySignals"];
+            captureMedium?: components["schemas"]["AuthenticityOutput"]["captureMedium"];
+            dominantColors?: components["schemas"]["ColorPaletteOutput"]["dominantColors"];
+            accentColors?: components["schemas"]["ColorPaletteOutput"]["accentColors"];
+            backgroundColor?: components["schemas"]["ColorPaletteOutput"]["backgroundColor"];
+            colorProperties?: components["schemas"]["ColorPaletteOutput"]["colorProperties"];
+            vehicleCount?: components["schemas"]["AutomobileOutput"]["vehicleCount"];
+            vehicles?: components["schemas"]["AutomobileOutput"]["vehicles"];
+            /** @description /v2/analyze with `extract` only: the bespoke extraction */
+            bespoke?: {
+                /** @description The saved schema the extraction used (`bsk_…`); null in the sandbox */
+                schemaId: string | null;
+                /** @description What was extracted, in the shape of that schema; null when the extraction produced nothing */
+                data: {
+                    [key: string]: unknown;
                 } | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            brands: {
-                name: string;
-                /** @enum {string} */
-                evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                /** @description Name of the object carrying the brand */
-                onObject: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            animals: {
-                commonName: string;
-                /** @description Scientific name when identifiable */
-                species: string | null;
-                count: number;
-                domestic: boolean;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-        };
-        /** @description Fields the accessibility lens adds to output */
-        AccessibilityOutput: {
-            /** @description Concise alt text, about 125 characters, no "image of" prefix */
-            altText: string;
-            /** @description Extended description for screen-reader users: layout, subjects, relevant text, colours that carry meaning */
-            longDescription: string;
-            accessibilityFlags: {
-                /** @description Meaningful text is visible and is included in the descriptions */
-                containsText: boolean;
-                /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                colorConveysMeaning: boolean;
-                /** @description Important content has low contrast against its background */
-                lowContrast: boolean;
-                /** @description BCP 47 tag of the language the descriptions are written in */
-                language: string;
             };
         };
-        /** @description Fields the photo-quality lens adds to output */
+        /**
+         * @description Fields the photo-quality lens adds to output
+         * @example {
+         *       "qualityScores": {
+         *         "overall": 0.58,
+         *         "sharpness": 0.62,
+         *         "exposure": 0.7,
+         *         "noise": 0.55,
+         *         "colorAccuracy": 0.35
+         *       },
+         *       "qualityIssues": [
+         *         {
+         *           "type": "color-cast",
+         *           "severity": "moderate",
+         *           "description": "Magenta shift typical of ageing instant film"
+         *         },
+         *         {
+         *           "type": "fading",
+         *           "severity": "moderate",
+         *           "description": "Blacks have faded to brown and the highlights are yellowed"
+         *         },
+         *         {
+         *           "type": "scratches-dust",
+         *           "severity": "minor",
+         *           "description": "A few dust specks and a fine scratch across the upper right"
+         *         }
+         *       ],
+         *       "qualityVerdict": {
+         *         "rating": "acceptable",
+         *         "suitableFor": [
+         *           "web",
+         *           "social",
+         *           "archive"
+         *         ],
+         *         "restorationRecommended": true,
+         *         "summary": "Sharp enough for on-screen use; colour restoration would recover the faded print."
+         *       }
+         *     }
+         */
         PhotoQualityOutput: {
             qualityScores: {
                 /** @description Overall technical quality 0..1 */
@@ -4969,7 +2546,103 @@ export type components = {
                 summary: string;
             };
         };
-        /** @description Fields the text-content lens adds to output */
+        /** @description Registry projection of one photo of the caller, keyed by lens. */
+        PhotoRecord: {
+            sha256: string;
+            pHash: string;
+            dHash: string;
+            firstAnalyzedAt: string;
+            lastAnalyzedAt: string;
+            totalCreditsSpent: number;
+            analyzeCallCount: number;
+            lenses: {
+                dating?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["DatingOutput"];
+                };
+                people?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["PeopleOutput"];
+                };
+                location?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["LocationOutput"];
+                };
+                atmosphere?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["AtmosphereOutput"];
+                };
+                entities?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["EntitiesOutput"];
+                };
+                accessibility?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["AccessibilityOutput"];
+                };
+                "photo-quality"?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["PhotoQualityOutput"];
+                };
+                "text-content"?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["TextContentOutput"];
+                };
+                composition?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["CompositionOutput"];
+                };
+                moderation?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["ModerationOutput"];
+                };
+                describe?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["DescribeOutput"];
+                };
+                condition?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["ConditionOutput"];
+                };
+                authenticity?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["AuthenticityOutput"];
+                };
+                "color-palette"?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["ColorPaletteOutput"];
+                };
+                automobile?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["AutomobileOutput"];
+                };
+                "vehicle-condition"?: components["schemas"]["LensRecord"] & {
+                    output?: components["schemas"]["VehicleConditionOutput"];
+                };
+            } & {
+                [key: string]: components["schemas"]["LensRecord"];
+            };
+        };
+        /**
+         * @description Fields the text-content lens adds to output
+         * @example {
+         *       "textBlocks": [
+         *         {
+         *           "text": "Xmas 1978 — Mum, Dave & little Tom",
+         *           "kind": "handwriting",
+         *           "language": "en",
+         *           "handwritten": true,
+         *           "boundingBox": {
+         *             "x": 0.1,
+         *             "y": 0.9,
+         *             "width": 0.8,
+         *             "height": 0.07
+         *           },
+         *           "confidence": 0.81
+         *         },
+         *         {
+         *           "text": "TONKA",
+         *           "kind": "product-packaging",
+         *           "language": null,
+         *           "handwritten": false,
+         *           "boundingBox": {
+         *             "x": 0.72,
+         *             "y": 0.8,
+         *             "width": 0.06,
+         *             "height": 0.02
+         *           },
+         *           "confidence": 0.66
+         *         }
+         *       ],
+         *       "fullText": "Xmas 1978 — Mum, Dave & little Tom\nTONKA",
+         *       "primaryLanguage": "en"
+         *     }
+         */
         TextContentOutput: {
             /** @description In natural reading order, at most 50 blocks */
             textBlocks: {
@@ -4995,229 +2668,172 @@ export type components = {
             /** @description BCP 47 tag of the dominant language; null when there is no text */
             primaryLanguage: string | null;
         };
-        /** @description Fields the composition lens adds to output */
-        CompositionOutput: {
-            framing: {
-                /** @enum {string} */
-                shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                /** @enum {string} */
-                cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                /** @enum {string} */
-                orientation: "landscape" | "portrait" | "square";
-                /** @enum {string} */
-                depthOfField: "shallow" | "moderate" | "deep";
-            };
-            compositionTechniques: {
-                /** @enum {string} */
-                technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            subjectPlacement: {
-                primarySubject: string;
-                /** @enum {string} */
-                position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                /** @description Fraction of the frame the primary subject occupies */
-                frameCoverage: number;
-                /** @enum {string} */
-                clutter: "minimal" | "moderate" | "busy";
-            };
-            compositionAssessment: {
-                /** @description Aesthetic composition score 0..1 */
-                score: number;
-                /** @enum {string} */
-                balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                /** @description Up to 3 concrete improvements */
-                suggestions: string[];
-                /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                suggestedCrop: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-            };
-        };
-        /** @description Fields the moderation lens adds to output */
-        ModerationOutput: {
-            moderation: {
-                /** @description True when any category warrants review or blocking */
-                flagged: boolean;
-                /** @enum {string} */
-                action: "allow" | "review" | "block";
-                categories: {
-                    /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                    sexual: number;
-                    /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                    suggestive: number;
-                    /** @description Likelihood 0..1 that the image contains violence or threats */
-                    violence: number;
-                    /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                    gore: number;
-                    /** @description Likelihood 0..1 that the image contains self-harm */
-                    selfHarm: number;
-                    /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                    hateSymbols: number;
-                    /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                    drugs: number;
-                    /** @description Likelihood 0..1 that the image contains weapons */
-                    weapons: number;
-                };
-                flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                /** @description Someone who appears under 18 is visible; null if undecidable */
-                minorsPresent: boolean | null;
-                /** @description Short reason when flagged; null otherwise */
-                reason: string | null;
-            };
-        };
-        /** @description Fields the describe lens adds to output */
-        DescribeOutput: {
-            /** @description Headline of at most 8 words (IPTC Headline / XMP dc:title) */
-            title: string;
-            /** @description One sentence, at most 200 characters (IPTC Caption-Abstract) */
-            caption: string;
-            /** @description One paragraph, 3 to 6 sentences */
-            description: string;
-            /** @description 5 to 25 lower-case keywords, most relevant first, no duplicates (IPTC Keywords) */
-            tags: string[];
-        };
-        /** @description Fields the condition lens adds to output */
-        ConditionOutput: {
-            itemCondition: {
-                /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                subject: string;
-                /** @enum {string} */
-                subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                /** @enum {string} */
-                grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                /** @description 1 = flawless, 0 = destroyed */
-                score: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                summary: string;
-            };
-            defects: {
-                /** @enum {string} */
-                type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                /** @description Where on the subject, e.g. "front left leg" */
-                location: string;
-                /** @enum {string} */
-                severity: "cosmetic" | "moderate" | "structural";
-                description: string;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description What the photo cannot show (hidden sides, function, smell, scale) so the grade is read with care */
-            conditionLimitations: string[];
-        };
-        /** @description Fields the authenticity lens adds to output */
-        AuthenticityOutput: {
-            aiGeneration: {
-                /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
-            };
-            manipulation: {
-                /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
-                suspectedEdits: {
-                    /** @enum {string} */
-                    type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
-                    /** @description Where in the frame */
-                    region: string;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-            };
-            /** @description Observable evidence behind both verdicts, for and against */
-            authenticitySignals: {
-                /** @enum {string} */
-                indicates: "ai-generated" | "manipulated" | "authentic";
-                description: string;
-                /** @enum {string} */
-                strength: "weak" | "moderate" | "strong";
-            }[];
-            captureMedium: {
-                /** @enum {string} */
-                type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-        };
-        /** @description Fields the color-palette lens adds to output */
-        ColorPaletteOutput: {
-            /** @description 3 to 8 colours, largest share first; shares sum to at most 1 */
-            dominantColors: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                /** @description Plain colour name, e.g. "burnt orange" */
-                name: string;
-                /** @description Approximate fraction of the image area */
-                share: number;
-            }[];
-            /** @description Small but visually prominent colours, at most 4 */
-            accentColors: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                name: string;
-            }[];
-            /** @description Colour of a uniform background (product shots); null when there is none */
-            backgroundColor: string | null;
-            colorProperties: {
-                /** @enum {string} */
-                temperature: "warm" | "neutral" | "cool";
-                /** @enum {string} */
-                saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                /** @enum {string} */
-                brightness: "dark" | "balanced" | "bright";
-                /** @enum {string} */
-                contrast: "low" | "medium" | "high";
-                blackAndWhite: boolean;
-                /**
-                 * @description Relationship between the dominant hues
-                 * @enum {string}
-                 */
-                harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-            };
-        };
-        /** @description Fields the automobile lens adds to output */
-        AutomobileOutput: {
-            /** @description Motor vehicles visible, including background ones */
-            vehicleCount: number;
-            /** @description Most prominent vehicle first, at most 10 */
-            vehicles: {
-                make: string | null;
-                model: string | null;
-                /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
-                trim: string | null;
-                /** @description First model year consistent with what is visible */
-                yearFrom: number | null;
-                /** @description Last model year consistent with what is visible */
-                yearTo: number | null;
-                /** @enum {string} */
-                bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
-                color: {
-                    name: string;
-                    hex: string | null;
-                };
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
-                plate: {
-                    visible: boolean;
-                    legible: boolean;
-                    /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
-                    region: string | null;
-                };
-                /** @description Probability that make and model are both right */
-                confidence: number;
-                /** @description Badges, grille, lights or body lines that support the identification */
-                evidence: string;
-            }[];
-        };
-        /** @description Fields the vehicle-condition lens adds to output */
+        /**
+         * @description Fields the vehicle-condition lens adds to output
+         * @example {
+         *       "photos": [
+         *         {
+         *           "index": 0,
+         *           "view": "front-left",
+         *           "angle": {
+         *             "elevation": "eye-level",
+         *             "distance": "full-vehicle"
+         *           },
+         *           "usable": true,
+         *           "observations": [
+         *             "Scratches on the left corner of the front bumper",
+         *             "Headlight lenses slightly hazed"
+         *           ]
+         *         },
+         *         {
+         *           "index": 1,
+         *           "view": "rear-right",
+         *           "angle": {
+         *             "elevation": "eye-level",
+         *             "distance": "full-vehicle"
+         *           },
+         *           "usable": true,
+         *           "observations": [
+         *             "Dent in the rear right door with paint intact"
+         *           ]
+         *         },
+         *         {
+         *           "index": 2,
+         *           "view": "odometer",
+         *           "angle": {
+         *             "elevation": "high",
+         *             "distance": "close-up"
+         *           },
+         *           "usable": true,
+         *           "observations": [
+         *             "Odometer reads 84,312 km",
+         *             "No warning lights lit"
+         *           ]
+         *         }
+         *       ],
+         *       "overallCondition": {
+         *         "grade": "good",
+         *         "score": 0.74,
+         *         "confidence": 0.62,
+         *         "summary": "Sound bodywork with two cosmetic defects; the left side, interior seats and engine bay were not photographed."
+         *       },
+         *       "observations": [
+         *         {
+         *           "component": "front-bumper",
+         *           "type": "scratch",
+         *           "severity": "minor",
+         *           "description": "Two parallel clear-coat scratches on the left corner, about 15 cm long",
+         *           "photoIndexes": [
+         *             0
+         *           ],
+         *           "confidence": 0.82
+         *         },
+         *         {
+         *           "component": "rear-right-door",
+         *           "type": "dent",
+         *           "severity": "moderate",
+         *           "description": "Shallow dent about 8 cm across below the handle, paint unbroken",
+         *           "photoIndexes": [
+         *             1
+         *           ],
+         *           "confidence": 0.77
+         *         }
+         *       ],
+         *       "componentGrades": [
+         *         {
+         *           "component": "front-bumper",
+         *           "grade": "fair",
+         *           "notes": "Cosmetic scratches"
+         *         },
+         *         {
+         *           "component": "headlights",
+         *           "grade": "fair",
+         *           "notes": "Lenses hazed"
+         *         },
+         *         {
+         *           "component": "rear-right-door",
+         *           "grade": "damaged",
+         *           "notes": "Dent, paintless repair likely"
+         *         },
+         *         {
+         *           "component": "dashboard-controls",
+         *           "grade": "good",
+         *           "notes": null
+         *         },
+         *         {
+         *           "component": "engine-bay",
+         *           "grade": "not-visible",
+         *           "notes": null
+         *         }
+         *       ],
+         *       "accidentIndicators": {
+         *         "likelihood": 0.12,
+         *         "indicators": []
+         *       },
+         *       "photoQuality": {
+         *         "rating": "good",
+         *         "usablePhotoCount": 3,
+         *         "issues": []
+         *       },
+         *       "missingViews": [
+         *         "front",
+         *         "rear",
+         *         "left",
+         *         "right",
+         *         "front-right",
+         *         "rear-left",
+         *         "interior",
+         *         "vin-plate",
+         *         "engine-bay"
+         *       ],
+         *       "vehicleContext": {
+         *         "make": "Volkswagen",
+         *         "model": "Golf",
+         *         "year": 2017,
+         *         "vin": "WVWZZZAUZHW123456",
+         *         "mileage": 84312,
+         *         "mileageUnit": "km",
+         *         "color": "silver",
+         *         "sources": [
+         *           {
+         *             "field": "make",
+         *             "source": "context-confirmed"
+         *           },
+         *           {
+         *             "field": "model",
+         *             "source": "context-confirmed"
+         *           },
+         *           {
+         *             "field": "year",
+         *             "source": "context"
+         *           },
+         *           {
+         *             "field": "vin",
+         *             "source": "context"
+         *           },
+         *           {
+         *             "field": "mileage",
+         *             "source": "photos"
+         *           },
+         *           {
+         *             "field": "color",
+         *             "source": "photos"
+         *           }
+         *         ],
+         *         "mismatches": [
+         *           {
+         *             "field": "mileage",
+         *             "contextValue": "80000",
+         *             "observedValue": "84312",
+         *             "photoIndexes": [
+         *               2
+         *             ]
+         *           }
+         *         ],
+         *         "sameVehicleInAllPhotos": true
+         *       }
+         *     }
+         */
         VehicleConditionOutput: {
             photos: {
                 /** @description 0-based position in the request's images array */
@@ -5316,1335 +2932,1795 @@ export type components = {
                 sameVehicleInAllPhotos: boolean | null;
             };
         };
-        /** @description One photo (imageUrl or imageBase64): the fields of every lens that ran, flat */
-        PhotoOutput: {
-            /** @description dating lens (see DatingOutput) */
-            estimatedDate?: {
-                /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
-                date: string | null;
-                /** @description Single most likely year */
-                year: number | null;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @enum {string} */
-                precision: "day" | "month" | "year" | "decade" | "era";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description One or two sentences naming the anchors that drive the estimate */
-                reasoning: string;
-            };
-            /** @description dating lens (see DatingOutput) */
-            dateAnchors?: {
-                /** @enum {string} */
-                type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
-                description: string;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description dating lens (see DatingOutput) */
-            season?: {
-                name: ("spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description dating lens (see DatingOutput) */
-            holiday?: {
-                /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
-                name: string | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description people lens (see PeopleOutput) */
-            peopleCount?: {
-                /** @description People visible, including partial and background figures */
-                total: number;
-                /** @description People who are a subject of the photo, not background */
-                prominent: number;
-                /** @description True for crowds where the total is an estimate */
-                isEstimate: boolean;
-            };
-            /** @description people lens (see PeopleOutput) */
-            people?: {
-                /** @description 0-based, left to right among prominent people */
-                index: number;
-                /** @description Where in the frame, e.g. "left foreground" */
-                position: string;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Apparent age range; null when the person is too small or turned away */
-                apparentAgeRange: {
-                    min: number;
-                    max: number;
-                } | null;
-                /** @enum {string} */
-                expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
-                faceVisible: boolean;
-                lookingAtCamera: boolean;
-                /** @enum {string} */
-                pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
-                /** @description Short description of clothing and accessories */
-                clothing: string;
-                activity: string | null;
-            }[];
-            /** @description people lens (see PeopleOutput) */
-            knownPeopleMatches?: {
-                /** @description Exactly as given in the caller's knownPeople list */
-                name: string;
-                /** @description Index into people */
-                personIndex: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
-                evidence: string;
-            }[];
-            /** @description people lens (see PeopleOutput) */
-            groupContext?: {
-                /** @enum {string} */
-                type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
-                /** @description e.g. wedding, graduation, picnic; null if not evident */
-                occasion: string | null;
-                description: string;
-            };
-            /** @description location lens (see LocationOutput) */
-            locationEstimate?: {
-                /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                name: string | null;
-                city: string | null;
-                /** @description State, province or region */
-                region: string | null;
-                country: string | null;
-                /** @description ISO 3166-1 alpha-2, upper case */
-                countryCode: string | null;
-                /** @enum {string} */
-                precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                reasoning: string;
-            };
-            /** @description location lens (see LocationOutput) */
-            coordinates?: {
-                latitude: number;
-                longitude: number;
-                /** @description Radius within which you expect the true spot */
-                uncertaintyKm: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            } | null;
-            /** @description location lens (see LocationOutput) */
-            landmarks?: {
-                name: string;
-                /** @enum {string} */
-                type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description location lens (see LocationOutput) */
-            locationClues?: {
-                /** @enum {string} */
-                type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                description: string;
-            }[];
-            /** @description location lens (see LocationOutput) */
-            sceneSetting?: {
-                indoor: boolean;
-                /** @enum {string} */
-                environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                /** @description e.g. kitchen, beach, train station, church */
-                placeType: string | null;
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            mood?: {
-                /** @enum {string} */
-                primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
-                /** @description Up to 5 lower-case mood words */
-                descriptors: string[];
-                /** @description How strongly the mood comes across */
-                intensity: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            weather?: {
-                /** @description Null indoors or when the sky and ground give no evidence */
-                condition: ("clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            lighting?: {
-                /** @enum {string} */
-                source: "natural" | "artificial" | "mixed" | "flash";
-                /** @enum {string} */
-                quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
-                /** @enum {string} */
-                colorTemperature: "warm" | "neutral" | "cool";
-            };
-            /** @description atmosphere lens (see AtmosphereOutput) */
-            timeOfDay?: {
-                /** @description Null indoors without windows or when undecidable */
-                period: ("dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night") | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description entities lens (see EntitiesOutput) */
-            objects?: {
-                /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                name: string;
-                /** @enum {string} */
-                category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                count: number;
-                /** @enum {string} */
-                prominence: "primary" | "secondary" | "background";
-                /** @description Box of the most prominent instance; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description entities lens (see EntitiesOutput) */
-            brands?: {
-                name: string;
-                /** @enum {string} */
-                evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                /** @description Name of the object carrying the brand */
-                onObject: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description entities lens (see EntitiesOutput) */
-            animals?: {
-                commonName: string;
-                /** @description Scientific name when identifiable */
-                species: string | null;
-                count: number;
-                domestic: boolean;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description accessibility lens (see AccessibilityOutput) */
-            altText?: string;
-            /** @description accessibility lens (see AccessibilityOutput) */
-            longDescription?: string;
-            /** @description accessibility lens (see AccessibilityOutput) */
-            accessibilityFlags?: {
-                /** @description Meaningful text is visible and is included in the descriptions */
-                containsText: boolean;
-                /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                colorConveysMeaning: boolean;
-                /** @description Important content has low contrast against its background */
-                lowContrast: boolean;
-                /** @description BCP 47 tag of the language the descriptions are written in */
-                language: string;
-            };
-            /** @description photo-quality lens (see PhotoQualityOutput) */
-            qualityScores?: {
-                /** @description Overall technical quality 0..1 */
-                overall: number;
-                /** @description 1 = critically sharp on the subject */
-                sharpness: number;
-                /** @description 1 = well exposed, no clipped highlights or crushed shadows */
-                exposure: number;
-                /** @description 1 = clean, 0 = heavy noise or grain */
-                noise: number;
-                /** @description 1 = neutral white balance, no colour cast or fading */
-                colorAccuracy: number;
-            };
-            /** @description photo-quality lens (see PhotoQualityOutput) */
-            qualityIssues?: {
-                /** @enum {string} */
-                type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-            }[];
-            /** @description photo-quality lens (see PhotoQualityOutput) */
-            qualityVerdict?: {
-                /** @enum {string} */
-                rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
-                suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
-                /** @description Damage or fading that restoration would fix */
-                restorationRecommended: boolean;
-                summary: string;
-            };
-            /** @description text-content lens (see TextContentOutput) */
-            textBlocks?: {
-                /** @description Verbatim, original spelling; [?] marks an illegible character */
-                text: string;
-                /** @enum {string} */
-                kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
-                /** @description BCP 47 tag; null for numbers or codes */
-                language: string | null;
-                handwritten: boolean;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Probability that the transcription is exact */
-                confidence: number;
-            }[];
-            /** @description text-content lens (see TextContentOutput) */
-            fullText?: string;
-            /** @description text-content lens (see TextContentOutput) */
-            primaryLanguage?: string | null;
-            /** @description composition lens (see CompositionOutput) */
-            framing?: {
-                /** @enum {string} */
-                shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                /** @enum {string} */
-                cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                /** @enum {string} */
-                orientation: "landscape" | "portrait" | "square";
-                /** @enum {string} */
-                depthOfField: "shallow" | "moderate" | "deep";
-            };
-            /** @description composition lens (see CompositionOutput) */
-            compositionTechniques?: {
-                /** @enum {string} */
-                technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description composition lens (see CompositionOutput) */
-            subjectPlacement?: {
-                primarySubject: string;
-                /** @enum {string} */
-                position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                /** @description Fraction of the frame the primary subject occupies */
-                frameCoverage: number;
-                /** @enum {string} */
-                clutter: "minimal" | "moderate" | "busy";
-            };
-            /** @description composition lens (see CompositionOutput) */
-            compositionAssessment?: {
-                /** @description Aesthetic composition score 0..1 */
-                score: number;
-                /** @enum {string} */
-                balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                /** @description Up to 3 concrete improvements */
-                suggestions: string[];
-                /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                suggestedCrop: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-            };
-            /** @description moderation lens (see ModerationOutput) */
-            moderation?: {
-                /** @description True when any category warrants review or blocking */
-                flagged: boolean;
-                /** @enum {string} */
-                action: "allow" | "review" | "block";
-                categories: {
-                    /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                    sexual: number;
-                    /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                    suggestive: number;
-                    /** @description Likelihood 0..1 that the image contains violence or threats */
-                    violence: number;
-                    /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                    gore: number;
-                    /** @description Likelihood 0..1 that the image contains self-harm */
-                    selfHarm: number;
-                    /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                    hateSymbols: number;
-                    /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                    drugs: number;
-                    /** @description Likelihood 0..1 that the image contains weapons */
-                    weapons: number;
-                };
-                flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                /** @description Someone who appears under 18 is visible; null if undecidable */
-                minorsPresent: boolean | null;
-                /** @description Short reason when flagged; null otherwise */
-                reason: string | null;
-            };
-            /** @description describe lens (see DescribeOutput) */
-            title?: string;
-            /** @description describe lens (see DescribeOutput) */
-            caption?: string;
-            /** @description describe lens (see DescribeOutput) */
-            description?: string;
-            /** @description describe lens (see DescribeOutput) */
-            tags?: string[];
-            /** @description condition lens (see ConditionOutput) */
-            itemCondition?: {
-                /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                subject: string;
-                /** @enum {string} */
-                subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                /** @enum {string} */
-                grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                /** @description 1 = flawless, 0 = destroyed */
-                score: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                summary: string;
-            };
-            /** @description condition lens (see ConditionOutput) */
-            defects?: {
-                /** @enum {string} */
-                type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                /** @description Where on the subject, e.g. "front left leg" */
-                location: string;
-                /** @enum {string} */
-                severity: "cosmetic" | "moderate" | "structural";
-                description: string;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description condition lens (see ConditionOutput) */
-            conditionLimitations?: string[];
-            /** @description authenticity lens (see AuthenticityOutput) */
-            aiGeneration?: {
-                /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
-            };
-            /** @description authenticity lens (see AuthenticityOutput) */
-            manipulation?: {
-                /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
-                suspectedEdits: {
-                    /** @enum {string} */
-                    type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
-                    /** @description Where in the frame */
-                    region: string;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-            };
-            /** @description authenticity lens (see AuthenticityOutput) */
-            authenticitySignals?: {
-                /** @enum {string} */
-                indicates: "ai-generated" | "manipulated" | "authentic";
-                description: string;
-                /** @enum {string} */
-                strength: "weak" | "moderate" | "strong";
-            }[];
-            /** @description authenticity lens (see AuthenticityOutput) */
-            captureMedium?: {
-                /** @enum {string} */
-                type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            dominantColors?: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                /** @description Plain colour name, e.g. "burnt orange" */
-                name: string;
-                /** @description Approximate fraction of the image area */
-                share: number;
-            }[];
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            accentColors?: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                name: string;
-            }[];
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            backgroundColor?: string | null;
-            /** @description color-palette lens (see ColorPaletteOutput) */
-            colorProperties?: {
-                /** @enum {string} */
-                temperature: "warm" | "neutral" | "cool";
-                /** @enum {string} */
-                saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                /** @enum {string} */
-                brightness: "dark" | "balanced" | "bright";
-                /** @enum {string} */
-                contrast: "low" | "medium" | "high";
-                blackAndWhite: boolean;
-                /**
-                 * @description Relationship between the dominant hues
-                 * @enum {string}
-                 */
-                harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-            };
-            /** @description automobile lens (see AutomobileOutput) */
-            vehicleCount?: number;
-            /** @description automobile lens (see AutomobileOutput) */
-            vehicles?: {
-                make: string | null;
-                model: string | null;
-                /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
-                trim: string | null;
-                /** @description First model year consistent with what is visible */
-                yearFrom: number | null;
-                /** @description Last model year consistent with what is visible */
-                yearTo: number | null;
-                /** @enum {string} */
-                bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
-                color: {
-                    name: string;
-                    hex: string | null;
-                };
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
-                plate: {
-                    visible: boolean;
-                    legible: boolean;
-                    /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
-                    region: string | null;
-                };
-                /** @description Probability that make and model are both right */
-                confidence: number;
-                /** @description Badges, grille, lights or body lines that support the identification */
-                evidence: string;
-            }[];
-        };
-        /** @description Several photos (images): one entry per image, in request order */
-        MultiPhotoOutput: {
-            images: {
-                /** @description dating lens (see DatingOutput) */
-                estimatedDate?: {
-                    /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
-                    date: string | null;
-                    /** @description Single most likely year */
-                    year: number | null;
-                    earliestYear: number | null;
-                    latestYear: number | null;
-                    /** @enum {string} */
-                    precision: "day" | "month" | "year" | "decade" | "era";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    /** @description One or two sentences naming the anchors that drive the estimate */
-                    reasoning: string;
-                };
-                /** @description dating lens (see DatingOutput) */
-                dateAnchors?: {
-                    /** @enum {string} */
-                    type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
-                    description: string;
-                    earliestYear: number | null;
-                    latestYear: number | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description dating lens (see DatingOutput) */
-                season?: {
-                    name: ("spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season") | null;
-                    evidence: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description dating lens (see DatingOutput) */
-                holiday?: {
-                    /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
-                    name: string | null;
-                    evidence: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description people lens (see PeopleOutput) */
-                peopleCount?: {
-                    /** @description People visible, including partial and background figures */
-                    total: number;
-                    /** @description People who are a subject of the photo, not background */
-                    prominent: number;
-                    /** @description True for crowds where the total is an estimate */
-                    isEstimate: boolean;
-                };
-                /** @description people lens (see PeopleOutput) */
-                people?: {
-                    /** @description 0-based, left to right among prominent people */
-                    index: number;
-                    /** @description Where in the frame, e.g. "left foreground" */
-                    position: string;
-                    /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                    boundingBox: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                    /** @description Apparent age range; null when the person is too small or turned away */
-                    apparentAgeRange: {
-                        min: number;
-                        max: number;
-                    } | null;
-                    /** @enum {string} */
-                    expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
-                    faceVisible: boolean;
-                    lookingAtCamera: boolean;
-                    /** @enum {string} */
-                    pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
-                    /** @description Short description of clothing and accessories */
-                    clothing: string;
-                    activity: string | null;
-                }[];
-                /** @description people lens (see PeopleOutput) */
-                knownPeopleMatches?: {
-                    /** @description Exactly as given in the caller's knownPeople list */
-                    name: string;
-                    /** @description Index into people */
-                    personIndex: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
-                    evidence: string;
-                }[];
-                /** @description people lens (see PeopleOutput) */
-                groupContext?: {
-                    /** @enum {string} */
-                    type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
-                    /** @description e.g. wedding, graduation, picnic; null if not evident */
-                    occasion: string | null;
-                    description: string;
-                };
-                /** @description location lens (see LocationOutput) */
-                locationEstimate?: {
-                    /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                    name: string | null;
-                    city: string | null;
-                    /** @description State, province or region */
-                    region: string | null;
-                    country: string | null;
-                    /** @description ISO 3166-1 alpha-2, upper case */
-                    countryCode: string | null;
-                    /** @enum {string} */
-                    precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    reasoning: string;
-                };
-                /** @description location lens (see LocationOutput) */
-                coordinates?: {
-                    latitude: number;
-                    longitude: number;
-                    /** @description Radius within which you expect the true spot */
-                    uncertaintyKm: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                } | null;
-                /** @description location lens (see LocationOutput) */
-                landmarks?: {
-                    name: string;
-                    /** @enum {string} */
-                    type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description location lens (see LocationOutput) */
-                locationClues?: {
-                    /** @enum {string} */
-                    type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                    description: string;
-                }[];
-                /** @description location lens (see LocationOutput) */
-                sceneSetting?: {
-                    indoor: boolean;
-                    /** @enum {string} */
-                    environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                    /** @description e.g. kitchen, beach, train station, church */
-                    placeType: string | null;
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                mood?: {
-                    /** @enum {string} */
-                    primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
-                    /** @description Up to 5 lower-case mood words */
-                    descriptors: string[];
-                    /** @description How strongly the mood comes across */
-                    intensity: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                weather?: {
-                    /** @description Null indoors or when the sky and ground give no evidence */
-                    condition: ("clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy") | null;
-                    evidence: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                lighting?: {
-                    /** @enum {string} */
-                    source: "natural" | "artificial" | "mixed" | "flash";
-                    /** @enum {string} */
-                    quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
-                    /** @enum {string} */
-                    colorTemperature: "warm" | "neutral" | "cool";
-                };
-                /** @description atmosphere lens (see AtmosphereOutput) */
-                timeOfDay?: {
-                    /** @description Null indoors without windows or when undecidable */
-                    period: ("dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night") | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description entities lens (see EntitiesOutput) */
-                objects?: {
-                    /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                    name: string;
-                    /** @enum {string} */
-                    category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                    count: number;
-                    /** @enum {string} */
-                    prominence: "primary" | "secondary" | "background";
-                    /** @description Box of the most prominent instance; null if unsure */
-                    boundingBox: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description entities lens (see EntitiesOutput) */
-                brands?: {
-                    name: string;
-                    /** @enum {string} */
-                    evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                    /** @description Name of the object carrying the brand */
-                    onObject: string | null;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description entities lens (see EntitiesOutput) */
-                animals?: {
-                    commonName: string;
-                    /** @description Scientific name when identifiable */
-                    species: string | null;
-                    count: number;
-                    domestic: boolean;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description accessibility lens (see AccessibilityOutput) */
-                altText?: string;
-                /** @description accessibility lens (see AccessibilityOutput) */
-                longDescription?: string;
-                /** @description accessibility lens (see AccessibilityOutput) */
-                accessibilityFlags?: {
-                    /** @description Meaningful text is visible and is included in the descriptions */
-                    containsText: boolean;
-                    /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                    colorConveysMeaning: boolean;
-                    /** @description Important content has low contrast against its background */
-                    lowContrast: boolean;
-                    /** @description BCP 47 tag of the language the descriptions are written in */
-                    language: string;
-                };
-                /** @description photo-quality lens (see PhotoQualityOutput) */
-                qualityScores?: {
-                    /** @description Overall technical quality 0..1 */
-                    overall: number;
-                    /** @description 1 = critically sharp on the subject */
-                    sharpness: number;
-                    /** @description 1 = well exposed, no clipped highlights or crushed shadows */
-                    exposure: number;
-                    /** @description 1 = clean, 0 = heavy noise or grain */
-                    noise: number;
-                    /** @description 1 = neutral white balance, no colour cast or fading */
-                    colorAccuracy: number;
-                };
-                /** @description photo-quality lens (see PhotoQualityOutput) */
-                qualityIssues?: {
-                    /** @enum {string} */
-                    type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
-                    /** @enum {string} */
-                    severity: "minor" | "moderate" | "severe";
-                    description: string;
-                }[];
-                /** @description photo-quality lens (see PhotoQualityOutput) */
-                qualityVerdict?: {
-                    /** @enum {string} */
-                    rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
-                    suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
-                    /** @description Damage or fading that restoration would fix */
-                    restorationRecommended: boolean;
-                    summary: string;
-                };
-                /** @description text-content lens (see TextContentOutput) */
-                textBlocks?: {
-                    /** @description Verbatim, original spelling; [?] marks an illegible character */
-                    text: string;
-                    /** @enum {string} */
-                    kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
-                    /** @description BCP 47 tag; null for numbers or codes */
-                    language: string | null;
-                    handwritten: boolean;
-                    /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                    boundingBox: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                    /** @description Probability that the transcription is exact */
-                    confidence: number;
-                }[];
-                /** @description text-content lens (see TextContentOutput) */
-                fullText?: string;
-                /** @description text-content lens (see TextContentOutput) */
-                primaryLanguage?: string | null;
-                /** @description composition lens (see CompositionOutput) */
-                framing?: {
-                    /** @enum {string} */
-                    shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                    /** @enum {string} */
-                    cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                    /** @enum {string} */
-                    orientation: "landscape" | "portrait" | "square";
-                    /** @enum {string} */
-                    depthOfField: "shallow" | "moderate" | "deep";
-                };
-                /** @description composition lens (see CompositionOutput) */
-                compositionTechniques?: {
-                    /** @enum {string} */
-                    technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description composition lens (see CompositionOutput) */
-                subjectPlacement?: {
-                    primarySubject: string;
-                    /** @enum {string} */
-                    position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                    /** @description Fraction of the frame the primary subject occupies */
-                    frameCoverage: number;
-                    /** @enum {string} */
-                    clutter: "minimal" | "moderate" | "busy";
-                };
-                /** @description composition lens (see CompositionOutput) */
-                compositionAssessment?: {
-                    /** @description Aesthetic composition score 0..1 */
-                    score: number;
-                    /** @enum {string} */
-                    balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                    /** @description Up to 3 concrete improvements */
-                    suggestions: string[];
-                    /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                    suggestedCrop: {
-                        x: number;
-                        y: number;
-                        width: number;
-                        height: number;
-                    } | null;
-                };
-                /** @description moderation lens (see ModerationOutput) */
-                moderation?: {
-                    /** @description True when any category warrants review or blocking */
-                    flagged: boolean;
-                    /** @enum {string} */
-                    action: "allow" | "review" | "block";
-                    categories: {
-                        /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                        sexual: number;
-                        /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                        suggestive: number;
-                        /** @description Likelihood 0..1 that the image contains violence or threats */
-                        violence: number;
-                        /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                        gore: number;
-                        /** @description Likelihood 0..1 that the image contains self-harm */
-                        selfHarm: number;
-                        /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                        hateSymbols: number;
-                        /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                        drugs: number;
-                        /** @description Likelihood 0..1 that the image contains weapons */
-                        weapons: number;
-                    };
-                    flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                    /** @description Someone who appears under 18 is visible; null if undecidable */
-                    minorsPresent: boolean | null;
-                    /** @description Short reason when flagged; null otherwise */
-                    reason: string | null;
-                };
-                /** @description describe lens (see DescribeOutput) */
-                title?: string;
-                /** @description describe lens (see DescribeOutput) */
-                caption?: string;
-                /** @description describe lens (see DescribeOutput) */
-                description?: string;
-                /** @description describe lens (see DescribeOutput) */
-                tags?: string[];
-                /** @description condition lens (see ConditionOutput) */
-                itemCondition?: {
-                    /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                    subject: string;
-                    /** @enum {string} */
-                    subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                    /** @enum {string} */
-                    grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                    /** @description 1 = flawless, 0 = destroyed */
-                    score: number;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                    summary: string;
-                };
-                /** @description condition lens (see ConditionOutput) */
-                defects?: {
-                    /** @enum {string} */
-                    type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                    /** @description Where on the subject, e.g. "front left leg" */
-                    location: string;
-                    /** @enum {string} */
-                    severity: "cosmetic" | "moderate" | "structural";
-                    description: string;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-                /** @description condition lens (see ConditionOutput) */
-                conditionLimitations?: string[];
-                /** @description authenticity lens (see AuthenticityOutput) */
-                aiGeneration?: {
-                    /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
-                    likelihood: number;
-                    /** @enum {string} */
-                    verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
-                };
-                /** @description authenticity lens (see AuthenticityOutput) */
-                manipulation?: {
-                    /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
-                    likelihood: number;
-                    /** @enum {string} */
-                    verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
-                    suspectedEdits: {
-                        /** @enum {string} */
-                        type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
-                        /** @description Where in the frame */
-                        region: string;
-                        /** @description Calibrated probability 0..1 that this estimate is correct */
-                        confidence: number;
-                    }[];
-                };
-                /** @description authenticity lens (see AuthenticityOutput) */
-                authenticitySignals?: {
-                    /** @enum {string} */
-                    indicates: "ai-generated" | "manipulated" | "authentic";
-                    description: string;
-                    /** @enum {string} */
-                    strength: "weak" | "moderate" | "strong";
-                }[];
-                /** @description authenticity lens (see AuthenticityOutput) */
-                captureMedium?: {
-                    /** @enum {string} */
-                    type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                };
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                dominantColors?: {
-                    /** @description sRGB colour as #rrggbb */
-                    hex: string;
-                    /** @description Plain colour name, e.g. "burnt orange" */
-                    name: string;
-                    /** @description Approximate fraction of the image area */
-                    share: number;
-                }[];
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                accentColors?: {
-                    /** @description sRGB colour as #rrggbb */
-                    hex: string;
-                    name: string;
-                }[];
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                backgroundColor?: string | null;
-                /** @description color-palette lens (see ColorPaletteOutput) */
-                colorProperties?: {
-                    /** @enum {string} */
-                    temperature: "warm" | "neutral" | "cool";
-                    /** @enum {string} */
-                    saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                    /** @enum {string} */
-                    brightness: "dark" | "balanced" | "bright";
-                    /** @enum {string} */
-                    contrast: "low" | "medium" | "high";
-                    blackAndWhite: boolean;
-                    /**
-                     * @description Relationship between the dominant hues
-                     * @enum {string}
-                     */
-                    harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-                };
-                /** @description automobile lens (see AutomobileOutput) */
-                vehicleCount?: number;
-                /** @description automobile lens (see AutomobileOutput) */
-                vehicles?: {
-                    make: string | null;
-                    model: string | null;
-                    /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
-                    trim: string | null;
-                    /** @description First model year consistent with what is visible */
-                    yearFrom: number | null;
-                    /** @description Last model year consistent with what is visible */
-                    yearTo: number | null;
-                    /** @enum {string} */
-                    bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
-                    color: {
-                        name: string;
-                        hex: string | null;
-                    };
-                    /** @enum {string} */
-                    view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
-                    plate: {
-                        visible: boolean;
-                        legible: boolean;
-                        /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
-                        region: string | null;
-                    };
-                    /** @description Probability that make and model are both right */
-                    confidence: number;
-                    /** @description Badges, grille, lights or body lines that support the identification */
-                    evidence: string;
-                }[];
-                index: number;
-                sha256: string | null;
-                cacheHit: boolean;
-                creditsCharged: number;
-                fingerprint?: {
-                    pHash: string;
-                    dHash: string;
-                    sha256: string;
-                };
-                embedding?: number[];
-            }[];
-        };
-        /** @description The vehicle-condition stack (outputSchema "vehicle"): one report over all photos */
+        /** @description The vehicle-condition stack (outputSchema "vehicle"): one report over all photos; each field is defined by `VehicleConditionOutput` */
         VehicleReportOutput: {
-            photos: {
-                /** @description 0-based position in the request's images array */
-                index: number;
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay" | "trunk" | "roof" | "undercarriage" | "wheel-detail" | "damage-close-up" | "document" | "other";
-                angle: {
-                    /** @enum {string} */
-                    elevation: "low" | "eye-level" | "high" | "overhead";
-                    /** @enum {string} */
-                    distance: "close-up" | "medium" | "full-vehicle";
-                };
-                usable: boolean;
-                /** @description Short findings from this photo */
-                observations: string[];
-            }[];
-            overallCondition: {
-                /** @enum {string} */
-                grade: "excellent" | "good" | "fair" | "poor" | "salvage";
-                /** @description 1 = showroom, 0 = write-off */
-                score: number;
-                /** @description Lower when views are missing or photos are poor */
-                confidence: number;
-                summary: string;
-            };
-            /** @description Damage de-duplicated across photos: the same dent seen twice is one observation */
-            observations: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                type: "scratch" | "scuff" | "dent" | "crack" | "chip" | "broken" | "missing-part" | "rust" | "paint-damage" | "glass-damage" | "tyre-wear" | "misalignment" | "interior-wear" | "stain" | "tear" | "fluid-leak" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-                /** @description 0-based positions in the request's images array */
-                photoIndexes: number[];
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            componentGrades: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                grade: "good" | "fair" | "poor" | "damaged" | "not-visible";
-                notes: string | null;
-            }[];
-            accidentIndicators: {
-                /** @description Probability 0..1 of a past collision or structural repair */
-                likelihood: number;
-                indicators: {
-                    /** @enum {string} */
-                    type: "uneven-panel-gaps" | "paint-mismatch" | "overspray" | "replaced-panel" | "deployed-airbag" | "crumple-damage" | "frame-damage" | "misaligned-lights-or-panels" | "broken-glass" | "fresh-repair" | "other";
-                    description: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-            };
-            photoQuality: {
-                /** @enum {string} */
-                rating: "good" | "acceptable" | "poor";
-                usablePhotoCount: number;
-                issues: {
-                    photoIndex: number;
-                    /** @enum {string} */
-                    issue: "blurry" | "too-dark" | "overexposed" | "glare-reflections" | "obstructed" | "too-far" | "cropped" | "wet-or-dirty-surface" | "low-resolution";
-                    description: string;
-                }[];
-            };
-            /** @description Standard views no usable photo covers */
-            missingViews: ("front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay")[];
-            vehicleContext: {
-                make: string | null;
-                model: string | null;
-                year: number | null;
-                vin: string | null;
-                mileage: number | null;
-                mileageUnit: ("km" | "mi") | null;
-                color: string | null;
-                /** @description Where each non-null value came from */
-                sources: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    /** @enum {string} */
-                    source: "context" | "photos" | "context-confirmed";
-                }[];
-                /** @description Caller-supplied values the photos contradict */
-                mismatches: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    contextValue: string;
-                    observedValue: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-                /** @description False if the photos show more than one vehicle; null if undecidable */
-                sameVehicleInAllPhotos: boolean | null;
-            };
+            photos: components["schemas"]["VehicleConditionOutput"]["photos"];
+            overallCondition: components["schemas"]["VehicleConditionOutput"]["overallCondition"];
+            observations: components["schemas"]["VehicleConditionOutput"]["observations"];
+            componentGrades: components["schemas"]["VehicleConditionOutput"]["componentGrades"];
+            accidentIndicators: components["schemas"]["VehicleConditionOutput"]["accidentIndicators"];
+            photoQuality: components["schemas"]["VehicleConditionOutput"]["photoQuality"];
+            missingViews: components["schemas"]["VehicleConditionOutput"]["missingViews"];
+            vehicleContext: components["schemas"]["VehicleConditionOutput"]["vehicleContext"];
             reportId: string;
-        };
-        Analysis: {
-            id: string;
-            /** @constant */
-            object: "analysis";
-            schemaVersion: string;
-            createdAt: string;
-            output: {
-                [key: string]: unknown;
-            } | components["schemas"]["PhotoOutput"] | components["schemas"]["MultiPhotoOutput"] | components["schemas"]["VehicleReportOutput"];
-            /** @enum {string} */
-            outputSchema: "photo" | "vehicle";
-            usage: {
-                inputTokens: number;
-                outputTokens: number;
-                totalTokens: number;
-                modulesUsed: string[];
-                creditsCharged?: number;
-            };
-            warnings: string[];
-            meta: {
-                processingTimeMs: number;
-                provider: string;
-                promptHash: string | null;
-                requestId: string;
-                /** @constant */
-                ai_generated: true;
-                model: string;
-                /** @enum {string} */
-                vendor: "openai" | "anthropic" | "google";
-                cacheHit?: boolean;
-            };
-            embedding?: number[];
-            fingerprint?: {
-                pHash: string;
-                dHash: string;
-                sha256: string;
-            };
-        };
-        EnrichRequest: {
-            /** Format: uri */
-            imageUrl?: string;
-            imageBase64?: string;
-            /** @description Metadata blocks to write: exif, iptc, xmp (c2pa is deferred) */
-            formats: ("exif" | "iptc" | "xmp")[];
-        };
-        Enrichment: {
-            /** @constant */
-            object: "enrichment";
-            /** @description The enriched image: same pixels, same container, new metadata */
-            imageBase64: string;
-            /** @description Blocks actually written (a container may not hold every block) */
-            formatsWritten: ("exif" | "iptc" | "xmp")[];
-            /** @description Lens → version of the record written */
-            lensVersions: {
-                [key: string]: string;
-            };
-            /** @description SHA-256 of the original image (the registry key) */
-            sha256: string;
-            meta: {
-                requestId: string;
-                processingTimeMs: number;
-                creditsCharged: number;
-                /** @constant */
-                ai_generated: true;
-            };
-        };
-        BatchRequest: {
-            /** @description The photos, each a URL or base64 bytes; up to 10,000. Or `vehicles` */
-            items?: {
-                /** Format: uri */
-                url?: string;
-                base64?: string;
-                name?: string;
-            }[];
-            /** @description A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items` */
-            vehicles?: {
-                name?: string;
-                /** @description This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch */
-                vehicle?: {
-                    vin?: string;
-                    mileage?: number;
-                    year?: number;
-                    make?: string;
-                    model?: string;
-                };
-                /** @description The vehicle’s photos, 1 to 50, in the order its report numbers them */
-                items: {
-                    /** Format: uri */
-                    url?: string;
-                    base64?: string;
-                    name?: string;
-                }[];
-            }[];
-            preset?: string;
-            modules?: string[];
-            modulesAdd?: string[];
-            modulesRemove?: string[];
-            moduleOptions?: {
-                [key: string]: {
-                    [key: string]: unknown;
-                };
-            };
-            context?: {
-                knownPeople?: {
-                    name: string;
-                    birthYear?: number;
-                    deathYear?: number;
-                    role?: string;
-                }[];
-                vehicle?: {
-                    vin?: string;
-                    mileage?: number;
-                    year?: number;
-                    make?: string;
-                    model?: string;
-                };
-                customInstructions?: string;
-            };
-            /** @description Export columns chosen now; without them exports use the default columns of the lenses the batch runs */
-            columns?: {
-                label: string;
-                jsonPath: string;
-                /** @enum {string} */
-                format?: "string" | "number" | "date" | "percentage" | "tags" | "hex";
-            }[];
-        };
-        Batch: {
-            /** @constant */
-            object: "batch";
-            id: string;
-            /**
-             * @description `vehicles`: each item is a vehicle (its photos, one report); counts count vehicles
-             * @enum {string}
-             */
-            kind: "photos" | "vehicles";
-            /** @enum {string} */
-            status: "running" | "paused" | "cancelled" | "completed";
-            /** @description Why a paused batch waits; `credits`: buy credits, then resume */
-            pauseReason: ("requested" | "credits") | null;
-            stack: string | null;
-            lenses: string[];
-            counts: {
-                total: number;
-                done: number;
-                failed: number;
-                pending: number;
-            };
-            creditsCharged: number;
-            /** @description Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending */
-            etaSeconds: number | null;
-            createdAt: string;
-            updatedAt: string;
-            completedAt: string | null;
-        };
-        LensRecord: {
-            eventId: string;
-            output: {
-                [key: string]: unknown;
-            };
-            version: string;
-            producedAt: string;
-            coRunHash: string;
-            provider: string;
-        };
-        /** @description Registry projection of one photo of the caller, keyed by lens. */
-        PhotoRecord: {
-            sha256: string;
-            pHash: string;
-            dHash: string;
-            firstAnalyzedAt: string;
-            lastAnalyzedAt: string;
-            totalCreditsSpent: number;
-            analyzeCallCount: number;
-            lenses: {
-                [key: string]: components["schemas"]["LensRecord"];
-            };
-        };
-        LookupResult: {
-            /** @enum {string} */
-            matchType: "exact" | "fuzzy" | "none";
-            /** @description pHash Hamming distance to the matched photo; 0 on an exact match; absent when `none`. */
-            hammingDistance?: number;
-            /** @description Absent when `matchType` is `none`. */
-            photo?: components["schemas"]["PhotoRecord"];
-        };
-        Lookup: {
-            /** @constant */
-            object: "lookup";
-            results: {
-                [key: string]: components["schemas"]["LookupResult"];
-            };
-            meta: {
-                /** @description Images (or fingerprints) in the request, duplicates included. */
-                imagesSubmitted: number;
-                /** @description Of those, how many matched `exact` or `fuzzy`. */
-                imagesMatched: number;
-                processingTimeMs: number;
-                requestId: string;
-            };
-        };
-        LookupRequest: {
-            /** @description Image URLs (http or https). */
-            images?: string[];
-            /** @description Base64 images (plain or data URI). */
-            images_base64?: string[];
-            /**
-             * @description Largest pHash Hamming distance that counts as a fuzzy match.
-             * @default 5
-             */
-            threshold: number;
         };
     };
     responses: never;
-    parameters: never;
+    parameters: {
+        /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+        RequestId: string;
+    };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The request id: the caller’s own `x-request-id` when it matches `^[A-Za-z0-9._:-]{1,128}$`, otherwise one minted by the server (`req_` + 24 hex). On the analyze endpoints it is also the idempotency key, per account: the same id sent again with the same request answers the first answer again (the work runs and bills once; while the first is still running, the second waits for it), the same id with a different request is 409 `REQUEST_ID_CONFLICT`, and a request refused before any work started frees its id. `POST /v2/enrich` bills a retry with the same id once. */
+        RequestId: string;
+        /** @description Requests allowed in the window of the limit closest to being reached (draft-ietf-httpapi-ratelimit-headers). Absent when the limiter is unavailable (the service then fails open). */
+        RateLimitLimit: number;
+        /** @description Requests left in that window. */
+        RateLimitRemaining: number;
+        /** @description Seconds until that window admits a request again. */
+        RateLimitReset: number;
+        /** @description Every limit that applies to this request, as `limit;w=window-seconds`, comma-separated (e.g. `600;w=60, 300;w=60`). */
+        RateLimitPolicy: string;
+        /** @description Whole seconds until the request would be admitted (never 0). */
+        RetryAfter: number;
+        /** @description When present: whole seconds to wait before sending the request again. */
+        RetryAfterOptional: number;
+        /** @description Always `no-store, private`: a credit shortfall is personal and changes with every purchase. */
+        CacheControl: "no-store, private";
+    };
     pathItems: never;
 };
 export type $defs = Record<string, never>;
-export type operations = Record<string, never>;
+export interface operations {
+    getHealth: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getLlmsTxt: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The description */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getDiscovery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Discovery"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getCatalog: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        modules: {
+                            /** @description Lens identifier used in modules, modulesAdd, modulesRemove */
+                            name: string;
+                            description: string;
+                            category: string;
+                            /** @description Fields the lens adds to `output` */
+                            outputFields: string[];
+                            billable: boolean;
+                            defaultColumns: {
+                                label: string;
+                                /** @description Dotted path into the analysis result; a numeric segment indexes an array, `*` maps over it */
+                                jsonPath: string;
+                                /** @enum {string} */
+                                format?: "string" | "number" | "date" | "percentage" | "tags" | "hex";
+                            }[];
+                            /**
+                             * @description Present only for lenses reachable solely through the stack of the same name
+                             * @enum {boolean}
+                             */
+                            internal?: true;
+                        }[];
+                        presets: {
+                            name: string;
+                            description: string;
+                            modules: string[];
+                        }[];
+                    };
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description Accepted for backward compatibility; only `starter` is valid. */
+                tier?: string;
+            };
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditBalance"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    analyzeV1: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AnalyzeRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Analysis"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PLAN_LIMIT_EXCEEDED` */
+            402: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `UNSUPPORTED_MEDIA_TYPE` */
+            415: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `IMAGE_INVALID` or `IMAGE_TOO_LARGE` */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PROVIDER_UNAVAILABLE` or `PROVIDER_ERROR` */
+            502: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    analyzeV2: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AnalyzeRequestV2"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Analysis"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PLAN_LIMIT_EXCEEDED` */
+            402: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `UNSUPPORTED_MEDIA_TYPE` */
+            415: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `IMAGE_INVALID` or `IMAGE_TOO_LARGE` */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PROVIDER_UNAVAILABLE` or `PROVIDER_ERROR` */
+            502: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    enrichPhoto: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnrichRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Enrichment"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PLAN_LIMIT_EXCEEDED` */
+            402: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `UNSUPPORTED_MEDIA_TYPE` */
+            415: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `IMAGE_INVALID` or `IMAGE_TOO_LARGE` */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    lookupByFingerprint: {
+        parameters: {
+            query?: {
+                /** @description SHA-256 of the image bytes: exact match only. */
+                sha256?: string;
+                /** @description 64-bit DCT perceptual hash: fuzzy match within `threshold`. */
+                pHash?: string;
+                /** @description Integer 0–64, default 5; an empty value or `null` means the default. Applies to pHash matching. */
+                threshold?: number;
+            };
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lookup"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    lookupByImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LookupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lookup"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `UNSUPPORTED_MEDIA_TYPE` */
+            415: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `IMAGE_INVALID` or `IMAGE_TOO_LARGE` */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    createBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `UNSUPPORTED_MEDIA_TYPE` */
+            415: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    pauseBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    resumeBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    retryBatchItem: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+                index: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    streamBatchEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    listBatchItems: {
+        parameters: {
+            query?: {
+                /** @description Index of the last item of the previous page */
+                after?: number;
+                limit?: number;
+            };
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["BatchItem"][];
+                        nextAfter: number | null;
+                    };
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    exportBatch: {
+        parameters: {
+            query?: {
+                format?: "xlsx" | "csv" | "json";
+            };
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                batchId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export, streamed, as an attachment */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": string;
+                    "text/csv": string;
+                    "application/json": components["schemas"]["BatchExportRow"][];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+}
