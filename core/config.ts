@@ -15,6 +15,11 @@ export const configSchema = z.object({
   HOST: z.string().default('0.0.0.0'),
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * How log lines look: `json` (one JSON object a line), `pretty` (pino-pretty: coloured, one
+   * readable line each), `auto` = pretty when the process's stdout is a terminal, JSON otherwise.
+   */
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   DATABASE_URL: z.url().default('postgres://postgres@127.0.0.1:5432/lenstack'),
   REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
   /** Redis key prefix; tests give each run its own so runs can overlap. */
