@@ -1,11 +1,11 @@
 # Image for the API, the worker and the console (the same code; compose picks the command).
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
 # The console's front end, built with the dev dependencies (Vite), copied into the image below.
-FROM node:20-bookworm-slim AS web
+FROM node:24-bookworm-slim AS web
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -13,7 +13,7 @@ COPY web/ui ./web/ui
 COPY tools/scripts/build-web.ts ./tools/scripts/build-web.ts
 RUN npx tsx tools/scripts/build-web.ts --force
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # exiftool-vendored runs the ExifTool it bundles, a Perl program that needs more than perl-base.
 RUN apt-get update \
   && apt-get install -y --no-install-recommends perl ca-certificates \

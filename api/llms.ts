@@ -45,6 +45,8 @@ Every error is {"error": {"code", "message", "retryable", "requestId"}}. 402 PLA
 ## Install
 No SDK is required: any HTTP client works. Example:
 curl -s https://<base_url>/v1/analyze -H "Authorization: Bearer ${ANONYMOUS_SANDBOX_KEY}" -H "Content-Type: application/json" -d '{"imageUrl":"https://example.com/photo.jpg","preset":"quick-scan"}'
+TypeScript: the typed client @lenstack/client (generated from /v1/openapi.json; retries 429/503 with the same x-request-id) is in the Lenstack repository under clients/typescript, an npm workspace: after \`npm ci\` in a clone, import { Lenstack } from '@lenstack/client'; new Lenstack({ apiKey, baseUrl }).analyze({ imageUrl, preset: 'quick-scan' }).
+Command line, from a clone: LENSTACK_API_KEY=<key> LENSTACK_BASE_URL=<base_url> npx lenstack analyze photo.jpg --stack full-analysis (also lookup, enrich, batch; npx lenstack --help).
 `;
 }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStore } from '@tus/file-store';
 import { EVENTS, Server } from '@tus/server';
@@ -25,6 +25,11 @@ const MIN_CHARGE = 256 * 1024;
 /** Untaken uploads one person may hold, whatever their sizes (a batch holds at most 10,000). */
 const MAX_HELD = 10_000;
 const ID = /^(usr_[A-Za-z0-9_-]{1,80})\.([0-9a-f]{32})$/;
+/**
+ * A file no row names is removed once it is this old: its row went with its person or workspace
+ * (a cascade), or its creation failed half-way. Younger ones may be a creation still under way.
+ */
+export const ORPHAN_GRACE_MS = 3600_000;
 
 export interface Uploads {
   /** The directory the files are in (each at {dir}/{id}). */
@@ -43,7 +48,10 @@ export interface Uploads {
   release(ids: string[]): Promise<void>;
   /** Forget uploads a batch took (their bytes are in the blob store now). */
   forget(ids: string[]): Promise<void>;
-  /** Delete uploads older than UPLOAD_TTL_MS (finished or not). */
+  /**
+   * Delete uploads older than UPLOAD_TTL_MS (finished or not), and files no row names any more
+   * once they are ORPHAN_GRACE_MS old. Returns how many uploads went.
+   */
   sweep(): Promise<number>;
 }
 
@@ -184,9 +192,21 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
     async sweep() {
       const old = await deps.db.query<{ id: string }>(`SELECT id FROM console_uploads WHERE created_at < now() - make_interval(secs => $1)`, [UPLOAD_TTL_MS / 1000]);
       await this.forget(old.rows.map((r) => r.id));
-      // Unfinished files no row names any more (a row cascaded away with its person or workspace) expire by the store's own clock.
+      // Files whose row is gone: a person or workspace deleted took the rows with it (a cascade
+      // cannot reach the disk), or a creation failed half-way. tus's own expiry only removes
+      // unfinished uploads, so finished ones would stay for ever.
+      const onDisk = [...new Set((await readdir(deps.dir).catch(() => [] as string[])).map((n) => n.replace(/\.json$/, '')).filter((n) => ID.test(n)))];
+      const named = new Set((await deps.db.query<{ id: string }>('SELECT id FROM console_uploads WHERE id = ANY($1)', [onDisk])).rows.map((r) => r.id));
+      let orphans = 0;
+      for (const id of onDisk.filter((i) => !named.has(i))) {
+        const files = [path.join(deps.dir, id), path.join(deps.dir, `${id}.json`)];
+        const times = await Promise.all(files.map((f) => stat(f).then((st) => st.mtimeMs, () => 0)));
+        if (Date.now() - Math.max(...times) < ORPHAN_GRACE_MS) continue;
+        await Promise.all(files.map((f) => rm(f, { force: true })));
+        orphans++;
+      }
       await store.deleteExpired().catch(() => 0);
-      return old.rows.length;
+      return old.rows.length + orphans;
     },
   };
 }

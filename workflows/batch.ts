@@ -52,10 +52,17 @@ export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled
 /** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
 export const PHOTOS_PER_RUN = 200;
 /**
- * A vehicle's photos described at once inside a batch. The batch's share counts photos for both
- * kinds: a vehicle batch runs share ÷ this many vehicles at once (at least one).
+ * Vendor calls in flight for a vehicle batch: the batch's share counts calls for both kinds. A
+ * vehicle is a chain (its photo calls, then one synthesis over their findings), so running fewer
+ * vehicles with their photos side by side leaves calls idle at every synthesis and at every round
+ * that is not full. Throughput comes from running as many vehicles as the share allows, each with
+ * an equal part of it: a page of many vehicles runs `share` of them one call each; a batch of one
+ * vehicle describes `share` of its photos at once.
  */
-export const BATCH_VEHICLE_PHOTO_CONCURRENCY = 4;
+export function vehicleLanes(share: number, vehicles: number): { atOnce: number; photoConcurrency: number } {
+  const atOnce = Math.max(1, Math.min(share, vehicles));
+  return { atOnce, photoConcurrency: Math.max(1, Math.floor(share / atOnce)) };
+}
 
 const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 // Fetching a photo by URL: the fetch has its own deadline (the address policy's), retried a little.
@@ -125,8 +132,7 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       cursor = -1;
       continue;
     }
-    const photoConcurrency = Math.min(BATCH_VEHICLE_PHOTO_CONCURRENCY, share);
-    const atOnce = input.kind === 'vehicles' ? Math.max(1, Math.floor(share / photoConcurrency)) : share;
+    const { atOnce, photoConcurrency } = input.kind === 'vehicles' ? vehicleLanes(share, items.length) : { atOnce: share, photoConcurrency: 1 };
     await mapBounded(items, atOnce, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;

@@ -4,6 +4,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { vehicleLanes } from '../../workflows/batch.ts';
 
 /**
  * Vehicle batches through HTTP against the real pipeline: each vehicle (1 to 50 photos with its own
@@ -106,5 +107,21 @@ describe('a vehicle batch', () => {
     }
     expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 50, reserved: 0 });
+  });
+});
+
+describe('vehicle lanes', () => {
+  it('keeps every vendor call of the share busy and never more: many vehicles run one call each, a lone vehicle takes the whole share', () => {
+    expect(vehicleLanes(4, 16)).toEqual({ atOnce: 4, photoConcurrency: 1 });
+    expect(vehicleLanes(4, 1)).toEqual({ atOnce: 1, photoConcurrency: 4 });
+    expect(vehicleLanes(4, 2)).toEqual({ atOnce: 2, photoConcurrency: 2 });
+    expect(vehicleLanes(1, 16)).toEqual({ atOnce: 1, photoConcurrency: 1 });
+    for (let share = 1; share <= 16; share++) {
+      for (let vehicles = 1; vehicles <= 64; vehicles++) {
+        const { atOnce, photoConcurrency } = vehicleLanes(share, vehicles);
+        expect(atOnce * photoConcurrency).toBeLessThanOrEqual(share);
+        expect(atOnce).toBe(Math.min(share, vehicles));
+      }
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bearer } from '../helpers/app.ts';
 import { launchChromium, seriousA11yViolations } from './browser.ts';
 import { startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
+import { ORPHAN_GRACE_MS } from '../../web/uploads.ts';
 import Stripe from 'stripe';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
@@ -829,6 +830,27 @@ describe('a batch submitted from the console', () => {
     expect(await over.text()).toContain('start a batch with the finished ones first');
     await stack.uploads.forget(held);
     expect((await declare(1024)).status).toBe(201);
+
+    // Finished uploads whose rows went with their workspace (a cascade cannot reach the disk) are
+    // swept once past the grace; a young orphan and an upload that still has its row stay.
+    const finished = async () => {
+      const body = Buffer.from(`finished upload ${Math.random()}`);
+      const r = await fetch(`${stack.url}/api/v1/uploads`, { method: 'POST', headers: tus({ 'upload-length': String(body.length), 'upload-metadata': meta(ws) }) });
+      const at = new URL(r.headers.get('location')!, stack.url);
+      const patched = await fetch(at, { method: 'PATCH', headers: tus({ 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }), body });
+      expect(patched.status).toBe(204);
+      return at.pathname.split('/').pop()!;
+    };
+    const [oldOrphan, youngOrphan, kept] = [await finished(), await finished(), await finished()];
+    await stack.pipeline.db.query('DELETE FROM console_uploads WHERE id = ANY($1)', [[oldOrphan, youngOrphan]]);
+    const past = new Date(Date.now() - ORPHAN_GRACE_MS - 60_000);
+    for (const id of [oldOrphan, kept]) for (const f of [id, `${id}.json`]) utimesSync(path.join(stack.uploads.dir, f), past, past);
+    const exists = (id: string) => [id, `${id}.json`].map((f) => statSync(path.join(stack.uploads.dir, f), { throwIfNoEntry: false }) !== undefined);
+    expect(exists(oldOrphan)).toEqual([true, true]);
+    expect(await stack.uploads.sweep()).toBeGreaterThanOrEqual(1);
+    expect(exists(oldOrphan)).toEqual([false, false]);
+    expect(exists(youngOrphan)).toEqual([true, true]);
+    expect(exists(kept)).toEqual([true, true]);
     await context.close();
   }, 60_000);
 });

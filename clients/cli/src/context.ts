@@ -1,0 +1,25 @@
+import type { Catalog, Lenstack } from '@lenstack/client';
+
+/** What every command gets from main: the client, the output mode and where to write. */
+export interface Context {
+  client: Lenstack;
+  json: boolean;
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+  /** Terminal width for tables (unbounded when stdout is not a terminal). */
+  width: number;
+  catalog(): Promise<Catalog>;
+}
+
+export function print(ctx: Context, text: string): void {
+  ctx.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+}
+
+export function printJson(ctx: Context, value: unknown): void {
+  ctx.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** `--lens a,b --lens c` → [a, b, c]. */
+export function listOption(values: string[] | undefined): string[] {
+  return (values ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+}

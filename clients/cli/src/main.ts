@@ -1,0 +1,152 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { DEFAULT_BASE_URL, Lenstack, LenstackError, type Catalog } from '@lenstack/client';
+import { analyzeCommand } from './commands/analyze.ts';
+import { catalogCommand, usageCommand } from './commands/account.ts';
+import { batchCommand } from './commands/batch.ts';
+import { enrichCommand } from './commands/enrich.ts';
+import { lookupCommand } from './commands/lookup.ts';
+import type { Context } from './context.ts';
+import { CliError, EXIT, exitCodeOf } from './exit-codes.ts';
+
+export const HELP = `lenstack: photo analysis from the command line
+
+Usage:
+  lenstack analyze <photo|url>... [--stack <name>] [--lens <a,b>] [--refresh]
+  lenstack lookup <photo|url>...  |  lenstack lookup --sha256 <hex> | --phash <hex> [--threshold <n>]
+  lenstack enrich <photo|url> [-o <out>] [--formats exif,iptc,xmp] [--force]
+  lenstack batch <folder|photo>... [--stack <name>] [--lens <a,b>] [--export <out.xlsx|.csv|.json>]
+  lenstack catalog                 lenses and stacks
+  lenstack usage                   your credits
+
+Options:
+  --json          machine-readable output on stdout (default: readable tables)
+  -h, --help      this help        --version   the CLI's version
+
+Environment:
+  LENSTACK_API_KEY    your key (svc_live_… or svc_test_…), required
+  LENSTACK_BASE_URL   the API (default ${DEFAULT_BASE_URL})
+
+Exit codes:
+  0 ok   2 usage (bad arguments, unreadable file)   3 auth (no key, key refused)
+  4 not enough credits   5 other API error   6 network (no answer)   1 a fault of the CLI
+
+Examples:
+  lenstack analyze photo.jpg --stack full-analysis
+  lenstack analyze photo.jpg --lens dating,location --json | jq .output.estimatedDate
+  lenstack lookup photo.jpg
+  lenstack enrich photo.jpg -o photo.enriched.jpg
+  lenstack batch ./holiday --lens dating,describe --export holiday.xlsx
+`;
+
+const OPTIONS = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
+  stack: { type: 'string', short: 's' },
+  lens: { type: 'string', short: 'l', multiple: true },
+  refresh: { type: 'boolean' },
+  sha256: { type: 'string' },
+  phash: { type: 'string' },
+  threshold: { type: 'string' },
+  output: { type: 'string', short: 'o' },
+  formats: { type: 'string', multiple: true },
+  force: { type: 'boolean' },
+  export: { type: 'string' },
+} as const satisfies ParseArgsConfig['options'];
+
+/** Which options each command takes; anything else is a usage error rather than silently ignored. */
+const ALLOWED: Record<string, ReadonlyArray<keyof typeof OPTIONS>> = {
+  analyze: ['stack', 'lens', 'refresh'],
+  lookup: ['sha256', 'phash', 'threshold'],
+  enrich: ['output', 'formats', 'force'],
+  batch: ['stack', 'lens', 'export'],
+  catalog: [],
+  usage: [],
+};
+const COMMON = ['json', 'help', 'version'];
+
+export interface CliEnv {
+  apiKey: string | undefined;
+  baseUrl: string;
+}
+
+/** The environment the CLI reads, read once here. */
+export function cliEnv(env: NodeJS.ProcessEnv): CliEnv {
+  return { apiKey: env.LENSTACK_API_KEY?.trim() || undefined, baseUrl: env.LENSTACK_BASE_URL?.trim() || DEFAULT_BASE_URL };
+}
+
+export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream }): Promise<number> {
+  let json = argv.includes('--json');
+  try {
+    let parsed;
+    try {
+      parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    } catch (err) {
+      throw new CliError(`${(err as Error).message}\nRun lenstack --help for usage.`, EXIT.USAGE);
+    }
+    const { values, positionals } = parsed;
+    json = values.json === true;
+    const [command, ...rest] = positionals;
+    if (values.version) {
+      io.stdout.write(`${VERSION}\n`);
+      return EXIT.OK;
+    }
+    if (values.help || command === undefined || command === 'help') {
+      (command === undefined && !values.help ? io.stderr : io.stdout).write(HELP);
+      return command === undefined && !values.help ? EXIT.USAGE : EXIT.OK;
+    }
+    const allowed = ALLOWED[command];
+    if (!allowed) throw new CliError(`unknown command "${command}"; run lenstack --help`, EXIT.USAGE);
+    const stray = Object.keys(values).filter((k) => !COMMON.includes(k) && !allowed.includes(k as keyof typeof OPTIONS));
+    if (stray.length) throw new CliError(`${command} does not take --${stray.join(', --')}`, EXIT.USAGE);
+    if (!env.apiKey) throw new CliError('no API key: set LENSTACK_API_KEY (svc_live_… or svc_test_…)', EXIT.AUTH);
+
+    const client = new Lenstack({ apiKey: env.apiKey, baseUrl: env.baseUrl });
+    let catalog: Promise<Catalog> | undefined;
+    const ctx: Context = {
+      client, json, stdout: io.stdout, stderr: io.stderr,
+      // Cut to the terminal's width; piped output is never cut.
+      width: io.stdout.isTTY ? (io.stdout.columns ?? 100) : Number.POSITIVE_INFINITY,
+      catalog: () => (catalog ??= client.catalog()),
+    };
+    switch (command) {
+      case 'analyze':
+        return await analyzeCommand(ctx, { photos: rest, stack: values.stack, lens: values.lens, refresh: values.refresh });
+      case 'lookup':
+        return await lookupCommand(ctx, { photos: rest, sha256: values.sha256, phash: values.phash, threshold: values.threshold });
+      case 'enrich':
+        return await enrichCommand(ctx, { photos: rest, output: values.output, formats: values.formats, force: values.force });
+      case 'batch':
+        return await batchCommand(ctx, { paths: rest, stack: values.stack, lens: values.lens, export: values.export });
+      case 'catalog':
+        return await catalogCommand(ctx);
+      default:
+        return await usageCommand(ctx);
+    }
+  } catch (err) {
+    const code = exitCodeOf(err);
+    io.stderr.write(json ? `${JSON.stringify({ error: errorReport(err), exitCode: code })}\n` : `lenstack: ${humanMessage(err)}\n`);
+    return code;
+  }
+}
+
+function errorReport(err: unknown) {
+  if (err instanceof LenstackError) return { code: err.code, message: err.message, status: err.status, requestId: err.requestId, ...(err.credits ? { credits: err.credits } : {}) };
+  if (err instanceof CliError) return { code: 'USAGE', message: err.message };
+  return { code: 'CLI_FAULT', message: err instanceof Error ? err.message : String(err) };
+}
+
+function humanMessage(err: unknown): string {
+  if (err instanceof LenstackError) {
+    const hint =
+      err.code === 'AUTH_FAILED' ? '\nCheck LENSTACK_API_KEY.' :
+      err.code === 'PLAN_LIMIT_EXCEEDED' && err.credits ? `\nNeeded ${err.credits.needed} credits, ${err.credits.total} available.` :
+      err.code === 'NETWORK_ERROR' ? '\nIs the API running at LENSTACK_BASE_URL?' : '';
+    return `${err.message} (${err.code}${err.status ? ` ${err.status}` : ''}, request ${err.requestId})${hint}`;
+  }
+  if (err instanceof CliError) return err.message;
+  return err instanceof Error ? (err.stack ?? err.message) : String(err);
+}
+
+/** The CLI's version (it ships with the client, so it shares its number). */
+const VERSION = '0.1.0';
