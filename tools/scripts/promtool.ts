@@ -3,7 +3,7 @@
  * check deploy/prometheus/prometheus.yml and the dashboards' PromQL. v0.305.0 is the Go module
  * version of Prometheus 3.5.0, the image docker-compose.yml runs.
  *
- *   npx tsx tools/scripts/promtool.ts     # prints the path, building it first (~10 min cold)
+ *   npx tsx tools/scripts/promtool.ts     # prints the path, building it first (10-20 min cold)
  */
 import { ensureGoTool, type GoTool } from './go-tool.ts';
 import { isMain } from './is-main.ts';
