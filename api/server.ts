@@ -15,6 +15,7 @@ import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { buildApp } from './app.ts';
 import { Drain } from './drain.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
+import { simulatorNotice } from '../vendors/index.ts';
 
 export interface RunningApi {
   app: FastifyInstance;
@@ -51,6 +52,8 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     drain,
   });
   const address = await app.listen({ host: config.HOST, port: config.PORT });
+  const simulated = simulatorNotice(config);
+  if (simulated) app.log.warn(simulated);
   let closing: Promise<void> | undefined;
   async function drainAndClose(): Promise<void> {
     const t0 = performance.now();

@@ -15,6 +15,11 @@ export const configSchema = z.object({
   HOST: z.string().default('0.0.0.0'),
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * How log lines look: `json` (one JSON object a line), `pretty` (pino-pretty: coloured, one
+   * readable line each), `auto` = pretty when the process's stdout is a terminal, JSON otherwise.
+   */
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   DATABASE_URL: z.url().default('postgres://postgres@127.0.0.1:5432/lenstack'),
   REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
   /** Redis key prefix; tests give each run its own so runs can overlap. */
@@ -117,6 +122,12 @@ export const configSchema = z.object({
     .pipe(z.array(vendorName).min(1)),
   /** When set, every vendor without its own key is pointed at this simulated vendor server. */
   SIM_VENDOR_URL: z.url().optional(),
+  /**
+   * The simulator to use when NO vendor has a key (what `npm start` does for itself): becomes
+   * SIM_VENDOR_URL then, and is ignored as soon as one vendor key is set, so a deployment with
+   * keys never falls back to simulated answers. docker-compose.yml sets it to its sim-vendor.
+   */
+  SIM_VENDOR_URL_IF_NO_KEYS: z.url().optional(),
 
   /**
    * Graceful shutdown on SIGTERM/SIGINT. API: in-flight requests finish; one still awaiting its
@@ -129,6 +140,15 @@ export const configSchema = z.object({
   /** Port of the worker's Prometheus listener (GET /metrics); unset = no listener, 0 = any free port. */
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
+  /**
+   * `host:port` where the worker's Temporal SDK serves its own Prometheus metrics (task slots,
+   * pollers, schedule-to-start and execution latencies, sticky cache); unset = not exported.
+   * A separate listener from WORKER_METRICS_PORT: the SDK core serves it from Rust.
+   */
+  TEMPORAL_METRICS_BIND_ADDRESS: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/, 'host:port, e.g. 0.0.0.0:9464 or [::]:9464')
+    .optional(),
   /**
    * Which payment gateway captures pack purchases: `none` refuses to sell (503), `recording`
    * charges no card and records every capture (development and tests, never by default).
@@ -181,6 +201,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (parsed.data.NODE_ENV === 'production' && !parsed.data.AUTH_SECRET && parsed.data.WEB_URL) {
     throw new ConfigError('Invalid configuration:\n  AUTH_SECRET: required in production when the console runs (WEB_URL is set)');
+  }
+  const anyVendorKey = parsed.data.OPENAI_API_KEY || parsed.data.ANTHROPIC_API_KEY || parsed.data.GEMINI_API_KEY;
+  if (!parsed.data.SIM_VENDOR_URL && parsed.data.SIM_VENDOR_URL_IF_NO_KEYS && !anyVendorKey) {
+    return { ...parsed.data, SIM_VENDOR_URL: parsed.data.SIM_VENDOR_URL_IF_NO_KEYS };
   }
   return parsed.data;
 }

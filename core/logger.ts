@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pretty from 'pino-pretty';
 import type { Config } from './config.ts';
 
 /**
@@ -38,7 +39,38 @@ export function loggerOptions(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' 
   };
 }
 
-/** The process logger; tests pass a destination to read the lines. */
-export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, service: 'api' | 'worker' | 'web', destination?: DestinationStream): Logger {
-  return destination ? pino(loggerOptions(config, service), destination) : pino(loggerOptions(config, service));
+/**
+ * JSON or human-readable lines: `LOG_FORMAT` when it says so, otherwise pretty exactly when stdout
+ * is a terminal (someone reading `npm start`), JSON when it is a pipe or a file (a log collector,
+ * a container runtime, a test reading the lines).
+ */
+export function logFormat(setting: Config['LOG_FORMAT'], stdoutIsTTY: boolean | undefined): 'json' | 'pretty' {
+  if (setting !== 'auto') return setting;
+  return stdoutIsTTY === true ? 'pretty' : 'json';
+}
+
+/**
+ * The process logger; tests pass a destination to read the lines. Pretty output is written
+ * synchronously in this thread (no transport worker), so a crash loses no line.
+ */
+export function createLogger(
+  config: Pick<Config, 'LOG_LEVEL'> & Partial<Pick<Config, 'LOG_FORMAT'>>,
+  service: 'api' | 'worker' | 'web',
+  destination?: DestinationStream,
+): Logger {
+  if (destination) return pino(loggerOptions(config, service), destination);
+  if (logFormat(config.LOG_FORMAT ?? 'auto', process.stdout.isTTY) === 'pretty') {
+    return pino(
+      loggerOptions(config, service),
+      pretty({
+        sync: true,
+        singleLine: true,
+        translateTime: 'SYS:HH:MM:ss.l',
+        // npm start interleaves the API's, the worker's and the console's lines: lead with the service.
+        messageFormat: '[{service}] {msg}',
+        ignore: 'pid,hostname,service',
+      }),
+    );
+  }
+  return pino(loggerOptions(config, service));
 }

@@ -88,3 +88,16 @@ export function createVisionClients(config: Config, opts: { timeoutMs?: number }
   const clients = setup.vendors.map(({ vendor, ...o }) => FACTORIES[vendor]({ ...o, ...opts }));
   return { clients, simulated: setup.simulated, warnings: setup.warnings };
 }
+
+/**
+ * The loud startup line of a process whose vendors are all simulated (no vendor key at all),
+ * naming the simulator; null when at least one vendor is real.
+ */
+export function simulatorNotice(config: Config): string | null {
+  const setup = vendorSetup(config);
+  if (setup.vendors.length === 0 || setup.vendors.some((v) => !v.simulated)) return null;
+  return (
+    `!!! No vendor API key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY): analyses are answered by the ` +
+    `vendor SIMULATOR at ${config.SIM_VENDOR_URL}, labelled "simulated", not real AI output.`
+  );
+}

@@ -1,13 +1,14 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type RuntimeOptions, type WorkflowBundle } from '@temporalio/worker';
 import { loadConfig, type Config } from '../core/config.ts';
+import type { Logger } from 'pino';
 import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.ts';
 import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
-import { createVisionClients } from '../vendors/index.ts';
+import { createVisionClients, simulatorNotice } from '../vendors/index.ts';
 import type { Vendor } from '../workflows/types.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import { createWorkCopies } from '../vendors/work-copies.ts';
@@ -96,11 +97,33 @@ export async function startWorker(
   };
 }
 
+/**
+ * The SDK runtime of a worker process: its logs through pino, and, with
+ * TEMPORAL_METRICS_BIND_ADDRESS, the SDK core's own Prometheus exporter. Prometheus naming:
+ * counters end in `_total`, durations are histograms in seconds named with their unit
+ * (`temporal_activity_execution_latency_seconds`).
+ */
+export function workerRuntimeOptions(config: Pick<Config, 'TEMPORAL_METRICS_BIND_ADDRESS'>, logger: Logger): RuntimeOptions {
+  const options: RuntimeOptions = { logger: new PinoTemporalLogger(logger) };
+  if (config.TEMPORAL_METRICS_BIND_ADDRESS) {
+    options.telemetryOptions = {
+      metrics: {
+        prometheus: { bindAddress: config.TEMPORAL_METRICS_BIND_ADDRESS, countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true },
+      },
+    };
+  }
+  return options;
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
   const logger = createLogger(config, 'worker');
+  // Before any connection or worker exists: the runtime is created once, with these options.
   // SDK and activity logs as JSON lines; activity lines carry workflowId and activityType.
-  Runtime.install({ logger: new PinoTemporalLogger(logger) });
+  Runtime.install(workerRuntimeOptions(config, logger));
+  if (config.TEMPORAL_METRICS_BIND_ADDRESS) logger.info(`Temporal SDK metrics at http://${config.TEMPORAL_METRICS_BIND_ADDRESS}/metrics`);
+  const simulated = simulatorNotice(config);
+  if (simulated) logger.warn(simulated);
   const running = await startWorker(config, { log: (m) => logger.info(m) });
   // Plain line kept on purpose: process supervisors and tests wait for it whatever LOG_LEVEL says.
   console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE} on ${config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS}`);

@@ -30,6 +30,11 @@ export function serviceEnv(config: Config, extra: Record<string, string | number
     OPENAI_API_KEY: '',
     ANTHROPIC_API_KEY: '',
     GEMINI_API_KEY: '',
+    // A developer's shell must not change what the children do: one simulator, no fixed metrics
+    // port shared by several workers, JSON lines for logLines().
+    SIM_VENDOR_URL_IF_NO_KEYS: '',
+    TEMPORAL_METRICS_BIND_ADDRESS: '',
+    LOG_FORMAT: 'json',
     HOST: '127.0.0.1',
     PORT: '0',
     LOG_LEVEL: 'info',

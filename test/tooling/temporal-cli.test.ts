@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
-import { access } from 'node:fs/promises';
+import { access, chmod, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
 import {
   ensureTemporalCli,
   isChecksumDbUnreachable,
@@ -12,9 +14,29 @@ import {
 
 const run = promisify(execFile);
 
+const scratch = await mkdtemp(join(tmpdir(), 'lenstack-temporal-cli-'));
+const emptyDir = join(scratch, 'empty');
+await mkdir(emptyDir);
+afterAll(() => rm(scratch, { recursive: true, force: true }));
+
+/** A directory holding `temporal` as a symlink to `target`, or as a shell script with `body`. */
+async function pathDir(name: string, entry: { target: string } | { body: string }): Promise<string> {
+  const dir = join(scratch, name);
+  await mkdir(dir);
+  const file = join(dir, 'temporal');
+  if ('target' in entry) await symlink(entry.target, file);
+  else {
+    await writeFile(file, `#!/bin/sh\n${entry.body}\n`);
+    await chmod(file, 0o755);
+  }
+  return dir;
+}
+
 describe('ensureTemporalCli', () => {
   test('returns the cached pinned build: an executable that prints version 1.5.1', async () => {
-    const { TEMPORAL_CLI: _override, ...env } = process.env;
+    // No TEMPORAL_CLI, and a PATH with no temporal on it (go is found by its own fallback path).
+    const { TEMPORAL_CLI: _override, ...rest } = process.env;
+    const env = { ...rest, PATH: emptyDir };
     const path = await ensureTemporalCli({ env });
     expect(path).toBe(temporalCliLocation(env).cachedPath);
     await access(path, constants.X_OK);
@@ -35,6 +57,45 @@ describe('ensureTemporalCli', () => {
     await expect(
       ensureTemporalCli({ env: { ...process.env, TEMPORAL_CLI: '/nonexistent/temporal' }, log: () => {} }),
     ).rejects.toThrow(/TEMPORAL_CLI=\/nonexistent\/temporal does not run/);
+  });
+});
+
+describe('a temporal CLI already installed', () => {
+  test('the first temporal 1.x on PATH is used before the cache or a build; TEMPORAL_CLI still wins', async () => {
+    const real = await ensureTemporalCli({ env: { ...process.env, PATH: emptyDir }, log: () => {} });
+    const installed = await pathDir('installed', { target: real });
+    // An empty cache directory: without the PATH lookup this would start a Go build.
+    const env = { HOME: join(scratch, 'home'), XDG_CACHE_HOME: join(scratch, 'no-cache'), PATH: [emptyDir, 'relative/dir', installed, '/usr/bin'].join(':') };
+    const lines: string[] = [];
+    await expect(ensureTemporalCli({ env, log: (l) => lines.push(l) })).resolves.toBe(join(installed, 'temporal'));
+    expect(lines).toEqual([]); // the pinned version: nothing to say
+    const { stdout } = await run(join(installed, 'temporal'), ['--version']);
+    expect(stdout).toMatch(/^temporal version 1\.5\.1 /);
+
+    await expect(ensureTemporalCli({ env: { ...env, TEMPORAL_CLI: real }, log: () => {} })).resolves.toBe(real);
+  });
+
+  test('another 1.x release is used with a note; a 0.x one or one that does not run is passed over', async () => {
+    const newer = await pathDir('newer', { body: 'echo "temporal version 1.6.0 (Server 1.30.0, UI 2.44.0)"' });
+    const old = await pathDir('old', { body: 'echo "temporal version 0.13.2 (server 1.22.0) (ui 2.21.3)"' });
+    const broken = await pathDir('broken', { body: 'echo "error while loading shared libraries" >&2; exit 127' });
+    const base = { HOME: join(scratch, 'home'), XDG_CACHE_HOME: join(scratch, 'no-cache') };
+
+    const lines: string[] = [];
+    const found = await ensureTemporalCli({ env: { ...base, PATH: [old, broken, newer].join(':') }, log: (l) => lines.push(l) });
+    expect(found).toBe(join(newer, 'temporal'));
+    expect(lines).toEqual([
+      `${join(old, 'temporal')} on PATH is version 0.13.2; the dev server needs a 1.x temporal CLI, not using it`,
+      `${join(broken, 'temporal')} is on PATH but \`temporal --version\` fails there; not using it`,
+      `using ${join(newer, 'temporal')} from PATH (version 1.6.0; tested with 1.5.1)`,
+    ]);
+  });
+
+  test('with nothing usable on PATH, the cached pinned build is used', async () => {
+    const real = await ensureTemporalCli({ env: { ...process.env, PATH: emptyDir }, log: () => {} });
+    const old = await pathDir('old-only', { body: 'echo "temporal version 0.10.0"' });
+    const { TEMPORAL_CLI: _override, ...rest } = process.env;
+    await expect(ensureTemporalCli({ env: { ...rest, PATH: old }, log: () => {} })).resolves.toBe(real);
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * Test servers built from source with `go install` through the Go module proxy (the only registry
  * besides npm and Debian's that this machine reaches) and cached in ~/.cache/lenstack, pinned by
- * version: Stripe's stripe-mock and the versitygw S3 gateway. The temporal CLI has its own script
+ * version: Stripe's stripe-mock, the versitygw S3 gateway and Prometheus's promtool. The temporal CLI has its own script
  * (tools/scripts/temporal-cli.ts) because it first looks for a `temporal` on PATH.
  */
 import { spawn } from 'node:child_process';
@@ -16,6 +16,11 @@ export interface GoTool {
   /** What `go install` builds, without the version. */
   pkg: string;
   version: string;
+  /**
+   * The module's go.mod has `replace` directives, which `go install pkg@version` refuses: build
+   * it as a dependency of a scratch module instead (`go get`, `go build`), where they do not apply.
+   */
+  scratchModule?: boolean;
 }
 
 export function goToolPath(tool: GoTool, env: NodeJS.ProcessEnv = process.env): string {
@@ -31,9 +36,9 @@ async function findGo(env: NodeJS.ProcessEnv, tool: GoTool): Promise<string> {
   throw new Error(`${tool.name} is not built and there is no Go toolchain to build it (install Go, or set PATH)`);
 }
 
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -51,9 +56,22 @@ export async function ensureGoTool(tool: GoTool, env: NodeJS.ProcessEnv = proces
   await mkdir(dir, { recursive: true });
   // Into a private directory, then renamed: concurrent builds never see half a binary.
   const gobin = join(dir, `.build-${process.pid}-${randomBytes(4).toString('hex')}`);
-  const { code, output } = await run(go, ['install', `${tool.pkg}@v${tool.version}`], { ...env, GOBIN: gobin, GOFLAGS: '-buildvcs=false' });
-  if (code !== 0) throw new Error(`go install ${tool.pkg} failed (${code}): ${output.slice(-1000)}`);
-  await rename(join(gobin, tool.name), target);
-  await rm(gobin, { recursive: true, force: true });
+  const goEnv = { ...env, GOBIN: gobin, GOFLAGS: '-buildvcs=false' };
+  try {
+    if (tool.scratchModule) {
+      await mkdir(gobin, { recursive: true });
+      const steps: string[][] = [['mod', 'init', 'lenstack-build'], ['get', `${tool.pkg}@v${tool.version}`], ['build', '-o', join(gobin, tool.name), tool.pkg]];
+      for (const args of steps) {
+        const { code, output } = await run(go, args, goEnv, gobin);
+        if (code !== 0) throw new Error(`go ${args.join(' ')} failed (${code}): ${output.slice(-1000)}`);
+      }
+    } else {
+      const { code, output } = await run(go, ['install', `${tool.pkg}@v${tool.version}`], goEnv);
+      if (code !== 0) throw new Error(`go install ${tool.pkg} failed (${code}): ${output.slice(-1000)}`);
+    }
+    await rename(join(gobin, tool.name), target);
+  } finally {
+    await rm(gobin, { recursive: true, force: true });
+  }
   return target;
 }

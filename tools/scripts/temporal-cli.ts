@@ -1,5 +1,7 @@
 /**
- * Finds or builds the `temporal` CLI that runs our Temporal dev server.
+ * Finds or builds the `temporal` CLI that runs our Temporal dev server, in this order:
+ * `TEMPORAL_CLI` (as is), a `temporal` 1.x on PATH (Homebrew, a release download, a package),
+ * our cached build, and only then a build.
  *
  * These machines reach the Go module proxy but no release downloads, so the CLI is built from
  * source with `go install` and cached outside the repo. v1.5.1 is pinned: later tags carry a
@@ -9,9 +11,9 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, constants, mkdir, rename, rm } from 'node:fs/promises';
+import { access, constants, mkdir, rename, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
 import { isMain } from './is-main.ts';
 
 export const TEMPORAL_CLI_VERSION = '1.5.1';
@@ -26,6 +28,8 @@ export interface TemporalCliLocation {
   override: string | undefined;
   /** Where our pinned build is cached. */
   cachedPath: string;
+  /** The absolute directories of PATH, in order, where a `temporal` already installed is looked for. */
+  pathDirs: string[];
 }
 
 /** The only place this module reads the environment. */
@@ -34,6 +38,8 @@ export function temporalCliLocation(env: NodeJS.ProcessEnv = process.env): Tempo
   return {
     override: env.TEMPORAL_CLI || undefined,
     cachedPath: join(cacheHome, 'lenstack', `temporal-${TEMPORAL_CLI_VERSION}`, 'temporal'),
+    // Relative entries (".", empty) would make the answer depend on the working directory: skipped.
+    pathDirs: (env.PATH ?? '').split(delimiter).filter((dir) => dir !== '' && isAbsolute(dir)),
   };
 }
 
@@ -51,7 +57,7 @@ export class TemporalCliError extends Error {
 export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Promise<string> {
   const env = opts.env ?? process.env;
   const log = opts.log ?? ((line: string) => process.stderr.write(`[temporal-cli] ${line}\n`));
-  const { override, cachedPath } = temporalCliLocation(env);
+  const { override, cachedPath, pathDirs } = temporalCliLocation(env);
 
   if (override) {
     const version = await temporalCliVersion(override).catch((err: unknown) => {
@@ -62,6 +68,9 @@ export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Pr
     }
     return override;
   }
+
+  const installed = await temporalOnPath(pathDirs, log);
+  if (installed) return installed;
 
   if (await isExecutable(cachedPath)) {
     const version = await temporalCliVersion(cachedPath).catch(() => null);
@@ -75,6 +84,30 @@ export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Pr
     throw new TemporalCliError(`built ${cachedPath} but it reports version ${version}, not ${TEMPORAL_CLI_VERSION}`);
   }
   return cachedPath;
+}
+
+/**
+ * The first `temporal` on PATH that runs and is a 1.x release (the dev-server flags we pass exist
+ * throughout 1.x); null when there is none. Anything else found is named in the log and passed over.
+ */
+async function temporalOnPath(dirs: string[], log: (line: string) => void): Promise<string | null> {
+  for (const dir of dirs) {
+    const candidate = join(dir, 'temporal');
+    const isFile = await stat(candidate).then((s) => s.isFile(), () => false);
+    if (!isFile || !(await isExecutable(candidate))) continue;
+    const version = await temporalCliVersion(candidate).catch(() => null);
+    if (version === null) {
+      log(`${candidate} is on PATH but \`temporal --version\` fails there; not using it`);
+      continue;
+    }
+    if (!/^1\./.test(version)) {
+      log(`${candidate} on PATH is version ${version}; the dev server needs a 1.x temporal CLI, not using it`);
+      continue;
+    }
+    if (version !== TEMPORAL_CLI_VERSION) log(`using ${candidate} from PATH (version ${version}; tested with ${TEMPORAL_CLI_VERSION})`);
+    return candidate;
+  }
+  return null;
 }
 
 /** The version `temporal --version` prints ("temporal version 1.5.1 (Server 1.29.1, UI 2.42.1)"). */
