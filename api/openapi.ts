@@ -84,7 +84,7 @@ const HEADERS: Record<string, Json> = {
     description:
       'The request id: the caller’s own `x-request-id` when it matches `^[A-Za-z0-9._:-]{1,128}$`, otherwise one minted by the server (`req_` + 24 hex). ' +
       'On the analyze endpoints it is also the idempotency key, per account: the same id sent again with the same request answers the first answer again (the work runs and bills once; while the first is still running, the second waits for it), ' +
-      'the same id with a different request is 409 `REQUEST_ID_CONFLICT`, and a request refused before any work started frees its id. `POST /v2/enrich` bills a retry with the same id once.',
+      'the same id with a different request is 409 `REQUEST_ID_CONFLICT`, and a request refused before any work started frees its id. `POST /v2/enrich` bills a retry with the same id once; `POST /v1/batches` answers the same id and body with the batch the first submission made.',
     required: true,
     schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
   },

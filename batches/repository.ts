@@ -64,17 +64,36 @@ export interface BatchSummary {
 export const batchNotFound = () => new AppError('NOT_FOUND', 'No such batch');
 
 /** Store a batch and its items in one transaction (a batch never exists half-written). */
-export async function createBatch(db: Db, args: { userId: string; kind: BatchKind; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[] }): Promise<string> {
+/** The batch an x-request-id already made for this account, with the fingerprint of its body. */
+export async function batchOfRequest(db: Db, userId: string, requestId: string): Promise<{ id: string; requestHash: string } | null> {
+  const r = await db.query<{ id: string; request_hash: string }>('SELECT id, request_hash FROM batches WHERE user_id = $1 AND request_id = $2', [userId, requestId]);
+  return r.rows[0] ? { id: r.rows[0].id, requestHash: r.rows[0].request_hash } : null;
+}
+
+/** Thrown by createBatch when a concurrent submission made the batch of this x-request-id first. */
+export class RequestIdTaken extends Error {}
+
+export async function createBatch(
+  db: Db,
+  args: { userId: string; kind: BatchKind; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[]; request?: { id: string; hash: string } },
+): Promise<string> {
   const id = newId('bat');
   await inTransaction(db, async (c) => {
-    await c.query(`INSERT INTO batches (id, user_id, kind, status, spec, columns, item_count) VALUES ($1, $2, $3, 'running', $4, $5, $6)`, [
-      id,
-      args.userId,
-      args.kind,
-      args.spec,
-      args.columns === null ? null : JSON.stringify(args.columns),
-      args.items.length,
-    ]);
+    await c
+      .query(`INSERT INTO batches (id, user_id, kind, status, spec, columns, item_count, request_id, request_hash) VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8)`, [
+        id,
+        args.userId,
+        args.kind,
+        args.spec,
+        args.columns === null ? null : JSON.stringify(args.columns),
+        args.items.length,
+        args.request?.id ?? null,
+        args.request?.hash ?? null,
+      ])
+      .catch((err: unknown) => {
+        if ((err as { code?: string; constraint?: string }).constraint === 'batches_user_request') throw new RequestIdTaken();
+        throw err;
+      });
     // In slices, so 10,000 items are a few statements rather than one huge parameter list.
     for (let start = 0; start < args.items.length; start += 1000) {
       const slice = args.items.slice(start, start + 1000);

@@ -11,7 +11,7 @@ import { resolveLenses } from '../lenses/resolve.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
-import { batchSummary, createBatch, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
+import { batchOfRequest, batchSummary, createBatch, RequestIdTaken, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
 
 export const MAX_BATCH_ITEMS = 10_000;
 /** Vehicles in one vehicle batch, each 1 to MAX_VEHICLE_PHOTOS photos (and MAX_BATCH_ITEMS photos in all). */
@@ -73,7 +73,13 @@ export type BatchSubmission = Omit<BatchBody, 'items'> & { items?: Array<NonNull
  * with the reason, then the batch stored and its workflow started. No
  * credits move here: each photo reserves and settles its own as the batch runs.
  */
-export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, userId: string, body: BatchSubmission): Promise<BatchSummary> {
+export async function submitBatch(
+  deps: AnalyzeDeps & { temporal: Client },
+  userId: string,
+  body: BatchSubmission,
+  /** The caller's x-request-id and the fingerprint of the body: one id, one batch. */
+  request?: { id: string; hash: string },
+): Promise<BatchSummary> {
   if ((body.items === undefined) === (body.vehicles === undefined)) throw validationFailed('body: send either items (photos) or vehicles (groups of photos), not both');
   const vehicles = body.vehicles;
   // A vehicle batch runs the vehicle-condition stack unless the caller named lenses otherwise (which is refused below).
@@ -91,6 +97,19 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
   for (const c of body.columns ?? []) {
     if (!c.jsonPath.split('.').every((seg) => seg.length > 0)) throw validationFailed(`columns: jsonPath ${JSON.stringify(c.jsonPath)} has an empty segment`);
   }
+
+  // The same request resent under its id (the answer was lost) gets the batch it made; another
+  // request under the id is refused before any photo is taken in.
+  const boundTo = async (): Promise<BatchSummary | null> => {
+    const made = request ? await batchOfRequest(deps.db, userId, request.id) : null;
+    if (!made) return null;
+    if (made.requestHash !== request!.hash) {
+      throw new AppError('REQUEST_ID_CONFLICT', `x-request-id ${request!.id} already submitted another batch (${made.id}); send this one with a new x-request-id`);
+    }
+    return batchSummary(deps.db, userId, made.id);
+  };
+  const earlier = await boundTo();
+  if (earlier) return earlier;
 
   const stored: string[] = [];
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
@@ -122,7 +141,17 @@ export async function submitBatch(deps: AnalyzeDeps & { temporal: Client }, user
     ...(body.moduleOptions ? { moduleOptions: body.moduleOptions } : {}),
   };
   const kind = vehicles ? 'vehicles' : 'photos';
-  const batchId = await createBatch(deps.db, { userId, kind, spec, columns: body.columns ?? null, items });
+  let batchId: string;
+  try {
+    batchId = await createBatch(deps.db, { userId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
+  } catch (err) {
+    if (!(err instanceof RequestIdTaken)) throw err;
+    // A concurrent submission under the same id made its batch first: this one keeps nothing.
+    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+    const winner = await boundTo();
+    if (winner) return winner;
+    throw new AppError('SERVICE_UNAVAILABLE', 'A submission under the same x-request-id was being started; try again shortly', { cause: err });
+  }
   try {
     await startBatchWorkflow(deps, { batchId, userId, kind, spec, itemCount: items.length });
   } catch (err) {

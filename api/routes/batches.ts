@@ -6,6 +6,7 @@ import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, prepareBatchExport, sendBatchExpo
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { batchItemOutputSchema } from '../../analysis/contract.ts';
+import { requestFingerprint } from '../../analysis/request-binding.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
 import type { AppDeps } from '../deps.ts';
@@ -91,12 +92,12 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           tags: ['batches'],
           security: [{ bearer: [] }],
           body: batchBodySchema,
-          response: { 202: batchSchema, ...errorResponses(400, 401, 413, 415, 429, 503) },
+          response: { 202: batchSchema, ...errorResponses(400, 401, 409, 413, 415, 429, 503) },
         },
       },
       async (request, reply) => {
         const userId = liveUser(request);
-        const summary = await submitBatch(pipeline(), userId, request.body);
+        const summary = await submitBatch(pipeline(), userId, request.body, { id: request.id, hash: requestFingerprint(request.body) });
         return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
     );

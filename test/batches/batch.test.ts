@@ -182,6 +182,34 @@ describe('a batch over the API', () => {
     expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
   });
 
+  it('one x-request-id is one batch: a resent submission gets the same batch, a different body under the id 409, two at once one batch', async () => {
+    const user = await createTestUser(p.db, { community: 100 });
+    const body = { modules: ['dating'], items: [{ base64: photoBase64('Nikon_D70.jpg'), name: 'a.jpg' }] };
+    const send = (b: Record<string, unknown>, id: string) =>
+      p.app.inject({ method: 'POST', url: '/v1/batches', headers: { ...bearer(user.liveKey), 'x-request-id': id }, payload: b });
+    const first = await send(body, 'submit-once-1');
+    expect(first.statusCode, first.body).toBe(202);
+    // The answer was lost; the client sends the same request again under the same id.
+    const again = await send(body, 'submit-once-1');
+    expect(again.statusCode, again.body).toBe(202);
+    expect(again.json().id).toBe(first.json().id);
+    // Another request under the id is refused and keeps nothing.
+    const other = await send({ ...body, modules: ['location'] }, 'submit-once-1');
+    expect(other.statusCode).toBe(409);
+    expect(other.json().error.code).toBe('REQUEST_ID_CONFLICT');
+    // Two identical submissions racing under a fresh id make one batch.
+    const [r1, r2] = await Promise.all([send(body, 'submit-once-2'), send(body, 'submit-once-2')]);
+    expect([r1.statusCode, r2.statusCode]).toEqual([202, 202]);
+    expect(r1.json().id).toBe(r2.json().id);
+    const rows = await p.db.query('SELECT id FROM batches WHERE user_id = $1', [user.userId]);
+    expect(rows.rowCount).toBe(2);
+    await until(user.liveKey, first.json().id, (b) => b.status === 'completed');
+    await until(user.liveKey, r1.json().id, (b) => b.status === 'completed');
+    // The photo was billed once, whatever was resent.
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 99, reserved: 0 });
+    expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
+  });
+
   it('refuses bad input with a 400 and keeps nothing', async () => {
     const user = await createTestUser(p.db, { community: 10 });
     const bodies = [

@@ -85,12 +85,20 @@ describe('retries', () => {
     expect(seen).toHaveLength(1);
   });
 
-  it('does not resend a batch submission whose answer was lost (it is not idempotent), but retries its 429', async () => {
+  it('resends a batch submission whose answer was lost under the same x-request-id (the API answers with the batch it made), and retries its 429', async () => {
     const lost = await wire([hangUp, json(202, BATCH)]);
-    const err = await client(lost.url, []).batches.create({ items: [{ url: 'https://example.com/a.jpg' }] }).catch((e: unknown) => e);
+    const resent = await client(lost.url, []).batches.create({ items: [{ url: 'https://example.com/a.jpg' }] });
+    expect(resent.id).toBe('bat_1');
+    expect(lost.seen).toHaveLength(2);
+    expect(lost.seen[1]!.requestId).toBe(lost.seen[0]!.requestId);
+    await new Promise((r) => server!.close(r));
+
+    // Steering a batch is not resent after a lost answer.
+    const control = await wire([hangUp, json(202, BATCH)]);
+    const err = await client(control.url, []).batches.pause('bat_1').catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'NETWORK_ERROR', status: null, attempts: 1, retryable: true });
-    expect((err as LenstackError).requestId).toBe(lost.seen[0]!.requestId);
-    expect(lost.seen).toHaveLength(1);
+    expect((err as LenstackError).requestId).toBe(control.seen[0]!.requestId);
+    expect(control.seen).toHaveLength(1);
     await new Promise((r) => server!.close(r));
 
     const limited = await wire([json(429, envelope('RATE_LIMITED', true), { 'retry-after': '0' }), json(202, BATCH)]);

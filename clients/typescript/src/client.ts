@@ -34,10 +34,10 @@ export interface RequestOptions {
 
 /**
  * Requests whose answer may be lost without harm when sent again: reads, lookups (free, nothing
- * stored) and the operations the API makes idempotent by x-request-id (analyze, enrich). Batch
- * submission and batch control are not: after a lost answer the client reports NETWORK_ERROR
- * instead of maybe submitting the batch twice. 429 and 503 are retried everywhere: the API did
- * nothing.
+ * stored) and the operations the API makes idempotent by x-request-id (analyze, enrich, batch
+ * submission: the same id answers with the batch it made). Batch control (pause, resume, cancel,
+ * retry an item) is not: after a lost answer the client reports NETWORK_ERROR rather than steer
+ * the batch twice. 429 and 503 are retried everywhere: the API did nothing.
  */
 const IDEMPOTENT: FetchPolicy = { retryNetworkErrors: true };
 const ONCE: FetchPolicy = { retryNetworkErrors: false };
@@ -163,9 +163,12 @@ export class Lenstack {
 export class Batches {
   constructor(readonly client: Lenstack) {}
 
-  /** POST /v1/batches: submit; answers at once with the running batch. Not retried after a lost answer. */
+  /**
+   * POST /v1/batches: submit; answers at once with the running batch. Resent after a lost answer
+   * under the same x-request-id, which answers with the batch the first send made.
+   */
   create(body: BatchRequest, opts?: RequestOptions): Promise<Batch> {
-    return this.client.call(ONCE, opts, (init) => this.client.raw.POST('/v1/batches', { body, ...init }));
+    return this.client.call(IDEMPOTENT, opts, (init) => this.client.raw.POST('/v1/batches', { body, ...init }));
   }
 
   /** GET /v1/batches/{id}: status, counts, credits and ETA. */

@@ -2952,7 +2952,7 @@ export type components = {
     };
     requestBodies: never;
     headers: {
-        /** @description The request id: the caller’s own `x-request-id` when it matches `^[A-Za-z0-9._:-]{1,128}$`, otherwise one minted by the server (`req_` + 24 hex). On the analyze endpoints it is also the idempotency key, per account: the same id sent again with the same request answers the first answer again (the work runs and bills once; while the first is still running, the second waits for it), the same id with a different request is 409 `REQUEST_ID_CONFLICT`, and a request refused before any work started frees its id. `POST /v2/enrich` bills a retry with the same id once. */
+        /** @description The request id: the caller’s own `x-request-id` when it matches `^[A-Za-z0-9._:-]{1,128}$`, otherwise one minted by the server (`req_` + 24 hex). On the analyze endpoints it is also the idempotency key, per account: the same id sent again with the same request answers the first answer again (the work runs and bills once; while the first is still running, the second waits for it), the same id with a different request is 409 `REQUEST_ID_CONFLICT`, and a request refused before any work started frees its id. `POST /v2/enrich` bills a retry with the same id once; `POST /v1/batches` answers the same id and body with the batch the first submission made. */
         RequestId: string;
         /** @description Requests allowed in the window of the limit closest to being reached (draft-ietf-httpapi-ratelimit-headers). Absent when the limiter is unavailable (the service then fails open). */
         RateLimitLimit: number;
@@ -3916,6 +3916,16 @@ export interface operations {
             };
             /** @description Error: `AUTH_FAILED` */
             401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
