@@ -163,7 +163,6 @@ export async function buildImageCorpus(size: CorpusSize, random: Prng): Promise<
   const shared = readdirSync(PHOTOS_DIR).filter((f) => f !== 'ATTRIBUTION').sort();
   for (const name of shared) {
     if (name.startsWith('invalid-')) add('shared invalid-* photos (intact)', name, photoBytes(name), { expect: 'accept' });
-    else if (name.endsWith('.HEIC')) add('shared photos', `${name} (HEVC: unsupported)`, photoBytes(name), INVALID);
     else add('shared photos', name, photoBytes(name), { expect: 'accept' });
   }
 
