@@ -1,14 +1,16 @@
 import { imageInvalid } from '../core/errors.ts';
 
 /**
- * Reads a BMP's size from its headers (sharp/libvips cannot read BMP at all) and checks, before
- * any decode, that the file holds all the pixels it declares: an uncompressed BMP cut short would
- * otherwise decode with black rows. RLE-compressed BMPs are checked by their decoder.
+ * Reads a BMP's size from its headers (sharp/libvips cannot read BMP at all), and where its pixels
+ * end: an uncompressed BMP cut short would decode with black rows, so images/open.ts refuses it
+ * before decoding. RLE-compressed BMPs are checked by their decoder.
  */
 
 export interface BmpHeader {
   width: number;
   height: number;
+  /** Byte offset where the uncompressed pixel rows end; undefined for RLE. */
+  pixelsEnd?: number;
 }
 
 const BI_RGB = 0;
@@ -34,11 +36,6 @@ export function readBmpHeader(b: Buffer): BmpHeader {
     throw imageInvalid(`BMP compression ${compression} (embedded JPEG/PNG or other) is not supported`);
   }
   if (rle && rawHeight < 0) throw imageInvalid('BMP with RLE compression cannot be top-down');
-  if (!rle) {
-    const rowBytes = Math.ceil((width * depth) / 32) * 4;
-    if (offset + rowBytes * height > b.length) {
-      throw imageInvalid(`Image is corrupt or truncated: BMP declares ${width}×${height} pixels, more than its ${b.length} bytes hold`);
-    }
-  }
-  return { width, height };
+  if (rle) return { width, height };
+  return { width, height, pixelsEnd: offset + Math.ceil((width * depth) / 32) * 4 * height };
 }

@@ -70,6 +70,12 @@ export async function openImage(bytes: Buffer, opts: { maxPixels?: number } = {}
   const maxPixels = opts.maxPixels ?? SHARP_DEFAULT_MAX_PIXELS;
   const kind = await foreignKind(bytes);
   if (kind === null) return sharp(bytes, { limitInputPixels: maxPixels, failOn: DECODE_FAIL_ON });
+  if (kind === 'bmp') {
+    const { width, height, pixelsEnd } = readBmpHeader(bytes);
+    if (pixelsEnd !== undefined && pixelsEnd > bytes.length) {
+      throw imageInvalid(`Image is corrupt or truncated: BMP declares ${width}×${height} pixels, more than its ${bytes.length} bytes hold`);
+    }
+  }
   const { pixels, width, height } = await decodeForeign(kind, bytes, maxPixels);
   return sharp(pixels, { raw: { width, height, channels: 3 } });
 }
