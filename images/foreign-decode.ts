@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
-import { imageInvalid, imageTooLarge } from '../core/errors.ts';
+import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
 
 /**
  * Decodes the two formats the prebuilt sharp cannot: HEVC-coded HEIF (iPhone HEIC; libvips is built
@@ -44,13 +45,38 @@ type WorkerAnswer =
   | { ok: true; width: number; height: number; pixels: ArrayBuffer }
   | { ok: false; reason: 'too-large' | 'invalid'; message: string };
 
-export async function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise<DecodedRgb> {
+/** Refusals this decoder worded itself: final, nothing to learn from decoding again. */
+const refusals = new WeakSet<AppError>();
+export const isDecoderRefusal = (err: unknown): boolean => err instanceof AppError && refusals.has(err);
+
+function refuse(err: AppError): never {
+  refusals.add(err);
+  throw err;
+}
+
+/**
+ * Identical bytes decoding at the same time share one decode (a client retrying an upload, the
+ * same photo twice in a request, or analyze and lookup of one photo at once): each costs seconds.
+ */
+const inFlight = new Map<string, Promise<DecodedRgb>>();
+
+export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise<DecodedRgb> {
+  const key = `${kind}:${maxPixels}:${createHash('sha256').update(bytes).digest('hex')}`;
+  const running = inFlight.get(key);
+  if (running) return running;
+  const decode = decodeOnce(kind, bytes, maxPixels).finally(() => inFlight.delete(key));
+  inFlight.set(key, decode);
+  return decode;
+}
+
+async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise<DecodedRgb> {
   const release = await slot();
   try {
-    const answer = await runWorker(kind, bytes, maxPixels);
-    if (!answer.ok) throw answer.reason === 'too-large' ? imageTooLarge(answer.message) : imageInvalid(answer.message);
+    // A timeout or a crashed worker is as final as a refusal: the same bytes would do it again.
+    const answer = await runWorker(kind, bytes, maxPixels).catch((err: unknown) => refuse(err instanceof AppError ? err : imageInvalid(String(err))));
+    if (!answer.ok) refuse(answer.reason === 'too-large' ? imageTooLarge(answer.message) : imageInvalid(answer.message));
     const pixels = Buffer.from(answer.pixels);
-    if (pixels.length !== answer.width * answer.height * 3) throw imageInvalid('Image decoded to an unexpected pixel count');
+    if (pixels.length !== answer.width * answer.height * 3) refuse(imageInvalid('Image decoded to an unexpected pixel count'));
     return { pixels, width: answer.width, height: answer.height };
   } finally {
     release();

@@ -35,7 +35,8 @@ const MIME: Record<ImageFormat, string> = {
   bmp: 'image/bmp',
 };
 
-const ACCEPTED = 'JPEG, PNG, WebP, GIF, TIFF, AVIF, HEIC/HEIF or BMP';
+/** What intake accepts, as the API documents it (OpenAPI, llms.txt) and refusals name it. */
+export const ACCEPTED_FORMATS = 'JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP';
 
 /**
  * `decode: false` skips the full decode check: for bytes already in the blob store, which passed
@@ -43,7 +44,7 @@ const ACCEPTED = 'JPEG, PNG, WebP, GIF, TIFF, AVIF, HEIC/HEIF or BMP';
  */
 export async function probeImage(bytes: Buffer, opts: { maxPixels: number; decode?: boolean }): Promise<ProbeResult> {
   const container = sniffContainer(bytes);
-  if (container === null) throw imageInvalid(`Unsupported image format: expected ${ACCEPTED}`);
+  if (container === null) throw imageInvalid(`Unsupported image format: expected ${ACCEPTED_FORMATS}`);
 
   let header: ImageHeader;
   try {

@@ -101,6 +101,14 @@ describe('HEIC', () => {
     const ok = await decodeForeign('heif', HEIC, 2566 * 3313);
     expect({ width: ok.width, height: ok.height, bytes: ok.pixels.length }).toEqual({ width: 2566, height: 3313, bytes: 2566 * 3313 * 3 });
   });
+
+  it('the same bytes decoding at once share one decode; a later call decodes afresh', async () => {
+    const [a, b] = await Promise.all([decodeForeign('heif', HEIC, limits.maxPixels), decodeForeign('heif', Buffer.from(HEIC), limits.maxPixels)]);
+    expect(a).toBe(b);
+    const later = await decodeForeign('heif', HEIC, limits.maxPixels);
+    expect(later).not.toBe(a);
+    expect(later.pixels.equals(a.pixels)).toBe(true);
+  });
 });
 
 describe('BMP', () => {
