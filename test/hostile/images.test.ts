@@ -31,9 +31,9 @@ import { envelopeOf, Tally, type Answer } from './support/report.ts';
 /** Longest a refusal may take (a busy 2-core CI machine, 8 requests in flight; measured: docs/reliability.md). */
 const REJECT_MS = 5_000;
 /**
- * A HEIC damaged deep inside is found only by decoding all of it: about 2.5 s of CPU for the
- * shared 8.5 MP iPhone photo on its own (bench/heic-decode.ts), in a worker thread, at most two at
- * once per process, while the other requests in flight share the same 2 cores.
+ * A HEIC damaged deep inside is found only by decoding all of it: 0.7 s (idle core) to 2.5 s
+ * (busy) of CPU for the shared 8.5 MP iPhone photo (bench/heic-decode.ts), in a worker thread, at
+ * most two at once per process, while the other requests in flight share the same 2 cores.
  */
 const REJECT_HEIC_MS = 20_000;
 /** Longest an accepted image may take (a 100 MP decode under load). */
