@@ -1,5 +1,5 @@
 import sharp, { type Sharp } from 'sharp';
-import { imageInvalid } from '../core/errors.ts';
+import { imageInvalid, imageTooLarge } from '../core/errors.ts';
 import { readBmpHeader } from './bmp-header.ts';
 import { decodeForeign, type ForeignKind } from './foreign-decode.ts';
 import { sniffContainer, type Container } from './sniff.ts';
@@ -72,6 +72,8 @@ export async function openImage(bytes: Buffer, opts: { maxPixels?: number } = {}
   if (kind === null) return sharp(bytes, { limitInputPixels: maxPixels, failOn: DECODE_FAIL_ON });
   if (kind === 'bmp') {
     const { width, height, pixelsEnd } = readBmpHeader(bytes);
+    // bmp-ts allocates width × height × 4 bytes up front: the limit is checked here, as libheif's is in its worker.
+    if (width * height > maxPixels) throw imageTooLarge(`Image is ${width}×${height} (${width * height} pixels), over the ${maxPixels}-pixel limit`);
     if (pixelsEnd !== undefined && pixelsEnd > bytes.length) {
       throw imageInvalid(`Image is corrupt or truncated: BMP declares ${width}×${height} pixels, more than its ${bytes.length} bytes hold`);
     }

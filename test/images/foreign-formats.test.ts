@@ -5,6 +5,7 @@ import { readExisting } from '../../enrich/mapping.ts';
 import { decodeUpright } from '../../images/decode.ts';
 import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
 import { decodeForeign } from '../../images/foreign-decode.ts';
+import { openImage } from '../../images/open.ts';
 import { probeImage } from '../../images/probe.ts';
 import { prepareImage } from '../../vendors/resize.ts';
 import { readBack } from '../enrich/helpers.ts';
@@ -146,6 +147,8 @@ describe('BMP', () => {
     huge.writeInt32LE(50_000, 18);
     huge.writeInt32LE(50_000, 22);
     await expect(probeImage(huge, limits)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    // The decoder's own entry checks the limit too, for a caller that did not probe first.
+    await expect(openImage(bmp, { maxPixels: W * H - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
   });
 
   it('"BM" followed by anything but a known DIB header is not a BMP', async () => {
