@@ -2,13 +2,18 @@ import { z } from 'zod';
 import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields, type Lens } from '../lenses/index.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
 import { STACKS } from '../lenses/stacks.ts';
+import { ACCEPTED_FORMATS } from '../images/probe.ts';
 
 /** Request and response of POST /v1/analyze and /v2/analyze (SPEC "POST /v1/analyze"). */
 export const MAX_BASE64_CHARS = 67_000_000;
 export const MAX_URL_CHARS = 2048;
 
-const url = z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS);
-const base64 = z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`);
+const url = z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS).describe(`URL of an image: ${ACCEPTED_FORMATS}`);
+const base64 = z
+  .string()
+  .min(1)
+  .max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`)
+  .describe(`An image as base64 (plain or data URI): ${ACCEPTED_FORMATS}`);
 
 /**
  * A name from a list: an enum in the OpenAPI document, a string at runtime, so an unknown name

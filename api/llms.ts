@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ANONYMOUS_SANDBOX_KEY } from '../auth/keys.ts';
 import { buildCatalog } from '../lenses/catalog.ts';
+import { ACCEPTED_FORMATS } from '../images/probe.ts';
 
 export const DISCOVERY_PATH = '/.well-known/lenstack.json';
 
@@ -24,6 +25,9 @@ export function buildLlmsTxt(): string {
 - GET /v1/modules — this catalog as JSON.
 - GET /v1/usage — credit balance.
 - GET /v1/health, GET /v1/openapi.json (OpenAPI 3.1), GET /v1/docs (interactive docs), GET /v1/llms.txt (this file), GET ${DISCOVERY_PATH} (discovery index).
+
+## Images
+${ACCEPTED_FORMATS}; up to 50 MiB and 100 megapixels by default (422 IMAGE_INVALID or IMAGE_TOO_LARGE otherwise).
 
 ## Authentication
 Authorization: Bearer <key>. Live keys start with svc_live_, sandbox keys with svc_test_ (fixtures, instant, nothing billed).

@@ -30,6 +30,8 @@ export const WRITABLE_BLOCKS: Readonly<Record<ImageFormat, readonly EnrichFormat
   avif: ['exif', 'xmp'],
   heif: ['exif', 'xmp'],
   gif: ['xmp'],
+  // exiftool cannot write BMP, which has no metadata blocks: enrich answers formatsWritten: [].
+  bmp: [],
 };
 
 /** Labels (place names, people, object keywords) need at least this confidence. */

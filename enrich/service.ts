@@ -70,7 +70,7 @@ export interface EnrichResult {
   creditsCharged: number;
 }
 
-const EXTENSION: Record<ImageFormat, string> = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', tiff: 'tif', avif: 'avif', heif: 'heic' };
+const EXTENSION: Record<ImageFormat, string> = { jpeg: 'jpg', png: 'png', webp: 'webp', gif: 'gif', tiff: 'tif', avif: 'avif', heif: 'heic', bmp: 'bmp' };
 
 /**
  * POST /v2/enrich: take the image in, find its lens records in the caller's registry (404 before

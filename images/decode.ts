@@ -1,6 +1,6 @@
 import sharp from 'sharp';
+import { openImage } from './open.ts';
 import { HASH_GRID } from './perceptual-hash.ts';
-import { DECODE_FAIL_ON } from './probe.ts';
 
 /**
  * The one decode of an image at intake. Its pixels, upright, flattened onto white, sRGB and shrunk
@@ -20,7 +20,7 @@ export interface UprightPixels {
 }
 
 export async function decodeUpright(bytes: Buffer): Promise<UprightPixels> {
-  const { data, info } = await sharp(bytes, { failOn: DECODE_FAIL_ON })
+  const { data, info } = await (await openImage(bytes))
     .autoOrient() // same as .rotate() without arguments
     .flatten({ background: '#ffffff' }) // transparent pixels have arbitrary colour underneath
     .resize(INTERMEDIATE.width, INTERMEDIATE.height, { fit: 'fill' })

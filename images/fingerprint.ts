@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import sharp from 'sharp';
 import { AppError, imageInvalid } from '../core/errors.ts';
 import { decodeUpright, greyscale } from './decode.ts';
 import { embedPixels } from './embedding.ts';
+import { readHeader } from './open.ts';
 import { HASH_GRID, boxDownsample, dctHash, gradientHash } from './perceptual-hash.ts';
 
 export { hammingDistance } from './perceptual-hash.ts';
@@ -34,12 +34,12 @@ export interface FingerprintOptions {
 export async function fingerprint(bytes: Buffer, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
   // Started first: libvips works on its own threads while this thread hashes the bytes.
   const hashing = perceptualHashes(bytes, opts);
-  const header = sharp(bytes).metadata();
+  const header = readHeader(bytes);
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   const [hashes, meta] = await Promise.all([hashing, header]).catch((err: unknown) => {
     throw undecodable(err);
   });
-  return { sha256, width: meta.autoOrient.width, height: meta.autoOrient.height, ...hashes };
+  return { sha256, width: meta.upright.width, height: meta.upright.height, ...hashes };
 }
 
 export type PerceptualHashes = Pick<Fingerprint, 'pHash' | 'dHash'> & { embedding?: number[] };

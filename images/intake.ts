@@ -3,6 +3,7 @@ import { imageTooLarge, validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchPolicy } from './fetch.ts';
+import { isDecoderRefusal } from './foreign-decode.ts';
 import { fingerprint, perceptualHashes, type Fingerprint, type FingerprintOptions, type PerceptualHashes } from './fingerprint.ts';
 import { probeImage, type ImageFormat } from './probe.ts';
 
@@ -109,7 +110,9 @@ async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => 
   try {
     return await decode();
   } catch (err) {
-    // The probe's own decode check words the refusal precisely (HEVC, pixel limit, truncation).
+    // The HEIC/BMP decoder's refusals are already precise, and decoding again costs seconds.
+    if (isDecoderRefusal(err)) throw err;
+    // The probe's own decode check words the refusal precisely (pixel limit, truncation).
     await probeImage(bytes, { maxPixels, decode: true });
     throw err;
   }

@@ -1,13 +1,13 @@
-import sharp, { type Metadata } from 'sharp';
 import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
-import { sniffContainer, type Container } from './sniff.ts';
+import { openImage, readHeader, type ImageHeader } from './open.ts';
+import { sniffContainer } from './sniff.ts';
 
 /**
  * Decides whether bytes are an image we accept, and how big it is, before anything is stored:
  * magic bytes → header (pixel cap, no decode) → one cheap full decode (truncation/corruption).
  */
 
-export type ImageFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'tiff' | 'avif' | 'heif';
+export type ImageFormat = 'jpeg' | 'png' | 'webp' | 'gif' | 'tiff' | 'avif' | 'heif' | 'bmp';
 
 export interface ProbeResult {
   format: ImageFormat;
@@ -18,9 +18,6 @@ export interface ProbeResult {
   orientation?: number;
   mime: string;
 }
-
-/** libvips fails on decoder errors and truncation but tolerates warnings (e.g. stray bytes). */
-export const DECODE_FAIL_ON = 'error' as const;
 
 /** Pixels per stored byte above which a large image is refused unread (camera JPEGs: ~2–20). */
 export const MAX_PIXELS_PER_BYTE = 1_000;
@@ -35,9 +32,11 @@ const MIME: Record<ImageFormat, string> = {
   tiff: 'image/tiff',
   avif: 'image/avif',
   heif: 'image/heif',
+  bmp: 'image/bmp',
 };
 
-const ACCEPTED = 'JPEG, PNG, WebP, GIF, TIFF or AVIF';
+/** What intake accepts, as the API documents it (OpenAPI, llms.txt) and refusals name it. */
+export const ACCEPTED_FORMATS = 'JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP';
 
 /**
  * `decode: false` skips the full decode check: for bytes already in the blob store, which passed
@@ -45,18 +44,18 @@ const ACCEPTED = 'JPEG, PNG, WebP, GIF, TIFF or AVIF';
  */
 export async function probeImage(bytes: Buffer, opts: { maxPixels: number; decode?: boolean }): Promise<ProbeResult> {
   const container = sniffContainer(bytes);
-  if (container === null) throw imageInvalid(`Unsupported image format: expected ${ACCEPTED}`);
+  if (container === null) throw imageInvalid(`Unsupported image format: expected ${ACCEPTED_FORMATS}`);
 
-  let meta: Metadata;
+  let header: ImageHeader;
   try {
     // Header only, nothing decoded; our own pixel check below gives the clearer error.
-    meta = await sharp(bytes, { limitInputPixels: false, failOn: DECODE_FAIL_ON }).metadata();
+    header = await readHeader(bytes);
   } catch (err) {
     throw imageInvalid(`Image could not be read: ${reason(err)}`);
   }
-  const format = formatOf(container, meta);
+  const format = formatOf(header);
   if (format === null) throw imageInvalid(`Image content does not match its ${container} signature`);
-  const { width, height } = meta;
+  const { width, height } = header;
   if (!(width > 0 && height > 0)) throw imageInvalid('Image has no dimensions');
   if (width * height > opts.maxPixels) {
     throw imageTooLarge(`Image is ${width}×${height} (${width * height} pixels), over the ${opts.maxPixels}-pixel limit`);
@@ -71,35 +70,32 @@ export async function probeImage(bytes: Buffer, opts: { maxPixels: number; decod
 
   if (opts.decode !== false) await decodeCheck(bytes, opts.maxPixels);
 
-  const upright = meta.autoOrient ?? { width, height };
+  const { upright } = header;
   const base = { format, width: upright.width, height: upright.height, mime: MIME[format] };
-  return meta.orientation === undefined ? base : { ...base, orientation: meta.orientation };
+  return header.orientation === undefined ? base : { ...base, orientation: header.orientation };
 }
 
-function formatOf(container: Container, meta: Metadata): ImageFormat | null {
-  if (container === 'isobmff') {
-    if (meta.format !== 'heif') return null;
-    return meta.compression === 'av1' ? 'avif' : 'heif';
+function formatOf(header: ImageHeader): ImageFormat | null {
+  if (header.container === 'isobmff') {
+    if (header.format !== 'heif') return null;
+    return header.compression === 'av1' ? 'avif' : 'heif';
   }
-  return meta.format === container ? container : null;
+  return header.format === header.container ? header.container : null;
 }
 
 /**
- * Headers of truncated JPEG, PNG and AVIF files parse fine, so decode every pixel once,
+ * Headers of truncated JPEG, PNG, AVIF and HEIC files parse fine, so decode every pixel once,
  * scaled down on load (JPEG/WebP decode at 1/8 size but still read all entropy-coded data).
  */
 async function decodeCheck(bytes: Buffer, maxPixels: number): Promise<void> {
   try {
-    await sharp(bytes, { limitInputPixels: maxPixels, failOn: DECODE_FAIL_ON })
-      .resize(32, 32, { fit: 'inside' })
-      .raw()
-      .toBuffer();
+    const image = await openImage(bytes, { maxPixels });
+    await image.resize(32, 32, { fit: 'inside' }).raw().toBuffer();
   } catch (err) {
+    // The HEIC/BMP decoder words its own refusals (pixel limit, truncation) in the envelope.
+    if (err instanceof AppError) throw err;
     const message = err instanceof Error ? err.message : String(err);
     if (/exceeds pixel limit/i.test(message)) throw imageTooLarge(`Image is over the ${maxPixels}-pixel limit`);
-    if (/HEVC/.test(message)) {
-      throw imageInvalid(`HEIC/HEIF images (HEVC-compressed) are not supported: send ${ACCEPTED}`);
-    }
     throw imageInvalid(`Image is corrupt or truncated: ${reason(err)}`);
   }
 }

@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { AppError } from '../core/errors.ts';
+import { openImage, readHeader } from './open.ts';
 
 /**
  * The pixel work behind vendor uploads (vendors/resize.ts decides the sizes): the upright size of
@@ -17,23 +18,15 @@ export interface RawPixels extends Size {
   pixels: Buffer;
 }
 
-/**
- * 'error' rather than the default 'warning': a slightly damaged JPEG that intake accepted must not
- * fail here.
- */
-function open(input: Buffer): ReturnType<typeof sharp> {
-  return sharp(input, { failOn: 'error' });
-}
-
 function invalid(e: unknown): AppError {
+  if (e instanceof AppError) return e;
   return new AppError('IMAGE_INVALID', `Image cannot be decoded: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
 }
 
 /** Decoded size after EXIF auto-orientation (what a viewer shows). */
 export async function uprightSize(input: Buffer): Promise<Size> {
   try {
-    const meta = await open(input).metadata();
-    const { width, height } = meta.autoOrient;
+    const { width, height } = (await readHeader(input)).upright;
     if (!width || !height) throw new Error('no dimensions');
     return { width, height };
   } catch (e) {
@@ -44,7 +37,7 @@ export async function uprightSize(input: Buffer): Promise<Size> {
 /** Decode `input` upright, on white, shrunk to `size` (its upright size is `source`): raw pixels. */
 export async function decodeRaw(input: Buffer, source: Size, size: Size): Promise<RawPixels> {
   try {
-    let pipeline = open(input).autoOrient();
+    let pipeline = (await openImage(input)).autoOrient();
     if (size.width !== source.width || size.height !== source.height) pipeline = pipeline.resize(size.width, size.height, { fit: 'fill' });
     const { data, info } = await pipeline
       .flatten({ background: '#ffffff' })
@@ -68,7 +61,7 @@ export async function encodeJpeg(input: RawPixels | { original: Buffer; upright:
   try {
     let pipeline = 'pixels' in input
       ? sharp(input.pixels, { raw: { width: input.width, height: input.height, channels: 3 } })
-      : open(input.original).autoOrient();
+      : (await openImage(input.original)).autoOrient();
     if (target.width !== current.width || target.height !== current.height) pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
     const { data, info } = await pipeline.flatten({ background: '#ffffff' }).jpeg({ quality }).toBuffer({ resolveWithObject: true });
     return { data, width: info.width, height: info.height };

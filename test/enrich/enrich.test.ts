@@ -15,6 +15,7 @@ import { getPhotos, type LensRecord } from '../../registry/photos.ts';
 import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { bmpOf } from '../images/foreign-inputs.ts';
 import { type Canary, type PublicServer, startCanaryAndPublic } from '../images/servers.ts';
 import { keysOf, ledgerOf, pixelHash, readBack, seedRegistry, sha256Of } from './helpers.ts';
 
@@ -253,9 +254,41 @@ describe('POST /v2/enrich — containers', () => {
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 5, reserved: 0 });
   });
 
-  it('HEIC is refused at intake with 422, as analyze refuses it; nothing moves', async () => {
+  it('an iPhone HEIC gets EXIF and XMP (the blocks HEIF holds), read back by exiftool; its capture date and GPS stay; 5 credits', async () => {
     const user = await createTestUser(p.db, { community: 10 });
-    const res = await enrich(user.liveKey, { imageBase64: photoBase64('heic-IMG_5195.HEIC'), formats: ['xmp'] });
+    const heic = photoBytes('heic-IMG_5195.HEIC');
+    const sha = await seedRegistry(p.db, user.userId, heic, fixtures('describe', 'dating', 'location'));
+    const res = await enrich(user.liveKey, { imageBase64: heic.toString('base64'), formats: ['exif', 'iptc', 'xmp'] });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ object: 'enrichment', sha256: sha, formatsWritten: ['exif', 'xmp'], meta: { creditsCharged: 5 } });
+    const enriched = Buffer.from(res.json().imageBase64, 'base64');
+    const t = await readBack(tool, enriched, 'heic');
+    expect(t['IFD0:ImageDescription']).toBe(fixture('describe').caption);
+    expect(t['XMP-dc:Title']).toBe(fixture('describe').title);
+    expect(t['XMP-lenstack:Sha256']).toBe(sha);
+    expect(keysOf(t, /^IPTC:/)).toEqual([]);
+    // Facts from the phone are kept, not replaced by the AI's guesses.
+    expect(t['ExifIFD:DateTimeOriginal']).toBe('2021:04:11 15:47:53');
+    expect(t['GPS:GPSLatitude']).toBeCloseTo(39.05134, 4);
+    expect(await pixelHash(enriched)).toBe(await pixelHash(heic));
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 5, reserved: 0 });
+  });
+
+  it('a BMP (no metadata blocks exiftool can write) answers formatsWritten: [] with its own bytes and bills nothing', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const { data, info } = await sharp(photoBytes('Canon_40D.jpg')).raw().toBuffer({ resolveWithObject: true });
+    const bmp = bmpOf(data, info.width, info.height);
+    await seedRegistry(p.db, user.userId, bmp, fixtures('describe'));
+    const res = await enrich(user.liveKey, { imageBase64: bmp.toString('base64'), formats: ['exif', 'iptc', 'xmp'] });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ formatsWritten: [], meta: { creditsCharged: 0 } });
+    expect(Buffer.from(res.json().imageBase64, 'base64').equals(bmp)).toBe(true);
+    expect(await ledgerOf(p.db, user.userId)).toHaveLength(1);
+  });
+
+  it('a truncated HEIC is refused at intake with 422; nothing moves', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const res = await enrich(user.liveKey, { imageBase64: photoBytes('heic-IMG_5195.HEIC').subarray(0, 400_000).toString('base64'), formats: ['xmp'] });
     expect(res.statusCode).toBe(422);
     expect(expectEnvelope(res.json())).toMatchObject({ code: 'IMAGE_INVALID' });
     expect(await ledgerOf(p.db, user.userId)).toHaveLength(1);

@@ -46,7 +46,7 @@ const LENSES = Object.fromEntries(
   ]),
 );
 
-/** One real photo in every container we accept (TIFF is the shared camera file). */
+/** One real photo in every container exiftool writes (TIFF and HEIC are the shared camera files; BMP has no metadata blocks). */
 async function containers(): Promise<Array<[ImageFormat, string, Buffer]>> {
   const base = sharp(photoBytes('orientation-landscape_1.jpg')).resize(160);
   return [
@@ -56,6 +56,7 @@ async function containers(): Promise<Array<[ImageFormat, string, Buffer]>> {
     ['webp', 'webp', await base.clone().webp({ quality: 80 }).toBuffer()],
     ['avif', 'avif', await base.clone().avif({ quality: 50 }).toBuffer()],
     ['gif', 'gif', await base.clone().gif().toBuffer()],
+    ['heif', 'heic', photoBytes('heic-IMG_5195.HEIC')],
   ];
 }
 

@@ -2,16 +2,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import type { Db } from '../../db/pool.ts';
 import type { MetadataTool, TagValues } from '../../enrich/exiftool.ts';
+import { openImage } from '../../images/open.ts';
 import { persistAnalysis } from '../../registry/photos.ts';
 
 export const sha256Of = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** SHA-256 of the decoded pixels (no orientation, no colour conversion): equal means untouched. */
 export async function pixelHash(bytes: Buffer): Promise<string> {
-  const { data, info } = await sharp(bytes).raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await (await openImage(bytes)).raw().toBuffer({ resolveWithObject: true });
   return createHash('sha256').update(`${info.width}x${info.height}x${info.channels}:`).update(data).digest('hex');
 }
 

@@ -83,7 +83,7 @@ describe('intakeImage', () => {
   it('stores nothing when the image is refused (a file whose header passes takes back the blob written while it decoded)', async () => {
     const truncated = jpeg.subarray(0, Math.floor(jpeg.length * 0.8)).toString('base64');
     await expect(intakeImage({ base64: truncated }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
-    await expect(intakeImage({ base64: photo('heic-IMG_5195.HEIC').toString('base64') }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(intakeImage({ base64: photo('heic-IMG_5195.HEIC').subarray(0, 400_000).toString('base64') }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
     await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...deps, maxPixels: 450 * 600 - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...deps, maxBytes: jpeg.length - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     await expect(intakeImage({ url: `${pub.origin}/image.jpg` }, { ...deps, maxBytes: jpeg.length - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });

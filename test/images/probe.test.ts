@@ -29,6 +29,8 @@ describe('probeImage on the shared camera photos', () => {
     'tests-67-0_length_string.jpg': { width: 4032, height: 2012, orientation: 1 },
     'xmp-BlueSquare.jpg': { width: 360, height: 216, orientation: 1 },
     'xmp-no_exif.jpg': { width: 322, height: 466, orientation: 1 },
+    // heif-convert's JPEG export of heic-IMG_5195.HEIC (libheif's own decoder, not ours).
+    'heic-IMG_5195.heif-convert.jpg': { width: 2566, height: 3313 },
   };
 
   it('covers every file in the shared folder', () => {
@@ -44,12 +46,8 @@ describe('probeImage on the shared camera photos', () => {
     expect(await probeImage(photo('tiff-Arbitro.tiff'), limits)).toEqual({ format: 'tiff', mime: 'image/tiff', width: 174, height: 38, orientation: 1 });
   });
 
-  it('rejects the HEIC: this sharp build has no HEVC decoder', async () => {
-    await expect(probeImage(photo('heic-IMG_5195.HEIC'), limits)).rejects.toMatchObject({
-      code: 'IMAGE_INVALID',
-      status: 422,
-      message: expect.stringMatching(/HEIC.*not supported/),
-    });
+  it('reads and fully decodes the iPhone HEIC (HEVC, through libheif WASM): upright size, no EXIF orientation applied', async () => {
+    expect(await probeImage(photo('heic-IMG_5195.HEIC'), limits)).toEqual({ format: 'heif', mime: 'image/heif', width: 2566, height: 3313 });
   });
 });
 

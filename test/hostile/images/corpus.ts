@@ -3,6 +3,7 @@ import { deflateSync } from 'node:zlib';
 import sharp from 'sharp';
 import { PHOTOS_DIR, photoBytes } from '../../helpers/photos.ts';
 import { solidPngBomb } from '../../images/bomb.ts';
+import { bmpOf, heicDeclaring } from '../../images/foreign-inputs.ts';
 import type { Prng } from '../support/prng.ts';
 import * as C from './containers.ts';
 import { mutate } from './mutate.ts';
@@ -101,6 +102,9 @@ export async function buildImageCorpus(size: CorpusSize, random: Prng): Promise<
   add(over, 'TIFF 4e9×4e9 header', C.tiffFile({ width: 4_000_000_000, height: 4_000_000_000, strip: Buffer.alloc(64) }), { expect: 'reject', status: 422 });
   add(over, 'TIFF 20000×20000 1-bit deflate, real (6 KB)', C.tiffFile({ width: 20_000, height: 20_000, bitsPerSample: 1, compression: 8, strip: deflateSync(Buffer.alloc(2_500 * 20_000), { level: 9 }) }), TOO_LARGE);
   add(over, 'AVIF ispe 65535×65535', C.avifWithExtents(base.avif, 65_535, 65_535), { expect: 'reject', status: 422 });
+  add(over, 'HEIC (shared iPhone photo) ispe 60000×60000', heicDeclaring(photoBytes('heic-IMG_5195.HEIC'), 60_000, 60_000), TOO_LARGE);
+  const bmp = await sharp(base.png).raw().toBuffer({ resolveWithObject: true }).then(({ data, info }) => bmpOf(data, info.width, info.height));
+  add(over, 'BMP header 50000×50000', withBmpSize(bmp, 50_000, 50_000), TOO_LARGE);
 
   // Under the cap: small files that decode into up to 100 MP. Refused from the header as over
   // MAX_PIXELS_PER_BYTE (images/probe.ts): a few kilobytes claiming tens of megapixels.
@@ -149,6 +153,7 @@ export async function buildImageCorpus(size: CorpusSize, random: Prng): Promise<
     ['GIF', base.gif, base.gif.length - 1],
     ['TIFF', base.tiff, base.tiff.length],
     ['AVIF', base.avif, base.avif.length],
+    ['BMP', bmp, bmp.length],
     ['TIFF (shared tiff-Arbitro)', photoBytes('tiff-Arbitro.tiff'), photoBytes('tiff-Arbitro.tiff').length - 323],
   ];
   const trunc = random.fork('truncate');
@@ -163,7 +168,6 @@ export async function buildImageCorpus(size: CorpusSize, random: Prng): Promise<
   const shared = readdirSync(PHOTOS_DIR).filter((f) => f !== 'ATTRIBUTION').sort();
   for (const name of shared) {
     if (name.startsWith('invalid-')) add('shared invalid-* photos (intact)', name, photoBytes(name), { expect: 'accept' });
-    else if (name.endsWith('.HEIC')) add('shared photos', `${name} (HEVC: unsupported)`, photoBytes(name), INVALID);
     else add('shared photos', name, photoBytes(name), { expect: 'accept' });
   }
 
@@ -205,7 +209,8 @@ export async function buildImageCorpus(size: CorpusSize, random: Prng): Promise<
     ['RIFF WEBP with garbage', Buffer.concat([base.webp.subarray(0, 12), Buffer.alloc(256, 0x41)])],
     ['TIFF header with garbage', Buffer.concat([Buffer.from('II*\0', 'latin1'), Buffer.alloc(256, 0xee)])],
     ['AVIF ftyp with garbage', Buffer.concat([base.avif.subarray(0, 32), Buffer.alloc(256, 0x41)])],
-    ['BMP', Buffer.concat([text('BM'), Buffer.alloc(52)])],
+    ['HEIC ftyp with garbage', Buffer.concat([photoBytes('heic-IMG_5195.HEIC').subarray(0, 32), Buffer.alloc(256, 0x41)])],
+    ['"BM" with no DIB header', Buffer.concat([text('BM'), Buffer.alloc(52)])],
     ['ICO', Buffer.from([0, 0, 1, 0, 1, 0, 16, 16, 0, 0, 1, 0, 32, 0, 0, 0, 0, 0, 22, 0, 0, 0])],
     ['PSD', Buffer.concat([text('8BPS'), Buffer.alloc(64)])],
     ['PPM (libvips can read it; must never reach it)', Buffer.concat([text('P6\n2 2\n255\n'), Buffer.alloc(12, 0x7f)])],
@@ -221,4 +226,11 @@ export async function buildImageCorpus(size: CorpusSize, random: Prng): Promise<
   ];
   for (const [name, bytes] of masquerades) add(mask, name, bytes, INVALID);
   return cases;
+}
+
+function withBmpSize(bmp: Buffer, width: number, height: number): Buffer {
+  const out = Buffer.from(bmp);
+  out.writeInt32LE(width, 18);
+  out.writeInt32LE(height, 22);
+  return out;
 }

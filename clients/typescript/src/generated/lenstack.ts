@@ -432,12 +432,20 @@ export type components = {
          *     }
          */
         AnalyzeRequest: {
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
+             */
             imageUrl?: string;
+            /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
             imageBase64?: string;
             images?: {
-                /** Format: uri */
+                /**
+                 * Format: uri
+                 * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
+                 */
                 url?: string;
+                /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
                 base64?: string;
             }[];
             /**
@@ -489,12 +497,20 @@ export type components = {
          *     }
          */
         AnalyzeRequestV2: {
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
+             */
             imageUrl?: string;
+            /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
             imageBase64?: string;
             images?: {
-                /** Format: uri */
+                /**
+                 * Format: uri
+                 * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
+                 */
                 url?: string;
+                /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
                 base64?: string;
             }[];
             /**

@@ -1,0 +1,90 @@
+import sharp from 'sharp';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { getBalance } from '../../credits/ledger.ts';
+import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
+import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
+import { photoBytes } from '../helpers/photos.ts';
+import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { bmpOf, heicDeclaring } from '../images/foreign-inputs.ts';
+
+/**
+ * An iPhone HEIC and a BMP through the real API: analyze (Temporal worker, simulated vendors,
+ * billing, registry), then lookup by image, including the HEIC's independent JPEG export.
+ */
+
+let p: Pipeline;
+beforeAll(async () => {
+  p = await startPipeline();
+}, 120_000);
+afterAll(async () => p?.close());
+beforeEach(() => p.sim.reset());
+
+const HEIC = photoBytes('heic-IMG_5195.HEIC');
+const HEIC_AS_JPEG = photoBytes('heic-IMG_5195.heif-convert.jpg');
+
+const analyze = (key: string, image: Buffer) =>
+  p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: { imageBase64: image.toString('base64'), modules: ['describe'], options: { includeFingerprint: true } } });
+const lookup = (key: string, images: Buffer[]) =>
+  p.app.inject({ method: 'POST', url: '/v2/lookup', headers: bearer(key), payload: { images_base64: images.map((b) => b.toString('base64')) } });
+const photoRows = async (user: TestUser) => (await p.db.query('SELECT sha256 FROM photos WHERE user_id = $1', [user.userId])).rows;
+const vendorSeen = () => Object.values(p.sim.stats()).flatMap((s) => s.last?.images ?? []);
+
+describe('an iPhone HEIC', () => {
+  it('is analyzed and billed like a JPEG; the vendor gets an upright JPEG of it; lookup finds it by its bytes and by its JPEG export', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const res = await analyze(user.liveKey, HEIC);
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    const local = await fingerprint(HEIC);
+    expect(body.fingerprint).toMatchObject({ sha256: local.sha256, pHash: local.pHash });
+    expect(body.usage.creditsCharged).toBe(1);
+    expect(body.output).toHaveProperty('description');
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 9, reserved: 0 });
+    expect(await photoRows(user)).toEqual([{ sha256: local.sha256 }]);
+    // Portrait 2566×3313 reached the vendor as a portrait image of pixels.
+    const [seen] = vendorSeen();
+    expect(seen!.height).toBeGreaterThan(seen!.width);
+
+    const exported = await fingerprint(HEIC_AS_JPEG);
+    const distance = hammingDistance(exported.pHash, local.pHash);
+    expect(distance).toBeLessThanOrEqual(4);
+    const found = await lookup(user.liveKey, [HEIC, HEIC_AS_JPEG]);
+    expect(found.statusCode, found.body).toBe(200);
+    expect(found.json().results[local.sha256]).toMatchObject({ matchType: 'exact', hammingDistance: 0, photo: { sha256: local.sha256 } });
+    expect(found.json().results[exported.sha256]).toMatchObject({ matchType: 'fuzzy', hammingDistance: distance, photo: { sha256: local.sha256 } });
+  });
+
+  it('hostile HEICs are refused in the spec envelope: nothing billed, no registry row, no vendor call', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const cases: Array<[string, Buffer, string]> = [
+      ['truncated', HEIC.subarray(0, 400_000), 'IMAGE_INVALID'],
+      ['garbage behind a HEIC ftyp', Buffer.concat([HEIC.subarray(0, 32), Buffer.alloc(8192, 0x41)]), 'IMAGE_INVALID'],
+      ['declaring 60000×60000', heicDeclaring(HEIC, 60_000, 60_000), 'IMAGE_TOO_LARGE'],
+      ['declaring a size its coded data does not have', heicDeclaring(HEIC, 100, 100), 'IMAGE_INVALID'],
+    ];
+    for (const [name, bytes, code] of cases) {
+      const res = await analyze(user.liveKey, bytes);
+      expect(res.statusCode, name).toBe(422);
+      expect(expectEnvelope(res.json()), name).toMatchObject({ code, retryable: false });
+    }
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+    expect((await p.db.query('SELECT count(*)::int AS n FROM credit_ledger WHERE user_id = $1', [user.userId])).rows[0].n).toBe(1);
+    expect(await photoRows(user)).toEqual([]);
+    expect(vendorSeen()).toEqual([]);
+  });
+});
+
+describe('a BMP', () => {
+  it('is analyzed and billed, and its fingerprint is that of the same pixels as PNG', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const { data, info } = await sharp(photoBytes('gps-DSCN0021.jpg')).resize(320, 240).raw().toBuffer({ resolveWithObject: true });
+    const bmp = bmpOf(data, info.width, info.height);
+    const png = await sharp(data, { raw: { width: info.width, height: info.height, channels: 3 } }).png().toBuffer();
+    const res = await analyze(user.liveKey, bmp);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().usage.creditsCharged).toBe(1);
+    expect(res.json().fingerprint.pHash).toBe((await fingerprint(png)).pHash);
+    expect(vendorSeen()).toEqual([expect.objectContaining({ width: 320, height: 240 })]);
+    expect(await photoRows(user)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,157 @@
+import sharp from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { createMetadataTool } from '../../enrich/exiftool.ts';
+import { readExisting } from '../../enrich/mapping.ts';
+import { decodeUpright } from '../../images/decode.ts';
+import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
+import { decodeForeign } from '../../images/foreign-decode.ts';
+import { openImage } from '../../images/open.ts';
+import { probeImage } from '../../images/probe.ts';
+import { prepareImage } from '../../vendors/resize.ts';
+import { readBack } from '../enrich/helpers.ts';
+import { photo } from './photos.ts';
+import { bmpOf, heicDeclaring } from './foreign-inputs.ts';
+
+/**
+ * HEIC (HEVC in HEIF, the iPhone's format) and BMP, which the prebuilt sharp cannot decode:
+ * images/open.ts hands them to libheif's WASM build and bmp-ts, and every consumer (probe,
+ * fingerprint, vendor uploads) sees the same pixels.
+ */
+
+const HEIC = photo('heic-IMG_5195.HEIC');
+/** The same picture exported by libheif's own command-line tool (heif-convert), independently of our decoder. */
+const HEIC_AS_JPEG = photo('heic-IMG_5195.heif-convert.jpg');
+const limits = { maxPixels: 100_000_000 };
+
+describe('HEIC', () => {
+  it('fingerprints within pHash distance 4 of its independent JPEG export, and far from another photo', async () => {
+    const [heic, jpeg, other] = await Promise.all([fingerprint(HEIC), fingerprint(HEIC_AS_JPEG), fingerprint(photo('gps-DSCN0010.jpg'))]);
+    expect({ width: heic.width, height: heic.height }).toEqual({ width: 2566, height: 3313 });
+    expect(hammingDistance(heic.pHash, jpeg.pHash)).toBeLessThanOrEqual(4);
+    expect(hammingDistance(heic.dHash, jpeg.dHash)).toBeLessThanOrEqual(4);
+    expect(hammingDistance(heic.pHash, other.pHash)).toBeGreaterThan(10);
+  });
+
+  it('decodes to the same picture as heif-convert, pixel for pixel within JPEG noise', async () => {
+    const [a, b, other] = await Promise.all([decodeUpright(HEIC), decodeUpright(HEIC_AS_JPEG), decodeUpright(photo('gps-DSCN0010.jpg'))]);
+    const meanDiff = (x: Buffer, y: Buffer) => x.reduce((sum, v, i) => sum + Math.abs(v - y[i]!), 0) / x.length;
+    // JPEG q85 noise, plus up to ~0.6 because the export's Display P3 profile is converted to sRGB
+    // and our HEIC pixels are taken as sRGB (docs/decisions.md, "Accepted formats").
+    expect(meanDiff(a.rgb, b.rgb)).toBeLessThan(4);
+    expect(meanDiff(a.rgb, other.rgb)).toBeGreaterThan(30);
+  });
+
+  it("exiftool reads its capture date, GPS and camera, and enrichment sees them as facts it must not overwrite", async () => {
+    const tool = createMetadataTool({ maxProcs: 1 });
+    try {
+      const tags = await readBack(tool, HEIC, 'heic');
+      expect(tags).toMatchObject({ 'IFD0:Make': 'Apple', 'IFD0:Model': 'iPhone 11 Pro Max', 'ExifIFD:DateTimeOriginal': '2021:04:11 15:47:53' });
+      expect(tags['GPS:GPSLatitude']).toBeCloseTo(39.05134, 4);
+      expect(tags['GPS:GPSLongitude']).toBeCloseTo(94.28877, 4);
+      expect(tags['GPS:GPSLongitudeRef']).toBe('W');
+      // No EXIF orientation: the HEIF container's own transformations (none here) are what libheif applies.
+      expect(tags['IFD0:Orientation']).toBeUndefined();
+      expect(readExisting(tags)).toMatchObject({ hasGps: true, hasCaptureDate: true });
+    } finally {
+      await tool.end();
+    }
+  });
+
+  it('becomes a vendor upload: an upright JPEG of the billed size, without metadata', async () => {
+    const upload = await prepareImage('anthropic', HEIC);
+    expect(upload.source).toEqual({ width: 2566, height: 3313 });
+    const meta = await sharp(upload.data).metadata();
+    expect(meta).toMatchObject({ format: 'jpeg', width: upload.width, height: upload.height });
+    expect(upload.height).toBeGreaterThan(upload.width);
+    expect(meta.exif).toBeUndefined();
+  });
+
+  it('a truncated file is refused as corrupt (libheif would fill the missing tiles with grey)', async () => {
+    await expect(probeImage(HEIC.subarray(0, 400_000), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/truncated/) });
+  });
+
+  it('garbage behind a HEIC ftyp brand is refused as unreadable', async () => {
+    const garbage = Buffer.concat([HEIC.subarray(0, 32), Buffer.alloc(4096, 0x41)]);
+    await expect(probeImage(garbage, limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+  });
+
+  it('a HEIC declaring 60000×60000 is refused from its header, never decoded', async () => {
+    const huge = heicDeclaring(HEIC, 60_000, 60_000);
+    await expect(probeImage(huge, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/60000×60000/) });
+    // Under a (raised) pixel limit but over 1,000 pixels per byte: the decompression-bomb ratio
+    // refuses it, as for any format.
+    const bomb = heicDeclaring(HEIC, 30_000, 30_000);
+    await expect(probeImage(bomb, { maxPixels: 1_000_000_000, decode: false })).rejects.toMatchObject({
+      code: 'IMAGE_TOO_LARGE',
+      message: expect.stringMatching(/decompression bomb/),
+    });
+  });
+
+  it('a few kilobytes of a HEIC (its header without the coded data) are refused before any decode', async () => {
+    await expect(probeImage(HEIC.subarray(0, 4096), { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+  });
+
+  it('a HEIC whose coded data is larger or smaller than its declared size is refused by libheif', async () => {
+    for (const [w, h] of [[100, 100], [3000, 4000]] as const) {
+      await expect(probeImage(heicDeclaring(HEIC, w, h), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/size signaled/) });
+    }
+  });
+
+  it("the decoder checks the pixel limit itself before decoding (libheif's size, and its security limit)", async () => {
+    await expect(decodeForeign('heif', HEIC, 2566 * 3313 - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/2566×3313/) });
+    const ok = await decodeForeign('heif', HEIC, 2566 * 3313);
+    expect({ width: ok.width, height: ok.height, bytes: ok.pixels.length }).toEqual({ width: 2566, height: 3313, bytes: 2566 * 3313 * 3 });
+  });
+
+  it('the same bytes decoding at once share one decode; a later call decodes afresh', async () => {
+    const [a, b] = await Promise.all([decodeForeign('heif', HEIC, limits.maxPixels), decodeForeign('heif', Buffer.from(HEIC), limits.maxPixels)]);
+    // Booleans, not the objects: a failed assertion must not pretty-print 25 MB of pixels.
+    expect(a === b).toBe(true);
+    const later = await decodeForeign('heif', HEIC, limits.maxPixels);
+    expect(later === a).toBe(false);
+    expect(later.pixels.equals(a.pixels)).toBe(true);
+  });
+});
+
+describe('BMP', () => {
+  // A 64×48 picture: red left half, blue right half, a green bottom row; written by hand, not by
+  // the decoder's library, so a channel swap or a flipped row order would show.
+  const W = 64;
+  const H = 48;
+  const rgb = Buffer.alloc(W * H * 3);
+  for (let y = 0; y < H; y++) {
+    for (let x = 0; x < W; x++) {
+      const [r, g, b] = y === H - 1 ? [0, 255, 0] : x < W / 2 ? [255, 0, 0] : [0, 0, 255];
+      rgb.set([r, g, b], (y * W + x) * 3);
+    }
+  }
+
+  it.each([['bottom-up', false], ['top-down', true]] as const)('a %s 24-bit BMP is read with the right colours and row order', async (_name, topDown) => {
+    const bmp = bmpOf(rgb, W, H, { topDown });
+    expect(await probeImage(bmp, limits)).toEqual({ format: 'bmp', mime: 'image/bmp', width: W, height: H });
+    const decoded = await decodeForeign('bmp', bmp, limits.maxPixels);
+    expect(decoded).toMatchObject({ width: W, height: H });
+    expect(decoded.pixels.equals(rgb)).toBe(true);
+  });
+
+  it('fingerprints exactly like the same pixels as PNG', async () => {
+    const png = await sharp(rgb, { raw: { width: W, height: H, channels: 3 } }).png().toBuffer();
+    const [a, b] = await Promise.all([fingerprint(bmpOf(rgb, W, H)), fingerprint(png)]);
+    expect({ pHash: a.pHash, dHash: a.dHash }).toEqual({ pHash: b.pHash, dHash: b.dHash });
+  });
+
+  it('a BMP cut short is refused before decoding; one declaring more pixels than allowed is too large', async () => {
+    const bmp = bmpOf(rgb, W, H);
+    await expect(probeImage(bmp.subarray(0, bmp.length - 10), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/truncated/) });
+    const huge = Buffer.from(bmp);
+    huge.writeInt32LE(50_000, 18);
+    huge.writeInt32LE(50_000, 22);
+    await expect(probeImage(huge, limits)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    // The decoder's own entry checks the limit too, for a caller that did not probe first.
+    await expect(openImage(bmp, { maxPixels: W * H - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+  });
+
+  it('"BM" followed by anything but a known DIB header is not a BMP', async () => {
+    await expect(probeImage(Buffer.concat([Buffer.from('BM'), Buffer.alloc(60)]), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/Unsupported image format/) });
+  });
+});
