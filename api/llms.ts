@@ -48,7 +48,7 @@ ${stackLines.join('\n')}
 Every error is {"error": {"code", "message", "retryable", "requestId"}}. 402 PLAN_LIMIT_EXCEEDED carries error.credits {needed, community, purchased, total, resetsInDays}. 429 RATE_LIMITED carries Retry-After.
 
 ## Install
-No SDK is required: any HTTP client works. Example:
+Any HTTP client works (a typed TypeScript client and a CLI are below). Example with curl:
 curl -s https://<base_url>/v1/analyze -H "Authorization: Bearer ${ANONYMOUS_SANDBOX_KEY}" -H "Content-Type: application/json" -d '{"imageUrl":"https://example.com/photo.jpg","preset":"quick-scan"}'
 TypeScript: the typed client @lenstack/client (generated from /v1/openapi.json; retries 429/503 with the same x-request-id) is in the Lenstack repository under clients/typescript, an npm workspace: after \`npm ci\` in a clone, import { Lenstack } from '@lenstack/client'; new Lenstack({ apiKey, baseUrl }).analyze({ imageUrl, preset: 'quick-scan' }).
 Command line, from a clone: LENSTACK_API_KEY=<key> LENSTACK_BASE_URL=<base_url> npx lenstack analyze photo.jpg --stack full-analysis (also lookup, enrich, batch; npx lenstack --help).

@@ -5,6 +5,7 @@ import { bearer, createTestUser } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { vehicleLanes } from '../../workflows/batch.ts';
+import { distinctPhotos } from '../../bench/distinct-photos.ts';
 
 /**
  * Vehicle batches through HTTP against the real pipeline: each vehicle (1 to 50 photos with its own
@@ -108,6 +109,30 @@ describe('a vehicle batch', () => {
     expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 50, reserved: 0 });
   });
+});
+
+describe('vendor calls in flight for a vehicle batch', () => {
+  it('a lone vehicle of 6 photos describes 4 at once; 8 vehicles of 2 photos run 4 vehicles at once; never more than the share (4)', async () => {
+    const photos = await distinctPhotos(900, 22);
+    const car = (k: number, from: number, n: number) => ({ name: `lane ${k}`, vehicle: { vin: `LANE${String(k).padStart(13, '0')}` }, items: photos.slice(from, from + n).map((b, j) => ({ base64: b, name: `${k}-${j}.jpg` })) });
+    // Slow enough that calls overlap whenever the scheduling lets them; a new account each, so no photo is already described.
+    p.sim.setBehaviour('all', { latencyMs: 400 });
+    try {
+      const run = async (vehicles: ReturnType<typeof car>[]) => {
+        const user = await createTestUser(p.db, { community: 50 });
+        p.sim.resetPeak();
+        const res = await submit(user.liveKey, { vehicles });
+        expect(res.statusCode, res.body).toBe(202);
+        await completed(user.liveKey, res.json().id);
+        expect((await get(user.liveKey, `/v1/batches/${res.json().id}`)).counts).toMatchObject({ done: vehicles.length, failed: 0 });
+        return p.sim.concurrency().peak;
+      };
+      expect(await run([car(0, 0, 6)])).toBe(4);
+      expect(await run(Array.from({ length: 8 }, (_, k) => car(k + 1, 6 + 2 * k, 2)))).toBe(4);
+    } finally {
+      p.sim.reset();
+    }
+  }, 120_000);
 });
 
 describe('vehicle lanes', () => {

@@ -97,6 +97,12 @@ export interface SimVendor {
   setBehaviour(vendor: VendorName | 'all', patch: BehaviourPatch, opts?: { keepFailureSequence?: boolean }): void;
   behaviour(vendor: VendorName): Behaviour;
   stats(): SimStats;
+  /**
+   * Calls being answered now, across vendors, and the most there were at once since the start,
+   * the last reset or the last `resetPeak` (how a test shows a cap on calls in flight held).
+   */
+  concurrency(): { inFlight: number; peak: number };
+  resetPeak(): void;
   /** Zero the counters and restore the starting behaviour. */
   reset(): void;
   close(): Promise<void>;
@@ -345,10 +351,20 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       }
       throw e;
     }
-    await answer(vendor, call, res);
+    inFlight++;
+    peak = Math.max(peak, inFlight);
+    try {
+      await answer(vendor, call, res);
+    } finally {
+      inFlight--;
+    }
   }
 
+  let inFlight = 0;
+  let peak = 0;
+
   function reset(): void {
+    peak = inFlight;
     for (const v of VENDORS) {
       behaviours[v] = { ...initial[v] };
       counters[v] = emptyStats();
@@ -379,6 +395,10 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     setBehaviour,
     behaviour: (v) => ({ ...behaviours[v] }),
     stats: () => structuredClone(counters),
+    concurrency: () => ({ inFlight, peak }),
+    resetPeak: () => {
+      peak = inFlight;
+    },
     reset,
     close: () =>
       new Promise<void>((resolve, reject) => {
