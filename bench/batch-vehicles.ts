@@ -5,7 +5,7 @@
  * flight, so the ideal is V × (P + 1) × latency ÷ BATCH_CONCURRENCY. Also printed: the fastest a
  * single vehicle can go (its photo calls all at once, then the synthesis: 2 × latency), to show
  * what each vehicle waited. Real Postgres, Redis, a Temporal dev server, an in-process worker, the
- * simulated vendors. Writes bench/results/batch-vehicles.txt.
+ * simulated vendors. Writes bench/results/batch-vehicles-{V}x{P}.txt.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -94,7 +94,7 @@ try {
   say(`vehicle batch bench, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} cores; vendor latency ${LATENCY_MS} ms, batch concurrency ${BATCH_CONCURRENCY} calls`);
   say(`${V} vehicles × ${P} photos: done ${status.counts.done}, failed ${status.counts.failed}, reports with ${P} photo entries ${wellFormed}/${V}`);
   say(`submit ${(submitted / 1000).toFixed(1)} s, complete ${(ms / 1000).toFixed(1)} s; ideal ${V} × ${P + 1} calls × ${LATENCY_MS} ms ÷ ${BATCH_CONCURRENCY} = ${(ideal / 1000).toFixed(1)} s → ${(ms / ideal).toFixed(2)}× (target ≤ 1.3×)`);
-  await writeFile(path.join(ROOT, 'bench/results/batch-vehicles.txt'), lines.join('\n') + '\n');
+  await writeFile(path.join(ROOT, `bench/results/batch-vehicles-${V}x${P}.txt`), lines.join('\n') + '\n');
 } finally {
   await app.close();
   await worker.shutdown();
