@@ -203,10 +203,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError('Invalid configuration:\n  AUTH_SECRET: required in production when the console runs (WEB_URL is set)');
   }
   const anyVendorKey = parsed.data.OPENAI_API_KEY || parsed.data.ANTHROPIC_API_KEY || parsed.data.GEMINI_API_KEY;
-  if (!parsed.data.SIM_VENDOR_URL && parsed.data.SIM_VENDOR_URL_IF_NO_KEYS && !anyVendorKey) {
-    return { ...parsed.data, SIM_VENDOR_URL: parsed.data.SIM_VENDOR_URL_IF_NO_KEYS };
+  const config = !parsed.data.SIM_VENDOR_URL && parsed.data.SIM_VENDOR_URL_IF_NO_KEYS && !anyVendorKey ? { ...parsed.data, SIM_VENDOR_URL: parsed.data.SIM_VENDOR_URL_IF_NO_KEYS } : parsed.data;
+  // Credits bought with real money must not pay for the simulator's made-up answers: a live Stripe
+  // key with any vendor simulated (a key forgotten or misspelt in a deployment) refuses to start.
+  if (config.SIM_VENDOR_URL && /^(sk|rk)_live_/.test(config.STRIPE_SECRET_KEY ?? '')) {
+    throw new ConfigError(
+      'Invalid configuration:\n  SIM_VENDOR_URL: vendors would be simulated while STRIPE_SECRET_KEY is a live key; customers would pay real money for made-up answers. Set the vendor API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) and leave SIM_VENDOR_URL unset',
+    );
   }
-  return parsed.data;
+  return config;
 }
 
 /** The console's public base address, without a trailing slash. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { loadConfig } from '../../core/config.ts';
+import { ConfigError, loadConfig } from '../../core/config.ts';
 import { simulatorNotice, vendorSetup } from '../../vendors/index.ts';
 
 // docker-compose.yml's application services read with compose's interpolation rules, then parsed
@@ -53,6 +53,19 @@ describe('docker-compose.yml', () => {
     // Unset vendor settings stay unset (empty = default), not empty strings that fail validation.
     expect(config.OPENAI_MODEL).toBe('gpt-4.1-mini');
     expect(config.VENDOR_ORDER).toEqual(['openai', 'anthropic', 'google']);
+  });
+
+  it('refuses to start with a live Stripe key while vendors are simulated: real money for made-up answers', () => {
+    const payments = { STRIPE_WEBHOOK_SECRET: 'whsec_x' };
+    for (const live of ['sk_live_abc', 'rk_live_abc']) {
+      expect(() => containerConfig('api', { ...SECRETS })).not.toThrow();
+      expect(() => loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim-vendor:4010', STRIPE_SECRET_KEY: live, ...payments })).toThrow(/live key; customers would pay real money/);
+      expect(() => loadConfig({ SIM_VENDOR_URL: 'http://127.0.0.1:4010', OPENAI_API_KEY: 'sk-real', STRIPE_SECRET_KEY: live, ...payments })).toThrow(ConfigError);
+      // With the vendor keys set, the simulator is not used and payments may be live.
+      expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim-vendor:4010', OPENAI_API_KEY: 'sk-real', STRIPE_SECRET_KEY: live, ...payments }).SIM_VENDOR_URL).toBeUndefined();
+    }
+    // Stripe's test mode (and stripe-mock) with the simulator is development: allowed.
+    expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim-vendor:4010', STRIPE_SECRET_KEY: 'sk_test_abc', ...payments }).SIM_VENDOR_URL).toBe('http://sim-vendor:4010');
   });
 
   it('keeps API and worker replicas on one shared S3 bucket, and refuses to start without the secrets', () => {

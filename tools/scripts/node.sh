@@ -39,7 +39,8 @@ if [[ ! -x "$dir/bin/node" ]]; then
   trap 'rm -rf "$tmp"' EXIT
   echo "installing Node.js $want (npm registry: node-linux-$arch@$want) into $dir" >&2
   (cd "$tmp" && npm pack --silent "node-linux-$arch@$want" >/dev/null)
-  got="sha512-$(openssl dgst -sha512 -binary "$tmp"/node-linux-*.tgz | base64 -w0)"
+  # Hashed with the machine's own node (npm needs one anyway; openssl may be missing).
+  got="$(node -e 'const f = require("fs").readFileSync(process.argv[1]); process.stdout.write("sha512-" + require("crypto").createHash("sha512").update(f).digest("base64"))' "$tmp"/node-linux-*.tgz)"
   if [[ "$got" != "$pinned" ]]; then echo "node-linux-$arch@$want tarball is not the pinned one ($got)" >&2; exit 1; fi
   mkdir "$tmp/node"
   tar xzf "$tmp"/node-linux-*.tgz -C "$tmp/node" --strip-components=1
