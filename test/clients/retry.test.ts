@@ -209,6 +209,18 @@ describe('following a batch', () => {
     expect(done.status).toBe('completed');
     expect(seen).toHaveLength(6);
   });
+  it('returns a paused batch and closes its stream, which the server keeps open', async () => {
+    const paused = { ...BATCH, status: 'paused', pauseReason: 'credits', counts: { total: 2, done: 1, failed: 0, pending: 1 } };
+    let closed!: Promise<void>;
+    const { url } = await wire([(req, res) => {
+      closed = new Promise((resolve) => res.on('close', () => resolve()));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`event: batch\ndata: ${JSON.stringify(paused)}\n\n`);
+    }]);
+    expect(await client(url, []).batches.wait('bat_1')).toEqual(paused);
+    // Resolves only when the client hung up (the test would time out otherwise).
+    await closed;
+  });
 });
 
 describe('requests that may not be sent twice', () => {

@@ -247,16 +247,21 @@ export class Batches {
     );
     if (!stream) return;
     const events = readServerSentEvents(stream);
-    for (;;) {
-      let next: IteratorResult<{ event: string; data: string }>;
-      try {
-        next = await events.next();
-      } catch (err) {
-        if (opts?.signal?.aborted) throw err;
-        throw new LenstackError({ code: 'NETWORK_ERROR', message: `The batch event stream broke off: ${(err as Error).message}`, status: null, requestId, retryable: true, attempts: 1, cause: err });
+    try {
+      for (;;) {
+        let next: IteratorResult<{ event: string; data: string }>;
+        try {
+          next = await events.next();
+        } catch (err) {
+          if (opts?.signal?.aborted) throw err;
+          throw new LenstackError({ code: 'NETWORK_ERROR', message: `The batch event stream broke off: ${(err as Error).message}`, status: null, requestId, retryable: true, attempts: 1, cause: err });
+        }
+        if (next.done) return;
+        if (next.value.event === 'batch') yield JSON.parse(next.value.data) as Batch;
       }
-      if (next.done) return;
-      if (next.value.event === 'batch') yield JSON.parse(next.value.data) as Batch;
+    } finally {
+      // A caller that stops early (a paused batch, whose stream stays open) closes the connection.
+      await events.return(undefined);
     }
   }
 
