@@ -1,4 +1,6 @@
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +10,8 @@ import { CliError, EXIT, exitCodeOf } from '../../clients/cli/src/exit-codes.ts'
 import { ACCEPTED_FORMATS } from '../../images/probe.ts';
 import { batchBodyBytes, collectPhotos, MAX_REQUEST_BYTES, PHOTO_EXTENSIONS, readBatchItems } from '../../clients/cli/src/files.ts';
 import { defaultOutput } from '../../clients/cli/src/commands/enrich.ts';
+import { main } from '../../clients/cli/src/main.ts';
+import { PHOTOS_DIR } from '../helpers/photos.ts';
 import { Progress, progressLine } from '../../clients/cli/src/progress.ts';
 import { formatCell, readPath } from '../../clients/cli/src/render.ts';
 
@@ -135,5 +139,42 @@ describe('lenstack CLI parts', () => {
   it('names the enriched copy beside the original', () => {
     expect(defaultOutput('/photos/IMG_1.jpeg')).toBe('/photos/IMG_1.enriched.jpeg');
     expect(defaultOutput('scan')).toBe('scan.enriched.jpg');
+  });
+
+  it('batch: a batch the API cannot follow to its end exits non-zero, naming the batch (it runs on)', async () => {
+    const running = { object: 'batch', id: 'bat_wire', status: 'running', pauseReason: null, counts: { total: 1, done: 0, failed: 0, pending: 1 }, etaSeconds: null };
+    const seen: string[] = [];
+    // The API's event stream ends cleanly each time (what it does when its read of the batch throws).
+    const server = createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      req.resume();
+      if (req.method === 'POST') {
+        res.writeHead(202, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify(running));
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`event: batch\ndata: ${JSON.stringify(running)}\n\n`);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const stream = (into: string[]) => ({ isTTY: false, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
+      const waits: number[] = [];
+      const code = await main(
+        ['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), '--json'],
+        { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
+        { stdout: stream(out), stderr: stream(err) },
+        { sleep: async (ms) => void waits.push(ms) },
+      );
+      expect(code).toBe(EXIT.NETWORK);
+      expect(out).toEqual([]);
+      expect(err[0]).toBe('batch bat_wire submitted (1 photo)\n');
+      expect(JSON.parse(err.at(-1)!)).toMatchObject({ error: { code: 'NETWORK_ERROR', message: expect.stringContaining('still running') }, batchId: 'bat_wire', exitCode: 6 });
+      expect(seen).toEqual(['POST /v1/batches', ...Array(3).fill('GET /v1/batches/bat_wire/events')]);
+      expect(waits).toHaveLength(2);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });
