@@ -159,20 +159,50 @@ describe('lenstack CLI parts', () => {
     try {
       const out: string[] = [];
       const err: string[] = [];
-      const stream = (into: string[]) => ({ isTTY: false, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
+      const stream = (into: string[], isTTY: boolean) => ({ isTTY, columns: 80, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
       const waits: number[] = [];
       const code = await main(
         ['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), '--json'],
         { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
-        { stdout: stream(out), stderr: stream(err) },
+        // stderr a terminal: the progress bar is drawn, and must be cleared before the error.
+        { stdout: stream(out, false), stderr: stream(err, true) },
         { sleep: async (ms) => void waits.push(ms) },
       );
       expect(code).toBe(EXIT.NETWORK);
       expect(out).toEqual([]);
       expect(err[0]).toBe('batch bat_wire submitted (1 photo)\n');
+      expect(err[1]).toMatch(/^\r\x1b\[2Kbatch \[-+\] 0\/1/);
+      expect(err.at(-2)).toBe('\r\x1b[2K');
       expect(JSON.parse(err.at(-1)!)).toMatchObject({ error: { code: 'NETWORK_ERROR', message: expect.stringContaining('still running') }, batchId: 'bat_wire', exitCode: 6 });
       expect(seen).toEqual(['POST /v1/batches', ...Array(3).fill('GET /v1/batches/bat_wire/events')]);
       expect(waits).toHaveLength(2);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('batch: a cancelled batch exits 5, though nothing failed', async () => {
+    const batch = { object: 'batch', id: 'bat_cancel', status: 'running', pauseReason: null, creditsCharged: 0, counts: { total: 2, done: 0, failed: 0, pending: 2 }, etaSeconds: null };
+    const cancelled = { ...batch, status: 'cancelled' };
+    const server = createServer((req, res) => {
+      req.resume();
+      const [status, type, body] =
+        req.method === 'POST' ? [202, 'application/json', JSON.stringify(batch)] :
+        req.url!.endsWith('/events') ? [200, 'text/event-stream', `event: batch\ndata: ${JSON.stringify(cancelled)}\n\n`] :
+        req.url!.includes('/items') ? [200, 'application/json', JSON.stringify({ object: 'list', items: [], nextAfter: null })] :
+        [200, 'application/json', JSON.stringify(cancelled)];
+      res.writeHead(status, { 'content-type': type });
+      res.end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const stream = (into: string[]) => ({ isTTY: false, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
+      const code = await main(['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), join(PHOTOS_DIR, 'Nikon_D70.jpg')], { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, { stdout: stream(out), stderr: stream(err) });
+      expect(code).toBe(EXIT.API);
+      expect(out.join('')).toBe('batch bat_cancel cancelled: 0 done, 0 failed, 2 pending; 0 credits\n');
+      expect(err.join('')).toContain('batch bat_cancel was cancelled: 2 photos were not analyzed.');
     } finally {
       await new Promise((r) => server.close(r));
     }
