@@ -1,11 +1,17 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LenstackError } from '@lenstack/client';
 import { CliError, EXIT, exitCodeOf } from '../../clients/cli/src/exit-codes.ts';
-import { collectPhotos } from '../../clients/cli/src/files.ts';
+import { ACCEPTED_FORMATS } from '../../images/probe.ts';
+import { batchBodyBytes, collectPhotos, MAX_REQUEST_BYTES, PHOTO_EXTENSIONS, readBatchItems } from '../../clients/cli/src/files.ts';
 import { defaultOutput } from '../../clients/cli/src/commands/enrich.ts';
+import { main } from '../../clients/cli/src/main.ts';
+import { PHOTOS_DIR } from '../helpers/photos.ts';
 import { Progress, progressLine } from '../../clients/cli/src/progress.ts';
 import { formatCell, readPath } from '../../clients/cli/src/render.ts';
 
@@ -64,8 +70,141 @@ describe('lenstack CLI parts', () => {
     }
   });
 
+  it('takes symlinked photos in a folder (deduplicated by where they point), not symlinked folders', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-links-'));
+    try {
+      await mkdir(join(dir, 'album'));
+      await mkdir(join(dir, 'elsewhere'));
+      await writeFile(join(dir, 'elsewhere', 'real.jpg'), 'x');
+      await writeFile(join(dir, 'elsewhere', 'other.jpg'), 'y');
+      await writeFile(join(dir, 'album', 'own.jpg'), 'z');
+      await symlink(join(dir, 'elsewhere', 'real.jpg'), join(dir, 'album', 'link.jpg'));
+      await symlink(join(dir, 'elsewhere', 'real.jpg'), join(dir, 'album', 'link-again.jpg'));
+      await symlink(join(dir, 'elsewhere'), join(dir, 'album', 'linked-folder'));
+      await symlink(join(dir, 'nowhere.jpg'), join(dir, 'album', 'dangling.jpg'));
+      const found = await collectPhotos([join(dir, 'album')]);
+      expect(found.map((p) => p.name)).toEqual(['link-again.jpg', 'own.jpg']);
+      expect(found.map((p) => p.size)).toEqual([1, 1]);
+      // The same photo named twice on the command line is one item.
+      expect(await collectPhotos([join(dir, 'album', 'own.jpg'), join(dir, 'album', 'own.jpg')])).toHaveLength(1);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses, before reading a byte, photos whose base64 would not fit in one request of the API', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-big-'));
+    try {
+      // Sparse files: their size without the disk.
+      for (const f of ['a.jpg', 'b.jpg']) {
+        await writeFile(join(dir, f), '');
+        await truncate(join(dir, f), 40 * 1024 * 1024);
+      }
+      const photos = await collectPhotos([dir]);
+      // 80 MiB of photos is 106.7 MiB of base64: above the API's 100 MiB per request.
+      expect(batchBodyBytes(photos)).toBeGreaterThan(MAX_REQUEST_BYTES);
+      expect(MAX_REQUEST_BYTES).toBe(100 * 1024 * 1024);
+      const err = await readBatchItems(photos).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CliError);
+      expect(err).toMatchObject({ exitCode: EXIT.USAGE });
+      expect((err as Error).message).toMatch(/2 photos, 80\.0 MiB \(106\.7 MiB as base64\).*100\.0 MiB.*resumable uploads/s);
+      expect(batchBodyBytes(photos.slice(0, 1))).toBeLessThan(MAX_REQUEST_BYTES);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reads a large folder with few files open at once (no EMFILE under a low descriptor limit)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-many-'));
+    try {
+      for (let i = 0; i < 400; i++) await writeFile(join(dir, `p${String(i).padStart(3, '0')}.jpg`), `photo ${i}`);
+      const script = `const f = await import(${JSON.stringify(new URL('../../clients/cli/src/files.ts', import.meta.url).href)});
+        const items = await f.readBatchItems(await f.collectPhotos([${JSON.stringify(dir)}]));
+        console.log(items.length, Buffer.from(items[399].base64, 'base64').toString());`;
+      const r = spawnSync('sh', ['-c', `ulimit -n 128 && exec "${process.execPath}" --import tsx --input-type=module -e '${script.replace(/'/g, `'\\''`)}'`], { encoding: 'utf8' });
+      expect(r.stderr).toBe('');
+      expect(r.stdout.trim()).toBe('400 photo 399');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('looks for the extensions of every format the API accepts', () => {
+    // A new format in images/probe.ts fails here until the CLI looks for its files.
+    expect(ACCEPTED_FORMATS).toBe('JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP');
+    for (const name of ['a.jpg', 'a.JPEG', 'a.png', 'a.webp', 'a.gif', 'a.tif', 'a.tiff', 'a.avif', 'a.heic', 'a.HEIF', 'a.bmp']) expect(PHOTO_EXTENSIONS.test(name), name).toBe(true);
+    for (const name of ['a.txt', 'a.jpg.xmp', 'a.pdf']) expect(PHOTO_EXTENSIONS.test(name), name).toBe(false);
+  });
+
   it('names the enriched copy beside the original', () => {
     expect(defaultOutput('/photos/IMG_1.jpeg')).toBe('/photos/IMG_1.enriched.jpeg');
     expect(defaultOutput('scan')).toBe('scan.enriched.jpg');
+  });
+
+  it('batch: a batch the API cannot follow to its end exits non-zero, naming the batch (it runs on)', async () => {
+    const running = { object: 'batch', id: 'bat_wire', status: 'running', pauseReason: null, counts: { total: 1, done: 0, failed: 0, pending: 1 }, etaSeconds: null };
+    const seen: string[] = [];
+    // The API's event stream ends cleanly each time (what it does when its read of the batch throws).
+    const server = createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      req.resume();
+      if (req.method === 'POST') {
+        res.writeHead(202, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify(running));
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`event: batch\ndata: ${JSON.stringify(running)}\n\n`);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const stream = (into: string[], isTTY: boolean) => ({ isTTY, columns: 80, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
+      const waits: number[] = [];
+      const code = await main(
+        ['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), '--json'],
+        { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
+        // stderr a terminal: the progress bar is drawn, and must be cleared before the error.
+        { stdout: stream(out, false), stderr: stream(err, true) },
+        { sleep: async (ms) => void waits.push(ms) },
+      );
+      expect(code).toBe(EXIT.NETWORK);
+      expect(out).toEqual([]);
+      expect(err[0]).toBe('batch bat_wire submitted (1 photo)\n');
+      expect(err[1]).toMatch(/^\r\x1b\[2Kbatch \[-+\] 0\/1/);
+      expect(err.at(-2)).toBe('\r\x1b[2K');
+      expect(JSON.parse(err.at(-1)!)).toMatchObject({ error: { code: 'NETWORK_ERROR', message: expect.stringContaining('still running') }, batchId: 'bat_wire', exitCode: 6 });
+      expect(seen).toEqual(['POST /v1/batches', ...Array(3).fill('GET /v1/batches/bat_wire/events')]);
+      expect(waits).toHaveLength(2);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('batch: a cancelled batch exits 5, though nothing failed', async () => {
+    const batch = { object: 'batch', id: 'bat_cancel', status: 'running', pauseReason: null, creditsCharged: 0, counts: { total: 2, done: 0, failed: 0, pending: 2 }, etaSeconds: null };
+    const cancelled = { ...batch, status: 'cancelled' };
+    const server = createServer((req, res) => {
+      req.resume();
+      const [status, type, body] =
+        req.method === 'POST' ? [202, 'application/json', JSON.stringify(batch)] :
+        req.url!.endsWith('/events') ? [200, 'text/event-stream', `event: batch\ndata: ${JSON.stringify(cancelled)}\n\n`] :
+        req.url!.includes('/items') ? [200, 'application/json', JSON.stringify({ object: 'list', items: [], nextAfter: null })] :
+        [200, 'application/json', JSON.stringify(cancelled)];
+      res.writeHead(status, { 'content-type': type });
+      res.end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const stream = (into: string[]) => ({ isTTY: false, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
+      const code = await main(['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), join(PHOTOS_DIR, 'Nikon_D70.jpg')], { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, { stdout: stream(out), stderr: stream(err) });
+      expect(code).toBe(EXIT.API);
+      expect(out.join('')).toBe('batch bat_cancel cancelled: 0 done, 0 failed, 2 pending; 0 credits\n');
+      expect(err.join('')).toContain('batch bat_cancel was cancelled: 2 photos were not analyzed.');
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });

@@ -1,25 +1,26 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { isPublicAddress } from '../../images/ssrf.ts';
 import { createMetadataTool, type MetadataTool } from '../../enrich/exiftool.ts';
 import { createTestUser, type TestUser } from '../helpers/app.ts';
 import { PHOTOS_DIR, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { startCanaryAndPublic, type Canary, type PublicServer } from '../images/servers.ts';
 
 /**
  * The `lenstack` CLI end to end: each call a child process (`node clients/cli/bin/lenstack.js`,
  * what the package.json bin runs) against the API listening on a port, with a real worker,
  * Temporal and simulated vendors. The child runs asynchronously: the API answering it lives in
- * this process.
- *
- * HEIC: once the branch adding HEIC intake lands, a test here analyzes
- * test/fixtures/photos/heic-IMG_5195.HEIC through the CLI (today the API refuses HEIC).
+ * this process. Photo URLs are served from 127.0.0.2, which plays a public host (the API's fetch
+ * policy lets it through; the canary on 127.0.0.1 must never see a connection).
  */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = join(ROOT, 'clients/cli/bin/lenstack.js');
@@ -29,9 +30,13 @@ let baseUrl: string;
 let user: TestUser;
 let work: string;
 let tool: MetadataTool;
+let canary: Canary;
+let server: PublicServer;
 
 beforeAll(async () => {
-  p = await startPipeline();
+  ({ canary, server } = await startCanaryAndPublic(photoBytes('mobile-jolla.jpg')));
+  const fetchPolicy = { ...PUBLIC_INTERNET, allowAddress: (ip: string) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 };
+  p = await startPipeline({ fetchPolicy, deps: { fetchPolicy } });
   baseUrl = await p.app.listen({ port: 0, host: '127.0.0.1' });
   user = await createTestUser(p.db, { community: 100 });
   work = await mkdtemp(join(tmpdir(), 'lenstack-cli-'));
@@ -41,6 +46,8 @@ afterAll(async () => {
   await tool?.end();
   await rm(work, { recursive: true, force: true });
   await p?.close();
+  await server?.close();
+  await canary?.close();
 });
 
 interface Run {
@@ -54,7 +61,7 @@ function lenstack(args: string[], env: Record<string, string | undefined> = {}, 
   const merged = { LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: baseUrl, ...env };
   for (const [k, v] of Object.entries(merged)) if (v !== undefined) childEnv[k] = v;
   return new Promise((resolve) => {
-    execFile(command[0]!, [...command.slice(1), ...args], { cwd: work, env: childEnv, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(command[0]!, [...command.slice(1), ...args], { cwd: work, env: childEnv, maxBuffer: 64 * 1024 * 1024, timeout: 25_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
     });
   });
@@ -112,6 +119,79 @@ describe('lenstack CLI', () => {
     expect(await getBalance(p.db, user.userId)).toEqual(before);
   });
 
+  it('analyzes a HEIC photo from the fixtures end to end, and a photo given by URL', async () => {
+    const heic = await lenstack(['analyze', photo('heic-IMG_5195.HEIC'), '--lens', 'dating', '--json']);
+    expect(heic.code, heic.stderr).toBe(0);
+    const analysis = JSON.parse(heic.stdout);
+    expect(analysis).toMatchObject({ object: 'analysis', usage: { creditsCharged: 1 } });
+    expect(analysis.fingerprint.sha256).toBe(sha256(photoBytes('heic-IMG_5195.HEIC')));
+    expect(typeof analysis.output.estimatedDate.year).toBe('number');
+
+    const url = `${server.origin}/image.jpg`;
+    const byUrl = await lenstack(['analyze', url, '--lens', 'dating']);
+    expect(byUrl.code, byUrl.stderr).toBe(0);
+    expect(byUrl.stdout.split('\n')[0]).toBe(url);
+    expect(byUrl.stdout).toContain(`sha256 ${sha256(photoBytes('mobile-jolla.jpg'))}`);
+    expect(byUrl.stdout).toContain('1 credit');
+    expect(server.hits.get('/image.jpg')).toBe(1);
+    expect(canary.connections()).toBe(0);
+  });
+
+  it('analyze --json of several photos prints what was billed before a failure that stops it, the error in its slot', async () => {
+    const poor = await createTestUser(p.db, { community: 1 });
+    const run = await lenstack(['analyze', photo('Canon_40D.jpg'), photo('Nikon_D70.jpg'), photo('Pentax_K10D.jpg'), '--lens', 'dating', '--json'], { LENSTACK_API_KEY: poor.liveKey });
+    expect(run.code).toBe(4);
+    const results = JSON.parse(run.stdout);
+    expect(results).toHaveLength(2);
+    expect(results[0]).toMatchObject({ file: 'Canon_40D.jpg', analysis: { usage: { creditsCharged: 1 } } });
+    expect(results[1]).toMatchObject({ file: 'Nikon_D70.jpg', error: { code: 'PLAN_LIMIT_EXCEEDED', status: 402 } });
+    expect(JSON.parse(run.stderr)).toMatchObject({ error: { code: 'PLAN_LIMIT_EXCEEDED' }, exitCode: 4 });
+    expect(await getBalance(p.db, poor.userId)).toMatchObject({ community: 0 });
+  });
+
+  it('enrich names its output beside the photo, replaces it only with --force, and charges nothing when it could not write', async () => {
+    const dir = join(work, 'enrich-default');
+    await mkdir(dir);
+    const input = join(dir, 'landscape.jpg');
+    await copyFile(photo('orientation-landscape_6.jpg'), input);
+    await lenstack(['analyze', input, '--lens', 'describe']);
+    const first = await lenstack(['enrich', input]);
+    expect(first.code, first.stderr).toBe(0);
+    const out = join(dir, 'landscape.enriched.jpg');
+    expect(first.stdout).toBe(`wrote ${out}: exif, iptc, xmp; 5 credits (request ${first.stdout.match(/request (\S+)\)/)![1]})\n`);
+    expect((await tool.read(out))['XMP-dc:Title']).toEqual(expect.any(String));
+
+    const before = await getBalance(p.db, user.userId);
+    const refused = await lenstack(['enrich', input]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`${out} exists; pass --force`);
+    await writeFile(out, 'an older file');
+    const forced = await lenstack(['enrich', input, '--force', '--json']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(JSON.parse(forced.stdout)).toMatchObject({ output: out, formatsWritten: ['exif', 'iptc', 'xmp'] });
+    expect((await readFile(out)).subarray(0, 2)).toEqual(Buffer.from([0xff, 0xd8]));
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: before.community - 5 });
+
+    // Nowhere to write: refused before the API is asked, so nothing is charged.
+    const afterForce = await getBalance(p.db, user.userId);
+    const noDir = await lenstack(['enrich', input, '-o', join(dir, 'missing', 'x.jpg')]);
+    expect(noDir.code).toBe(2);
+    expect(noDir.stderr).toContain('cannot write');
+    const readonly = join(dir, 'readonly');
+    await mkdir(readonly);
+    await chmod(readonly, 0o555);
+    const noWrite = await lenstack(['enrich', input, '-o', join(readonly, 'x.jpg')]);
+    // root writes anywhere: there the write succeeds (and charges); elsewhere it is refused first.
+    if (process.getuid?.() !== 0) {
+      expect(noWrite.code).toBe(2);
+      expect(noWrite.stderr).toContain('cannot write');
+    }
+    const charged = noWrite.code === 0 ? 5 : 0;
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: afterForce.community - charged });
+    // No partial file is left behind.
+    expect((await readdir(dir)).filter((f) => f.includes('partial'))).toEqual([]);
+  });
+
   it('enrich writes the photo with the lens output in its metadata, read back by exiftool; it never overwrites without --force', async () => {
     const analysis = JSON.parse((await lenstack(['analyze', photo('orientation-landscape_1.jpg'), '--lens', 'describe', '--json'])).stdout);
     const out = join(work, 'enriched.jpg');
@@ -159,6 +239,71 @@ describe('lenstack CLI', () => {
     expect(readable.code, readable.stderr).toBe(0);
     // The photo already has the lens: 0 credits.
     expect(readable.stdout).toMatch(/^batch bat_\S+ completed: 1 done, 0 failed, 0 pending; 0 credits$/m);
+  });
+
+  it('batch exits 4 when the batch pauses for credits and 5 when photos failed; says the batch id at once', async () => {
+    const poor = await createTestUser(p.db, { community: 1 });
+    const folder = join(work, 'poor');
+    await mkdir(folder);
+    await copyFile(photo('orientation-portrait_8.jpg'), join(folder, 'a.jpg'));
+    await copyFile(photo('xmp-BlueSquare.jpg'), join(folder, 'b.jpg'));
+    const paused = await lenstack(['batch', folder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: poor.liveKey });
+    expect(paused.code, paused.stderr).toBe(4);
+    const result = JSON.parse(paused.stdout);
+    expect(result.batch).toMatchObject({ status: 'paused', pauseReason: 'credits', counts: { total: 2, done: 1, pending: 1 } });
+    expect(paused.stderr).toContain(`batch ${result.batch.id} submitted`);
+    expect(paused.stderr).toContain(`batch ${result.batch.id} paused: not enough credits`);
+
+    const mixed = join(work, 'mixed');
+    await mkdir(mixed);
+    await copyFile(photo('xmp-no_exif.jpg'), join(mixed, 'good.jpg'));
+    await writeFile(join(mixed, 'bad.jpg'), 'not a photo at all');
+    const failed = await lenstack(['batch', mixed, '--lens', 'dating']);
+    expect(failed.code, failed.stderr).toBe(5);
+    expect(failed.stdout).toMatch(/^batch (bat_\S+) completed: 1 done, 1 failed, 0 pending; 1 credits$/m);
+    expect(failed.stdout).toMatch(/bad\.jpg\s+IMAGE_INVALID/);
+    const id = failed.stdout.match(/^batch (bat_\S+)/m)![1]!;
+    expect(failed.stderr).toContain(`batch ${id} submitted`);
+  });
+
+  it('batch refuses photos too big for one request, and an --export that exists, before submitting', async () => {
+    const folder = join(work, 'huge');
+    await mkdir(folder);
+    for (const f of ['a.jpg', 'b.jpg']) {
+      await writeFile(join(folder, f), '');
+      await truncate(join(folder, f), 40 * 1024 * 1024);
+    }
+    const before = await p.db.query('SELECT count(*)::int AS n FROM batches');
+    const huge = await lenstack(['batch', folder, '--lens', 'dating']);
+    expect(huge.code).toBe(2);
+    expect(huge.stderr).toMatch(/2 photos, 80\.0 MiB \(106\.7 MiB as base64\), do not fit in one request: the API takes at most 100\.0 MiB/);
+    expect(huge.stderr).toContain('resumable uploads');
+
+    const existing = join(work, 'existing.csv');
+    await writeFile(existing, 'keep me');
+    const exists = await lenstack(['batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--export', existing]);
+    expect(exists.code).toBe(2);
+    expect(exists.stderr).toContain(`${existing} exists; pass --force`);
+    expect(await readFile(existing, 'utf8')).toBe('keep me');
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches')).rows[0].n).toBe(before.rows[0].n);
+
+    const forced = await lenstack(['batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--export', existing, '--force']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(await readFile(existing, 'utf8')).toMatch(/^\uFEFF?#,Source,Status/);
+  });
+
+  it('draws the progress bar on a terminal (a real pty from script(1)) and clears it', async () => {
+    const command = [process.execPath, BIN, 'batch', photo('Canon_40D.jpg'), '--lens', 'dating'].map((a) => `'${a}'`).join(' ');
+    const run = await new Promise<Run>((resolve) => {
+      const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: work, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: baseUrl, COLUMNS: '80' } });
+      let out = '';
+      child.stdout.on('data', (c) => (out += c));
+      child.on('close', (code) => resolve({ code: code ?? -1, stdout: out, stderr: '' }));
+    });
+    expect(run.code, run.stdout).toBe(0);
+    expect(run.stdout).toMatch(/\r\x1b\[2Kbatch \[[#-]+\] \d\/1/);
+    // Cleared before the summary is printed.
+    expect(run.stdout).toMatch(/\r\x1b\[2Kbatch bat_\S+ completed: 1 done/);
   });
 
   it('runs the examples: examples/analyze.ts and examples/batch.ts', async () => {

@@ -9,6 +9,8 @@ export interface Context {
   /** Terminal width for tables (unbounded when stdout is not a terminal). */
   width: number;
   catalog(): Promise<Catalog>;
+  /** What a failure report names besides the error (the batch a failure came after). */
+  errorContext: Record<string, string>;
 }
 
 export function print(ctx: Context, text: string): void {

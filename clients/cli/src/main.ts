@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { DEFAULT_BASE_URL, Lenstack, LenstackError, type Catalog } from '@lenstack/client';
+import { DEFAULT_BASE_URL, Lenstack, LenstackError, type Catalog, type LenstackOptions } from '@lenstack/client';
 import { analyzeCommand } from './commands/analyze.ts';
 import { catalogCommand, usageCommand } from './commands/account.ts';
 import { batchCommand } from './commands/batch.ts';
@@ -14,7 +14,7 @@ Usage:
   lenstack analyze <photo|url>... [--stack <name>] [--lens <a,b>] [--refresh]
   lenstack lookup <photo|url>...  |  lenstack lookup --sha256 <hex> | --phash <hex> [--threshold <n>]
   lenstack enrich <photo|url> [-o <out>] [--formats exif,iptc,xmp] [--force]
-  lenstack batch <folder|photo>... [--stack <name>] [--lens <a,b>] [--export <out.xlsx|.csv|.json>]
+  lenstack batch <folder|photo>... [--stack <name>] [--lens <a,b>] [--export <out.xlsx|.csv|.json>] [--force]
   lenstack catalog                 lenses and stacks
   lenstack usage                   your credits
 
@@ -28,7 +28,8 @@ Environment:
 
 Exit codes:
   0 ok   2 usage (bad arguments, unreadable file)   3 auth (no key, key refused)
-  4 not enough credits   5 other API error   6 network (no answer)   1 a fault of the CLI
+  4 not enough credits (or a batch paused for them)   5 other API error, or a batch with failed
+  photos or cancelled   6 network (no answer)   1 a fault of the CLI
 
 Examples:
   lenstack analyze photo.jpg --stack full-analysis
@@ -36,6 +37,7 @@ Examples:
   lenstack lookup photo.jpg
   lenstack enrich photo.jpg -o photo.enriched.jpg
   lenstack batch ./holiday --lens dating,describe --export holiday.xlsx
+    (one request: at most 100 MiB of photos as base64, about 75 MiB of files)
 `;
 
 const OPTIONS = {
@@ -59,7 +61,7 @@ const ALLOWED: Record<string, ReadonlyArray<keyof typeof OPTIONS>> = {
   analyze: ['stack', 'lens', 'refresh'],
   lookup: ['sha256', 'phash', 'threshold'],
   enrich: ['output', 'formats', 'force'],
-  batch: ['stack', 'lens', 'export'],
+  batch: ['stack', 'lens', 'export', 'force'],
   catalog: [],
   usage: [],
 };
@@ -75,8 +77,10 @@ export function cliEnv(env: NodeJS.ProcessEnv): CliEnv {
   return { apiKey: env.LENSTACK_API_KEY?.trim() || undefined, baseUrl: env.LENSTACK_BASE_URL?.trim() || DEFAULT_BASE_URL };
 }
 
-export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream }): Promise<number> {
+/** `clientOptions` lets tests give the client a sleep that records its waits. */
+export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream }, clientOptions: Partial<LenstackOptions> = {}): Promise<number> {
   let json = argv.includes('--json');
+  const errorContext: Record<string, string> = {};
   try {
     let parsed;
     try {
@@ -101,13 +105,14 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
     if (stray.length) throw new CliError(`${command} does not take --${stray.join(', --')}`, EXIT.USAGE);
     if (!env.apiKey) throw new CliError('no API key: set LENSTACK_API_KEY (svc_live_… or svc_test_…)', EXIT.AUTH);
 
-    const client = new Lenstack({ apiKey: env.apiKey, baseUrl: env.baseUrl });
+    const client = new Lenstack({ ...clientOptions, apiKey: env.apiKey, baseUrl: env.baseUrl });
     let catalog: Promise<Catalog> | undefined;
     const ctx: Context = {
       client, json, stdout: io.stdout, stderr: io.stderr,
       // Cut to the terminal's width; piped output is never cut.
       width: io.stdout.isTTY ? (io.stdout.columns ?? 100) : Number.POSITIVE_INFINITY,
       catalog: () => (catalog ??= client.catalog()),
+      errorContext,
     };
     switch (command) {
       case 'analyze':
@@ -117,7 +122,7 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
       case 'enrich':
         return await enrichCommand(ctx, { photos: rest, output: values.output, formats: values.formats, force: values.force });
       case 'batch':
-        return await batchCommand(ctx, { paths: rest, stack: values.stack, lens: values.lens, export: values.export });
+        return await batchCommand(ctx, { paths: rest, stack: values.stack, lens: values.lens, export: values.export, force: values.force });
       case 'catalog':
         return await catalogCommand(ctx);
       default:
@@ -125,7 +130,9 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
     }
   } catch (err) {
     const code = exitCodeOf(err);
-    io.stderr.write(json ? `${JSON.stringify({ error: errorReport(err), exitCode: code })}\n` : `lenstack: ${humanMessage(err)}\n`);
+    // A failure after a batch was made names it: the batch runs on, and can be followed or exported.
+    const about = errorContext.batchId ? `batch ${errorContext.batchId}: ` : '';
+    io.stderr.write(json ? `${JSON.stringify({ error: errorReport(err), ...errorContext, exitCode: code })}\n` : `lenstack: ${about}${humanMessage(err)}\n`);
     return code;
   }
 }

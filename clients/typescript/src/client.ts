@@ -1,7 +1,7 @@
 import createClient, { type Client } from 'openapi-fetch';
 import type { paths } from './generated/lenstack.ts';
 import { isErrorEnvelope, LenstackError } from './errors.ts';
-import { abortableSleep, NetworkFailure, newRequestId, parseRetryAfter, retryingFetch, REQUEST_ID_HEADER, type AttemptInfo, type FetchPolicy, type RetryEvent, type RetryOptions } from './retry.ts';
+import { abortableSleep, backoff, checkRequestId, NetworkFailure, newRequestId, parseRetryAfter, retryingFetch, REQUEST_ID_HEADER, type AttemptInfo, type FetchPolicy, type RetryEvent, type RetryOptions, type Sleep } from './retry.ts';
 import { readServerSentEvents } from './sse.ts';
 import type {
   Analysis, AnalyzeRequest, AnalyzeV2Request, Batch, BatchItem, BatchItemsPage, BatchItemsQuery, BatchRequest, Catalog,
@@ -20,11 +20,14 @@ export interface LenstackOptions {
   onRetry?: (event: RetryEvent) => void;
   /** Another fetch (a proxy agent, a test double at the wire). */
   fetch?: (request: Request) => Promise<Response>;
+  /** How the client waits between attempts (default: a timer that the request's signal aborts); tests pass one that records the wait. */
+  sleep?: Sleep;
 }
 
 export interface RequestOptions {
   /**
-   * The x-request-id to send (`^[A-Za-z0-9._:-]{1,128}$`); one is made when absent. The same id is
+   * The x-request-id to send (`^[A-Za-z0-9._:-]{1,128}$`; anything else throws a TypeError before
+   * sending, as the API would replace it); one is made when absent. The same id is
    * sent on every retry, and sending it again later is the same request: analyze and enrich run
    * and bill once per id, and another body under a used id is 409 `REQUEST_ID_CONFLICT`.
    */
@@ -37,10 +40,11 @@ export interface RequestOptions {
  * stored) and the operations the API makes idempotent by x-request-id (analyze, enrich, batch
  * submission: the same id answers with the batch it made). Batch control (pause, resume, cancel,
  * retry an item) is not: after a lost answer the client reports NETWORK_ERROR rather than steer
- * the batch twice. 429 and 503 are retried everywhere: the API did nothing.
+ * the batch twice, and it resends them after a 429 or 503 only when the answer carries the API's
+ * error envelope (the API refused before doing anything; a gateway's bare 503 promises nothing).
  */
-const IDEMPOTENT: FetchPolicy = { retryNetworkErrors: true };
-const ONCE: FetchPolicy = { retryNetworkErrors: false };
+const IDEMPOTENT: FetchPolicy = { idempotent: true };
+const ONCE: FetchPolicy = { idempotent: false };
 
 type FetchFn = (request: Request) => Promise<Response>;
 type Outcome<T> = { data?: T; error?: unknown; response: Response };
@@ -54,6 +58,7 @@ export class Lenstack {
   readonly #retry: Required<RetryOptions>;
   readonly #onRetry: ((e: RetryEvent) => void) | undefined;
   readonly #fetch: FetchFn;
+  readonly #sleep: Sleep;
 
   constructor(options: LenstackOptions = {}) {
     this.baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
@@ -61,6 +66,7 @@ export class Lenstack {
     if (!(this.#retry.maxAttempts >= 1)) throw new RangeError('retry.maxAttempts must be at least 1');
     this.#onRetry = options.onRetry;
     this.#fetch = options.fetch ?? ((request) => globalThis.fetch(request));
+    this.#sleep = options.sleep ?? abortableSleep;
     this.raw = createClient<paths>({
       baseUrl: this.baseUrl,
       headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
@@ -74,12 +80,21 @@ export class Lenstack {
   }
 
   /**
+   * Waits the jittered backoff before try `attempt + 1` (bounded by retry.maxDelayMs).
+   * @internal `batches.wait` uses it between event streams.
+   */
+  backoff(attempt: number, signal?: AbortSignal): Promise<void> {
+    return this.#sleep(backoff(attempt, this.#retry), signal);
+  }
+
+  /**
    * Runs one operation through the retrying fetch and turns an error answer into LenstackError.
    * @internal the methods below and `batches` use it; callers use them or `raw`.
    */
   async call<T>(policy: FetchPolicy, opts: RequestOptions | undefined, run: (init: { fetch: FetchFn; headers: Record<string, string>; signal?: AbortSignal }) => Promise<Outcome<T>>): Promise<T> {
+    checkRequestId(opts?.requestId);
     const info: AttemptInfo = { attempts: 0, requestId: opts?.requestId ?? '' };
-    const fetch = retryingFetch(this.#fetch, this.#retry, policy, this.#onRetry, abortableSleep, info);
+    const fetch = retryingFetch(this.#fetch, this.#retry, policy, this.#onRetry, this.#sleep, info);
     let outcome: Outcome<T>;
     try {
       outcome = await run({ fetch, headers: opts?.requestId ? { [REQUEST_ID_HEADER]: opts.requestId } : {}, ...(opts?.signal ? { signal: opts.signal } : {}) });
@@ -225,48 +240,73 @@ export class Batches {
    * when the batch completes or is cancelled. A connection lost mid-stream throws NETWORK_ERROR.
    */
   async *events(batchId: string, opts?: RequestOptions): AsyncGenerator<Batch> {
+    checkRequestId(opts?.requestId);
     const requestId = opts?.requestId ?? newRequestId();
     const stream = await this.client.call<ReadableStream<Uint8Array> | null>(IDEMPOTENT, { ...opts, requestId }, (init) =>
       this.client.raw.GET('/v1/batches/{batchId}/events', { params: { path: { batchId } }, parseAs: 'stream', ...init }) as Promise<Outcome<ReadableStream<Uint8Array> | null>>,
     );
     if (!stream) return;
     const events = readServerSentEvents(stream);
-    for (;;) {
-      let next: IteratorResult<{ event: string; data: string }>;
-      try {
-        next = await events.next();
-      } catch (err) {
-        if (opts?.signal?.aborted) throw err;
-        throw new LenstackError({ code: 'NETWORK_ERROR', message: `The batch event stream broke off: ${(err as Error).message}`, status: null, requestId, retryable: true, attempts: 1, cause: err });
+    try {
+      for (;;) {
+        let next: IteratorResult<{ event: string; data: string }>;
+        try {
+          next = await events.next();
+        } catch (err) {
+          if (opts?.signal?.aborted) throw err;
+          throw new LenstackError({ code: 'NETWORK_ERROR', message: `The batch event stream broke off: ${(err as Error).message}`, status: null, requestId, retryable: true, attempts: 1, cause: err });
+        }
+        if (next.done) return;
+        if (next.value.event === 'batch') yield JSON.parse(next.value.data) as Batch;
       }
-      if (next.done) return;
-      if (next.value.event === 'batch') yield JSON.parse(next.value.data) as Batch;
+    } finally {
+      // A caller that stops early (a paused batch, whose stream stays open) closes the connection.
+      await events.return(undefined);
     }
   }
 
   /**
    * Follows the batch until it completes, is cancelled or pauses (for credits, or by request),
-   * reporting each change. A stream that breaks off is opened again (up to the client's
-   * maxAttempts in a row without news); the end state is read once more with GET.
+   * reporting each change. A stream that breaks off, or ends while the batch still runs (the
+   * server ends it when it cannot read the batch), is opened again after a jittered backoff; after
+   * the client's maxAttempts streams in a row that brought no new counts it throws NETWORK_ERROR.
+   * The end state is read once more with GET.
    */
   async wait(batchId: string, opts?: { onProgress?: (batch: Batch) => void; signal?: AbortSignal }): Promise<Batch> {
+    const signal = opts?.signal ? { signal: opts.signal } : undefined;
     let latest: Batch | undefined;
     let failures = 0;
     for (;;) {
+      let broke: unknown;
       try {
-        for await (const batch of this.events(batchId, opts?.signal ? { signal: opts.signal } : undefined)) {
-          failures = 0;
+        for await (const batch of this.events(batchId, signal)) {
+          // Every stream starts with the batch as it is: only a change is news (and resets the count
+          // of fruitless streams), else a stream that drops after its first event reconnects forever.
+          if (latest === undefined || progressOf(latest) !== progressOf(batch)) {
+            failures = 0;
+            opts?.onProgress?.(batch);
+          }
           latest = batch;
-          opts?.onProgress?.(batch);
           if (batch.status === 'paused') return batch;
         }
-        break;
+        if (latest !== undefined && ENDED.has(latest.status)) break;
+        broke = new LenstackError({
+          code: 'NETWORK_ERROR', message: `The batch event stream ended while the batch was still ${latest?.status ?? 'unseen'}`,
+          status: null, requestId: '', retryable: true, attempts: failures + 1,
+        });
       } catch (err) {
-        if (!(err instanceof LenstackError) || err.code !== 'NETWORK_ERROR' || ++failures >= this.client.maxAttempts) throw err;
+        if (!(err instanceof LenstackError) || err.code !== 'NETWORK_ERROR') throw err;
+        broke = err;
       }
+      if (++failures >= this.client.maxAttempts) throw broke;
+      await this.client.backoff(failures, opts?.signal);
     }
-    const final = await this.get(batchId, opts?.signal ? { signal: opts.signal } : undefined);
-    if (latest === undefined || latest.status !== final.status || JSON.stringify(latest.counts) !== JSON.stringify(final.counts)) opts?.onProgress?.(final);
+    const final = await this.get(batchId, signal);
+    if (progressOf(latest!) !== progressOf(final)) opts?.onProgress?.(final);
     return final;
   }
 }
+
+/** The statuses after which a batch changes no more (a paused one may be resumed). */
+const ENDED = new Set<Batch['status']>(['completed', 'cancelled']);
+const progressOf = (b: Batch) => JSON.stringify([b.status, b.counts]);

@@ -4,7 +4,7 @@ type Route = { [P in keyof paths]: { [M in 'get' | 'post']: paths[P][M] extends 
 
 /**
  * Which method of the client calls which operation of the document. The type only admits
- * operations the generated `paths` has; test/clients/operations.test.ts checks that every public
+ * operations the generated `paths` has; test/clients/generated.test.ts checks that every public
  * operation of openapi/lenstack.json is here (a new endpoint needs a method).
  */
 export const OPERATIONS = {

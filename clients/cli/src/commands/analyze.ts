@@ -45,30 +45,41 @@ export async function analyzeCommand(ctx: Context, args: AnalyzeArgs): Promise<n
   const progress = new Progress(ctx.stderr, 'analyzing');
   const results: Array<{ file: string; analysis?: Analysis; error?: ReturnType<typeof errorJson> }> = [];
   let exit: number = EXIT.OK;
-  for (const [n, input] of inputs.entries()) {
-    progress.update(n, inputs.length, input.name);
-    try {
-      const analysis = await ctx.client.analyze({ ...selection, ...(await imageField(input)) } as AnalyzeRequest);
-      results.push({ file: input.name, analysis });
-      if (!ctx.json) {
-        progress.finish();
-        print(ctx, await readable(ctx, input, analysis));
-      }
-    } catch (err) {
-      if (!(err instanceof LenstackError)) throw err;
-      const code = exitCodeOf(err);
-      // One photo: its failure is the command's, reported like any other (stderr, exit code).
-      if (code !== EXIT.API || inputs.length === 1) throw err;
-      if (exit === EXIT.OK) exit = code;
-      results.push({ file: input.name, error: errorJson(err) });
-      if (!ctx.json) {
-        progress.finish();
-        ctx.stderr.write(`${input.name}: ${err.message} (${err.code}, request ${err.requestId})\n`);
+  let stop: unknown;
+  try {
+    for (const [n, input] of inputs.entries()) {
+      progress.update(n, inputs.length, input.name);
+      try {
+        const analysis = await ctx.client.analyze({ ...selection, ...(await imageField(input)) } as AnalyzeRequest);
+        results.push({ file: input.name, analysis });
+        if (!ctx.json) {
+          progress.finish();
+          print(ctx, await readable(ctx, input, analysis));
+        }
+      } catch (err) {
+        if (!(err instanceof LenstackError)) throw err;
+        const code = exitCodeOf(err);
+        // One photo: its failure is the command's, reported like any other (stderr, exit code).
+        if (inputs.length === 1) throw err;
+        if (exit === EXIT.OK) exit = code;
+        results.push({ file: input.name, error: errorJson(err) });
+        // Auth, credits, network: the next photo would fail the same way. What was billed so far is still printed.
+        if (code !== EXIT.API) {
+          stop = err;
+          exit = code;
+          break;
+        }
+        if (!ctx.json) {
+          progress.finish();
+          ctx.stderr.write(`${input.name}: ${err.message} (${err.code}, request ${err.requestId})\n`);
+        }
       }
     }
+  } finally {
+    progress.finish();
   }
-  progress.finish();
   if (ctx.json) printJson(ctx, inputs.length === 1 ? results[0]!.analysis : results);
+  if (stop !== undefined) throw stop;
   return exit;
 }
 

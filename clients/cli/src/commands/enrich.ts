@@ -1,8 +1,8 @@
-import { access, rename, unlink, writeFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { imageField, photoInput, readPhoto } from '../files.ts';
+import { imageField, photoInput } from '../files.ts';
+import { OutputFile } from '../output.ts';
 
 export interface EnrichArgs {
   photos: string[];
@@ -18,6 +18,7 @@ type Format = (typeof FORMATS)[number];
  * `lenstack enrich <photo|url> [-o out.jpg] [--formats exif,iptc,xmp] [--force]`: the photo with
  * what the account's lenses found written into its metadata (5 credits). The output defaults to
  * `<name>.enriched<ext>` beside the input and never replaces an existing file without --force.
+ * The output is claimed before the API is asked, so a folder that cannot be written costs nothing.
  */
 export async function enrichCommand(ctx: Context, args: EnrichArgs): Promise<number> {
   if (args.photos.length !== 1) throw new CliError('enrich takes exactly one photo (a file or an http(s) URL)', EXIT.USAGE);
@@ -26,19 +27,17 @@ export async function enrichCommand(ctx: Context, args: EnrichArgs): Promise<num
   const unknown = formats.filter((f) => !(FORMATS as readonly string[]).includes(f));
   if (unknown.length) throw new CliError(`unknown format ${unknown.join(', ')}: use ${FORMATS.join(', ')}`, EXIT.USAGE);
   const output = args.output ?? defaultOutput(input.kind === 'file' ? input.path : new URL(input.url).pathname.split('/').pop() || 'photo.jpg');
-  if (!args.force && (await exists(output))) throw new CliError(`${output} exists; pass --force to replace it`, EXIT.USAGE);
-  if (input.kind === 'file') await readPhoto(input.path);
+  const image = await imageField(input);
 
-  const result = await ctx.client.enrich({ ...(await imageField(input)), formats: (formats.length ? formats : [...FORMATS]) as Format[] });
-  // Written beside the target and renamed, so a failed write never leaves half a photo.
-  const partial = `${output}.partial-${process.pid}`;
+  const file = await OutputFile.claim(output, args.force === true);
+  let result;
   try {
-    await writeFile(partial, Buffer.from(result.imageBase64, 'base64'));
-    await rename(partial, output);
+    result = await ctx.client.enrich({ ...image, formats: (formats.length ? formats : [...FORMATS]) as Format[] });
   } catch (err) {
-    await unlink(partial).catch(() => {});
-    throw new CliError(`cannot write ${output}: ${(err as Error).message}`, EXIT.USAGE);
+    await file.abandon();
+    throw err;
   }
+  await file.commit(Buffer.from(result.imageBase64, 'base64'));
   const { imageBase64: _bytes, ...summary } = result;
   if (ctx.json) printJson(ctx, { ...summary, output });
   else {
@@ -51,11 +50,4 @@ export async function enrichCommand(ctx: Context, args: EnrichArgs): Promise<num
 export function defaultOutput(path: string): string {
   const ext = extname(path);
   return `${path.slice(0, path.length - ext.length)}.enriched${ext || '.jpg'}`;
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
 }

@@ -1,0 +1,64 @@
+import { randomBytes } from 'node:crypto';
+import { access, link, open, rename, unlink, writeFile } from 'node:fs/promises';
+import { CliError, EXIT } from './exit-codes.ts';
+
+/**
+ * A file the CLI will write, claimed before anything is charged: a partial file beside the target,
+ * created exclusively ('wx'), proves the folder is writable. The result is written into it and then
+ * linked to the target, which fails if the target appeared meanwhile (no check-then-write race);
+ * `force` renames over it instead.
+ */
+export class OutputFile {
+  private constructor(
+    readonly target: string,
+    readonly partial: string,
+    private readonly force: boolean,
+  ) {}
+
+  /** Set once the result is in the partial file: from then on it is never removed. */
+  #written = false;
+
+  static async claim(target: string, force: boolean): Promise<OutputFile> {
+    if (!force && (await exists(target))) throw new CliError(`${target} exists; pass --force to replace it`, EXIT.USAGE);
+    const partial = `${target}.partial-${process.pid}-${randomBytes(4).toString('hex')}`;
+    try {
+      await (await open(partial, 'wx')).close();
+    } catch (err) {
+      throw new CliError(`cannot write ${target}: ${(err as Error).message}`, EXIT.USAGE);
+    }
+    return new OutputFile(target, partial, force);
+  }
+
+  /** Writes the bytes to the target. When the target appeared meanwhile, they stay in the partial file, named in the error. */
+  async commit(bytes: Uint8Array): Promise<void> {
+    try {
+      await writeFile(this.partial, bytes);
+      this.#written = true;
+    } catch (err) {
+      await this.abandon();
+      throw new CliError(`cannot write ${this.target}: ${(err as Error).message}`, EXIT.USAGE);
+    }
+    try {
+      if (this.force) await rename(this.partial, this.target);
+      else {
+        await link(this.partial, this.target);
+        await unlink(this.partial);
+      }
+    } catch (err) {
+      const why = (err as NodeJS.ErrnoException).code === 'EEXIST' ? 'it was created meanwhile (pass --force to replace it)' : (err as Error).message;
+      throw new CliError(`cannot write ${this.target}: ${why}; the result is in ${this.partial}`, EXIT.USAGE);
+    }
+  }
+
+  /** Removes the partial file unless it holds a result (the command failed before it had one). */
+  async abandon(): Promise<void> {
+    if (!this.#written) await unlink(this.partial).catch(() => {});
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
