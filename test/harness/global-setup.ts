@@ -5,7 +5,12 @@
  */
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { access, constants, mkdtemp, rm } from 'node:fs/promises';
+import { ensureGoTool, goToolPath } from '../../tools/scripts/go-tool.ts';
+import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
+import { PROMTOOL } from '../../tools/scripts/promtool.ts';
+import { VERSITYGW } from '../../tools/scripts/s3-server.ts';
+import { STRIPE_MOCK } from '../../tools/scripts/stripe-mock.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -54,6 +59,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   try {
     await Promise.all([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]);
+
+    // The Go-built test tools, once into the cache before any test's timeout runs (a cold build of
+    // promtool alone takes 10-20 minutes on 2 cores); a warm cache answers at once.
+    for (const tool of [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF]) {
+      if (await access(goToolPath(tool), constants.X_OK).then(() => true, () => false)) continue;
+      process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
+      const t0 = Date.now();
+      await ensureGoTool(tool);
+      process.stderr.write(`[harness] built ${tool.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
+    }
 
     const redisPrefix = `lenstack-test:${runId}:`;
     cleanups.push(() => deleteRedisKeys(settings.redisUrl, redisPrefix));
