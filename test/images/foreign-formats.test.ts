@@ -10,7 +10,8 @@ import { probeImage } from '../../images/probe.ts';
 import { prepareImage } from '../../vendors/resize.ts';
 import { readBack } from '../enrich/helpers.ts';
 import { photo } from './photos.ts';
-import { bmpOf, heicDeclaring } from './foreign-inputs.ts';
+import { readBmpHeader } from '../../images/bmp-header.ts';
+import { bmpOf, bmpVariant, heicDeclaring, packRows } from './foreign-inputs.ts';
 
 /**
  * HEIC (HEVC in HEIF, the iPhone's format) and BMP, which the prebuilt sharp cannot decode:
@@ -153,5 +154,89 @@ describe('BMP', () => {
 
   it('"BM" followed by anything but a known DIB header is not a BMP', async () => {
     await expect(probeImage(Buffer.concat([Buffer.from('BM'), Buffer.alloc(60)]), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/Unsupported image format/) });
+  });
+});
+
+describe('BMP variants: each accepted one decodes to its exact pixels, the rest are refused by name', () => {
+  // 7×5 (odd width: row padding matters), every pixel a different colour.
+  const W = 7;
+  const H = 5;
+  const colour = (x: number, y: number): [number, number, number] => [x * 36 + 8, y * 60 + 4, (x * 5 + y * 11) * 3];
+  const expected = (f: (v: number) => number = (v) => v) => {
+    const out = Buffer.alloc(W * H * 3);
+    for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) out.set(colour(x, y).map(f), (y * W + x) * 3);
+    return out;
+  };
+  const five = (v: number) => v >> 3;
+  const six = (v: number) => v >> 2;
+  const accepted: Array<[string, Buffer, Buffer]> = [
+    ['32-bit BI_RGB (x8r8g8b8)', bmpVariant(W, H, { depth: 32, rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+    [
+      '32-bit BI_BITFIELDS, masks in RGBA byte order',
+      bmpVariant(W, H, { depth: 32, compression: 3, masks: [0x000000ff, 0x0000ff00, 0x00ff0000], rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return (0x7f << 24) | (b << 16) | (g << 8) | r; }) }),
+      expected(),
+    ],
+    [
+      '32-bit BI_BITFIELDS with alpha in a V5 header',
+      bmpVariant(W, H, { depth: 32, compression: 3, headerSize: 124, masks: [0x00ff0000, 0x0000ff00, 0x000000ff, 0xff000000], rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return ((0xff << 24) | (r << 16) | (g << 8) | b) >>> 0; }) }),
+      expected(),
+    ],
+    // A V4/V5 header holds mask fields even for BI_RGB, often zero: BI_RGB means x8r8g8b8 whatever they say.
+    ['32-bit BI_RGB in a V5 header with zero masks', bmpVariant(W, H, { depth: 32, headerSize: 124, rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+    ['24-bit in a V5 header', bmpVariant(W, H, { depth: 24, headerSize: 124, rows: packRows(W, H, 3, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+    // 16-bit levels are 5 (or 6) bits: level v reads as v·8 (v·4), as Windows GDI reads them.
+    ['16-bit BI_RGB (x1r5g5b5)', bmpVariant(W, H, { depth: 16, rows: packRows(W, H, 2, (x, y) => { const [r, g, b] = colour(x, y); return (five(r) << 10) | (five(g) << 5) | five(b); }) }), expected((v) => five(v) << 3)],
+    [
+      '16-bit BI_BITFIELDS (r5g6b5)',
+      bmpVariant(W, H, { depth: 16, compression: 3, masks: [0xf800, 0x07e0, 0x001f], rows: packRows(W, H, 2, (x, y) => { const [r, g, b] = colour(x, y); return (five(r) << 11) | (six(g) << 5) | five(b); }) }),
+      (() => { const e = expected(); for (let i = 0; i < e.length; i++) e[i] = i % 3 === 1 ? six(e[i]!) << 2 : five(e[i]!) << 3; return e; })(),
+    ],
+    // Pixel rows that start after a gap (bfOffBits beyond the headers): read from bfOffBits, not from the gap.
+    ['24-bit with a gap before its pixel rows', bmpVariant(W, H, { depth: 24, gap: 16, rows: packRows(W, H, 3, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+  ];
+
+  it.each(accepted)('%s decodes to the exact pixels written', async (_name, bmp, want) => {
+    expect(await probeImage(bmp, limits)).toEqual({ format: 'bmp', mime: 'image/bmp', width: W, height: H });
+    const { data, info } = await (await openImage(bmp, limits)).raw().toBuffer({ resolveWithObject: true });
+    expect({ width: info.width, height: info.height, channels: info.channels }).toEqual({ width: W, height: H, channels: 3 });
+    // Booleans plus the first differing pixel: readable when it fails.
+    const firstDiff = data.findIndex((v, i) => v !== want[i]);
+    expect({ same: data.equals(want), firstDiff }).toEqual({ same: true, firstDiff: -1 });
+  });
+
+  const grey: Array<[number, number, number]> = Array.from({ length: 16 }, (_, i) => [i * 17, i * 17, i * 17]);
+  const refused: Array<[string, Buffer, RegExp]> = [
+    ['8-bit palette', bmpVariant(W, H, { depth: 8, palette: grey, rows: Buffer.alloc(8 * H, 3) }), /8-bit palette BMP is not supported; convert to PNG/],
+    ['4-bit palette', bmpVariant(W, H, { depth: 4, palette: grey, rows: Buffer.alloc(4 * H, 0x35) }), /4-bit palette BMP is not supported; convert to PNG/],
+    ['1-bit', bmpVariant(W, H, { depth: 1, palette: [[0, 0, 0], [255, 255, 255]], rows: Buffer.alloc(4 * H, 0xaa) }), /1-bit palette BMP is not supported; convert to PNG/],
+    ['RLE8', bmpVariant(W, H, { depth: 8, compression: 1, palette: grey, rows: Buffer.from([W, 5, 0, 0, W, 5, 0, 0, W, 5, 0, 0, W, 5, 0, 0, W, 5, 0, 1]) }), /RLE8-compressed BMP is not supported; convert to PNG/],
+    ['RLE4', bmpVariant(W, H, { depth: 4, compression: 2, palette: grey, rows: Buffer.from([W, 0x55, 0, 0, W, 0x55, 0, 0, W, 0x55, 0, 0, W, 0x55, 0, 0, W, 0x55, 0, 1]) }), /RLE4-compressed BMP is not supported; convert to PNG/],
+  ];
+
+  it.each(refused)('%s is refused from its header, naming the variant, before any decode', async (_name, bmp, message) => {
+    await expect(probeImage(bmp, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: expect.stringMatching(message) });
+    await expect(openImage(bmp, limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(message) });
+  });
+});
+
+describe('hostile BMP headers', () => {
+  const oneByOne = (v: { clrUsed?: number; offset?: number; pad?: number } = {}) => {
+    const bmp = Buffer.concat([bmpVariant(1, 1, { depth: 24, rows: Buffer.from([1, 2, 3, 0]), ...(v.clrUsed === undefined ? {} : { clrUsed: v.clrUsed }) }), Buffer.alloc(v.pad ?? 0)]);
+    if (v.offset !== undefined) bmp.writeUInt32LE(v.offset, 10);
+    return bmp;
+  };
+
+  it('a palette of 0xFFFFFFFF colours (a 26 s, 2 GB decode in bmp-ts) is refused from the header', async () => {
+    const bmp = oneByOne({ clrUsed: 0xffffffff, pad: 1_000_000 });
+    expect(() => readBmpHeader(bmp)).toThrow(/4294967295 palette colours/);
+    await expect(probeImage(bmp, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/palette/) });
+    // Over 256 is no BMP palette at any depth.
+    expect(() => readBmpHeader(oneByOne({ clrUsed: 257, pad: 2000 }))).toThrow(/257 palette colours/);
+  });
+
+  it('pixel rows declared inside the palette, or past the end of the file, are refused', async () => {
+    // 4 palette colours end at byte 70; rows declared at 54 would be read from the palette.
+    expect(() => readBmpHeader(oneByOne({ clrUsed: 4, offset: 54, pad: 16 }))).toThrow(/pixel data at byte 54, before the end of its headers and palette \(byte 70\)/);
+    expect(() => readBmpHeader(oneByOne({ offset: 10_000 }))).toThrow(/pixel data at byte 10000, past the end of its 58 bytes/);
   });
 });
