@@ -4,7 +4,7 @@ import { createMetadataTool } from '../../enrich/exiftool.ts';
 import { readExisting } from '../../enrich/mapping.ts';
 import { decodeUpright } from '../../images/decode.ts';
 import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
-import { decodeForeign } from '../../images/foreign-decode.ts';
+import { decodeForeign, isDecoderRefusal } from '../../images/foreign-decode.ts';
 import { openImage } from '../../images/open.ts';
 import { probeImage } from '../../images/probe.ts';
 import { prepareImage } from '../../vendors/resize.ts';
@@ -238,5 +238,52 @@ describe('hostile BMP headers', () => {
     // 4 palette colours end at byte 70; rows declared at 54 would be read from the palette.
     expect(() => readBmpHeader(oneByOne({ clrUsed: 4, offset: 54, pad: 16 }))).toThrow(/pixel data at byte 54, before the end of its headers and palette \(byte 70\)/);
     expect(() => readBmpHeader(oneByOne({ offset: 10_000 }))).toThrow(/pixel data at byte 10000, past the end of its 58 bytes/);
+  });
+
+  it('a decoder that runs away on the JS heap ends its own worker, not the process', async () => {
+    // Straight to the decoder (open.ts would refuse the header): bmp-ts builds an object per
+    // declared palette colour until the bytes run out; the worker's heap limit stops it.
+    const bmp = oneByOne({ clrUsed: 0xffffffff, pad: 24_000_000 });
+    await expect(decodeForeign('bmp', bmp, limits.maxPixels)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/more memory than/) });
+    // The process decodes on.
+    const ok = await decodeForeign('bmp', bmpOf(Buffer.from([9, 8, 7]), 1, 1), limits.maxPixels);
+    expect([...ok.pixels]).toEqual([9, 8, 7]);
+  });
+});
+
+describe('the decode queue, and failures that are the server\'s, not the image\'s', () => {
+  const tiny = (i: number) => bmpOf(Buffer.from([i, 255 - i, 7]), 1, 1);
+
+  it('beyond 2 decoding and 8 waiting, a decode is answered 503 with Retry-After at once; the others decode', async () => {
+    // All twelve ask in the same tick: 2 take the slots, 8 wait, 2 find the queue full.
+    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => decodeForeign('bmp', tiny(i), limits.maxPixels)));
+    expect(results.map((r) => r.status)).toEqual([...Array(10).fill('fulfilled'), 'rejected', 'rejected']);
+    expect(results.slice(0, 10).map((r) => (r.status === 'fulfilled' ? r.value.pixels[0] : -1))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    for (const r of results.slice(10)) {
+      expect(r.status === 'rejected' && r.reason).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, retryable: true, headers: { 'retry-after': '2' } });
+      expect(isDecoderRefusal(r.status === 'rejected' && r.reason)).toBe(false);
+    }
+  });
+
+  it('a decode that waits for a slot past its deadline is answered 503; one whose caller aborts leaves the queue', async () => {
+    // Two HEIC decodes (distinct keys: different limits) hold both slots for far longer than 1 ms.
+    const heics = [decodeForeign('heif', HEIC, limits.maxPixels), decodeForeign('heif', HEIC, limits.maxPixels - 1)];
+    const late = decodeForeign('bmp', tiny(1), limits.maxPixels, { queueWaitMs: 1 }).catch((e: unknown) => e);
+    const caller = new AbortController();
+    const abandoned = decodeForeign('bmp', tiny(2), limits.maxPixels, { signal: caller.signal }).catch((e: unknown) => e);
+    caller.abort(new Error('client went away'));
+    expect(await late).toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryable: true, message: expect.stringMatching(/No image decoder was free within 0.001 s/), headers: { 'retry-after': '5' } });
+    expect(await abandoned).toMatchObject({ message: 'client went away' });
+    const decoded = await Promise.all(heics);
+    expect(decoded.map((d) => d.width)).toEqual([2566, 2566]);
+  });
+
+  it('a decode the server did not finish in time is a retryable 503, not a refusal of the image', async () => {
+    // Worker start and the WASM set-up alone take far more than 1 ms.
+    const err = await decodeForeign('heif', HEIC, limits.maxPixels, { timeoutMs: 1 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, retryable: true, message: expect.stringMatching(/took over 0.001 s/) });
+    expect(isDecoderRefusal(err)).toBe(false);
+    // The same image decodes when the server has the time.
+    expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
   });
 });
