@@ -98,12 +98,12 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
  * decode check: it rejects corrupt or truncated data, and yields the hashes.
  */
 export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
-  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, opts));
+  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, { ...opts, maxPixels }));
 }
 
 /** `checkedFingerprint` without the SHA-256 and header the caller already has. */
 function checkedHashes(bytes: Buffer, maxPixels: number, opts: FingerprintOptions): Promise<PerceptualHashes> {
-  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, opts));
+  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }));
 }
 
 async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>): Promise<T> {

@@ -7,7 +7,8 @@ import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
 import { decodeForeign, isDecoderRefusal } from '../../images/foreign-decode.ts';
 import { openImage } from '../../images/open.ts';
 import { probeImage } from '../../images/probe.ts';
-import { prepareImage } from '../../vendors/resize.ts';
+import { makeWorkCopy, prepareImage } from '../../vendors/resize.ts';
+import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { readBack } from '../enrich/helpers.ts';
 import { photo } from './photos.ts';
 import { readBmpHeader } from '../../images/bmp-header.ts';
@@ -34,7 +35,7 @@ describe('HEIC', () => {
   });
 
   it('decodes to the same picture as heif-convert, pixel for pixel within JPEG noise', async () => {
-    const [a, b, other] = await Promise.all([decodeUpright(HEIC), decodeUpright(HEIC_AS_JPEG), decodeUpright(photo('gps-DSCN0010.jpg'))]);
+    const [a, b, other] = await Promise.all([decodeUpright(HEIC, limits), decodeUpright(HEIC_AS_JPEG, limits), decodeUpright(photo('gps-DSCN0010.jpg'), limits)]);
     const meanDiff = (x: Buffer, y: Buffer) => x.reduce((sum, v, i) => sum + Math.abs(v - y[i]!), 0) / x.length;
     // JPEG q85 noise, plus up to ~0.6 because the export's Display P3 profile is converted to sRGB
     // and our HEIC pixels are taken as sRGB (docs/decisions.md, "Accepted formats").
@@ -285,5 +286,25 @@ describe('the decode queue, and failures that are the server\'s, not the image\'
     expect(isDecoderRefusal(err)).toBe(false);
     // The same image decodes when the server has the time.
     expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
+  });
+});
+
+describe("every decode of a HEIC or BMP is held to the configured pixel limit, not sharp's 268 MP", () => {
+  const heicPixels = 2566 * 3313;
+  const bmp = bmpOf(Buffer.alloc(64 * 48 * 3, 90), 64, 48);
+
+  it('the fingerprint and embedding decode', async () => {
+    await expect(decodeUpright(HEIC, { maxPixels: heicPixels - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/2566×3313/) });
+    await expect(fingerprint(HEIC, { maxPixels: heicPixels - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(fingerprint(bmp, { maxPixels: 64 * 48 - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    expect((await fingerprint(bmp, { maxPixels: 64 * 48 })).width).toBe(64);
+  });
+
+  it("the worker's work copy and a vendor upload from the original", async () => {
+    await expect(makeWorkCopy(HEIC, heicPixels - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    const copies = createWorkCopies({ read: async () => bmp, maxBytes: 1 << 20, maxPixels: 64 * 48 - 1 });
+    await expect(copies.get('a'.repeat(64))).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(prepareImage('anthropic', bmp, 64 * 48 - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    expect((await prepareImage('anthropic', bmp, 64 * 48)).source).toEqual({ width: 64, height: 48 });
   });
 });
