@@ -82,6 +82,8 @@ function refuse(err: AppError): never {
 const inFlight = new Map<string, Promise<DecodedRgb>>();
 
 export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions = {}): Promise<DecodedRgb> {
+  // A decode its caller may abort is not shared: the abort would fail the other callers too.
+  if (opts.signal) return decodeOnce(kind, bytes, maxPixels, opts);
   const key = `${kind}:${maxPixels}:${createHash('sha256').update(bytes).digest('hex')}`;
   const running = inFlight.get(key);
   if (running) return running;
@@ -94,8 +96,10 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
   const queueWaitMs = opts.queueWaitMs ?? MAX_QUEUE_WAIT_MS;
   const deadline = AbortSignal.timeout(queueWaitMs);
   const leave = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
+  let started = false;
   return slots
     .run(async () => {
+      started = true;
       const answer = await runWorker(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS);
       if (!answer.ok) {
         // Only what the decoder found wrong with the image is the image's fault, and final.
@@ -108,7 +112,7 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
     }, leave)
     .catch((err: unknown) => {
       if (err instanceof AppError) throw err;
-      if (leave.aborted && !opts.signal?.aborted) throw busy(`No image decoder was free within ${queueWaitMs / 1000} s; send the request again in a moment`, 5);
+      if (!started && leave.aborted && !opts.signal?.aborted) throw busy(`No image decoder was free within ${queueWaitMs / 1000} s; send the request again in a moment`, 5);
       throw err;
     });
 }
