@@ -10,6 +10,9 @@ const bool = z
 
 const vendorName = z.enum(['openai', 'anthropic', 'google']);
 
+/** IMAGE_MAX_PIXELS unless configured: also the limit of a decode whose caller holds no config. */
+export const DEFAULT_IMAGE_MAX_PIXELS = 100_000_000;
+
 export const configSchema = z.object({
   NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
   HOST: z.string().default('0.0.0.0'),
@@ -85,7 +88,7 @@ export const configSchema = z.object({
   /** Bytes of large request bodies one API process reads and holds at once; 503 with Retry-After beyond. */
   BODY_BYTES_IN_FLIGHT: z.coerce.number().int().positive().default(400 * 1024 * 1024),
   /** Maximum decoded pixel count (decompression-bomb guard). */
-  IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(100_000_000),
+  IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(DEFAULT_IMAGE_MAX_PIXELS),
   /** How long an analysis (or vehicle report) workflow may run: its execution timeout. */
   WORKFLOW_TIMEOUT_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
   /**

@@ -19,8 +19,9 @@ export interface UprightPixels {
   height: number;
 }
 
-export async function decodeUpright(bytes: Buffer): Promise<UprightPixels> {
-  const { data, info } = await (await openImage(bytes))
+/** `maxPixels`: the configured IMAGE_MAX_PIXELS, which the HEIC/BMP decoder enforces as it decodes. */
+export async function decodeUpright(bytes: Buffer, opts: { maxPixels: number }): Promise<UprightPixels> {
+  const { data, info } = await (await openImage(bytes, { maxPixels: opts.maxPixels }))
     .autoOrient() // same as .rotate() without arguments
     .flatten({ background: '#ffffff' }) // transparent pixels have arbitrary colour underneath
     .resize(INTERMEDIATE.width, INTERMEDIATE.height, { fit: 'fill' })

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { DEFAULT_IMAGE_MAX_PIXELS } from '../core/config.ts';
 import { AppError, imageInvalid } from '../core/errors.ts';
 import { decodeUpright, greyscale } from './decode.ts';
 import { embedPixels } from './embedding.ts';
@@ -29,6 +30,8 @@ export interface Fingerprint {
 export interface FingerprintOptions {
   /** Also compute the visual embedding (images/embedding.ts) from the same decode. */
   embedding?: boolean;
+  /** The pixel limit the decode holds to: the configured IMAGE_MAX_PIXELS (its default when unset). */
+  maxPixels?: number;
 }
 
 export async function fingerprint(bytes: Buffer, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
@@ -50,7 +53,7 @@ export type PerceptualHashes = Pick<Fingerprint, 'pHash' | 'dHash'> & { embeddin
  */
 export async function perceptualHashes(bytes: Buffer, opts: FingerprintOptions = {}): Promise<PerceptualHashes> {
   // A decode failure is deterministic: a non-retryable domain error, not something to retry.
-  const px = await decodeUpright(bytes).catch((err: unknown) => {
+  const px = await decodeUpright(bytes, { maxPixels: opts.maxPixels ?? DEFAULT_IMAGE_MAX_PIXELS }).catch((err: unknown) => {
     throw undecodable(err);
   });
   const [grey, embedding] = await Promise.all([greyscale(px), opts.embedding ? embedPixels(px) : undefined]);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
+import { Limiter } from '../core/limiter.ts';
 
 /**
  * Decodes the two formats the prebuilt sharp cannot: HEVC-coded HEIF (iPhone HEIC; libvips is built
@@ -24,34 +25,54 @@ export interface DecodedRgb {
 
 /** Decodes at once per process: each holds a core and up to width × height × 7 bytes. */
 const MAX_CONCURRENT = 2;
+/**
+ * Decodes that may wait for a slot (each waiter holds its request's image): beyond them, 503 with
+ * Retry-After, as for enrichments (enrich/service.ts). Four per slot is about 10 s of waiting for
+ * 8.5 MP HEICs on a busy core.
+ */
+const MAX_WAITING = 4 * MAX_CONCURRENT;
+/** Longest a decode waits for a slot; then 503 with Retry-After rather than an answer minutes late. */
+const MAX_QUEUE_WAIT_MS = 30_000;
 /** Far above the largest accepted image's decode time; a decode still running is ended. */
 const DECODE_TIMEOUT_MS = 120_000;
+/**
+ * The decode worker's JS heap. Pixels live outside it (Buffers, the WASM memory), so no image
+ * within the pixel limit needs more than a few MB of it; the limit ends a decoder that runs away
+ * (bmp-ts building millions of palette objects) in its worker, instead of growing the process.
+ */
+export const WORKER_LIMITS = { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 } as const;
 
 const WORKER_URL = new URL('./foreign-decode.worker.mjs', import.meta.url);
 
-let running = 0;
-const waiting: Array<() => void> = [];
+const busy = (message: string, retryAfterS: number) => new AppError('SERVICE_UNAVAILABLE', message, { headers: { 'retry-after': String(retryAfterS) } });
 
-async function slot(): Promise<() => void> {
-  if (running >= MAX_CONCURRENT) await new Promise<void>((resolve) => waiting.push(resolve));
-  running += 1;
-  return () => {
-    running -= 1;
-    waiting.shift()?.();
-  };
+const slots = new Limiter(MAX_CONCURRENT, {
+  maxWaiting: MAX_WAITING,
+  full: () => busy('Too many images are waiting to be decoded on this server; send the request again in a moment', 2),
+});
+
+/** Test overrides of the waits, and a caller's signal: a decode still waiting for a slot leaves when it aborts. */
+export interface DecodeOptions {
+  signal?: AbortSignal;
+  queueWaitMs?: number;
+  timeoutMs?: number;
 }
 
 type WorkerAnswer =
   | { ok: true; width: number; height: number; pixels: ArrayBuffer }
-  | { ok: false; reason: 'too-large' | 'invalid'; message: string };
+  | { ok: false; reason: 'too-large' | 'invalid' | 'failed'; message: string };
 
 /** Refusals this decoder worded itself: final, nothing to learn from decoding again. */
 const refusals = new WeakSet<AppError>();
 export const isDecoderRefusal = (err: unknown): boolean => err instanceof AppError && refusals.has(err);
 
-function refuse(err: AppError): never {
+function mark(err: AppError): AppError {
   refusals.add(err);
-  throw err;
+  return err;
+}
+
+function refuse(err: AppError): never {
+  throw mark(err);
 }
 
 /**
@@ -60,32 +81,51 @@ function refuse(err: AppError): never {
  */
 const inFlight = new Map<string, Promise<DecodedRgb>>();
 
-export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise<DecodedRgb> {
+export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions = {}): Promise<DecodedRgb> {
+  // A decode its caller may abort is not shared: the abort would fail the other callers too.
+  if (opts.signal) return decodeOnce(kind, bytes, maxPixels, opts);
   const key = `${kind}:${maxPixels}:${createHash('sha256').update(bytes).digest('hex')}`;
   const running = inFlight.get(key);
   if (running) return running;
-  const decode = decodeOnce(kind, bytes, maxPixels).finally(() => inFlight.delete(key));
+  const decode = decodeOnce(kind, bytes, maxPixels, opts).finally(() => inFlight.delete(key));
   inFlight.set(key, decode);
   return decode;
 }
 
-async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise<DecodedRgb> {
-  const release = await slot();
-  try {
-    // A timeout or a crashed worker is as final as a refusal: the same bytes would do it again.
-    const answer = await runWorker(kind, bytes, maxPixels).catch((err: unknown) => refuse(err instanceof AppError ? err : imageInvalid(String(err))));
-    if (!answer.ok) refuse(answer.reason === 'too-large' ? imageTooLarge(answer.message) : imageInvalid(answer.message));
-    const pixels = Buffer.from(answer.pixels);
-    if (pixels.length !== answer.width * answer.height * 3) refuse(imageInvalid('Image decoded to an unexpected pixel count'));
-    return { pixels, width: answer.width, height: answer.height };
-  } finally {
-    release();
-  }
+async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions): Promise<DecodedRgb> {
+  const queueWaitMs = opts.queueWaitMs ?? MAX_QUEUE_WAIT_MS;
+  const deadline = AbortSignal.timeout(queueWaitMs);
+  const leave = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
+  let started = false;
+  return slots
+    .run(async () => {
+      started = true;
+      const answer = await runWorker(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS);
+      if (!answer.ok) {
+        // Only what the decoder found wrong with the image is the image's fault, and final.
+        if (answer.reason === 'failed') throw new AppError('INTERNAL_ERROR', `Image decoder failed: ${answer.message}`);
+        refuse(answer.reason === 'too-large' ? imageTooLarge(answer.message) : imageInvalid(answer.message));
+      }
+      const pixels = Buffer.from(answer.pixels);
+      if (pixels.length !== answer.width * answer.height * 3) throw new AppError('INTERNAL_ERROR', 'Image decoder returned an unexpected pixel count');
+      return { pixels, width: answer.width, height: answer.height };
+    }, leave)
+    .catch((err: unknown) => {
+      if (err instanceof AppError) throw err;
+      if (!started && leave.aborted && !opts.signal?.aborted) throw busy(`No image decoder was free within ${queueWaitMs / 1000} s; send the request again in a moment`, 5);
+      throw err;
+    });
 }
 
-function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise<WorkerAnswer> {
+function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number): Promise<WorkerAnswer> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(WORKER_URL, { workerData: { kind, bytes: new Uint8Array(bytes), maxPixels } });
+    let worker: Worker;
+    try {
+      worker = new Worker(WORKER_URL, { workerData: { kind, bytes: new Uint8Array(bytes), maxPixels }, resourceLimits: WORKER_LIMITS });
+    } catch (err) {
+      reject(busy(`Image decoder could not start: ${err instanceof Error ? err.message : String(err)}`, 2));
+      return;
+    }
     let settled = false;
     const finish = (fn: () => void) => {
       if (settled) return;
@@ -94,10 +134,19 @@ function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number): Promise
       void worker.terminate();
       fn();
     };
-    const timer = setTimeout(() => finish(() => reject(imageInvalid(`Image took over ${DECODE_TIMEOUT_MS / 1000} s to decode`))), DECODE_TIMEOUT_MS);
+    // Server-side failures are not the image's fault: 503, retryable (workflows/steps.ts retries
+    // it), never IMAGE_INVALID. A timeout is most often a starved CPU.
+    const timer = setTimeout(() => finish(() => reject(busy(`Image took over ${timeoutMs / 1000} s to decode on a busy server`, 5))), timeoutMs);
     worker.once('message', (answer: WorkerAnswer) => finish(() => resolve(answer)));
-    // A WASM abort (out of memory) or a crash of the worker: the image is refused, the process lives.
-    worker.once('error', (err) => finish(() => reject(imageInvalid(`Image could not be decoded: ${err.message}`))));
-    worker.once('exit', (code) => finish(() => reject(imageInvalid(`Image decoder stopped (exit code ${code})`))));
+    worker.once('error', (err: Error & { code?: string }) =>
+      finish(() => {
+        // The heap limit is far above what any image within the pixel limit needs (WORKER_LIMITS):
+        // a file that exhausts it makes the decoder run away, and would do so again. Final.
+        if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+          reject(mark(imageInvalid(`Image needs more memory than its declared size allows to decode (decoder heap over ${WORKER_LIMITS.maxOldGenerationSizeMb} MB); refused as malformed`)));
+        } else reject(busy(`Image decoder failed: ${err.message}`, 2));
+      }),
+    );
+    worker.once('exit', (code) => finish(() => reject(busy(`Image decoder stopped (exit code ${code})`, 2))));
   });
 }

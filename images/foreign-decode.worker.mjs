@@ -5,7 +5,7 @@
 // Plain JavaScript: a worker thread runs outside tsx/vitest's TypeScript loaders.
 // Input (workerData): { kind: 'heif' | 'bmp', bytes: Uint8Array, maxPixels: number }.
 // Output (one message): { ok: true, width, height, pixels: ArrayBuffer } or
-// { ok: false, reason: 'too-large' | 'invalid', message }.
+// { ok: false, reason: 'too-large' | 'invalid' | 'failed', message } ('failed': not the image's fault).
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -103,7 +103,8 @@ try {
   const { width, height, pixels } = kind === 'heif' ? await decodeHeif(bytes, maxPixels) : await decodeBmp(bytes);
   parentPort.postMessage({ ok: true, width, height, pixels: pixels.buffer }, [pixels.buffer]);
 } catch (err) {
-  const reason = err instanceof Refusal ? err.reason : 'invalid';
+  // A Refusal is what this decoder found wrong with the image; anything else is its own failure.
+  const reason = err instanceof Refusal ? err.reason : 'failed';
   const message = err instanceof Error ? err.message : String(err);
   parentPort.postMessage({ ok: false, reason, message });
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { imageTooLarge, validationFailed } from '../core/errors.ts';
+import { AppError, imageTooLarge, validationFailed } from '../core/errors.ts';
 import { decodeBase64Image } from './base64.ts';
 import type { BlobStore } from './blobstore.ts';
 import { fetchImage, type FetchPolicy } from './fetch.ts';
@@ -98,20 +98,21 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
  * decode check: it rejects corrupt or truncated data, and yields the hashes.
  */
 export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
-  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, opts));
+  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, { ...opts, maxPixels }));
 }
 
 /** `checkedFingerprint` without the SHA-256 and header the caller already has. */
 function checkedHashes(bytes: Buffer, maxPixels: number, opts: FingerprintOptions): Promise<PerceptualHashes> {
-  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, opts));
+  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }));
 }
 
 async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>): Promise<T> {
   try {
     return await decode();
   } catch (err) {
-    // The HEIC/BMP decoder's refusals are already precise, and decoding again costs seconds.
-    if (isDecoderRefusal(err)) throw err;
+    // The HEIC/BMP decoder's refusals are already precise, and decoding again costs seconds; a
+    // server-side failure (busy, decoder down: retryable) is not the image's, nor worth a second decode.
+    if (isDecoderRefusal(err) || (err instanceof AppError && err.retryable)) throw err;
     // The probe's own decode check words the refusal precisely (pixel limit, truncation).
     await probeImage(bytes, { maxPixels, decode: true });
     throw err;

@@ -1,6 +1,6 @@
 import sharp, { type Sharp } from 'sharp';
 import { imageInvalid, imageTooLarge } from '../core/errors.ts';
-import { readBmpHeader } from './bmp-header.ts';
+import { bmpForDecoder, readBmpHeader } from './bmp-header.ts';
 import { decodeForeign, type ForeignKind } from './foreign-decode.ts';
 import { sniffContainer, type Container } from './sniff.ts';
 
@@ -74,11 +74,11 @@ export async function openImage(bytes: Buffer, opts: { maxPixels?: number } = {}
     const { width, height, pixelsEnd } = readBmpHeader(bytes);
     // bmp-ts allocates width × height × 4 bytes up front: the limit is checked here, as libheif's is in its worker.
     if (width * height > maxPixels) throw imageTooLarge(`Image is ${width}×${height} (${width * height} pixels), over the ${maxPixels}-pixel limit`);
-    if (pixelsEnd !== undefined && pixelsEnd > bytes.length) {
+    if (pixelsEnd > bytes.length) {
       throw imageInvalid(`Image is corrupt or truncated: BMP declares ${width}×${height} pixels, more than its ${bytes.length} bytes hold`);
     }
   }
-  const { pixels, width, height } = await decodeForeign(kind, bytes, maxPixels);
+  const { pixels, width, height } = await decodeForeign(kind, kind === 'bmp' ? bmpForDecoder(bytes) : bytes, maxPixels);
   return sharp(pixels, { raw: { width, height, channels: 3 } });
 }
 

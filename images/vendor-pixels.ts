@@ -34,10 +34,13 @@ export async function uprightSize(input: Buffer): Promise<Size> {
   }
 }
 
-/** Decode `input` upright, on white, shrunk to `size` (its upright size is `source`): raw pixels. */
-export async function decodeRaw(input: Buffer, source: Size, size: Size): Promise<RawPixels> {
+/**
+ * Decode `input` upright, on white, shrunk to `size` (its upright size is `source`): raw pixels.
+ * `maxPixels`: the configured IMAGE_MAX_PIXELS, which the HEIC/BMP decoder enforces as it decodes.
+ */
+export async function decodeRaw(input: Buffer, source: Size, size: Size, maxPixels: number): Promise<RawPixels> {
   try {
-    let pipeline = (await openImage(input)).autoOrient();
+    let pipeline = (await openImage(input, { maxPixels })).autoOrient();
     if (size.width !== source.width || size.height !== source.height) pipeline = pipeline.resize(size.width, size.height, { fit: 'fill' });
     const { data, info } = await pipeline
       .flatten({ background: '#ffffff' })
@@ -56,12 +59,12 @@ export async function decodeRaw(input: Buffer, source: Size, size: Size): Promis
  * A JPEG of `target` size from raw pixels (resized when they are larger) or from an original
  * (auto-oriented, decoded, resized, flattened onto white). Returns the bytes and their size.
  */
-export async function encodeJpeg(input: RawPixels | { original: Buffer; upright: Size }, target: Size, quality: number): Promise<{ data: Buffer } & Size> {
+export async function encodeJpeg(input: RawPixels | { original: Buffer; upright: Size; maxPixels: number }, target: Size, quality: number): Promise<{ data: Buffer } & Size> {
   const current = 'pixels' in input ? { width: input.width, height: input.height } : input.upright;
   try {
     let pipeline = 'pixels' in input
       ? sharp(input.pixels, { raw: { width: input.width, height: input.height, channels: 3 } })
-      : (await openImage(input.original)).autoOrient();
+      : (await openImage(input.original, { maxPixels: input.maxPixels })).autoOrient();
     if (target.width !== current.width || target.height !== current.height) pipeline = pipeline.resize(target.width, target.height, { fit: 'fill' });
     const { data, info } = await pipeline.flatten({ background: '#ffffff' }).jpeg({ quality }).toBuffer({ resolveWithObject: true });
     return { data, width: info.width, height: info.height };

@@ -1,4 +1,4 @@
-import type { VendorName } from '../core/config.ts';
+import { DEFAULT_IMAGE_MAX_PIXELS, type VendorName } from '../core/config.ts';
 import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-pixels.ts';
 
 /**
@@ -106,9 +106,9 @@ export function imageTokens(vendor: VendorName, width: number, height: number): 
 export const orientedSize = uprightSize;
 
 /** The one decode of an original per analysis: see WorkCopy. */
-export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
+export async function makeWorkCopy(input: Buffer, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<WorkCopy> {
   const source = await uprightSize(input);
-  const raw = await decodeRaw(input, source, workCopySize(source));
+  const raw = await decodeRaw(input, source, workCopySize(source), maxPixels);
   return { ...raw, source };
 }
 
@@ -118,10 +118,10 @@ export async function makeWorkCopy(input: Buffer): Promise<WorkCopy> {
  * never smaller than any billed size, up to a pixel of rounding), so the upload is the same as
  * from the original.
  */
-export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy): Promise<PreparedImage> {
+export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<PreparedImage> {
   const fromCopy = !Buffer.isBuffer(input);
   const source = fromCopy ? input.source : await uprightSize(input);
   const target = billedSize(vendor, source.width, source.height);
-  const jpeg = await encodeJpeg(fromCopy ? input : { original: input, upright: source }, target, JPEG_QUALITY);
+  const jpeg = await encodeJpeg(fromCopy ? input : { original: input, upright: source, maxPixels }, target, JPEG_QUALITY);
   return { ...jpeg, mimeType: 'image/jpeg', tokens: imageTokens(vendor, jpeg.width, jpeg.height), source };
 }

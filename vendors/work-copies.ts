@@ -18,6 +18,8 @@ export interface WorkCopies {
 export function createWorkCopies(opts: {
   read: (sha256: string) => Promise<Buffer>;
   maxBytes: number;
+  /** The configured IMAGE_MAX_PIXELS: the HEIC/BMP decoder holds every decode to it. */
+  maxPixels: number;
   /** Counted per lookup: `decoded` read and decoded the original, `reused` shared a copy made or in the making. */
   onLookup?: (outcome: 'decoded' | 'reused') => void;
 }): WorkCopies {
@@ -26,7 +28,7 @@ export function createWorkCopies(opts: {
     sizeCalculation: (copy) => Math.max(1, copy.pixels.length),
     fetchMethod: async (sha256) => {
       opts.onLookup?.('decoded');
-      return makeWorkCopy(await opts.read(sha256));
+      return makeWorkCopy(await opts.read(sha256), opts.maxPixels);
     },
   });
   return {

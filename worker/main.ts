@@ -52,6 +52,7 @@ export async function startWorker(
   const workCopies = createWorkCopies({
     read: (sha256) => blobs.get(sha256),
     maxBytes: config.WORK_COPY_CACHE_BYTES,
+    maxPixels: config.IMAGE_MAX_PIXELS,
     onLookup: (outcome) => metrics.workCopies.inc({ outcome }),
   });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });

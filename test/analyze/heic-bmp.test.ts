@@ -5,7 +5,7 @@ import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
 import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { bmpOf, heicDeclaring } from '../images/foreign-inputs.ts';
+import { bmpOf, bmpVariant, heicDeclaring } from '../images/foreign-inputs.ts';
 
 /**
  * An iPhone HEIC and a BMP through the real API: analyze (Temporal worker, simulated vendors,
@@ -86,5 +86,24 @@ describe('a BMP', () => {
     expect(res.json().fingerprint.pHash).toBe((await fingerprint(png)).pHash);
     expect(vendorSeen()).toEqual([expect.objectContaining({ width: 320, height: 240 })]);
     expect(await photoRows(user)).toHaveLength(1);
+  });
+
+  it('a palette or RLE BMP (which the BMP decoder reads wrongly) is refused by name: nothing billed, stored or sent', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const grey = Array.from({ length: 256 }, (_, i): [number, number, number] => [i, i, i]);
+    const cases: Array<[Buffer, RegExp]> = [
+      [bmpVariant(32, 32, { depth: 8, palette: grey, rows: Buffer.alloc(32 * 32, 77) }), /8-bit palette BMP is not supported; convert to PNG$/],
+      [bmpVariant(32, 32, { depth: 8, compression: 1, palette: grey, rows: Buffer.from([32, 77, 0, 1]) }), /RLE8-compressed BMP is not supported; convert to PNG$/],
+    ];
+    for (const [bmp, message] of cases) {
+      const res = await analyze(user.liveKey, bmp);
+      expect(res.statusCode, res.body).toBe(422);
+      expect(expectEnvelope(res.json())).toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: expect.stringMatching(message) });
+      const found = await lookup(user.liveKey, [bmp]);
+      expect(found.statusCode, found.body).toBe(422);
+    }
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+    expect(await photoRows(user)).toEqual([]);
+    expect(vendorSeen()).toEqual([]);
   });
 });

@@ -20,7 +20,7 @@ import { envelopeOf, Tally, type Answer } from './support/report.ts';
 /**
  * The hostile image corpus (bombs, truncations, mutants, masquerades, the shared photos) sent as
  * base64 to every endpoint that reads an image, against the API running as its own process: no
- * answer may be a 5xx, every refusal is a 4xx SPEC envelope and fast, the endpoints agree on what
+ * answer may be a 5xx, every refusal is a 4xx SPEC envelope, the endpoints agree on what
  * is a picture, the process survives with bounded memory, and nothing is billed or stored for a
  * refused image. Behind the API runs the real pipeline: Temporal (the harness's dev server, this
  * file's task queue), a real worker in this process (it decodes and resizes every accepted image
@@ -28,16 +28,12 @@ import { envelopeOf, Tally, type Answer } from './support/report.ts';
  * billed per the delta; the worker must survive the corpus.
  */
 
-/** Longest a refusal may take (a busy 2-core CI machine, 8 requests in flight; measured: docs/reliability.md). */
-const REJECT_MS = 5_000;
 /**
- * A HEIC damaged deep inside is found only by decoding all of it: 0.7 s (idle core) to 2.5 s
- * (busy) of CPU for the shared 8.5 MP iPhone photo (bench/heic-decode.ts), in a worker thread, at
- * most two at once per process, while the other requests in flight share the same 2 cores.
+ * A request still unanswered after this is reported as "no answer" rather than hanging the run. Not
+ * a speed claim (no timed assertions in tests): how fast refusals are is measured by
+ * bench/heic-decode.ts (a HEIC damaged deep inside is found only by decoding all of it).
  */
-const REJECT_HEIC_MS = 20_000;
-/** Longest an accepted image may take (a 100 MP decode under load). */
-const ACCEPT_MS = 60_000;
+const REQUEST_GIVE_UP_MS = 120_000;
 /** Room for a loaded CI machine; an idle 2-core one takes a fraction (docs/reliability.md). */
 const HEAVY_TEST_MS = hostileScale() === 'full' ? 20 * 60_000 : 240_000;
 /** Peak RSS the API process may reach over the whole corpus (measured peaks: docs/reliability.md). */
@@ -135,7 +131,7 @@ afterAll(async () => {
   console.log(`image corpus: analyze ${analyzed.ok} answered 200 (${analyzed.cacheHits} from the registry), ${analyzed.refused} answered 502 by the pipeline, ${analyzed.charged} credits charged`);
 });
 
-async function send(e: Endpoint, base64: string, requestId: string, timeoutMs = ACCEPT_MS * 2): Promise<Answer> {
+async function send(e: Endpoint, base64: string, requestId: string, timeoutMs = REQUEST_GIVE_UP_MS): Promise<Answer> {
   const started = performance.now();
   const res = await fetch(`${api.url}${e.path}`, {
     method: 'POST',
@@ -195,10 +191,9 @@ function judge(c: ImageCase, answers: Array<[Endpoint, Answer]>): string[] {
       if (c.status && a.status !== c.status) problems.push(`${where}: status ${a.status}, expected ${c.status}`);
       const env = envelopeOf(a);
       if (c.code && 'envelope' in env && env.envelope.code !== c.code) problems.push(`${where}: code ${env.envelope.code}, expected ${c.code}`);
-      const limit = /\.HEIC\b/.test(c.name) ? REJECT_HEIC_MS : REJECT_MS;
-      if (a.ms > limit) problems.push(`${where}: refused after ${a.ms.toFixed(0)} ms (limit ${limit})`);
+      // A refusal of the image is final, never "try again": a retryable 4xx would have clients resend it.
+      if (a.status === 422 && 'envelope' in env && env.envelope.retryable !== false) problems.push(`${where}: 422 marked retryable`);
     }
-    if (v === 'accept' && a.ms > ACCEPT_MS) problems.push(`${where}: accepted after ${a.ms.toFixed(0)} ms (limit ${ACCEPT_MS})`);
   });
   if (c.expect === 'either' && new Set(verdicts).size > 1) {
     problems.push(`endpoints disagree on ${c.name}: ${answers.map(([e, a], i) => `${e.name} ${verdicts[i]} (${a.status} ${a.body.slice(0, 120)})`).join(' | ')}`);

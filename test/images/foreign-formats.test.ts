@@ -4,13 +4,15 @@ import { createMetadataTool } from '../../enrich/exiftool.ts';
 import { readExisting } from '../../enrich/mapping.ts';
 import { decodeUpright } from '../../images/decode.ts';
 import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
-import { decodeForeign } from '../../images/foreign-decode.ts';
+import { decodeForeign, isDecoderRefusal } from '../../images/foreign-decode.ts';
 import { openImage } from '../../images/open.ts';
 import { probeImage } from '../../images/probe.ts';
-import { prepareImage } from '../../vendors/resize.ts';
+import { makeWorkCopy, prepareImage } from '../../vendors/resize.ts';
+import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { readBack } from '../enrich/helpers.ts';
 import { photo } from './photos.ts';
-import { bmpOf, heicDeclaring } from './foreign-inputs.ts';
+import { readBmpHeader } from '../../images/bmp-header.ts';
+import { bmpOf, bmpVariant, heicDeclaring, packRows } from './foreign-inputs.ts';
 
 /**
  * HEIC (HEVC in HEIF, the iPhone's format) and BMP, which the prebuilt sharp cannot decode:
@@ -33,7 +35,7 @@ describe('HEIC', () => {
   });
 
   it('decodes to the same picture as heif-convert, pixel for pixel within JPEG noise', async () => {
-    const [a, b, other] = await Promise.all([decodeUpright(HEIC), decodeUpright(HEIC_AS_JPEG), decodeUpright(photo('gps-DSCN0010.jpg'))]);
+    const [a, b, other] = await Promise.all([decodeUpright(HEIC, limits), decodeUpright(HEIC_AS_JPEG, limits), decodeUpright(photo('gps-DSCN0010.jpg'), limits)]);
     const meanDiff = (x: Buffer, y: Buffer) => x.reduce((sum, v, i) => sum + Math.abs(v - y[i]!), 0) / x.length;
     // JPEG q85 noise, plus up to ~0.6 because the export's Display P3 profile is converted to sRGB
     // and our HEIC pixels are taken as sRGB (docs/decisions.md, "Accepted formats").
@@ -153,5 +155,156 @@ describe('BMP', () => {
 
   it('"BM" followed by anything but a known DIB header is not a BMP', async () => {
     await expect(probeImage(Buffer.concat([Buffer.from('BM'), Buffer.alloc(60)]), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/Unsupported image format/) });
+  });
+});
+
+describe('BMP variants: each accepted one decodes to its exact pixels, the rest are refused by name', () => {
+  // 7×5 (odd width: row padding matters), every pixel a different colour.
+  const W = 7;
+  const H = 5;
+  const colour = (x: number, y: number): [number, number, number] => [x * 36 + 8, y * 60 + 4, (x * 5 + y * 11) * 3];
+  const expected = (f: (v: number) => number = (v) => v) => {
+    const out = Buffer.alloc(W * H * 3);
+    for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) out.set(colour(x, y).map(f), (y * W + x) * 3);
+    return out;
+  };
+  const five = (v: number) => v >> 3;
+  const six = (v: number) => v >> 2;
+  const accepted: Array<[string, Buffer, Buffer]> = [
+    ['32-bit BI_RGB (x8r8g8b8)', bmpVariant(W, H, { depth: 32, rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+    [
+      '32-bit BI_BITFIELDS, masks in RGBA byte order',
+      bmpVariant(W, H, { depth: 32, compression: 3, masks: [0x000000ff, 0x0000ff00, 0x00ff0000], rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return (0x7f << 24) | (b << 16) | (g << 8) | r; }) }),
+      expected(),
+    ],
+    [
+      '32-bit BI_BITFIELDS with alpha in a V5 header',
+      bmpVariant(W, H, { depth: 32, compression: 3, headerSize: 124, masks: [0x00ff0000, 0x0000ff00, 0x000000ff, 0xff000000], rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return ((0xff << 24) | (r << 16) | (g << 8) | b) >>> 0; }) }),
+      expected(),
+    ],
+    // A V4/V5 header holds mask fields even for BI_RGB, often zero: BI_RGB means x8r8g8b8 whatever they say.
+    ['32-bit BI_RGB in a V5 header with zero masks', bmpVariant(W, H, { depth: 32, headerSize: 124, rows: packRows(W, H, 4, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+    ['24-bit in a V5 header', bmpVariant(W, H, { depth: 24, headerSize: 124, rows: packRows(W, H, 3, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+    // 16-bit levels are 5 (or 6) bits: level v reads as v·8 (v·4), as Windows GDI reads them.
+    ['16-bit BI_RGB (x1r5g5b5)', bmpVariant(W, H, { depth: 16, rows: packRows(W, H, 2, (x, y) => { const [r, g, b] = colour(x, y); return (five(r) << 10) | (five(g) << 5) | five(b); }) }), expected((v) => five(v) << 3)],
+    [
+      '16-bit BI_BITFIELDS (r5g6b5)',
+      bmpVariant(W, H, { depth: 16, compression: 3, masks: [0xf800, 0x07e0, 0x001f], rows: packRows(W, H, 2, (x, y) => { const [r, g, b] = colour(x, y); return (five(r) << 11) | (six(g) << 5) | five(b); }) }),
+      (() => { const e = expected(); for (let i = 0; i < e.length; i++) e[i] = i % 3 === 1 ? six(e[i]!) << 2 : five(e[i]!) << 3; return e; })(),
+    ],
+    // Pixel rows that start after a gap (bfOffBits beyond the headers): read from bfOffBits, not from the gap.
+    ['24-bit with a gap before its pixel rows', bmpVariant(W, H, { depth: 24, gap: 16, rows: packRows(W, H, 3, (x, y) => { const [r, g, b] = colour(x, y); return (r << 16) | (g << 8) | b; }) }), expected()],
+  ];
+
+  it.each(accepted)('%s decodes to the exact pixels written', async (_name, bmp, want) => {
+    expect(await probeImage(bmp, limits)).toEqual({ format: 'bmp', mime: 'image/bmp', width: W, height: H });
+    const { data, info } = await (await openImage(bmp, limits)).raw().toBuffer({ resolveWithObject: true });
+    expect({ width: info.width, height: info.height, channels: info.channels }).toEqual({ width: W, height: H, channels: 3 });
+    // Booleans plus the first differing pixel: readable when it fails.
+    const firstDiff = data.findIndex((v, i) => v !== want[i]);
+    expect({ same: data.equals(want), firstDiff }).toEqual({ same: true, firstDiff: -1 });
+  });
+
+  const grey: Array<[number, number, number]> = Array.from({ length: 16 }, (_, i) => [i * 17, i * 17, i * 17]);
+  const refused: Array<[string, Buffer, RegExp]> = [
+    ['8-bit palette', bmpVariant(W, H, { depth: 8, palette: grey, rows: Buffer.alloc(8 * H, 3) }), /8-bit palette BMP is not supported; convert to PNG/],
+    ['4-bit palette', bmpVariant(W, H, { depth: 4, palette: grey, rows: Buffer.alloc(4 * H, 0x35) }), /4-bit palette BMP is not supported; convert to PNG/],
+    ['1-bit', bmpVariant(W, H, { depth: 1, palette: [[0, 0, 0], [255, 255, 255]], rows: Buffer.alloc(4 * H, 0xaa) }), /1-bit palette BMP is not supported; convert to PNG/],
+    ['RLE8', bmpVariant(W, H, { depth: 8, compression: 1, palette: grey, rows: Buffer.from([W, 5, 0, 0, W, 5, 0, 0, W, 5, 0, 0, W, 5, 0, 0, W, 5, 0, 1]) }), /RLE8-compressed BMP is not supported; convert to PNG/],
+    ['RLE4', bmpVariant(W, H, { depth: 4, compression: 2, palette: grey, rows: Buffer.from([W, 0x55, 0, 0, W, 0x55, 0, 0, W, 0x55, 0, 0, W, 0x55, 0, 0, W, 0x55, 0, 1]) }), /RLE4-compressed BMP is not supported; convert to PNG/],
+  ];
+
+  it.each(refused)('%s is refused from its header, naming the variant, before any decode', async (_name, bmp, message) => {
+    await expect(probeImage(bmp, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: expect.stringMatching(message) });
+    await expect(openImage(bmp, limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(message) });
+  });
+});
+
+describe('hostile BMP headers', () => {
+  const oneByOne = (v: { clrUsed?: number; offset?: number; pad?: number } = {}) => {
+    const bmp = Buffer.concat([bmpVariant(1, 1, { depth: 24, rows: Buffer.from([1, 2, 3, 0]), ...(v.clrUsed === undefined ? {} : { clrUsed: v.clrUsed }) }), Buffer.alloc(v.pad ?? 0)]);
+    if (v.offset !== undefined) bmp.writeUInt32LE(v.offset, 10);
+    return bmp;
+  };
+
+  it('a palette of 0xFFFFFFFF colours (a 26 s, 2 GB decode in bmp-ts) is refused from the header', async () => {
+    const bmp = oneByOne({ clrUsed: 0xffffffff, pad: 1_000_000 });
+    expect(() => readBmpHeader(bmp)).toThrow(/4294967295 palette colours/);
+    await expect(probeImage(bmp, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/palette/) });
+    // Over 256 is no BMP palette at any depth.
+    expect(() => readBmpHeader(oneByOne({ clrUsed: 257, pad: 2000 }))).toThrow(/257 palette colours/);
+  });
+
+  it('pixel rows declared inside the palette, or past the end of the file, are refused', async () => {
+    // 4 palette colours end at byte 70; rows declared at 54 would be read from the palette.
+    expect(() => readBmpHeader(oneByOne({ clrUsed: 4, offset: 54, pad: 16 }))).toThrow(/pixel data at byte 54, before the end of its headers and palette \(byte 70\)/);
+    expect(() => readBmpHeader(oneByOne({ offset: 10_000 }))).toThrow(/pixel data at byte 10000, past the end of its 58 bytes/);
+  });
+
+  it('a decoder that runs away on the JS heap ends its own worker, not the process', async () => {
+    // Straight to the decoder (open.ts would refuse the header): bmp-ts builds an object per
+    // declared palette colour until the bytes run out; the worker's heap limit stops it.
+    const bmp = oneByOne({ clrUsed: 0xffffffff, pad: 24_000_000 });
+    await expect(decodeForeign('bmp', bmp, limits.maxPixels)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/more memory than/) });
+    // The process decodes on.
+    const ok = await decodeForeign('bmp', bmpOf(Buffer.from([9, 8, 7]), 1, 1), limits.maxPixels);
+    expect([...ok.pixels]).toEqual([9, 8, 7]);
+  });
+});
+
+describe('the decode queue, and failures that are the server\'s, not the image\'s', () => {
+  const tiny = (i: number) => bmpOf(Buffer.from([i, 255 - i, 7]), 1, 1);
+
+  it('beyond 2 decoding and 8 waiting, a decode is answered 503 with Retry-After at once; the others decode', async () => {
+    // All twelve ask in the same tick: 2 take the slots, 8 wait, 2 find the queue full.
+    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => decodeForeign('bmp', tiny(i), limits.maxPixels)));
+    expect(results.map((r) => r.status)).toEqual([...Array(10).fill('fulfilled'), 'rejected', 'rejected']);
+    expect(results.slice(0, 10).map((r) => (r.status === 'fulfilled' ? r.value.pixels[0] : -1))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    for (const r of results.slice(10)) {
+      expect(r.status === 'rejected' && r.reason).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, retryable: true, headers: { 'retry-after': '2' } });
+      expect(isDecoderRefusal(r.status === 'rejected' && r.reason)).toBe(false);
+    }
+  });
+
+  it('a decode that waits for a slot past its deadline is answered 503; one whose caller aborts leaves the queue', async () => {
+    // Two HEIC decodes (distinct keys: different limits) hold both slots for far longer than 1 ms.
+    const heics = [decodeForeign('heif', HEIC, limits.maxPixels), decodeForeign('heif', HEIC, limits.maxPixels - 1)];
+    const late = decodeForeign('bmp', tiny(1), limits.maxPixels, { queueWaitMs: 1 }).catch((e: unknown) => e);
+    const caller = new AbortController();
+    const abandoned = decodeForeign('bmp', tiny(2), limits.maxPixels, { signal: caller.signal }).catch((e: unknown) => e);
+    caller.abort(new Error('client went away'));
+    expect(await late).toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryable: true, message: expect.stringMatching(/No image decoder was free within 0.001 s/), headers: { 'retry-after': '5' } });
+    expect(await abandoned).toMatchObject({ message: 'client went away' });
+    const decoded = await Promise.all(heics);
+    expect(decoded.map((d) => d.width)).toEqual([2566, 2566]);
+  });
+
+  it('a decode the server did not finish in time is a retryable 503, not a refusal of the image', async () => {
+    // Worker start and the WASM set-up alone take far more than 1 ms.
+    const err = await decodeForeign('heif', HEIC, limits.maxPixels, { timeoutMs: 1 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, retryable: true, message: expect.stringMatching(/took over 0.001 s/) });
+    expect(isDecoderRefusal(err)).toBe(false);
+    // The same image decodes when the server has the time.
+    expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
+  });
+});
+
+describe("every decode of a HEIC or BMP is held to the configured pixel limit, not sharp's 268 MP", () => {
+  const heicPixels = 2566 * 3313;
+  const bmp = bmpOf(Buffer.alloc(64 * 48 * 3, 90), 64, 48);
+
+  it('the fingerprint and embedding decode', async () => {
+    await expect(decodeUpright(HEIC, { maxPixels: heicPixels - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/2566×3313/) });
+    await expect(fingerprint(HEIC, { maxPixels: heicPixels - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(fingerprint(bmp, { maxPixels: 64 * 48 - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    expect((await fingerprint(bmp, { maxPixels: 64 * 48 })).width).toBe(64);
+  });
+
+  it("the worker's work copy and a vendor upload from the original", async () => {
+    await expect(makeWorkCopy(HEIC, heicPixels - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    const copies = createWorkCopies({ read: async () => bmp, maxBytes: 1 << 20, maxPixels: 64 * 48 - 1 });
+    await expect(copies.get('a'.repeat(64))).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(prepareImage('anthropic', bmp, 64 * 48 - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    expect((await prepareImage('anthropic', bmp, 64 * 48)).source).toEqual({ width: 64, height: 48 });
   });
 });

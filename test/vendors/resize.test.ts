@@ -146,7 +146,7 @@ describe('work copies: the original decoded once, every vendor upload prepared f
     const reads: string[] = [];
     const outcomes: string[] = [];
     const bytes: Record<string, Buffer> = { a: await syntheticJpeg(3000, 2000, 10), bad: Buffer.from('not an image') };
-    const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: 64 << 20, onLookup: (o) => outcomes.push(o) });
+    const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: 64 << 20, maxPixels: 100_000_000, onLookup: (o) => outcomes.push(o) });
     const got = await Promise.all(Array.from({ length: 9 }, () => copies.get('a')));
     expect(new Set(got).size).toBe(1);
     expect(reads).toEqual(['a']);
@@ -161,7 +161,7 @@ describe('work copies: the original decoded once, every vendor upload prepared f
     const reads: string[] = [];
     const bytes: Record<string, Buffer> = { a: await syntheticJpeg(2000, 1500, 10), b: await syntheticJpeg(2000, 1500, 200) };
     const one = (await makeWorkCopy(bytes.a!)).pixels.length;
-    const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: Math.ceil(one * 1.5) });
+    const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: Math.ceil(one * 1.5), maxPixels: 100_000_000 });
     await copies.get('a');
     await copies.get('b');
     await copies.get('a');

@@ -34,7 +34,7 @@ beforeAll(async () => {
   quietTemporal();
   db = createPool(config.DATABASE_URL, { max: 3 });
   const blobs = new FsBlobStore(config.BLOB_DIR);
-  const activities = createActivities({ config, db, blobs, vision, workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20 }) });
+  const activities = createActivities({ config, db, blobs, vision, workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20, maxPixels: config.IMAGE_MAX_PIXELS }) });
   worker = await Worker.create({
     connection: await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS! }),
     namespace: config.TEMPORAL_NAMESPACE,
