@@ -18,8 +18,11 @@ const format = out.endsWith('.csv') ? 'csv' : out.endsWith('.json') ? 'json' : '
 const lenstack = new Lenstack({ apiKey: process.env.LENSTACK_API_KEY, baseUrl: process.env.LENSTACK_BASE_URL });
 
 try {
-  const names = (await readdir(folder)).filter((f) => /\.(jpe?g|png|webp|tiff?)$/i.test(f)).sort();
-  const items = await Promise.all(names.map(async (name) => ({ name, base64: (await readFile(join(folder, name))).toString('base64') })));
+  const names = (await readdir(folder)).filter((f) => /\.(jpe?g|png|webp|gif|tiff?|avif|heic|heif|bmp)$/i.test(f)).sort();
+  // One file open at a time. A batch is one request of at most 100 MiB of JSON (~75 MB of photos):
+  // `npx lenstack batch` checks that first; larger folders go through the console's uploads.
+  const items: Array<{ name: string; base64: string }> = [];
+  for (const name of names) items.push({ name, base64: (await readFile(join(folder, name))).toString('base64') });
   const created = await lenstack.batches.create({ items, modules: ['dating', 'describe'] });
   console.log(`batch ${created.id}: ${created.counts.total} photos`);
 
