@@ -68,6 +68,8 @@ function parse(b: Buffer): { header: BmpHeader; layout: Layout } {
   const compression = b.readUInt32LE(30);
   const colours = b.readUInt32LE(46);
   const height = Math.abs(rawHeight);
+  // BITMAPINFOHEADER and its successors (V2, V3, V4, V5); the OS/2 headers lay fields out otherwise.
+  if (![40, 52, 56, 108, 124].includes(headerSize)) throw imageInvalid(`BMP with a ${headerSize}-byte header (OS/2 or unknown) is not supported; convert to PNG`);
   if (!(width > 0 && height > 0) || planes !== 1) throw imageInvalid('BMP header has no valid dimensions');
   if (compression === BI_RLE8 || compression === BI_RLE4) {
     throw imageInvalid(`${compression === BI_RLE8 ? 'RLE8' : 'RLE4'}-compressed BMP is not supported; convert to PNG`);

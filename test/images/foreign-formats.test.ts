@@ -235,6 +235,15 @@ describe('hostile BMP headers', () => {
     expect(() => readBmpHeader(oneByOne({ clrUsed: 257, pad: 2000 }))).toThrow(/257 palette colours/);
   });
 
+  it('an OS/2 or unknown DIB header size is refused by name, not read with the Windows layout', async () => {
+    for (const size of [12, 16, 64, 41]) {
+      const bmp = oneByOne({});
+      bmp.writeUInt32LE(size, 14);
+      expect(() => readBmpHeader(bmp)).toThrow(new RegExp(`BMP with a ${size}-byte header \\(OS/2 or unknown\\) is not supported`));
+    }
+    expect(() => readBmpHeader(oneByOne({}))).not.toThrow();
+  });
+
   it('pixel rows declared inside the palette, or past the end of the file, are refused', async () => {
     // 4 palette colours end at byte 70; rows declared at 54 would be read from the palette.
     expect(() => readBmpHeader(oneByOne({ clrUsed: 4, offset: 54, pad: 16 }))).toThrow(/pixel data at byte 54, before the end of its headers and palette \(byte 70\)/);

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -64,6 +65,15 @@ describe('docker-compose.yml', () => {
       // With the vendor keys set, the simulator is not used and payments may be live.
       expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim-vendor:4010', OPENAI_API_KEY: 'sk-real', STRIPE_SECRET_KEY: live, ...payments }).SIM_VENDOR_URL).toBeUndefined();
     }
+    // npm start refuses it before touching the database or Temporal (it would start the simulator itself).
+    const started = spawnSync(process.execPath, ['--import', 'tsx', 'tools/scripts/start.ts'], {
+      cwd: new URL('../..', import.meta.url),
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, STRIPE_SECRET_KEY: 'sk_live_abc', ...payments, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/never' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(started.status).toBe(2);
+    expect(started.stderr).toMatch(/live key; customers would pay real money/);
     // Stripe's test mode (and stripe-mock) with the simulator is development: allowed.
     expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim-vendor:4010', STRIPE_SECRET_KEY: 'sk_test_abc', ...payments }).SIM_VENDOR_URL).toBe('http://sim-vendor:4010');
   });

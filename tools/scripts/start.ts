@@ -20,6 +20,11 @@ const say = (msg: string) => console.log(`[lenstack] ${msg}`);
 let config;
 try {
   config = loadConfig();
+  // Without a vendor key the children run on the simulator started below: check that configuration
+  // now (a live Stripe key refuses it), before the database or Temporal are touched.
+  if (!config.SIM_VENDOR_URL && !(config.OPENAI_API_KEY || config.ANTHROPIC_API_KEY || config.GEMINI_API_KEY)) {
+    loadConfig({ ...process.env, SIM_VENDOR_URL: 'http://127.0.0.1:0' });
+  }
 } catch (err) {
   if (err instanceof ConfigError) {
     console.error(err.message);

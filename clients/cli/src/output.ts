@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { access, link, open, rename, unlink, writeFile } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import { access, copyFile, link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { CliError, EXIT } from './exit-codes.ts';
 
 /**
@@ -41,8 +42,14 @@ export class OutputFile {
     try {
       if (this.force) await rename(this.partial, this.target);
       else {
-        await link(this.partial, this.target);
-        await unlink(this.partial);
+        await link(this.partial, this.target).catch(async (err: NodeJS.ErrnoException) => {
+          // FAT/exFAT, many SMB and FUSE mounts have no hard links: an exclusive copy never
+          // replaces a file either.
+          if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'].includes(err.code ?? '')) throw err;
+          await copyFile(this.partial, this.target, fsConstants.COPYFILE_EXCL);
+        });
+        // The result is in place: a partial left behind is only untidy.
+        await unlink(this.partial).catch(() => {});
       }
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code === 'EEXIST' ? 'it was created meanwhile (pass --force to replace it)' : (err as Error).message;
