@@ -9,26 +9,13 @@
  * Writes bench/results/batch.txt. bench/batch-processes.ts measures the API's and the worker's
  * memory each in its own process.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { buildApp } from '../api/app.ts';
-import { KeyCache } from '../auth/cache.ts';
-import { createUser, issueKey } from '../auth/repository.ts';
 import { BATCH_CONCURRENCY } from '../batches/submit.ts';
-import { loadConfig } from '../core/config.ts';
-import { grant } from '../credits/ledger.ts';
-import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
-import { createPool } from '../db/pool.ts';
-import { FsBlobStore } from '../images/blobstore.ts';
-import { PUBLIC_INTERNET } from '../images/fetch.ts';
-import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
-import { startSimVendor } from '../tools/sim/index.ts';
+import { startBatchStack } from './batch-stack.ts';
 import { distinctPhotos } from './distinct-photos.ts';
-import { startWorker } from '../worker/main.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const N = Number(process.argv[2] ?? 1000);
@@ -39,37 +26,9 @@ const say = (s: string) => {
   lines.push(s);
 };
 
-Runtime.install({ logger: new DefaultLogger('ERROR') });
-const dbName = `lenstack_bench_batch_${process.pid}`;
-const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-bench-'));
-const temporalServer = await startTemporalDevServer({});
-const sim = await startSimVendor({ port: 0 });
-const config = loadConfig({
-  ...process.env,
-  DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${dbName}`,
-  TEMPORAL_ADDRESS: temporalServer.address,
-  TEMPORAL_TASK_QUEUE: `bench-${process.pid}`,
-  REDIS_PREFIX: `lenstack-bench-${process.pid}:`,
-  BLOB_DIR: blobDir,
-  SIM_VENDOR_URL: sim.url,
-  LOG_LEVEL: 'silent',
-  OPENAI_API_KEY: '',
-  ANTHROPIC_API_KEY: '',
-  GEMINI_API_KEY: '',
-});
-await createDatabaseIfMissing(config.DATABASE_URL);
-await migrate(config.DATABASE_URL);
-const db = createPool(config.DATABASE_URL, { max: 20 });
-const worker = await startWorker(config, { log: () => {} });
-const connection = await Connection.connect({ address: temporalServer.address });
-const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(blobDir), temporal });
-const base = await app.listen({ host: '127.0.0.1', port: 0 });
+const { config, temporal, sim, base, userId, key, close } = await startBatchStack('batch');
 
 try {
-  const { userId } = await createUser(db, 'bench-batch@example.test');
-  const { key } = await issueKey(db, userId, 'live');
-  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });
   const runBatch = async (photos: string[]) => {
     const payload = JSON.stringify({ modules: ['dating'], items: photos.map((b, i) => ({ base64: b, name: `photo-${i}.jpg` })) });
@@ -110,12 +69,5 @@ try {
   say(`peak RSS ${N} / 100 photos: ${(large.peakMb / small.peakMb).toFixed(2)}× (target ≤ 1.5×); completion against ideal at ${N}: ${(large.ms / ((N * LATENCY_MS) / BATCH_CONCURRENCY)).toFixed(2)}× (target ≤ 1.3×)`);
   await writeFile(path.join(ROOT, 'bench/results/batch.txt'), lines.join('\n') + '\n');
 } finally {
-  await app.close();
-  await worker.shutdown();
-  await connection.close();
-  await db.end();
-  await sim.close();
-  await temporalServer.stop();
-  await dropDatabase(config.DATABASE_URL);
-  await rm(blobDir, { recursive: true, force: true });
+  await close();
 }
