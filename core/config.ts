@@ -207,14 +207,21 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const anyVendorKey = parsed.data.OPENAI_API_KEY || parsed.data.ANTHROPIC_API_KEY || parsed.data.GEMINI_API_KEY;
   const config = !parsed.data.SIM_VENDOR_URL && parsed.data.SIM_VENDOR_URL_IF_NO_KEYS && !anyVendorKey ? { ...parsed.data, SIM_VENDOR_URL: parsed.data.SIM_VENDOR_URL_IF_NO_KEYS } : parsed.data;
-  // Credits bought with real money must not pay for the simulator's made-up answers: a live Stripe
-  // key with any vendor simulated (a key forgotten or misspelt in a deployment) refuses to start.
+  refuseLivePaymentsWithSimulator(config);
+  return config;
+}
+
+/**
+ * Credits bought with real money must not pay for the simulator's made-up answers: a live Stripe
+ * key with any vendor simulated (a key forgotten or misspelt in a deployment) refuses to start.
+ * `npm start` asks before it starts a simulator of its own.
+ */
+export function refuseLivePaymentsWithSimulator(config: Pick<Config, 'SIM_VENDOR_URL' | 'STRIPE_SECRET_KEY'>): void {
   if (config.SIM_VENDOR_URL && /^(sk|rk)_live_/.test(config.STRIPE_SECRET_KEY ?? '')) {
     throw new ConfigError(
       'Invalid configuration:\n  SIM_VENDOR_URL: vendors would be simulated while STRIPE_SECRET_KEY is a live key; customers would pay real money for made-up answers. Set the vendor API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) and leave SIM_VENDOR_URL unset',
     );
   }
-  return config;
 }
 
 /** The console's public base address, without a trailing slash. */

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadConfig, webUrl } from '../../core/config.ts';
+import { ConfigError, loadConfig, refuseLivePaymentsWithSimulator, webUrl } from '../../core/config.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
 import { startSimVendor } from '../sim/index.ts';
@@ -23,7 +23,7 @@ try {
   // Without a vendor key the children run on the simulator started below: check that configuration
   // now (a live Stripe key refuses it), before the database or Temporal are touched.
   if (!config.SIM_VENDOR_URL && !(config.OPENAI_API_KEY || config.ANTHROPIC_API_KEY || config.GEMINI_API_KEY)) {
-    loadConfig({ ...process.env, SIM_VENDOR_URL: 'http://127.0.0.1:0' });
+    refuseLivePaymentsWithSimulator({ ...config, SIM_VENDOR_URL: 'the simulator npm start runs' });
   }
 } catch (err) {
   if (err instanceof ConfigError) {
