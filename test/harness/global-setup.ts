@@ -5,8 +5,8 @@
  */
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
-import { access, constants, mkdtemp, rm } from 'node:fs/promises';
-import { ensureGoTool, goToolPath } from '../../tools/scripts/go-tool.ts';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { ensureGoTool, goToolBuilt, goToolPath } from '../../tools/scripts/go-tool.ts';
 import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
 import { PROMTOOL } from '../../tools/scripts/promtool.ts';
 import { VERSITYGW } from '../../tools/scripts/s3-server.ts';
@@ -65,7 +65,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // whole suite (`npm test`): a run of a few files builds only what its tests ask for.
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
     for (const tool of wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF] : []) {
-      if (await access(goToolPath(tool), constants.X_OK).then(() => true, () => false)) continue;
+      if (await goToolBuilt(tool)) continue;
       process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
       const t0 = Date.now();
       try {

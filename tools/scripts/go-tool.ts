@@ -47,10 +47,15 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd?: string):
   });
 }
 
+/** Whether the pinned tool is in the cache already. */
+export function goToolBuilt(tool: GoTool, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+  return access(goToolPath(tool, env), constants.X_OK).then(() => true, () => false);
+}
+
 /** The path of the pinned tool, built into the cache when missing. */
 export async function ensureGoTool(tool: GoTool, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   const target = goToolPath(tool, env);
-  if (await access(target, constants.X_OK).then(() => true, () => false)) return target;
+  if (await goToolBuilt(tool, env)) return target;
   const go = await findGo(env, tool);
   const dir = join(target, '..');
   await mkdir(dir, { recursive: true });
