@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { access, constants, mkdir, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import lockfile from 'proper-lockfile';
 
 export interface GoTool {
   /** The binary's name, and the cache folder's prefix. */
@@ -52,13 +53,45 @@ export function goToolBuilt(tool: GoTool, env: NodeJS.ProcessEnv = process.env):
   return access(goToolPath(tool, env), constants.X_OK).then(() => true, () => false);
 }
 
+/**
+ * Runs `build` holding the cache folder's build lock, so two checkouts' test runs (or CI and a
+ * person) that both find a tool missing build it once: the second waits, then finds it built.
+ * A holder that died leaves a lock that goes stale after a minute (the holder refreshes it).
+ */
+export async function withBuildLock<T>(dir: string, build: () => Promise<T>, log?: (line: string) => void): Promise<T> {
+  await mkdir(dir, { recursive: true });
+  let said = false;
+  for (;;) {
+    try {
+      const release = await lockfile.lock(dir, { lockfilePath: `${dir}.build-lock`, stale: 60_000, update: 10_000, realpath: false });
+      try {
+        return await build();
+      } finally {
+        await release().catch(() => {});
+      }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ELOCKED') throw err;
+      if (!said) log?.(`another process is building into ${dir}; waiting for it`);
+      said = true;
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
+  }
+}
+
 /** The path of the pinned tool, built into the cache when missing. */
 export async function ensureGoTool(tool: GoTool, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   const target = goToolPath(tool, env);
   if (await goToolBuilt(tool, env)) return target;
-  const go = await findGo(env, tool);
   const dir = join(target, '..');
-  await mkdir(dir, { recursive: true });
+  return withBuildLock(dir, async () => {
+    // Built by the process we waited for.
+    if (await goToolBuilt(tool, env)) return target;
+    return buildGoTool(tool, env, target, dir);
+  }, (line) => process.stderr.write(`[go-tool] ${line}\n`));
+}
+
+async function buildGoTool(tool: GoTool, env: NodeJS.ProcessEnv, target: string, dir: string): Promise<string> {
+  const go = await findGo(env, tool);
   // Into a private directory, then renamed: concurrent builds never see half a binary.
   const gobin = join(dir, `.build-${process.pid}-${randomBytes(4).toString('hex')}`);
   const goEnv = { ...env, GOBIN: gobin, GOFLAGS: '-buildvcs=false' };

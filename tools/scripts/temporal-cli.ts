@@ -13,7 +13,8 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { access, constants, mkdir, rename, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { delimiter, isAbsolute, join } from 'node:path';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
+import { withBuildLock } from './go-tool.ts';
 import { isMain } from './is-main.ts';
 
 export const TEMPORAL_CLI_VERSION = '1.5.1';
@@ -78,7 +79,11 @@ export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Pr
     log(`cached ${cachedPath} reports version ${version ?? '(does not run)'}; rebuilding ${TEMPORAL_CLI_VERSION}`);
   }
 
-  await buildTemporalCli(cachedPath, env, log);
+  // One build at a time per cache (another checkout's test run may be building it right now).
+  await withBuildLock(dirname(cachedPath), async () => {
+    if ((await isExecutable(cachedPath)) && (await temporalCliVersion(cachedPath).catch(() => null)) === TEMPORAL_CLI_VERSION) return;
+    await buildTemporalCli(cachedPath, env, log);
+  }, log);
   const version = await temporalCliVersion(cachedPath);
   if (version !== TEMPORAL_CLI_VERSION) {
     throw new TemporalCliError(`built ${cachedPath} but it reports version ${version}, not ${TEMPORAL_CLI_VERSION}`);
