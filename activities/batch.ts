@@ -9,10 +9,13 @@ import {
   urlToTake,
   vehicleToTake,
   workspaceShare,
+  type BatchEnd,
   type BatchStatus,
   type ItemOutcome,
   type PauseReason,
 } from '../batches/repository.ts';
+import { planLimitExceeded } from '../core/errors.ts';
+import { getBalance, reserve } from '../credits/ledger.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
@@ -20,7 +23,7 @@ import { getLens } from '../lenses/index.ts';
 import { recordCacheHit } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
 import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
-import type { ActivityDeps } from './deps.ts';
+import { rethrowDomain, type ActivityDeps } from './deps.ts';
 
 /** A vehicle's photos fetched at once while it is made ready. */
 const VEHICLE_FETCH_CONCURRENCY = 4;
@@ -34,7 +37,27 @@ export function batchActivities(deps: ActivityDeps) {
     finishBatchItem: (args: { batchId: string; index: number; outcome: ItemOutcome }) => finishItem(deps.db, args),
     completeBatch: (args: { batchId: string }) => completeBatch(deps.db, args.batchId),
     batchShare: (args: { userId: string; cap: number }) => workspaceShare(deps.db, args),
-    setBatchStatus: (args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason }) => setBatchStatus(deps.db, args),
+    setBatchStatus: (args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason; end?: BatchEnd }) => setBatchStatus(deps.db, args),
+
+    /**
+     * Credits held for an item before the worker fetches anything for it: its full price, under
+     * the reservation id its analysis (or vehicle report) workflow reserves with, which that
+     * workflow's first step then finds and uses (credits/ledger.ts holdIn: a reservation id is
+     * reserved once). An item of free lenses only holds nothing but needs 1 credit available, as
+     * the free-call gate will. Short of credits: 402 PLAN_LIMIT_EXCEEDED, and nothing is fetched.
+     */
+    async holdBatchItem(args: { reservationId: string; workflowId: string; userId: string; amount: number; ttlMs: number }): Promise<void> {
+      try {
+        if (args.amount > 0) {
+          await reserve(deps.db, { id: args.reservationId, userId: args.userId, amount: args.amount, ttlMs: args.ttlMs, workflowId: args.workflowId, reason: 'batch item, held before its fetch' });
+          return;
+        }
+        const { community, purchased } = await getBalance(deps.db, args.userId);
+        if (community + purchased < 1) throw planLimitExceeded({ needed: 1, community, purchased, total: community + purchased, resetsInDays: 0 });
+      } catch (err) {
+        rethrowDomain(err);
+      }
+    },
 
     /**
      * Fetch a batch photo given by URL, when its turn comes: the same intake as analyze (address

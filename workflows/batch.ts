@@ -8,6 +8,7 @@ import {
   defineSignal,
   executeChild,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -18,7 +19,7 @@ import type { ItemOutcome } from '../batches/repository.ts';
 import { analyzeWorkflow } from './analyze.ts';
 import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
-import type { AnalyzeContext, AnalyzeResult, ImageRef, VehicleReportResult } from './types.ts';
+import { VEHICLE_REPORT_CREDITS, type AnalyzeContext, type AnalyzeResult, type ImageRef, type VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
   batchId: string;
@@ -39,6 +40,8 @@ export interface BatchInput {
   childTimeoutMs: number;
   /** Photos this run handles before it continues as new (BATCH_PHOTOS_PER_RUN). */
   photosPerRun?: number;
+  /** How long the batch waits paused before it expires (BATCH_PAUSED_EXPIRY_MS). */
+  pausedExpiryMs?: number;
   /** Carried over continue-as-new. */
   cursor?: number;
   state?: { paused: boolean; pauseReason: 'requested' | 'credits' | null };
@@ -51,6 +54,8 @@ export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled
 
 /** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
 export const PHOTOS_PER_RUN = 200;
+/** How long a paused batch waits for resume when its input does not say (core/config.ts BATCH_PAUSED_EXPIRY_MS). */
+export const PAUSED_EXPIRY_MS = 7 * 24 * 3600 * 1000;
 /**
  * Vendor calls in flight for a vehicle batch: the batch's share counts calls for both kinds. A
  * vehicle is a chain (its photo calls, then one synthesis over their findings), so running fewer
@@ -82,11 +87,13 @@ function failureOf(err: unknown): { code: string; message: string } {
  * A batch: every pending photo through the analyze saga as a child workflow (so each photo is
  * billed by the same delta rules as a single request, at most once), `concurrency` at a time.
  * Signals pause, resume and cancel it; running out of credits pauses it with that reason, and a
- * resume after a purchase picks up the photos that did not run. The history stays bounded: every
- * PHOTOS_PER_RUN photos it continues as new. The batch's rows in Postgres are the record; this
+ * resume after a purchase picks up the photos that did not run. A batch paused longer than
+ * `pausedExpiryMs` expires: cancelled, like a cancelled batch its pending photos fail (and their
+ * bytes are let go), and the workflow ends. The history stays bounded: every PHOTOS_PER_RUN
+ * photos it continues as new. The batch's rows in Postgres are the record; this
  * workflow is their only writer after submission.
  */
-export async function batchWorkflow(input: BatchInput): Promise<{ batchId: string; status: 'completed' | 'cancelled' }> {
+export async function batchWorkflow(input: BatchInput): Promise<{ batchId: string; status: 'completed' | 'cancelled' | 'expired' }> {
   let state: 'running' | 'paused' | 'cancelled' = input.state?.paused ? 'paused' : 'running';
   let pauseReason: 'requested' | 'credits' | null = input.state?.pauseReason ?? null;
   setHandler(pauseBatch, () => {
@@ -111,7 +118,16 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     }
     if (now() === 'paused') {
       await db.setBatchStatus({ batchId: input.batchId, status: 'paused', pauseReason: pauseReason ?? 'requested' });
-      await condition(() => now() !== 'paused');
+      // Runs that paused before the expiry existed wait as they did (replay must match their history).
+      if (patched('batch-paused-expiry')) {
+        const pausedForMs = input.pausedExpiryMs ?? PAUSED_EXPIRY_MS;
+        if (!(await condition(() => now() !== 'paused', pausedForMs))) {
+          await db.setBatchStatus({ batchId: input.batchId, status: 'cancelled', end: { reason: 'expired', pausedForMs } });
+          return { batchId: input.batchId, status: 'expired' };
+        }
+      } else {
+        await condition(() => now() !== 'paused');
+      }
       if (now() === 'running') await db.setBatchStatus({ batchId: input.batchId, status: 'running' });
       // Photos skipped while paused (or refused for credits) are before the cursor: start over.
       cursor = -1;
@@ -158,17 +174,49 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
   }
 }
 
-/** One photo: fetched first when it was given by URL, then the analyze saga as a child. */
+/**
+ * Credits held for an item before anything is fetched for it, under the reservation its child
+ * workflow reserves with (`res:<child workflow id>`, workflows/steps.ts startSaga): the child's
+ * first step finds and uses them, and settles or releases them as it would its own. `release`
+ * gives back what the child did not take: the hold when the fetch failed, when the child found
+ * nothing to bill (every lens already in the registry) or failed; a no-op once it was closed.
+ * Short of credits the hold throws PLAN_LIMIT_EXCEEDED and the batch pauses, nothing fetched.
+ */
+async function holdBeforeFetch(input: BatchInput, childWorkflowId: string, amount: number): Promise<{ release(reason: string): Promise<void> }> {
+  const reservationId = `res:${childWorkflowId}`;
+  await db.holdBatchItem({ reservationId, workflowId: childWorkflowId, userId: input.userId, amount, ttlMs: input.reservationTtlMs });
+  return { release: (reason) => (amount > 0 ? db.releaseCredits({ id: reservationId, reason }) : Promise.resolve()) };
+}
+
+/** The child ended by its own failure (its saga ran): not a timeout or termination, after which the sweeper decides. */
+function childFailedItself(err: unknown): boolean {
+  return err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure;
+}
+
+/** One photo: fetched first when it was given by URL (its credits held before), then the analyze saga as a child. */
 async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef | null }, requestId: string): Promise<ItemOutcome> {
+  const workflowId = `analyze:${input.userId}:${requestId}`;
   let ref = item.ref;
+  let hold: { release(reason: string): Promise<void> } | null = null;
   if (ref === null) {
-    // Given by URL: fetched now, by the worker, not while the caller waited at submission.
-    const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index });
-    if ('error' in taken) return taken.error;
+    // Given by URL: fetched now, by the worker, not while the caller waited at submission; and
+    // only once the photo's price is held (runs from before this step fetched first).
+    if (patched('batch-hold-before-fetch')) hold = await holdBeforeFetch(input, workflowId, input.billable.length);
+    let taken: Awaited<ReturnType<typeof fetcher.takeBatchUrl>>;
+    try {
+      taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index });
+    } catch (err) {
+      await hold?.release('batch photo could not be fetched');
+      throw err;
+    }
+    if ('error' in taken) {
+      await hold?.release('batch photo could not be fetched');
+      return taken.error;
+    }
     ref = taken.ref;
   }
-  const result = await executeChild(analyzeWorkflow, {
-    workflowId: `analyze:${input.userId}:${requestId}`,
+  const result = await runChild(hold, () => executeChild(analyzeWorkflow, {
+    workflowId,
     args: [
       {
         requestId,
@@ -187,8 +235,22 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
     // A cancelled batch lets a running photo finish (and be billed for what it did).
     parentClosePolicy: ParentClosePolicy.ABANDON,
     workflowExecutionTimeout: input.childTimeoutMs,
-  });
+  }));
   return { credits: (result as AnalyzeResult).creditsCharged };
+}
+
+/** The child, then what it left of the hold given back (nothing when it settled or released it). */
+async function runChild<T>(hold: { release(reason: string): Promise<void> } | null, child: () => Promise<T>): Promise<T> {
+  if (!hold) return child();
+  let result: T;
+  try {
+    result = await child();
+  } catch (err) {
+    if (childFailedItself(err)) await hold.release('batch item failed');
+    throw err;
+  }
+  await hold.release('batch item: nothing left to charge');
+  return result;
 }
 
 /**
@@ -197,11 +259,26 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
  * report of the same photos and vehicle for nothing.
  */
 async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number): Promise<ItemOutcome> {
-  const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
-  if ('error' in ready) return ready.error;
-  if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
-  const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
-    workflowId: `vehicle:${input.userId}:${requestId}`,
+  const workflowId = `vehicle:${input.userId}:${requestId}`;
+  // Its photos may be fetched now: the report's price is held first (runs from before fetched first).
+  const hold = patched('batch-hold-before-fetch') ? await holdBeforeFetch(input, workflowId, VEHICLE_REPORT_CREDITS) : null;
+  let ready: Awaited<ReturnType<typeof preparer.prepareBatchVehicle>>;
+  try {
+    ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
+  } catch (err) {
+    await hold?.release('batch vehicle could not be made ready');
+    throw err;
+  }
+  if ('error' in ready) {
+    await hold?.release('batch vehicle could not be made ready');
+    return ready.error;
+  }
+  if ('cached' in ready) {
+    await hold?.release('batch vehicle answered from its stored report');
+    return { credits: 0, reportId: ready.cached.reportId };
+  }
+  const result: VehicleReportResult = await runChild(hold, () => executeChild(vehicleReportWorkflow, {
+    workflowId,
     args: [
       {
         requestId,
@@ -216,6 +293,6 @@ async function runVehicle(input: BatchInput, index: number, requestId: string, p
     ],
     parentClosePolicy: ParentClosePolicy.ABANDON,
     workflowExecutionTimeout: input.childTimeoutMs,
-  });
+  }));
   return { credits: result.creditsCharged, reportId: result.reportId };
 }
