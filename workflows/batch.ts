@@ -19,6 +19,7 @@ import type { ItemOutcome } from '../batches/repository.ts';
 import { analyzeWorkflow } from './analyze.ts';
 import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
+import type { ItemHold } from '../activities/batch.ts';
 import { VEHICLE_REPORT_CREDITS, type AnalyzeContext, type AnalyzeResult, type ImageRef, type VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
@@ -152,7 +153,10 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     await mapBounded(items, atOnce, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
-      const finish = (outcome: ItemOutcome) => db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome });
+      // Finishing an item also gives back what its child did not take of the credits held for it.
+      const release = `res:${childWorkflowId(input, requestId)}`;
+      const finish = (outcome: ItemOutcome, mayGiveBack = true) =>
+        db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome, ...(mayGiveBack ? { release } : {}) });
       try {
         if (input.kind === 'vehicles') {
           await finish(await runVehicle(input, item.index, requestId, photoConcurrency));
@@ -162,11 +166,11 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       } catch (err) {
         const failure = failureOf(err);
         if (failure.code === 'PLAN_LIMIT_EXCEEDED') {
-          // Out of credits: the item stays pending and the batch waits for a purchase.
+          // Out of credits (the hold or the child's own reservation refused): the item stays pending and the batch waits for a purchase.
           if (now() === 'running') [state, pauseReason] = ['paused', 'credits'];
           return;
         }
-        await finish(failure);
+        await finish(failure, mayRelease(err));
       }
     });
     cursor = items[items.length - 1]!.index;
@@ -175,47 +179,40 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
 }
 
 /**
- * Credits held for an item before anything is fetched for it, under the reservation its child
- * workflow reserves with (`res:<child workflow id>`, workflows/steps.ts startSaga): the child's
- * first step finds and uses them, and settles or releases them as it would its own. `release`
- * gives back what the child did not take: the hold when the fetch failed, when the child found
- * nothing to bill (every lens already in the registry) or failed; a no-op once it was closed.
- * Short of credits the hold throws PLAN_LIMIT_EXCEEDED and the batch pauses, nothing fetched.
+ * What a batch item holds before anything is fetched for it (activities/batch.ts ItemHold): its
+ * full price, under the reservation id of its child workflow (`res:<child workflow id>`,
+ * workflows/steps.ts startSaga), which the child's first step finds and uses. What the child does
+ * not take is given back when the item is finished (finishBatchItem's `release`).
  */
-async function holdBeforeFetch(input: BatchInput, childWorkflowId: string, amount: number): Promise<{ release(reason: string): Promise<void> }> {
-  const reservationId = `res:${childWorkflowId}`;
-  await db.holdBatchItem({ reservationId, workflowId: childWorkflowId, userId: input.userId, amount, ttlMs: input.reservationTtlMs });
-  return { release: (reason) => (amount > 0 ? db.releaseCredits({ id: reservationId, reason }) : Promise.resolve()) };
+function holdFor(input: BatchInput, childWorkflowId: string, amount: number): ItemHold {
+  return { reservationId: `res:${childWorkflowId}`, workflowId: childWorkflowId, userId: input.userId, amount, ttlMs: input.reservationTtlMs };
 }
 
-/** The child ended by its own failure (its saga ran): not a timeout or termination, after which the sweeper decides. */
-function childFailedItself(err: unknown): boolean {
-  return err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure;
+/** The child workflow of an item: an analysis of a photo, or a vehicle's report. */
+export const childWorkflowId = (input: Pick<BatchInput, 'kind' | 'userId'>, requestId: string): string =>
+  `${input.kind === 'vehicles' ? 'vehicle' : 'analyze'}:${input.userId}:${requestId}`;
+
+/**
+ * Whether an item that failed may give back what is held under its child's reservation: yes,
+ * unless its child timed out or was terminated (then the sweeper decides when the reservation
+ * expires, and charges what that run persisted).
+ */
+function mayRelease(err: unknown): boolean {
+  return !(err instanceof ChildWorkflowFailure) || err.cause instanceof ApplicationFailure;
 }
 
-/** One photo: fetched first when it was given by URL (its credits held before), then the analyze saga as a child. */
+/** One photo: fetched first when it was given by URL (its price held before), then the analyze saga as a child. */
 async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef | null }, requestId: string): Promise<ItemOutcome> {
-  const workflowId = `analyze:${input.userId}:${requestId}`;
+  const workflowId = childWorkflowId(input, requestId);
   let ref = item.ref;
-  let hold: { release(reason: string): Promise<void> } | null = null;
   if (ref === null) {
-    // Given by URL: fetched now, by the worker, not while the caller waited at submission; and
-    // only once the photo's price is held (runs from before this step fetched first).
-    if (patched('batch-hold-before-fetch')) hold = await holdBeforeFetch(input, workflowId, input.billable.length);
-    let taken: Awaited<ReturnType<typeof fetcher.takeBatchUrl>>;
-    try {
-      taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index });
-    } catch (err) {
-      await hold?.release('batch photo could not be fetched');
-      throw err;
-    }
-    if ('error' in taken) {
-      await hold?.release('batch photo could not be fetched');
-      return taken.error;
-    }
+    // Given by URL: fetched now, by the worker, not while the caller waited at submission, and
+    // only once the photo's price is held.
+    const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index, hold: holdFor(input, workflowId, input.billable.length) });
+    if ('error' in taken) return taken.error;
     ref = taken.ref;
   }
-  const result = await runChild(hold, () => executeChild(analyzeWorkflow, {
+  const result = await executeChild(analyzeWorkflow, {
     workflowId,
     args: [
       {
@@ -235,22 +232,8 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
     // A cancelled batch lets a running photo finish (and be billed for what it did).
     parentClosePolicy: ParentClosePolicy.ABANDON,
     workflowExecutionTimeout: input.childTimeoutMs,
-  }));
+  });
   return { credits: (result as AnalyzeResult).creditsCharged };
-}
-
-/** The child, then what it left of the hold given back (nothing when it settled or released it). */
-async function runChild<T>(hold: { release(reason: string): Promise<void> } | null, child: () => Promise<T>): Promise<T> {
-  if (!hold) return child();
-  let result: T;
-  try {
-    result = await child();
-  } catch (err) {
-    if (childFailedItself(err)) await hold.release('batch item failed');
-    throw err;
-  }
-  await hold.release('batch item: nothing left to charge');
-  return result;
 }
 
 /**
@@ -259,25 +242,12 @@ async function runChild<T>(hold: { release(reason: string): Promise<void> } | nu
  * report of the same photos and vehicle for nothing.
  */
 async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number): Promise<ItemOutcome> {
-  const workflowId = `vehicle:${input.userId}:${requestId}`;
-  // Its photos may be fetched now: the report's price is held first (runs from before fetched first).
-  const hold = patched('batch-hold-before-fetch') ? await holdBeforeFetch(input, workflowId, VEHICLE_REPORT_CREDITS) : null;
-  let ready: Awaited<ReturnType<typeof preparer.prepareBatchVehicle>>;
-  try {
-    ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
-  } catch (err) {
-    await hold?.release('batch vehicle could not be made ready');
-    throw err;
-  }
-  if ('error' in ready) {
-    await hold?.release('batch vehicle could not be made ready');
-    return ready.error;
-  }
-  if ('cached' in ready) {
-    await hold?.release('batch vehicle answered from its stored report');
-    return { credits: 0, reportId: ready.cached.reportId };
-  }
-  const result: VehicleReportResult = await runChild(hold, () => executeChild(vehicleReportWorkflow, {
+  const workflowId = childWorkflowId(input, requestId);
+  // Its photos may be fetched now: the report's price is held first.
+  const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}), hold: holdFor(input, workflowId, VEHICLE_REPORT_CREDITS) });
+  if ('error' in ready) return ready.error;
+  if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
+  const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
     workflowId,
     args: [
       {
@@ -293,6 +263,6 @@ async function runVehicle(input: BatchInput, index: number, requestId: string, p
     ],
     parentClosePolicy: ParentClosePolicy.ABANDON,
     workflowExecutionTimeout: input.childTimeoutMs,
-  }));
+  });
   return { credits: result.creditsCharged, reportId: result.reportId };
 }
