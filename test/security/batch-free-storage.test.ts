@@ -212,6 +212,22 @@ describe('photos given by URL: nothing fetched that cannot be paid for', () => {
     await balanced(user.userId);
   }, 120_000);
 
+  it('vehicles too: with credits for one report, one vehicle’s photos are fetched; the other’s wait unfetched', async () => {
+    const user = await createTestUser(p.db, { community: 1 });
+    const tag = randomBytes(4).toString('hex');
+    const jpegs = await Promise.all([freshJpeg(), freshJpeg()]);
+    jpegs.forEach((b, i) => photos.serve(`/${tag}-car${i}.jpg`, b));
+    const res = await submit(user.liveKey, { vehicles: jpegs.map((_, i) => ({ name: `car ${i}`, items: [{ url: `${photos.origin}/${tag}-car${i}.jpg` }] })) });
+    expect(res.statusCode, res.body).toBe(202);
+    const id = res.json().id;
+    await until(user.liveKey, id, (b) => b.status === 'paused' && b.pauseReason === 'credits');
+    expect((await batchOf(user.liveKey, id)).counts).toMatchObject({ done: 1, pending: 1, failed: 0 });
+    expect([0, 1].map((i) => photos.hits.get(`/${tag}-car${i}.jpg`) ?? 0).reduce((a, b) => a + b, 0)).toBe(1);
+    expect((await Promise.all(jpegs.map((b) => blobs.has(sha(b))))).filter(Boolean)).toHaveLength(1);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 0, reserved: 0 });
+    await balanced(user.userId);
+  }, 90_000);
+
   it('a URL that cannot be fetched gives its held credits back', async () => {
     const user = await createTestUser(p.db, { community: 2 });
     const res = await submit(user.liveKey, { items: [{ url: `${photos.origin}/missing-${randomBytes(4).toString('hex')}.jpg` }], modules: ['dating', 'describe'] });
