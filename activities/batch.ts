@@ -9,10 +9,13 @@ import {
   urlToTake,
   vehicleToTake,
   workspaceShare,
+  type BatchEnd,
   type BatchStatus,
   type ItemOutcome,
   type PauseReason,
 } from '../batches/repository.ts';
+import { planLimitExceeded } from '../core/errors.ts';
+import { getBalance, release, reserve } from '../credits/ledger.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
@@ -20,34 +23,79 @@ import { getLens } from '../lenses/index.ts';
 import { recordCacheHit } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
 import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
-import type { ActivityDeps } from './deps.ts';
+import { rethrowDomain, type ActivityDeps } from './deps.ts';
 
 /** A vehicle's photos fetched at once while it is made ready. */
 const VEHICLE_FETCH_CONCURRENCY = 4;
+
+/**
+ * Credits held for a batch item before anything is fetched for it: its full price, under the
+ * reservation id its analysis (or vehicle report) workflow reserves with (`res:<its workflow
+ * id>`), which that workflow's first step then finds and uses (credits/ledger.ts holdIn: an id
+ * is reserved once). An item of free lenses only (`amount` 0) holds nothing but needs 1 credit
+ * available, as the free-call gate will.
+ */
+export interface ItemHold {
+  reservationId: string;
+  workflowId: string;
+  userId: string;
+  amount: number;
+  ttlMs: number;
+}
 
 /** The batch workflow's steps: each one idempotent statement on the batch's rows, or fetches. */
 export function batchActivities(deps: ActivityDeps) {
   // Photos given by URL are fetched from the public internet unless the composition root says otherwise.
   const photoDeps = { ...deps, fetchPolicy: deps.fetchPolicy ?? PUBLIC_INTERNET };
+
+  /** Hold an item's price (ItemHold); short of credits: PLAN_LIMIT_EXCEEDED, before anything is fetched. */
+  async function holdItem(h: ItemHold): Promise<void> {
+    try {
+      if (h.amount > 0) {
+        await reserve(deps.db, { id: h.reservationId, userId: h.userId, amount: h.amount, ttlMs: h.ttlMs, workflowId: h.workflowId, reason: 'batch item, held before its fetch' });
+        return;
+      }
+      const { community, purchased } = await getBalance(deps.db, h.userId);
+      if (community + purchased < 1) throw planLimitExceeded({ needed: 1, community, purchased, total: community + purchased, resetsInDays: 0 });
+    } catch (err) {
+      rethrowDomain(err);
+    }
+  }
+  const giveBack = async (h: ItemHold | undefined, reason: string) => {
+    if (h && h.amount > 0) await release(deps.db, { id: h.reservationId, reason });
+  };
+
   return {
     claimBatchItems: (args: { batchId: string; afterIndex: number; limit: number }) => claimPendingItems(deps.db, args),
-    finishBatchItem: (args: { batchId: string; index: number; outcome: ItemOutcome }) => finishItem(deps.db, args),
+    /**
+     * An item's outcome, and what its analysis did not take of the credits held for it given back
+     * (`release`: its reservation id; a no-op once the analysis settled or released it).
+     */
+    async finishBatchItem(args: { batchId: string; index: number; outcome: ItemOutcome; release?: string }): Promise<void> {
+      await finishItem(deps.db, args);
+      if (args.release) await release(deps.db, { id: args.release, reason: 'batch item finished: what its analysis did not take' });
+    },
     completeBatch: (args: { batchId: string }) => completeBatch(deps.db, args.batchId),
     batchShare: (args: { userId: string; cap: number }) => workspaceShare(deps.db, args),
-    setBatchStatus: (args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason }) => setBatchStatus(deps.db, args),
+    setBatchStatus: (args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason; end?: BatchEnd }) => setBatchStatus(deps.db, args),
 
     /**
      * Fetch a batch photo given by URL, when its turn comes: the same intake as analyze (address
      * policy, size and pixel limits, a decode that checks and fingerprints it, the blob stored).
      * A photo the intake refuses is an answer, not a failure of the step: the workflow records it.
      */
-    async takeBatchUrl(args: { batchId: string; index: number }): Promise<{ ref: ImageRef } | { error: { code: string; message: string } }> {
+    async takeBatchUrl(args: { batchId: string; index: number; hold?: ItemHold }): Promise<{ ref: ImageRef } | { error: { code: string; message: string } }> {
       const item = await urlToTake(deps.db, args);
       if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The photo has no URL to fetch' } };
       if (item.ref) return { ref: item.ref }; // taken by an earlier attempt of this step
+      // Nothing is fetched that cannot be paid for: the photo's price first (runs from before this step pass no hold).
+      if (args.hold) await holdItem(args.hold);
       const got = await takeBatchPhoto(photoDeps, item.userId, { url: item.url });
-      if ('refused' in got) return { error: got.refused };
-      await setItemRef(deps.db, { ...args, ref: got.ref });
+      if ('refused' in got) {
+        await giveBack(args.hold, 'batch photo could not be fetched');
+        return { error: got.refused };
+      }
+      await setItemRef(deps.db, { batchId: args.batchId, index: args.index, ref: got.ref });
       return { ref: got.ref };
     },
 
@@ -58,13 +106,15 @@ export function batchActivities(deps: ActivityDeps) {
      * report's reuse key. The same photos and vehicle already reported on for this account answer
      * from that report, for nothing. The first photo intake refused fails the vehicle, named.
      */
-    async prepareBatchVehicle(args: { batchId: string; index: number; context?: AnalyzeContext }): Promise<
+    async prepareBatchVehicle(args: { batchId: string; index: number; context?: AnalyzeContext; hold?: ItemHold }): Promise<
       | { error: { code: string; message: string } }
       | { cached: { reportId: string } }
       | { refs: ImageRef[]; setHash: string; context: AnalyzeContext | null }
     > {
       const item = await vehicleToTake(deps.db, args);
       if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The vehicle is not pending' } };
+      // Its photos may be fetched now: the report's price first (runs from before this step pass no hold).
+      if (args.hold) await holdItem(args.hold);
       const refs: Array<ImageRef | undefined> = item.photos.map((p) => p.ref);
       const refused: Array<{ at: number; code: string; message: string }> = [];
       await mapBounded(item.photos, VEHICLE_FETCH_CONCURRENCY, async (p, at) => {
@@ -79,7 +129,10 @@ export function batchActivities(deps: ActivityDeps) {
         await setVehiclePhotoRef(deps.db, { ...args, at, ref: got.ref });
       });
       const first = refused.sort((a, b) => a.at - b.at)[0];
-      if (first) return { error: { code: first.code, message: `photo ${first.at + 1} (${item.photos[first.at]!.source}): ${first.message}` } };
+      if (first) {
+        await giveBack(args.hold, 'batch vehicle could not be made ready');
+        return { error: { code: first.code, message: `photo ${first.at + 1} (${item.photos[first.at]!.source}): ${first.message}` } };
+      }
       const taken = refs as ImageRef[];
       const vehicle = { ...args.context?.vehicle, ...item.vehicle };
       const context: AnalyzeContext | null = args.context || item.vehicle ? { ...args.context, ...(Object.keys(vehicle).length ? { vehicle } : {}) } : null;
@@ -88,6 +141,7 @@ export function batchActivities(deps: ActivityDeps) {
       const cached = await findVehicleReport(deps.db, item.userId, setHash);
       if (cached) {
         await recordCacheHit(deps.db, item.userId, sha256s);
+        await giveBack(args.hold, 'batch vehicle answered from its stored report');
         return { cached: { reportId: cached.id } };
       }
       return { refs: taken, setHash, context };

@@ -205,14 +205,46 @@ export async function finishItem(db: Db, args: { batchId: string; index: number;
   );
 }
 
-/** Move the batch's status (the workflow is its only writer besides the request that made it). */
-export async function setBatchStatus(db: Db, args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason }): Promise<void> {
-  await db.query(
-    `UPDATE batches SET status = $2, pause_reason = $3, updated_at = now(),
-            completed_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN coalesce(completed_at, now()) ELSE completed_at END
-      WHERE id = $1`,
-    [args.batchId, args.status, args.status === 'paused' ? (args.pauseReason ?? 'requested') : null],
-  );
+/**
+ * Why a batch ended with items that never ran: the caller cancelled it, or it stayed paused past
+ * BATCH_PAUSED_EXPIRY_MS (`pausedForMs`) and expired.
+ */
+export type BatchEnd = { reason: 'cancelled' } | { reason: 'expired'; pausedForMs: number };
+
+/** The error of an item a batch ended without running (its bytes are no longer kept). */
+export function endedItemError(end: BatchEnd): { code: 'BATCH_FINISHED'; message: string } {
+  const why = end.reason === 'cancelled' ? 'the batch was cancelled' : `the batch stayed paused for ${duration(end.pausedForMs)} without a resume and expired`;
+  return { code: 'BATCH_FINISHED', message: `Not run: ${why}; its bytes are not kept. Send it again in a new batch` };
+}
+
+function duration(ms: number): string {
+  const unit = (n: number, name: string) => `${n} ${name}${n === 1 ? '' : 's'}`;
+  if (ms % 86_400_000 === 0) return unit(ms / 86_400_000, 'day');
+  if (ms % 3_600_000 === 0) return unit(ms / 3_600_000, 'hour');
+  if (ms % 60_000 === 0) return unit(ms / 60_000, 'minute');
+  return unit(Math.round(ms / 1000), 'second');
+}
+
+/**
+ * Move the batch's status (the workflow is its only writer besides the request that made it). A
+ * batch that is cancelled fails its pending items in the same transaction (`end` says why): they
+ * will never run, and the blob collector keeps only the bytes of pending items.
+ */
+export async function setBatchStatus(db: Db, args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason; end?: BatchEnd }): Promise<void> {
+  await inTransaction(db, async (c) => {
+    await c.query(
+      `UPDATE batches SET status = $2, pause_reason = $3, updated_at = now(),
+              completed_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN coalesce(completed_at, now()) ELSE completed_at END
+        WHERE id = $1`,
+      [args.batchId, args.status, args.status === 'paused' ? (args.pauseReason ?? 'requested') : null],
+    );
+    if (args.status !== 'cancelled') return;
+    const error = endedItemError(args.end ?? { reason: 'cancelled' });
+    await c.query(
+      `UPDATE batch_items SET status = 'failed', error_code = $2, error = $3, finished_at = now() WHERE batch_id = $1 AND status = 'pending'`,
+      [args.batchId, error.code, error.message],
+    );
+  });
 }
 
 export interface BatchItemRow {

@@ -3,13 +3,15 @@ import { z } from 'zod';
 import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS } from '../analysis/contract.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
 import type { AnalyzeDeps } from '../analysis/service.ts';
-import { AppError, validationFailed } from '../core/errors.ts';
+import { AppError, planLimitExceeded, validationFailed } from '../core/errors.ts';
+import { getBalance } from '../credits/ledger.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
+import { VEHICLE_REPORT_CREDITS } from '../workflows/types.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { batchOfRequest, batchSummary, createBatch, RequestIdTaken, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
 
@@ -70,8 +72,9 @@ export type BatchSubmission = Omit<BatchBody, 'items'> & { items?: Array<NonNull
  * A batch as the caller sent it: lenses resolved (refusals are 400s that change nothing), every
  * photo sent as bytes taken in — decoded, checked, fingerprinted and stored — and every URL
  * checked (the worker fetches it when its turn comes), refused photos recorded as failed items
- * with the reason, then the batch stored and its workflow started. No
- * credits move here: each photo reserves and settles its own as the batch runs.
+ * with the reason, then the batch stored and its workflow started. No credits move here (the
+ * balance must cover the first item, see admitBatch): each photo reserves and settles its own as
+ * the batch runs.
  */
 export async function submitBatch(
   deps: AnalyzeDeps & { temporal: Client },
@@ -110,6 +113,8 @@ export async function submitBatch(
   };
   const earlier = await boundTo();
   if (earlier) return earlier;
+  // Nothing is read, fetched, decoded or stored for an account that cannot pay for the first item.
+  await admitBatch(deps.db, userId, vehicles ? 'vehicles' : 'photos', resolved.billable);
 
   const stored: string[] = [];
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
@@ -164,6 +169,27 @@ export async function submitBatch(
 }
 
 /**
+ * Credits one item of a batch costs when nothing of it is in the registry yet: a photo, one per
+ * billable lens (a photo of free lenses only still needs 1 available, as analyze's free-call gate
+ * asks); a vehicle, its report's flat price. The worker holds this much before fetching an item's URL.
+ */
+export function itemCredits(kind: BatchKind, billable: readonly string[]): number {
+  return kind === 'vehicles' ? VEHICLE_REPORT_CREDITS : billable.length;
+}
+
+/**
+ * A batch is taken in only when the account's available credits cover its first item
+ * (docs/decisions.md "Batches: no intake without credits"): 402 PLAN_LIMIT_EXCEEDED otherwise,
+ * before any photo is read. A check, not a hold: each item reserves its own when it runs.
+ */
+export async function admitBatch(db: AnalyzeDeps['db'], userId: string, kind: BatchKind, billable: readonly string[]): Promise<void> {
+  const needed = Math.max(1, itemCredits(kind, billable));
+  const { community, purchased } = await getBalance(db, userId);
+  const total = community + purchased;
+  if (total < needed) throw planLimitExceeded({ needed, community, purchased, total, resetsInDays: 0 });
+}
+
+/**
  * A vehicle batch's items: one per vehicle, its photos as intake took them in. A vehicle whose
  * photo intake refused fails whole, naming the photo: its report must describe every photo sent.
  */
@@ -196,7 +222,7 @@ export async function startBatchWorkflow(
   await deps.temporal.workflow.start(batchWorkflow, {
     taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
     workflowId: batchWorkflowId(batch.userId, batch.batchId),
-    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN }],
+    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN, pausedExpiryMs: deps.config.BATCH_PAUSED_EXPIRY_MS }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: [
       { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },

@@ -46,6 +46,11 @@ export const configSchema = z.object({
   BATCH_PHOTOS_PER_RUN: z.coerce.number().int().min(1).max(2000).default(200),
   /** Photos analyzed at once across all running batches of one workspace (each batch at most 4). */
   BATCH_WORKSPACE_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
+  /**
+   * How long a paused batch (by request or for credits) waits for `resume`: then its workflow ends,
+   * the batch is cancelled and its pending photos fail as expired, so their bytes are collected.
+   */
+  BATCH_PAUSED_EXPIRY_MS: z.coerce.number().int().min(1000).default(7 * 24 * 3600 * 1000),
   S3_BUCKET: z.string().min(3).max(63).optional(),
   /** Key prefix inside the bucket, e.g. `lenstack/`. */
   S3_PREFIX: z.string().max(200).default(''),

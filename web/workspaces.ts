@@ -73,12 +73,31 @@ export async function requireMember(db: Db, personId: string, workspaceId: strin
   return role;
 }
 
-/** A team workspace: its own credits, keys and registry; the creator is its owner. No signup credits. */
+/**
+ * Team workspaces one person may own (docs/decisions.md "Batches: no intake without credits"):
+ * each is another account with its own caps (event streams, batch concurrency), so their number
+ * is bounded. The personal workspace does not count.
+ */
+export const MAX_OWNED_TEAM_WORKSPACES = 10;
+
+/**
+ * A team workspace: its own credits, keys and registry; the creator is its owner. No signup
+ * credits. 403 once the person owns MAX_OWNED_TEAM_WORKSPACES (counted under a per-person lock,
+ * so concurrent creations cannot pass it).
+ */
 export async function createTeamWorkspace(db: Db, person: { id: string; email: string }, name: string): Promise<Workspace> {
   const clean = name.trim();
   if (clean.length < 1 || clean.length > 80) throw validationFailed('name: 1 to 80 characters');
   const id = newId('usr');
   await inTransaction(db, async (c) => {
+    await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`person:${person.id}`]);
+    const owned = await c.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM workspace_members m JOIN users u ON u.id = m.workspace_id WHERE m.console_user_id = $1 AND m.role = 'owner' AND u.kind = 'team'`,
+      [person.id],
+    );
+    if (owned.rows[0]!.n >= MAX_OWNED_TEAM_WORKSPACES) {
+      throw new AppError('FORBIDDEN', `You own ${owned.rows[0]!.n} team workspaces, the most one person may own; use one of them`);
+    }
     await c.query(`INSERT INTO users (id, email, kind, name, email_verified_at) VALUES ($1, $2, 'team', $3, now())`, [id, person.email, clean]);
     await c.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [id]);
     await c.query(`INSERT INTO workspace_members (workspace_id, console_user_id, role) VALUES ($1, $2, 'owner')`, [id, person.id]);

@@ -8,6 +8,7 @@ import {
   defineSignal,
   executeChild,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -18,7 +19,8 @@ import type { ItemOutcome } from '../batches/repository.ts';
 import { analyzeWorkflow } from './analyze.ts';
 import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
-import type { AnalyzeContext, AnalyzeResult, ImageRef, VehicleReportResult } from './types.ts';
+import type { ItemHold } from '../activities/batch.ts';
+import { VEHICLE_REPORT_CREDITS, type AnalyzeContext, type AnalyzeResult, type ImageRef, type VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
   batchId: string;
@@ -39,6 +41,8 @@ export interface BatchInput {
   childTimeoutMs: number;
   /** Photos this run handles before it continues as new (BATCH_PHOTOS_PER_RUN). */
   photosPerRun?: number;
+  /** How long the batch waits paused before it expires (BATCH_PAUSED_EXPIRY_MS). */
+  pausedExpiryMs?: number;
   /** Carried over continue-as-new. */
   cursor?: number;
   state?: { paused: boolean; pauseReason: 'requested' | 'credits' | null };
@@ -51,6 +55,8 @@ export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled
 
 /** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
 export const PHOTOS_PER_RUN = 200;
+/** How long a paused batch waits for resume when its input does not say (core/config.ts BATCH_PAUSED_EXPIRY_MS). */
+export const PAUSED_EXPIRY_MS = 7 * 24 * 3600 * 1000;
 /**
  * Vendor calls in flight for a vehicle batch: the batch's share counts calls for both kinds. A
  * vehicle is a chain (its photo calls, then one synthesis over their findings), so running fewer
@@ -82,11 +88,13 @@ function failureOf(err: unknown): { code: string; message: string } {
  * A batch: every pending photo through the analyze saga as a child workflow (so each photo is
  * billed by the same delta rules as a single request, at most once), `concurrency` at a time.
  * Signals pause, resume and cancel it; running out of credits pauses it with that reason, and a
- * resume after a purchase picks up the photos that did not run. The history stays bounded: every
- * PHOTOS_PER_RUN photos it continues as new. The batch's rows in Postgres are the record; this
+ * resume after a purchase picks up the photos that did not run. A batch paused longer than
+ * `pausedExpiryMs` expires: cancelled, like a cancelled batch its pending photos fail (and their
+ * bytes are let go), and the workflow ends. The history stays bounded: every PHOTOS_PER_RUN
+ * photos it continues as new. The batch's rows in Postgres are the record; this
  * workflow is their only writer after submission.
  */
-export async function batchWorkflow(input: BatchInput): Promise<{ batchId: string; status: 'completed' | 'cancelled' }> {
+export async function batchWorkflow(input: BatchInput): Promise<{ batchId: string; status: 'completed' | 'cancelled' | 'expired' }> {
   let state: 'running' | 'paused' | 'cancelled' = input.state?.paused ? 'paused' : 'running';
   let pauseReason: 'requested' | 'credits' | null = input.state?.pauseReason ?? null;
   setHandler(pauseBatch, () => {
@@ -111,7 +119,16 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     }
     if (now() === 'paused') {
       await db.setBatchStatus({ batchId: input.batchId, status: 'paused', pauseReason: pauseReason ?? 'requested' });
-      await condition(() => now() !== 'paused');
+      // Runs that paused before the expiry existed wait as they did (replay must match their history).
+      if (patched('batch-paused-expiry')) {
+        const pausedForMs = input.pausedExpiryMs ?? PAUSED_EXPIRY_MS;
+        if (!(await condition(() => now() !== 'paused', pausedForMs))) {
+          await db.setBatchStatus({ batchId: input.batchId, status: 'cancelled', end: { reason: 'expired', pausedForMs } });
+          return { batchId: input.batchId, status: 'expired' };
+        }
+      } else {
+        await condition(() => now() !== 'paused');
+      }
       if (now() === 'running') await db.setBatchStatus({ batchId: input.batchId, status: 'running' });
       // Photos skipped while paused (or refused for credits) are before the cursor: start over.
       cursor = -1;
@@ -136,7 +153,10 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     await mapBounded(items, atOnce, async (item) => {
       if (now() !== 'running') return;
       const requestId = `batch-${input.batchId}-${item.index}-${item.attempt}`;
-      const finish = (outcome: ItemOutcome) => db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome });
+      // Finishing an item also gives back what its child did not take of the credits held for it.
+      const release = `res:${childWorkflowId(input, requestId)}`;
+      const finish = (outcome: ItemOutcome, mayGiveBack = true) =>
+        db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome, ...(mayGiveBack ? { release } : {}) });
       try {
         if (input.kind === 'vehicles') {
           await finish(await runVehicle(input, item.index, requestId, photoConcurrency));
@@ -146,11 +166,11 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       } catch (err) {
         const failure = failureOf(err);
         if (failure.code === 'PLAN_LIMIT_EXCEEDED') {
-          // Out of credits: the item stays pending and the batch waits for a purchase.
+          // Out of credits (the hold or the child's own reservation refused): the item stays pending and the batch waits for a purchase.
           if (now() === 'running') [state, pauseReason] = ['paused', 'credits'];
           return;
         }
-        await finish(failure);
+        await finish(failure, mayRelease(err));
       }
     });
     cursor = items[items.length - 1]!.index;
@@ -158,17 +178,42 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
   }
 }
 
-/** One photo: fetched first when it was given by URL, then the analyze saga as a child. */
+/**
+ * What a batch item holds before anything is fetched for it (activities/batch.ts ItemHold): its
+ * full price, under the reservation id of its child workflow (`res:<child workflow id>`,
+ * workflows/steps.ts startSaga), which the child's first step finds and uses. What the child does
+ * not take is given back when the item is finished (finishBatchItem's `release`).
+ */
+function holdFor(input: BatchInput, childWorkflowId: string, amount: number): ItemHold {
+  return { reservationId: `res:${childWorkflowId}`, workflowId: childWorkflowId, userId: input.userId, amount, ttlMs: input.reservationTtlMs };
+}
+
+/** The child workflow of an item: an analysis of a photo, or a vehicle's report. */
+export const childWorkflowId = (input: Pick<BatchInput, 'kind' | 'userId'>, requestId: string): string =>
+  `${input.kind === 'vehicles' ? 'vehicle' : 'analyze'}:${input.userId}:${requestId}`;
+
+/**
+ * Whether an item that failed may give back what is held under its child's reservation: yes,
+ * unless its child timed out or was terminated (then the sweeper decides when the reservation
+ * expires, and charges what that run persisted).
+ */
+function mayRelease(err: unknown): boolean {
+  return !(err instanceof ChildWorkflowFailure) || err.cause instanceof ApplicationFailure;
+}
+
+/** One photo: fetched first when it was given by URL (its price held before), then the analyze saga as a child. */
 async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef | null }, requestId: string): Promise<ItemOutcome> {
+  const workflowId = childWorkflowId(input, requestId);
   let ref = item.ref;
   if (ref === null) {
-    // Given by URL: fetched now, by the worker, not while the caller waited at submission.
-    const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index });
+    // Given by URL: fetched now, by the worker, not while the caller waited at submission, and
+    // only once the photo's price is held.
+    const taken = await fetcher.takeBatchUrl({ batchId: input.batchId, index: item.index, hold: holdFor(input, workflowId, input.billable.length) });
     if ('error' in taken) return taken.error;
     ref = taken.ref;
   }
   const result = await executeChild(analyzeWorkflow, {
-    workflowId: `analyze:${input.userId}:${requestId}`,
+    workflowId,
     args: [
       {
         requestId,
@@ -197,11 +242,13 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
  * report of the same photos and vehicle for nothing.
  */
 async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number): Promise<ItemOutcome> {
-  const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}) });
+  const workflowId = childWorkflowId(input, requestId);
+  // Its photos may be fetched now: the report's price is held first.
+  const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}), hold: holdFor(input, workflowId, VEHICLE_REPORT_CREDITS) });
   if ('error' in ready) return ready.error;
   if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
   const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
-    workflowId: `vehicle:${input.userId}:${requestId}`,
+    workflowId,
     args: [
       {
         requestId,

@@ -88,11 +88,11 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           operationId: 'createBatch',
           summary: 'Submit a batch of photos',
           description:
-            'Up to 10,000 photos (URLs or base64) through the same lenses, run in the background by a durable workflow. Every photo is billed like a single analysis (lenses already run on it are free), as it runs: a batch that runs out of credits pauses with `pauseReason: "credits"`; buy credits and resume it. A photo that cannot be fetched or decoded fails on its own, with the reason. Answers 202 with the batch.',
+            'Up to 10,000 photos (URLs or base64) through the same lenses, run in the background by a durable workflow. Every photo is billed like a single analysis (lenses already run on it are free), as it runs: a batch that runs out of credits pauses with `pauseReason: "credits"`; buy credits and resume it. A batch is taken in only when the available credits cover one item (its billable lenses, at least 1; a vehicle report\'s price): otherwise 402 `PLAN_LIMIT_EXCEEDED` before any photo is read. A batch paused longer than `BATCH_PAUSED_EXPIRY_MS` (7 days by default) is cancelled. A photo that cannot be fetched or decoded fails on its own, with the reason. Answers 202 with the batch.',
           tags: ['batches'],
           security: [{ bearer: [] }],
           body: batchBodySchema,
-          response: { 202: batchSchema, ...errorResponses(400, 401, 409, 413, 415, 429, 503) },
+          response: { 202: batchSchema, ...errorResponses(400, 401, 402, 409, 413, 415, 429, 503) },
         },
       },
       async (request, reply) => {
@@ -116,7 +116,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           schema: {
             operationId: `${action}Batch`,
             summary: `${action[0]!.toUpperCase()}${action.slice(1)} a batch`,
-            description: action === 'cancel' ? 'Photos already running finish (and are billed); the rest stay pending and are never run.' : action === 'pause' ? 'Photos already running finish; the rest wait for resume.' : 'Runs the pending photos again, including those that waited for credits.',
+            description: action === 'cancel' ? 'Photos already running finish (and are billed); the rest fail with `BATCH_FINISHED` and are never run, and their bytes are not kept.' : action === 'pause' ? 'Photos already running finish; the rest wait for resume, for up to `BATCH_PAUSED_EXPIRY_MS` (7 days by default): then the batch is cancelled.' : 'Runs the pending photos again, including those that waited for credits.',
             tags: ['batches'],
             security: [{ bearer: [] }],
             params,

@@ -217,7 +217,7 @@ export class Batches {
     return this.client.call(ONCE, opts, (init) => this.client.raw.POST('/v1/batches/{batchId}/resume', { params: { path: { batchId } }, ...init }));
   }
 
-  /** POST /v1/batches/{id}/cancel: photos in flight finish and are billed; the rest stay pending. */
+  /** POST /v1/batches/{id}/cancel: photos in flight finish and are billed; the rest fail with `BATCH_FINISHED` and are never run. */
   cancel(batchId: string, opts?: RequestOptions): Promise<Batch> {
     return this.client.call(ONCE, opts, (init) => this.client.raw.POST('/v1/batches/{batchId}/cancel', { params: { path: { batchId } }, ...init }));
   }

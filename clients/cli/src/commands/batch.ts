@@ -75,7 +75,8 @@ export async function batchCommand(ctx: Context, args: BatchArgs): Promise<numbe
     return EXIT.API;
   }
   if (batch.status === 'cancelled') {
-    ctx.stderr.write(`batch ${batch.id} was cancelled: ${batch.counts.pending} photos were not analyzed.\n`);
+    // What a cancelled (or expired) batch did not run fails with BATCH_FINISHED; batches cancelled earlier left it pending.
+    ctx.stderr.write(`batch ${batch.id} was cancelled: ${batch.counts.total - batch.counts.done} photos were not analyzed.\n`);
     return EXIT.API;
   }
   if (failed.length > 0 || batch.counts.failed > 0) {

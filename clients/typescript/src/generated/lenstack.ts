@@ -190,7 +190,7 @@ export type paths = {
         put?: never;
         /**
          * Submit a batch of photos
-         * @description Up to 10,000 photos (URLs or base64) through the same lenses, run in the background by a durable workflow. Every photo is billed like a single analysis (lenses already run on it are free), as it runs: a batch that runs out of credits pauses with `pauseReason: "credits"`; buy credits and resume it. A photo that cannot be fetched or decoded fails on its own, with the reason. Answers 202 with the batch.
+         * @description Up to 10,000 photos (URLs or base64) through the same lenses, run in the background by a durable workflow. Every photo is billed like a single analysis (lenses already run on it are free), as it runs: a batch that runs out of credits pauses with `pauseReason: "credits"`; buy credits and resume it. A batch is taken in only when the available credits cover one item (its billable lenses, at least 1; a vehicle report's price): otherwise 402 `PLAN_LIMIT_EXCEEDED` before any photo is read. A batch paused longer than `BATCH_PAUSED_EXPIRY_MS` (7 days by default) is cancelled. A photo that cannot be fetched or decoded fails on its own, with the reason. Answers 202 with the batch.
          */
         post: operations["createBatch"];
         delete?: never;
@@ -227,7 +227,7 @@ export type paths = {
         put?: never;
         /**
          * Pause a batch
-         * @description Photos already running finish; the rest wait for resume.
+         * @description Photos already running finish; the rest wait for resume, for up to `BATCH_PAUSED_EXPIRY_MS` (7 days by default): then the batch is cancelled.
          */
         post: operations["pauseBatch"];
         delete?: never;
@@ -267,7 +267,7 @@ export type paths = {
         put?: never;
         /**
          * Cancel a batch
-         * @description Photos already running finish (and are billed); the rest stay pending and are never run.
+         * @description Photos already running finish (and are billed); the rest fail with `BATCH_FINISHED` and are never run, and their bytes are not kept.
          */
         post: operations["cancelBatch"];
         delete?: never;
@@ -3934,6 +3934,17 @@ export interface operations {
             401: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PLAN_LIMIT_EXCEEDED` */
+            402: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
                     [name: string]: unknown;
                 };
                 content: {

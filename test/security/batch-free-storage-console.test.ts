@@ -1,0 +1,140 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyCache } from '../../auth/cache.ts';
+import { checkInvariants, getBalance } from '../../credits/ledger.ts';
+import { FsBlobStore } from '../../images/blobstore.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { freePort } from '../../tools/scripts/temporal.ts';
+import { buildWebApp } from '../../web/app.ts';
+import { createConsoleAuth } from '../../web/auth.ts';
+import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
+import { createUploads } from '../../web/uploads.ts';
+import { ensurePersonalWorkspace, MAX_OWNED_TEAM_WORKSPACES } from '../../web/workspaces.ts';
+import { bearer, expectEnvelope } from '../helpers/app.ts';
+import { photoBytes } from '../helpers/photos.ts';
+import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { testConfig } from '../harness/env.ts';
+
+/**
+ * The console's side of free batches (issue 21, item 2), over HTTP against the console's real
+ * server and the real API. Before: a person made as many team workspaces as they liked, each an
+ * account of its own at 0 credits, and the console's batch route took a batch in for a workspace
+ * that could not pay for a single photo. Now: a person owns at most MAX_OWNED_TEAM_WORKSPACES team
+ * workspaces (403 past it), and the console's batch route refuses a 0-credit batch with the same
+ * 402 as the API, before it reads an upload.
+ */
+let p: Pipeline;
+let web: FastifyInstance;
+let url: string;
+let mail: MailCatcher;
+let closeMailer: () => void;
+let blobs: FsBlobStore;
+
+beforeAll(async () => {
+  // No worker: nothing here may run.
+  p = await startPipeline({ worker: false });
+  blobs = new FsBlobStore(p.config.BLOB_DIR);
+  mail = await startMailCatcher();
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  const config = testConfig({ WEB_PORT: port, WEB_URL: url, SMTP_URL: mail.url, AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789' });
+  const mailer = smtpMailer(mail.url, config.MAIL_FROM);
+  closeMailer = () => mailer.close();
+  const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
+  const uploads = createUploads({ db: p.db, dir: mkdtempSync(path.join(tmpdir(), 'lenstack-uploads-')), maxBytes: p.config.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
+  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET }, uploads } });
+  await web.listen({ host: '127.0.0.1', port });
+}, 120_000);
+afterAll(async () => {
+  await web?.close();
+  closeMailer?.();
+  await mail?.close();
+  await p?.close();
+});
+
+/** A person signed in by a mailed link (their address confirmed by it): their session cookie. */
+async function signIn(email: string): Promise<string> {
+  const asked = await fetch(`${url}/api/v1/auth/sign-in/magic-link`, { method: 'POST', headers: { origin: url, 'content-type': 'application/json' }, body: JSON.stringify({ email, callbackURL: '/' }) });
+  expect(asked.status, await asked.clone().text()).toBe(200);
+  const sent = await mail.waitFor((m) => m.to.includes(email) && m.subject === 'Your Lenstack sign-in link');
+  const link = /https?:\/\/\S+/.exec(sent.text)![0];
+  const verified = await fetch(link, { redirect: 'manual' });
+  const cookie = verified.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  expect(cookie).toContain('session_token');
+  return cookie;
+}
+const post = (cookie: string, route: string, body: unknown) =>
+  fetch(`${url}${route}`, { method: 'POST', headers: { cookie, origin: url, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('team workspaces per person', () => {
+  it(`a person owns at most ${MAX_OWNED_TEAM_WORKSPACES} team workspaces: the next is 403 and makes nothing`, async () => {
+    const cookie = await signIn(`many-${randomBytes(5).toString('hex')}@example.test`);
+    const made: string[] = [];
+    for (let k = 0; k < MAX_OWNED_TEAM_WORKSPACES; k++) {
+      const r = await post(cookie, '/api/v1/workspaces', { name: `Team ${k}` });
+      expect(r.status, await r.clone().text()).toBe(201);
+      made.push(((await r.json()) as { id: string }).id);
+    }
+    const over = await post(cookie, '/api/v1/workspaces', { name: 'One too many' });
+    expect(over.status).toBe(403);
+    const err = expectEnvelope(await over.json());
+    expect(err.code).toBe('FORBIDDEN');
+    expect(err.message).toContain(`${MAX_OWNED_TEAM_WORKSPACES} team workspaces`);
+    // Ten at once past the cap: none made (the count is taken under the person's lock).
+    const burst = await Promise.all(Array.from({ length: 10 }, (_, k) => post(cookie, '/api/v1/workspaces', { name: `Burst ${k}` })));
+    expect(burst.map((r) => r.status)).toEqual(Array(10).fill(403));
+    const session = (await (await fetch(`${url}/api/v1/session`, { headers: { cookie } })).json()) as { workspaces: Array<{ id: string; name: string; role: string }> };
+    // The personal workspace and the ten.
+    expect(session.workspaces).toHaveLength(MAX_OWNED_TEAM_WORKSPACES + 1);
+    expect(session.workspaces.some((w) => w.name === 'One too many' || w.name.startsWith('Burst'))).toBe(false);
+  }, 60_000);
+
+  it('concurrent creations cannot pass the cap either', async () => {
+    const cookie = await signIn(`race-${randomBytes(5).toString('hex')}@example.test`);
+    const all = await Promise.all(Array.from({ length: MAX_OWNED_TEAM_WORKSPACES + 5 }, (_, k) => post(cookie, '/api/v1/workspaces', { name: `Race ${k}` })));
+    expect(all.filter((r) => r.status === 201)).toHaveLength(MAX_OWNED_TEAM_WORKSPACES);
+    expect(all.filter((r) => r.status === 403)).toHaveLength(5);
+  }, 60_000);
+});
+
+describe('a new team workspace (0 credits) cannot take a batch in', () => {
+  it('its own live key on POST /v1/batches, and the console’s batch route with a finished upload: 402 before intake; no batch, no blob, the upload given back', async () => {
+    const cookie = await signIn(`team-${randomBytes(5).toString('hex')}@example.test`);
+    const team = (await (await post(cookie, '/api/v1/workspaces', { name: 'Free storage' })).json()) as { id: string };
+    expect(await getBalance(p.db, team.id)).toMatchObject({ community: 0, purchased: 0 });
+    const key = (await (await post(cookie, `/api/v1/workspaces/${team.id}/keys`, { kind: 'live' })).json()) as { key: string };
+    const photo = photoBytes('Nikon_D70.jpg');
+
+    const api = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key.key), payload: { items: [1, 2, 3].map((k) => ({ base64: photo.toString('base64'), name: `p${k}.jpg` })), preset: 'quick-scan' } });
+    expect(api.statusCode, api.body).toBe(402);
+    expect(expectEnvelope(api.json())).toMatchObject({ code: 'PLAN_LIMIT_EXCEEDED', credits: { total: 0 } });
+
+    // A finished resumable upload into the team workspace, then the console's batch route.
+    const tus = { cookie, origin: url, 'tus-resumable': '1.0.0' };
+    const created = await fetch(`${url}/api/v1/uploads`, {
+      method: 'POST',
+      headers: { ...tus, 'upload-length': String(photo.length), 'upload-metadata': `workspace ${Buffer.from(team.id).toString('base64')},filename ${Buffer.from('nikon.jpg').toString('base64')}` },
+    });
+    expect(created.status).toBe(201);
+    const location = new URL(created.headers.get('location')!, url);
+    const uploadId = location.pathname.split('/').pop()!;
+    const sent = await fetch(location, { method: 'PATCH', headers: { ...tus, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: photo });
+    expect(sent.status).toBe(204);
+    const consoleBatch = await post(cookie, `/api/v1/workspaces/${team.id}/batches`, { preset: 'quick-scan', uploads: [{ id: uploadId, name: 'nikon.jpg' }] });
+    expect(consoleBatch.status, await consoleBatch.clone().text()).toBe(402);
+    const err = expectEnvelope(await consoleBatch.json());
+    expect(err).toMatchObject({ code: 'PLAN_LIMIT_EXCEEDED', credits: { needed: expect.any(Number), total: 0 } });
+
+    // Nothing taken in: no batch, the photo's bytes not in the blob store, the upload still the person's to use.
+    expect((await p.db.query('SELECT 1 FROM batches WHERE user_id = $1', [team.id])).rowCount).toBe(0);
+    expect(await blobs.has(createHash('sha256').update(photo).digest('hex'))).toBe(false);
+    const upload = await p.db.query<{ taken_at: Date | null }>('SELECT taken_at FROM console_uploads WHERE id = $1', [uploadId]);
+    expect(upload.rows).toEqual([{ taken_at: null }]);
+    expect(await getBalance(p.db, team.id)).toMatchObject({ community: 0, purchased: 0, reserved: 0 });
+    expect(await checkInvariants(p.db, team.id)).toEqual([{ userId: team.id, ok: true, problems: [] }]);
+  }, 60_000);
+});
