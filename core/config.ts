@@ -46,6 +46,10 @@ export const configSchema = z.object({
   BATCH_PHOTOS_PER_RUN: z.coerce.number().int().min(1).max(2000).default(200),
   /** Photos analyzed at once across all running batches of one workspace (each batch at most 4). */
   BATCH_WORKSPACE_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(8),
+  /** Batch exports one account may have running at once on one process (API or console); 429 beyond. */
+  EXPORTS_PER_ACCOUNT: z.coerce.number().int().min(1).max(100).default(2),
+  /** Batch exports running at once on one process, every account together; 503 beyond. */
+  EXPORTS_IN_FLIGHT: z.coerce.number().int().min(1).max(1000).default(4),
   S3_BUCKET: z.string().min(3).max(63).optional(),
   /** Key prefix inside the bucket, e.g. `lenstack/`. */
   S3_PREFIX: z.string().max(200).default(''),
