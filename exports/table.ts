@@ -52,8 +52,8 @@ type Cell = string | number | Date | null;
 /**
  * How long a writer runs before it gives the event loop a turn. Rows arrive 500 to a database page
  * and each is written without waiting, so without a turn now and then a 10,000-row xlsx holds the
- * process for a whole page at a time: health checks and other requests wait behind it (four at
- * once held it up to 1.5 s; with 10 ms slices the longest wait was about 0.1 s).
+ * process for a whole page at a time: health checks and other requests wait behind it. Four at once
+ * delayed the event loop by up to 1.5 s before, 0.3-0.4 s with 10 ms slices (docs/reliability.md).
  */
 const SLICE_MS = 10;
 /** A writer's pace: `await pace()` after each row yields once the slice is used up. */
