@@ -53,10 +53,6 @@ export class ExportSlots {
     }
     return slot.release;
   }
-
-  inFlight(): number {
-    return this.slots.count('process');
-  }
 }
 
 export interface PreparedExport {

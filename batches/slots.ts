@@ -27,10 +27,6 @@ export class Slots {
       },
     };
   }
-
-  count(key: string): number {
-    return this.open.get(key) ?? 0;
-  }
 }
 
 /**

@@ -59,7 +59,6 @@ const exportRowSchema = z
 
 const params = z.object({ batchId: z.string().min(1).max(100) });
 
-
 /**
  * Batches over the API with a Bearer key (an extension of the spec's console batches): submit up
  * to 10,000 photos, follow them, pause, resume or cancel, page through results, export them.
