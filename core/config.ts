@@ -51,6 +51,10 @@ export const configSchema = z.object({
    * the batch is cancelled and its pending photos fail as expired, so their bytes are collected.
    */
   BATCH_PAUSED_EXPIRY_MS: z.coerce.number().int().min(1000).default(7 * 24 * 3600 * 1000),
+  /** Batch exports one account may have running at once on one process (API or console); 429 beyond. */
+  EXPORTS_PER_ACCOUNT: z.coerce.number().int().min(1).max(100).default(2),
+  /** Batch exports running at once on one process, every account together; 503 beyond. */
+  EXPORTS_IN_FLIGHT: z.coerce.number().int().min(1).max(1000).default(4),
   S3_BUCKET: z.string().min(3).max(63).optional(),
   /** Key prefix inside the bucket, e.g. `lenstack/`. */
   S3_PREFIX: z.string().max(200).default(''),

@@ -27,16 +27,45 @@ export interface ExportRow {
 export const IDENTITY_COLUMNS = ['#', 'Source', 'Status', 'SHA-256', 'Error'] as const;
 
 /**
- * A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return as a
- * formula (CSV injection): such text gets a leading apostrophe, which spreadsheets show as text.
- * Applied to every text cell, identity columns included (a URL is caller-controlled).
+ * One rule for every text cell, identity columns, headers and lens outputs alike (a file name, a
+ * URL, a VIN or a model's caption are all caller- or vendor-controlled), so that no spreadsheet
+ * reads a formula out of the export (CSV injection):
+ * - line breaks (CRLF, a bare CR, U+2028/U+2029) become one LF: the only control character a cell
+ *   keeps, inside a quoted field; every other control character (TAB, VT, ESC, DEL, C1 …) becomes
+ *   a space (an xlsx cannot hold most of them anyway);
+ * - a cell that starts with a line break, and any line of a cell whose first non-blank character is
+ *   `=`, `+`, `-` or `@` (or their fullwidth forms, which some spreadsheets fold to ASCII), gets a
+ *   leading apostrophe, which spreadsheets show as text (OWASP's advice). A line after a break is
+ *   checked too: an importer that splits rows on any line break would otherwise start a row there.
+ * Numbers are written as numbers and never pass through here, so a negative number is not touched.
  */
 export function neutralise(text: string): string {
-  // Fullwidth ＝＋－＠ too: some spreadsheets fold them to the ASCII operators.
-  return /^[=+\-@\t\r\n\uFF1D\uFF0B\uFF0D\uFF20]/.test(text) ? `'${text}` : text;
+  const flat = text.replace(/\r\n|[\r\u2028\u2029]/g, '\n').replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, ' ');
+  const lines = flat.split('\n').map((line) => (FORMULA_START.test(line) ? `'${line}` : line));
+  const out = lines.join('\n');
+  return out.startsWith('\n') ? `'${out}` : out;
 }
+const FORMULA_START = /^[ \u00a0]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]/;
 
 type Cell = string | number | Date | null;
+
+/**
+ * How long a writer runs before it gives the event loop a turn. Rows arrive 500 to a database page
+ * and each is written without waiting, so without a turn now and then a 10,000-row xlsx holds the
+ * process for a whole page at a time: health checks and other requests wait behind it. Four at once
+ * delayed the event loop by up to 1.5 s before, 0.3-0.4 s with 10 ms slices (docs/reliability.md).
+ */
+const SLICE_MS = 10;
+/** A writer's pace: `await pace()` after each row yields once the slice is used up. */
+function pacer(): () => Promise<void> {
+  let since = performance.now();
+  return async () => {
+    if (performance.now() - since < SLICE_MS) return;
+    await nextTurn();
+    since = performance.now();
+  };
+}
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * The output's fate as one promise, handled from the start (an error while rows are still being
@@ -94,11 +123,17 @@ export function cellValue(column: Column, result: Record<string, unknown> | null
   return neutralise(typeof raw === 'string' ? raw : JSON.stringify(raw));
 }
 
-const identity = (row: ExportRow): Cell[] => [row.index + 1, neutralise(row.source), row.status, row.sha256, row.error === null ? null : neutralise(row.error)];
+const text = (value: string | null): string | null => (value === null ? null : neutralise(value));
+const identity = (row: ExportRow): Cell[] => [row.index + 1, neutralise(row.source), neutralise(row.status), text(row.sha256), text(row.error)];
 
-/** CSV (RFC 4180, UTF-8 with a BOM so spreadsheets pick the encoding) through csv-stringify. */
+/**
+ * CSV (RFC 4180, UTF-8 with a BOM so spreadsheets pick the encoding) through csv-stringify, every
+ * field quoted: csv-stringify quotes on its own only fields holding a comma, a quote or the record
+ * delimiter (CRLF), which left a bare LF or CR, or a `;` (the list separator of many locales),
+ * outside quotes.
+ */
 export async function writeCsv(rows: AsyncIterable<ExportRow>, columns: readonly Column[], out: Writable): Promise<void> {
-  const csv = stringify({ bom: true, record_delimiter: 'windows', cast: { date: (d) => d.toISOString(), number: (n) => String(n) } });
+  const csv = stringify({ bom: true, record_delimiter: 'windows', quoted: true, quoted_empty: true, cast: { date: (d) => d.toISOString(), number: (n) => String(n) } });
   const w = watch(out, csv);
   csv.pipe(out);
   const write = async (record: Cell[]) => {
@@ -111,8 +146,10 @@ export async function writeCsv(rows: AsyncIterable<ExportRow>, columns: readonly
     }
   };
   await write([...IDENTITY_COLUMNS, ...columns.map((c) => neutralise(c.label))]);
+  const pace = pacer();
   for await (const row of rows) {
     await write([...identity(row), ...columns.map((c) => percentText(c, cellValue(c, row.result)))]);
+    await pace();
   }
   csv.end();
   await w.done;
@@ -142,11 +179,13 @@ export async function writeXlsx(rows: AsyncIterable<ExportRow>, columns: readonl
   sheet.getRow(1).font = { bold: true };
   sheet.getRow(1).commit();
   const w = watch(out);
+  const pace = pacer();
   for await (const row of rows) {
     w.check();
     sheet.addRow([...identity(row), ...columns.map((c) => cellValue(c, row.result))]).commit();
     // exceljs writes without waiting: wait here when a slow reader has the output full.
     if (out.writableNeedDrain) await w.drained();
+    await pace();
   }
   sheet.commit();
   // The zip is finished asynchronously; an output that fails or closes first ends the wait.
@@ -176,9 +215,11 @@ export async function writeJson(rows: AsyncIterable<ExportRow>, out: Writable): 
   };
   await write('[');
   let first = true;
+  const pace = pacer();
   for await (const row of rows) {
     await write(`${first ? '' : ','}\n${JSON.stringify(exportJsonItem(row))}`);
     first = false;
+    await pace();
   }
   out.end(first ? ']\n' : '\n]\n');
   await w.done;

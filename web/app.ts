@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
-import { prepareBatchExport, sendBatchExport } from '../batches/export.ts';
+import { ExportSlots, prepareBatchExport, sendBatchExport } from '../batches/export.ts';
 import { recentBatches } from '../batches/repository.ts';
 import { batchBodySchema, MAX_BATCH_ITEMS, submitBatch } from '../batches/submit.ts';
 import type { AnalyzeDeps } from '../analysis/service.ts';
@@ -379,7 +379,11 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
             body.write(': nothing new\n\n');
             quietSince = Date.now();
           }
-          if (closed || !batches.some((b) => b.status === 'running')) break;
+          if (closed) break;
+          if (!batches.some((b) => b.status === 'running')) {
+            body.write(`event: end\ndata: ${JSON.stringify({ reason: 'none-running' })}\n\n`);
+            break;
+          }
           await new Promise((r) => setTimeout(r, 1000));
         }
       } catch (err) {
@@ -432,6 +436,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
 
   // The spec's batch export: the batch belongs to a workspace; a person who is not its member gets
   // 404, as for anything else of another workspace.
+  const exportSlots = new ExportSlots(deps.config);
   app.get('/api/v1/batch/:batchId/export', async (request, reply) => {
     const person = await signedIn(request);
     const { batchId } = z.object({ batchId: z.string().min(1).max(100) }).parse(request.params);
@@ -442,7 +447,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     await requireMember(deps.db, person.id, workspaceId).catch(() => {
       throw new AppError('NOT_FOUND', 'No such batch');
     });
-    return sendBatchExport(request, reply, batchId, await prepareBatchExport(deps.db, workspaceId, batchId, format));
+    return sendBatchExport(request, reply, batchId, await prepareBatchExport(deps.db, workspaceId, batchId, format, exportSlots));
   });
 
   if (deps.devMailbox) {

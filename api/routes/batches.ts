@@ -2,8 +2,9 @@ import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
+import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
+import { MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_PERSON, ownersOf, Slots, slotsFull } from '../../batches/slots.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { batchItemOutputSchema } from '../../analysis/contract.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
@@ -58,9 +59,6 @@ const exportRowSchema = z
 
 const params = z.object({ batchId: z.string().min(1).max(100) });
 
-/** Event streams one account may hold open on one API process: each reads the batch twice a second. */
-const MAX_STREAMS_PER_ACCOUNT = 5;
-
 /**
  * Batches over the API with a Bearer key (an extension of the spec's console batches): submit up
  * to 10,000 photos, follow them, pause, resume or cancel, page through results, export them.
@@ -68,7 +66,9 @@ const MAX_STREAMS_PER_ACCOUNT = 5;
 export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
-    const openStreams = new Map<string, number>();
+    // Event streams (each reads the batch twice a second) and exports held open on this process.
+    const streams = new Slots();
+    const exports = new ExportSlots(deps.config);
     const liveUser = (request: Parameters<typeof principalOf>[0]): string => {
       const p = principalOf(request);
       if (p.sandbox || !p.userId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
@@ -177,13 +177,14 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         schema: {
           operationId: 'streamBatchEvents',
           summary: 'Follow a batch as server-sent events',
-          description: 'An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream; the stream ends after the batch completes or is cancelled.',
+          description:
+            'An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream. The stream ends once the batch is no longer running — completed, cancelled or paused (resume it and open the stream again) — with an `event: end` whose data says why: `{"reason": "completed" | "cancelled" | "paused", "pauseReason": "requested" | "credits" | null}`. At most 5 open streams per account, and 5 per person over every workspace they own, on each API process: beyond that 429 with Retry-After.',
           tags: ['batches'],
           security: [{ bearer: [] }],
           params,
           response: {
             200: {
-              description: 'The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON',
+              description: 'The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON, then one `event: end`',
               content: { 'text/event-stream': { schema: z.string() } },
             },
             ...errorResponses(400, 401, 404, 429),
@@ -193,9 +194,15 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       async (request, reply) => {
         const userId = liveUser(request);
         const first = await batchSummary(deps.db, userId, request.params.batchId);
-        const open = openStreams.get(userId) ?? 0;
-        if (open >= MAX_STREAMS_PER_ACCOUNT) throw new AppError('RATE_LIMITED', `At most ${MAX_STREAMS_PER_ACCOUNT} batch event streams at once per account; close one or poll GET /v1/batches/{id}`, { headers: { 'retry-after': '5' } });
-        openStreams.set(userId, open + 1);
+        const slot = streams.take([{ key: `account:${userId}`, max: MAX_STREAMS_PER_ACCOUNT }, ...(await ownersOf(deps.db, userId)).map((person) => ({ key: `person:${person}`, max: MAX_STREAMS_PER_PERSON }))]);
+        if ('full' in slot) {
+          throw slotsFull(
+            'RATE_LIMITED',
+            slot.full.startsWith('account:')
+              ? `At most ${MAX_STREAMS_PER_ACCOUNT} batch event streams at once per account; close one or poll GET /v1/batches/{id}`
+              : `At most ${MAX_STREAMS_PER_PERSON} batch event streams at once for the person who owns this workspace, over all their workspaces; close one or poll GET /v1/batches/{id}`,
+          );
+        }
         const body = new PassThrough();
         let last = '';
         let lastSent = Date.now();
@@ -215,7 +222,9 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           try {
             let summary = first;
             send(summary);
-            while (!closed && summary.status !== 'completed' && summary.status !== 'cancelled') {
+            // A paused batch ends the stream too: it may wait for credits for days, and a stream
+            // held open that long is a slot nobody uses. The caller resumes it and opens another.
+            while (!closed && summary.status === 'running') {
               await new Promise((r) => setTimeout(r, 500));
               summary = await batchSummary(deps.db, userId, request.params.batchId);
               if (!send(summary) && Date.now() - lastSent > 15_000) {
@@ -223,12 +232,11 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
                 lastSent = Date.now();
               }
             }
+            if (!closed) body.write(`event: end\ndata: ${JSON.stringify({ reason: summary.status, pauseReason: summary.pauseReason })}\n\n`);
           } catch (err) {
             request.log.warn({ err }, 'batch event stream stopped');
           } finally {
-            const left = (openStreams.get(userId) ?? 1) - 1;
-            if (left > 0) openStreams.set(userId, left);
-            else openStreams.delete(userId);
+            slot.release();
             body.end();
           }
         })();
@@ -277,7 +285,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         schema: {
           operationId: 'exportBatch',
           summary: 'Export a batch as xlsx, csv or json',
-          description: 'The columns chosen at submit time, or the default columns of the batch’s lenses, after the identity columns (#, Source, Status, SHA-256, Error). Text a spreadsheet would run as a formula is prefixed with an apostrophe. JSON leaves out moderation details and internal identifiers. Streamed.',
+          description: 'The columns chosen at submit time, or the default columns of the batch’s lenses, after the identity columns (#, Source, Status, SHA-256, Error). Every csv field is quoted; line breaks in a cell become LF and other control characters spaces; a cell or a line of it that a spreadsheet would run as a formula is prefixed with an apostrophe; the xlsx holds no formula cells. JSON leaves out moderation details and internal identifiers. Streamed. At most 2 exports at once per account (429) and a few per API process (503), each with Retry-After.',
           tags: ['batches'],
           security: [{ bearer: [] }],
           params,
@@ -291,13 +299,13 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
                 'application/json': { schema: z.array(exportRowSchema) },
               },
             },
-            ...errorResponses(400, 401, 404),
+            ...errorResponses(400, 401, 404, 429, 503),
           },
         },
       },
       async (request, reply) => {
         const userId = liveUser(request);
-        const exp = await prepareBatchExport(deps.db, userId, request.params.batchId, request.query.format);
+        const exp = await prepareBatchExport(deps.db, userId, request.params.batchId, request.query.format, exports);
         return sendBatchExport(request, reply, request.params.batchId, exp);
       },
     );

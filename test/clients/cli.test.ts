@@ -289,7 +289,7 @@ describe('lenstack CLI', () => {
 
     const forced = await lenstack(['batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--export', existing, '--force']);
     expect(forced.code, forced.stderr).toBe(0);
-    expect(await readFile(existing, 'utf8')).toMatch(/^\uFEFF?#,Source,Status/);
+    expect(await readFile(existing, 'utf8')).toMatch(/^\uFEFF?"#","Source","Status"/);
   });
 
   it('draws the progress bar on a terminal (a real pty from script(1)) and clears it', async () => {
@@ -324,7 +324,8 @@ describe('lenstack CLI', () => {
     // hdr_NO already has both lenses from the run above: only hdr_YES is billed.
     expect(batched.stdout).toMatch(/^completed, 2 credits; wrote /m);
     const rows = (await readFile(csv, 'utf8')).replace(/^\uFEFF/, '').trim().split('\r\n');
-    expect(rows.map((r) => r.split(',').slice(0, 3).join(','))).toEqual(['#,Source,Status', '1,one.jpg,done', '2,two.jpg,done']);
+    // Every field quoted (docs/decisions.md, "Batch exports: the writers").
+    expect(rows.map((r) => r.split(',').slice(0, 3).join(','))).toEqual(['"#","Source","Status"', '"1","one.jpg","done"', '"2","two.jpg","done"']);
 
     const noPhoto = await lenstack([join(ROOT, 'examples/analyze.ts'), join(work, 'missing.jpg')], {}, tsx);
     expect(noPhoto.code).not.toBe(0);

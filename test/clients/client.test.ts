@@ -149,7 +149,7 @@ describe('@lenstack/client against the running stack', () => {
     expect(sheet.getRow(2).getCell(2).value).toBe('nikon.jpg');
     expect(sheet.getRow(2).getCell(4).value).toBe(sha256(photoBytes('Nikon_D70.jpg')));
     const csv = Buffer.from(await c.batches.export(created.id, 'csv')).toString('utf8');
-    expect(csv.split('\r\n')[3]).toMatch(/^3,broken\.jpg,failed,/);
+    expect(csv.split('\r\n')[3]).toMatch(/^"3","broken\.jpg","failed",/);
 
     const refused = await c.batches.retryItem(created.id, 2).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(LenstackError);

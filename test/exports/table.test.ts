@@ -36,11 +36,23 @@ const HEADER = [...IDENTITY_COLUMNS, ...COLUMNS.map((c) => (c.label.startsWith('
 const col = (label: string) => HEADER.indexOf(label);
 
 describe('formula cells are neutralised', () => {
-  it.each(['=1+1', '+1', '-1', '@SUM(A1)', '\tx', '\rx'])('%j gets a leading apostrophe', (text) => {
+  it.each(['=1+1', '+1', '-1', '@SUM(A1)', ' =x', '\u00a0+x', '＝1'])('%j gets a leading apostrophe', (text) => {
     expect(neutralise(text)).toBe(`'${text}`);
   });
-  it.each(['plain', '1978', ' =x', "'already"])('%j stays as it is', (text) => {
+  it.each(['plain', '1978', "'already", 'a-b=c', 'two\nlines'])('%j stays as it is', (text) => {
     expect(neutralise(text)).toBe(text);
+  });
+  it.each([
+    ['a\n=1+1', "a\n'=1+1"],
+    ['a\r=1+1', "a\n'=1+1"],
+    ['a\r\n@x', "a\n'@x"],
+    ['a\u2028-x', "a\n'-x"],
+    ['\rx', "'\nx"],
+    ['\tx', ' x'],
+    ['\t=x', "' =x"],
+    ['x\u0000\u001b\u007f\u0085y', 'x    y'],
+  ])('%j: line breaks become LF, other control characters spaces, every line checked → %j', (text, want) => {
+    expect(neutralise(text)).toBe(want);
   });
 });
 

@@ -658,8 +658,9 @@ describe('batch export from the console', () => {
     expect(csv.status).toBe(200);
     expect(csv.headers.get('content-disposition')).toBe(`attachment; filename="${id}.csv"`);
     const text = (await csv.text()).replace(/^\uFEFF/, '');
-    expect(text.split('\r\n')[0]).toBe('#,Source,Status,SHA-256,Error,Moderation,Flagged,Estimated date,Year,Earliest year,Latest year,Date confidence,Season,Holiday');
-    expect(text.split('\r\n')[1]).toMatch(/^1,'=evil\.jpg,done,[0-9a-f]{64},,/);
+    // Every field quoted (docs/decisions.md, "Batch exports: the writers").
+    expect(text.split('\r\n')[0]).toBe(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Moderation', 'Flagged', 'Estimated date', 'Year', 'Earliest year', 'Latest year', 'Date confidence', 'Season', 'Holiday'].map((h) => `"${h}"`).join(','));
+    expect(text.split('\r\n')[1]).toMatch(/^"1","'=evil\.jpg","done","[0-9a-f]{64}","",/);
     expect((await fetch(`${stack.url}/api/v1/batch/${id}/export?format=docx`, { headers: { cookie } })).status).toBe(400);
     expect((await fetch(`${stack.url}/api/v1/batch/${id}/export?format=csv`)).status).toBe(401);
 

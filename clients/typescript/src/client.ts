@@ -237,7 +237,7 @@ export class Batches {
 
   /**
    * GET /v1/batches/{id}/events: the batch each time it changes, as server-sent events; ends
-   * when the batch completes or is cancelled. A connection lost mid-stream throws NETWORK_ERROR.
+   * when the batch completes, is cancelled or pauses (the server's closing `end` event is skipped). A connection lost mid-stream throws NETWORK_ERROR.
    */
   async *events(batchId: string, opts?: RequestOptions): AsyncGenerator<Batch> {
     checkRequestId(opts?.requestId);
@@ -260,7 +260,7 @@ export class Batches {
         if (next.value.event === 'batch') yield JSON.parse(next.value.data) as Batch;
       }
     } finally {
-      // A caller that stops early (a paused batch, whose stream stays open) closes the connection.
+      // A caller that stops early closes the connection.
       await events.return(undefined);
     }
   }

@@ -305,7 +305,7 @@ export type paths = {
         };
         /**
          * Follow a batch as server-sent events
-         * @description An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream; the stream ends after the batch completes or is cancelled.
+         * @description An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream. The stream ends once the batch is no longer running — completed, cancelled or paused (resume it and open the stream again) — with an `event: end` whose data says why: `{"reason": "completed" | "cancelled" | "paused", "pauseReason": "requested" | "credits" | null}`. At most 5 open streams per account, and 5 per person over every workspace they own, on each API process: beyond that 429 with Retry-After.
          */
         get: operations["streamBatchEvents"];
         put?: never;
@@ -342,7 +342,7 @@ export type paths = {
         };
         /**
          * Export a batch as xlsx, csv or json
-         * @description The columns chosen at submit time, or the default columns of the batch’s lenses, after the identity columns (#, Source, Status, SHA-256, Error). Text a spreadsheet would run as a formula is prefixed with an apostrophe. JSON leaves out moderation details and internal identifiers. Streamed.
+         * @description The columns chosen at submit time, or the default columns of the batch’s lenses, after the identity columns (#, Source, Status, SHA-256, Error). Every csv field is quoted; line breaks in a cell become LF and other control characters spaces; a cell or a line of it that a spreadsheet would run as a formula is prefixed with an apostrophe; the xlsx holds no formula cells. JSON leaves out moderation details and internal identifiers. Streamed. At most 2 exports at once per account (429) and a few per API process (503), each with Retry-After.
          */
         get: operations["exportBatch"];
         put?: never;
@@ -4505,7 +4505,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON */
+            /** @description The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON, then one `event: end` */
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -4741,6 +4741,17 @@ export interface operations {
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
                     "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
                     [name: string]: unknown;
                 };
                 content: {
