@@ -3,6 +3,7 @@ import { newId } from '../auth/repository.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { grantSignupCredits } from '../credits/signup.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
+import { nameProblem } from './names.ts';
 
 /**
  * A workspace is the account the API knows (users.id: credits, keys, registry); people are its
@@ -76,7 +77,9 @@ export async function requireMember(db: Db, personId: string, workspaceId: strin
 /** A team workspace: its own credits, keys and registry; the creator is its owner. No signup credits. */
 export async function createTeamWorkspace(db: Db, person: { id: string; email: string }, name: string): Promise<Workspace> {
   const clean = name.trim();
-  if (clean.length < 1 || clean.length > 80) throw validationFailed('name: 1 to 80 characters');
+  if (clean.length < 1) throw validationFailed('name: 1 to 80 characters');
+  const problem = nameProblem(clean, 'name');
+  if (problem) throw validationFailed(problem);
   const id = newId('usr');
   await inTransaction(db, async (c) => {
     await c.query(`INSERT INTO users (id, email, kind, name, email_verified_at) VALUES ($1, $2, 'team', $3, now())`, [id, person.email, clean]);
@@ -120,7 +123,12 @@ export async function listInvitations(db: Db, workspaceId: string): Promise<Pend
 }
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000;
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/**
+ * An address as browsers validate `<input type=email>` (the HTML standard's grammar), with a dot in
+ * the domain: no spaces, quotes, angle brackets or markup, nothing an SMTP server would refuse
+ * after the invitation was already written.
+ */
+const EMAIL = /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+$/;
 const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
 /**
@@ -133,7 +141,7 @@ export async function inviteMember(
   args: { workspaceId: string; inviter: { id: string; role: Role }; email: string; role: 'admin' | 'member' },
 ): Promise<{ token: string; invitation: PendingInvitation; workspaceName: string }> {
   const email = args.email.trim().toLowerCase();
-  if (!EMAIL.test(email) || email.length > 320) throw validationFailed(`email: not an e-mail address: "${args.email}"`);
+  if (email.length > 254 || !EMAIL.test(email)) throw validationFailed('email: not an e-mail address (letters, digits and . _ + - before the @, a domain name after it)');
   if (args.role === 'admin' && args.inviter.role !== 'owner') throw new AppError('FORBIDDEN', 'Only an owner can invite admins');
   return inTransaction(db, async (c) => {
     const member = await c.query(
