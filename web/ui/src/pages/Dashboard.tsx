@@ -287,9 +287,9 @@ function MembersPanel({ workspaceId, workspaceName, role, me, onChanged }: { wor
     setMessage(null);
     try {
       await what();
-      setMessage(done);
       if (refreshSession) await onChanged();
       await load();
+      setMessage(done);
     } catch (err) {
       setError(err instanceof ConsoleError ? err.message : fallback);
     }
@@ -426,7 +426,7 @@ function MembersPanel({ workspaceId, workspaceName, role, me, onChanged }: { wor
                     ) : (
                       <>
                         {role === 'owner' && m.role !== 'owner' && (
-                          <button type="button" className="quiet" onClick={() => void transfer(m)} aria-label={`Make ${m.email} the owner`}>
+                          <button type="button" className="quiet" onClick={() => void transfer(m)} aria-label={`Make owner: ${m.email}`}>
                             Make owner
                           </button>
                         )}
