@@ -37,16 +37,24 @@ const lastOwner = () => new AppError('FORBIDDEN', 'A workspace keeps at least on
 type Locked = Map<string, Role>;
 
 /** The workspace's members, locked for this transaction; 404 when the actor is not one of them. */
-async function lockMembers(c: DbClient, workspaceId: string, actorId: string): Promise<{ members: Locked; actorRole: Role }> {
-  const r = await c.query<{ console_user_id: string; role: Role }>(
-    'SELECT console_user_id, role FROM workspace_members WHERE workspace_id = $1 ORDER BY console_user_id FOR UPDATE',
+async function lockMembers(c: DbClient, workspaceId: string, actorId: string): Promise<{ members: Locked; actorRole: Role; personal: boolean }> {
+  const r = await c.query<{ console_user_id: string; role: Role; kind: string }>(
+    `SELECT m.console_user_id, m.role, u.kind FROM workspace_members m JOIN users u ON u.id = m.workspace_id
+      WHERE m.workspace_id = $1 ORDER BY m.console_user_id FOR UPDATE OF m`,
     [workspaceId],
   );
   const members: Locked = new Map(r.rows.map((row) => [row.console_user_id, row.role]));
   const actorRole = members.get(actorId);
   if (!actorRole) throw new AppError('NOT_FOUND', 'No such workspace');
-  return { members, actorRole };
+  return { members, actorRole, personal: r.rows[0]!.kind === 'personal' };
 }
+
+/**
+ * A person's own workspace stays theirs: its owner is not removed, demoted or replaced, and nobody
+ * else becomes an owner of it (a person without their own workspace would be given a new one, with
+ * new signup credits, at the next sign-in). Teams are where ownership is shared and handed over.
+ */
+const personalOwnership = () => new AppError('FORBIDDEN', "A personal workspace's owner stays its owner; share ownership in a team workspace instead");
 
 const owners = (members: Locked) => [...members.values()].filter((r) => r === 'owner').length;
 
@@ -66,9 +74,10 @@ export interface Removal {
 export async function removeMember(deps: MemberDeps, args: { workspaceId: string; actorId: string; personId: string; keys: KeysChoice }): Promise<Removal> {
   const leaving = args.actorId === args.personId;
   const done = await inTransaction(deps.db, async (c) => {
-    const { members, actorRole } = await lockMembers(c, args.workspaceId, args.actorId);
+    const { members, actorRole, personal } = await lockMembers(c, args.workspaceId, args.actorId);
     const target = members.get(args.personId);
     if (!target) throw noSuchMember();
+    if (personal && target === 'owner') throw personalOwnership();
     if (!leaving) {
       if (actorRole === 'member') throw new AppError('FORBIDDEN', 'Members cannot remove anyone; they can leave the workspace');
       if (actorRole === 'admin' && target !== 'member') throw new AppError('FORBIDDEN', `Admins remove members only; removing an ${target} needs an owner`);
@@ -102,10 +111,11 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
 /** An owner sets a member's role (their own included, while another owner remains). */
 export async function changeRole(db: Db, args: { workspaceId: string; actorId: string; personId: string; role: Role }): Promise<{ personId: string; role: Role }> {
   return inTransaction(db, async (c) => {
-    const { members, actorRole } = await lockMembers(c, args.workspaceId, args.actorId);
+    const { members, actorRole, personal } = await lockMembers(c, args.workspaceId, args.actorId);
     if (actorRole !== 'owner') throw new AppError('FORBIDDEN', `Only an owner changes roles; yours is ${actorRole}`);
     const current = members.get(args.personId);
     if (!current) throw noSuchMember();
+    if (personal && (current === 'owner' || args.role === 'owner') && current !== args.role) throw personalOwnership();
     if (current === 'owner' && args.role !== 'owner' && owners(members) === 1) throw lastOwner();
     await c.query('UPDATE workspace_members SET role = $3 WHERE workspace_id = $1 AND console_user_id = $2', [args.workspaceId, args.personId, args.role]);
     return { personId: args.personId, role: args.role };
@@ -115,8 +125,9 @@ export async function changeRole(db: Db, args: { workspaceId: string; actorId: s
 /** An owner hands the workspace to another member: they become owner, the giver an admin. One step. */
 export async function transferOwnership(db: Db, args: { workspaceId: string; actorId: string; personId: string }): Promise<{ owner: string; previousOwner: string }> {
   return inTransaction(db, async (c) => {
-    const { members, actorRole } = await lockMembers(c, args.workspaceId, args.actorId);
+    const { members, actorRole, personal } = await lockMembers(c, args.workspaceId, args.actorId);
     if (actorRole !== 'owner') throw new AppError('FORBIDDEN', `Only an owner transfers ownership; yours is ${actorRole}`);
+    if (personal) throw personalOwnership();
     if (args.personId === args.actorId) throw new AppError('VALIDATION_FAILED', 'personId: you own this workspace already; name the member to hand it to');
     if (!members.get(args.personId)) throw noSuchMember();
     await c.query(`UPDATE workspace_members SET role = 'owner' WHERE workspace_id = $1 AND console_user_id = $2`, [args.workspaceId, args.personId]);

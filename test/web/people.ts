@@ -48,9 +48,11 @@ export function consoleCall(stack: ConsoleStack, person: { cookie: string }, met
 
 /** The owner invites the person by mail; the person accepts with their session. */
 export async function joinWorkspace(stack: ConsoleStack, owner: { cookie: string }, workspaceId: string, person: Person, role: 'admin' | 'member'): Promise<void> {
+  // This invitation's mail, not an earlier one to the same person.
+  const seen = Math.max(0, ...stack.mail.messages().map((m) => m.id));
   const invited = await consoleCall(stack, owner, 'POST', `/api/v1/workspaces/${workspaceId}/invitations`, { email: person.email, role });
   if (invited.status !== 201) throw new Error(`invitation ${invited.status}: ${await invited.text()}`);
-  const mail = await stack.mail.waitFor((m) => m.to.includes(person.email) && m.subject.startsWith('You are invited'));
+  const mail = await stack.mail.waitFor((m) => m.id > seen && m.to.includes(person.email) && m.subject.startsWith('You are invited'));
   const token = new URL(/https?:\/\/\S+/.exec(mail.text)![0]).searchParams.get('token')!;
   const accepted = await consoleCall(stack, person, 'POST', '/api/v1/invitations/accept', { token });
   if (accepted.status !== 200) throw new Error(`accept ${accepted.status}: ${await accepted.text()}`);

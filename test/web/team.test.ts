@@ -96,8 +96,20 @@ describe('who may do what', () => {
       expect(res.status, `${method} ${path}`).toBe(403);
       expect((await json<{ error: { message: string } }>(res)).error.message).toContain('at least one owner');
     }
-    // A personal workspace's only owner cannot leave it either.
+    // A personal workspace's only owner cannot leave it either; nor hand it over or share its
+    // ownership (a person without their own workspace would get a new one, with new signup credits).
     expect((await consoleCall(stack, owner, 'DELETE', `/api/v1/workspaces/${owner.workspaceId}/members/me`)).status).toBe(403);
+    await join(owner, owner.workspaceId, admin, 'admin');
+    for (const [method, path, body] of [
+      ['POST', `/api/v1/workspaces/${owner.workspaceId}/owner`, { personId: adminId }],
+      ['PATCH', `/api/v1/workspaces/${owner.workspaceId}/members/${adminId}`, { role: 'owner' }],
+    ] as const) {
+      const res = await consoleCall(stack, owner, method, path, body);
+      expect(res.status, `${method} ${path}`).toBe(403);
+      expect((await json<{ error: { message: string } }>(res)).error.message).toContain('personal workspace');
+    }
+    expect(await roleOf(owner.workspaceId, admin)).toBe('admin');
+    expect((await consoleCall(stack, owner, 'DELETE', `/api/v1/workspaces/${owner.workspaceId}/members/${adminId}`, { keys: 'keep' })).status).toBe(200);
     expect(await roleOf(ws, owner)).toBe('owner');
 
     const transfer = await consoleCall(stack, owner, 'POST', `/api/v1/workspaces/${ws}/owner`, { personId: adminId });
