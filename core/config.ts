@@ -75,6 +75,12 @@ export const configSchema = z.object({
   /** Outgoing mail (smtp://user:pass@host:port or smtps://…). Unset: `npm start` runs a local mail catcher. */
   SMTP_URL: z.url().optional(),
   MAIL_FROM: z.string().default('Lenstack <no-reply@lenstack.localhost>'),
+  /**
+   * Without SMTP_URL, keep the console's mail in a development mailbox anyone who reaches the
+   * console can read (every sign-in link): only when asked for, and only with HOST on loopback.
+   * `npm start` asks for it when SMTP_URL is unset.
+   */
+  DEV_MAILBOX: bool.default(false),
   /** Console sign-in with GitHub (or GitHub Enterprise: its base and API addresses). No client id = the button is hidden. */
   GITHUB_CLIENT_ID: z.string().optional(),
   GITHUB_CLIENT_SECRET: z.string().optional(),

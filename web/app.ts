@@ -29,6 +29,10 @@ import { configuredProviders } from './identity-providers.ts';
 import type { RateLimiter } from '../ratelimit/limiter.ts';
 import { clientAddress, ipBucket, parseTrustedProxies } from '../ratelimit/client-ip.ts';
 import type { MailCatcher } from './mail.ts';
+import { keysByCreator, recordKeyCreator } from './members.ts';
+import { CONTENT_SECURITY_POLICY, keepNewestMagicLink, redactedRequest, withoutTokens } from './hardening.ts';
+import { mailSafe, nameProblem } from './names.ts';
+import { registerMemberRoutes } from './member-routes.ts';
 import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from './workspaces.ts';
 import type { Mailer } from './mail.ts';
 import type Stripe from 'stripe';
@@ -81,7 +85,8 @@ const workspaceParams = z.object({ workspaceId: z.string().min(1).max(100) });
 export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   const origin = new URL(webUrl(deps.config)).origin;
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger as FastifyBaseLogger } : { logger: false }),
+    // Requests are logged by path: query strings carry sign-in tokens (web/hardening.ts).
+    ...(deps.logger ? { loggerInstance: deps.logger.child({}, { serializers: { req: redactedRequest } }) as FastifyBaseLogger } : { logger: false }),
     bodyLimit: 64 * 1024,
     trustProxy: false,
     genReqId: () => newRequestId(),
@@ -101,13 +106,16 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'same-origin');
     reply.header('x-frame-options', 'DENY');
+    reply.header('content-security-policy', CONTENT_SECURITY_POLICY);
   });
 
   // CSRF: a state-changing call must come from the console's own pages. Browsers send Origin on
-  // every cross-site (and same-origin) POST/DELETE; a request without one must say it is
-  // same-origin through Fetch Metadata. Cookies are SameSite=Lax besides.
+  // every cross-site (and same-origin) POST/PATCH/DELETE; a request without one must say it is
+  // same-origin through Fetch Metadata. Cookies are SameSite=Lax besides. Every unsafe method is
+  // checked whatever its path: the raw URL is not what the router matches (`/%61pi/…` is routed
+  // as `/api/…`), so the one exemption is named by the route that matched, not by the URL's text.
   app.addHook('onRequest', async (request) => {
-    if (SAFE_METHODS.has(request.method) || !request.url.startsWith('/api/') || request.url === STRIPE_WEBHOOK) return;
+    if (SAFE_METHODS.has(request.method) || request.routeOptions.url === STRIPE_WEBHOOK) return;
     const from = request.headers.origin;
     const site = request.headers['sec-fetch-site'];
     const ok = from !== undefined ? from === origin : site === 'same-origin';
@@ -125,7 +133,11 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     async handler(request, reply) {
       const url = new URL(request.url, origin);
       const ip = clientIp(request);
-      if (request.method === 'POST') await throttle?.check({ path: url.pathname, ip, email: (request.body as { email?: unknown } | undefined)?.email });
+      const body = request.body as { email?: unknown; name?: unknown } | undefined;
+      if (request.method === 'POST') await throttle?.check({ path: url.pathname, ip, email: body?.email });
+      // Display names go into other people's mail and pages: bounded (web/names.ts).
+      const badName = request.method === 'POST' && typeof body?.name === 'string' ? nameProblem(body.name, 'name') : null;
+      if (badName) throw validationFailed(badName);
       const headers = fromNodeHeaders(request.headers);
       // better-auth reads the client's address (sessions, its own checks) from this header only.
       headers.set(CLIENT_IP_HEADER, ip);
@@ -139,6 +151,15 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const cookies = response.headers.getSetCookie();
       if (cookies.length) reply.header('set-cookie', cookies);
       const text = await response.text();
+      if (url.pathname === '/api/v1/auth/sign-in/magic-link' && response.ok && typeof body?.email === 'string') await keepNewestMagicLink(deps.db, body.email);
+      // The session token travels in the httpOnly cookie only, never in a body a script can read.
+      if (text.length && (response.headers.get('content-type') ?? '').includes('application/json')) {
+        try {
+          return reply.send(JSON.stringify(withoutTokens(JSON.parse(text))));
+        } catch {
+          // Not JSON after all: passed on as it came.
+        }
+      }
       return reply.send(text.length ? text : null);
     },
   });
@@ -170,8 +191,12 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     const person = await signedIn(request);
     const { workspaceId } = workspaceParams.parse(request.params);
     const role = await requireMember(deps.db, person.id, workspaceId);
-    return { members: await listMembers(deps.db, workspaceId), invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
+    // With each person, how many active keys they made: what removing them would keep or revoke.
+    const keys = await keysByCreator(deps.db, workspaceId);
+    const members = (await listMembers(deps.db, workspaceId)).map((m) => ({ ...m, activeKeysCreated: keys.get(m.personId) ?? 0 }));
+    return { members, invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
   });
+  registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}), ...(deps.batches ? { forgetUploads: (ids: string[]) => deps.batches!.uploads.forget(ids) } : {}) }, signedIn);
 
   const inviteBody = z.object({ email: z.string().trim().min(3).max(320), role: z.enum(['admin', 'member']).default('member') });
   app.post('/api/v1/workspaces/:workspaceId/invitations', async (request, reply) => {
@@ -180,11 +205,21 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     const role = await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
     const body = parseBody(inviteBody, request.body);
     const { token, invitation, workspaceName } = await inviteMember(deps.db, { workspaceId, inviter: { id: person.id, role }, email: body.email, role: body.role });
-    await deps.mailer.send({
-      to: invitation.email,
-      subject: `You are invited to ${workspaceName} on Lenstack`,
-      text: `Hello,\n\n${person.name || person.email} invited you to the Lenstack workspace "${workspaceName}" as ${invitation.role}.\nAccept within 7 days (sign in, or create an account, with this address):\n\n${origin}/invitations/accept?token=${token}\n\nIf you did not expect this, ignore this mail.\n`,
-    });
+    // People's names go in neutralised (no line breaks, links or addresses of their making); the
+    // inviter is named by their confirmed address as well.
+    const inviter = mailSafe(person.name);
+    try {
+      await deps.mailer.send({
+        to: invitation.email,
+        subject: `You are invited to ${mailSafe(workspaceName)} on Lenstack`,
+        text: `Hello,\n\n${inviter ? `${inviter} <${person.email}>` : person.email} invited you to the Lenstack workspace "${mailSafe(workspaceName)}" as ${invitation.role}.\nAccept within 7 days (sign in, or create an account, with this address):\n\n${origin}/invitations/accept?token=${token}\n\nIf you did not expect this, ignore this mail.\n`,
+      });
+    } catch (err) {
+      // An invitation nobody was told about is not left behind.
+      await deps.db.query('DELETE FROM workspace_invitations WHERE id = $1', [invitation.id]);
+      request.log.warn({ err }, 'invitation mail not sent');
+      throw new AppError('SERVICE_UNAVAILABLE', 'The invitation mail could not be sent; no invitation was kept. Try again in a moment.');
+    }
     return reply.code(201).send({ invitation });
   });
 
@@ -214,6 +249,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
     const data = parseBody(newKeyBody, request.body);
     const issued = await issueAccountKey(deps.db, { userId: workspaceId, kind: data.kind, name: data.name ?? null });
+    await recordKeyCreator(deps.db, issued.id, person.id);
     return reply.code(201).header('cache-control', 'no-store').send(issued);
   });
 
@@ -369,6 +405,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       let quietSince = Date.now();
       try {
         for (;;) {
+          // A person removed from the workspace stops hearing about it at once, open stream or not.
+          if (!(await requireMember(deps.db, person.id, workspaceId).then(() => true, () => false))) break;
           const batches = await recentBatches(deps.db, workspaceId);
           const text = JSON.stringify(batches);
           if (text !== last) {
@@ -413,7 +451,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const { workspaceId } = workspaceParams.parse(request.params);
       await mayStart(person.id, workspaceId);
       const body = parseBody(newBatch, request.body);
-      const photos = await uploads.take(workspaceId, body.uploads);
+      const photos = await uploads.take(workspaceId, body.uploads, person.id);
       const { uploads: taken, ...rest } = body;
       const summary = await submitBatch(pipeline, workspaceId, { ...rest, items: photos }).catch(async (err: unknown) => {
         await uploads.release(taken.map((u) => u.id));

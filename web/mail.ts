@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import nodemailer from 'nodemailer';
 import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
@@ -108,5 +109,40 @@ export async function startMailCatcher(opts: { port?: number } = {}): Promise<Ma
       });
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** At most this many mails with one subject to one recipient per hour (docs/decisions.md). */
+export const MAIL_PER_RECIPIENT = { limit: 3, windowMs: 3600_000 } as const;
+
+/**
+ * Mail to one address is bounded whoever asks for it: anyone can make the console send "you
+ * already have an account", a confirmation or a sign-in link to any address, and a dozen requests
+ * must not become a dozen mails in someone's inbox. Per recipient (hashed: no address in Redis
+ * keys) and subject, in Redis for every console process; past the limit a mail is dropped
+ * (logged, without the address) while the request answers as usual, so the limit tells nobody
+ * anything. Fails open when Redis is away, like the sign-in throttle.
+ */
+export function limitedMailer(
+  mailer: Mailer,
+  limiter: { hit(buckets: Array<{ key: string; limit: number; windowMs: number }>): Promise<{ admitted: boolean }> },
+  prefix: string,
+  log?: { warn(obj: object, msg: string): void },
+): Mailer {
+  return {
+    async send(mail) {
+      const who = createHash('sha256').update(`${mail.to.trim().toLowerCase()}\n${mail.subject}`).digest('hex');
+      let admitted = true;
+      try {
+        admitted = (await limiter.hit([{ key: `${prefix}console:mail:${who}`, ...MAIL_PER_RECIPIENT }])).admitted;
+      } catch (err) {
+        log?.warn({ err }, 'mail limit unavailable (Redis); sending anyway');
+      }
+      if (!admitted) {
+        log?.warn({ subject: mail.subject, recipient: who.slice(0, 12) }, 'mail not sent: this recipient had enough of it this hour');
+        return;
+      }
+      await mailer.send(mail);
+    },
   };
 }

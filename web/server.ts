@@ -10,7 +10,8 @@ import { configuredPaymentGateway } from '../payments/configured.ts';
 import { stripeFromConfig } from '../payments/stripe.ts';
 import { buildWebApp } from './app.ts';
 import { createConsoleAuth } from './auth.ts';
-import { smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
+import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
+import { isLoopbackHost } from './hardening.ts';
 import { ensurePersonalWorkspace } from './workspaces.ts';
 import { Client, Connection } from '@temporalio/client';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
@@ -34,14 +35,23 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   if (!config.SMTP_URL && config.NODE_ENV === 'production') {
     throw new ConfigError('Invalid configuration:\n  SMTP_URL: the console sends verification and sign-in mail; set it in production');
   }
+  // The development mailbox shows every sign-in link to whoever can reach the console: only when
+  // asked for, and only on a server this machine alone can reach.
+  if (!config.SMTP_URL && !config.DEV_MAILBOX) {
+    throw new ConfigError('Invalid configuration:\n  SMTP_URL: the console sends verification and sign-in mail; set it, or DEV_MAILBOX=true with HOST=127.0.0.1 for a local development mailbox (npm start does that)');
+  }
+  if (!config.SMTP_URL && !isLoopbackHost(config.HOST)) {
+    throw new ConfigError(`Invalid configuration:\n  DEV_MAILBOX: the development mailbox serves every sign-in link to anyone who reaches the console, and HOST=${config.HOST} is not loopback; set HOST=127.0.0.1, or SMTP_URL`);
+  }
   const db = createPool(config.DATABASE_URL, { application: 'lenstack-web' });
   const keyCache = new KeyCache();
   const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
   const limiter = await RateLimiter.connect(config.REDIS_URL);
   const stripe = stripeFromConfig(config);
   const devMailbox = config.SMTP_URL ? null : await startMailCatcher();
-  const mailer: Mailer & { close(): void } = smtpMailer(config.SMTP_URL ?? devMailbox!.url, config.MAIL_FROM);
+  const smtp = smtpMailer(config.SMTP_URL ?? devMailbox!.url, config.MAIL_FROM);
   const logger = opts.logger === false ? false : createLogger(config, 'web');
+  const mailer: Mailer = limitedMailer(smtp, limiter, config.REDIS_PREFIX, logger || undefined);
   const auth = createConsoleAuth({
     config,
     pool: db,
@@ -84,7 +94,7 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
       clearInterval(sweep);
       await app.close();
       await connection.close();
-      mailer.close();
+      smtp.close();
       await devMailbox?.close();
       await evictionBus.close();
       await limiter.close();

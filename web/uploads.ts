@@ -40,10 +40,10 @@ export interface Uploads {
    */
   register(app: FastifyInstance, signedIn: (request: FastifyRequest) => Promise<{ id: string }>, mayStart: (personId: string, workspaceId: string) => Promise<unknown>): void;
   /**
-   * Claim the workspace's finished uploads for one batch, as photos; 400 naming the first that is
-   * not one (none stays claimed then). A claimed upload cannot be taken by a second submission.
+   * Claim the workspace's finished uploads for one batch, as photos (only the person's own); 400
+   * naming the first that is not one (none stays claimed then). A claimed upload cannot be taken by a second submission.
    */
-  take(workspaceId: string, uploads: Array<{ id: string; name: string }>): Promise<UploadedPhoto[]>;
+  take(workspaceId: string, uploads: Array<{ id: string; name: string }>, personId: string): Promise<UploadedPhoto[]>;
   /** Give claimed uploads back (the batch could not be made). */
   release(ids: string[]): Promise<void>;
   /** Forget uploads a batch took (their bytes are in the blob store now). */
@@ -147,6 +147,10 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
           const id = request.url.split('?')[0]!.slice(UPLOADS_PATH.length + 1);
           workspaceId = ID.exec(id)?.[1] ?? null;
           if (!workspaceId) throw new AppError('NOT_FOUND', 'No such upload');
+          // An upload is its creator's: another admin of the same workspace cannot read its
+          // offset, write into it or end it (404, as for anyone else).
+          const creator = await deps.db.query<{ person_id: string }>('SELECT person_id FROM console_uploads WHERE id = $1', [id]);
+          if (creator.rows[0]?.person_id !== person.id) throw new AppError('NOT_FOUND', 'No such upload');
         }
         await mayStart(person.id, workspaceId);
         people.set(request.raw, { person: person.id, workspace: workspaceId });
@@ -157,17 +161,17 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
       app.route({ method: ['HEAD', 'PATCH', 'DELETE'], url: `${UPLOADS_PATH}/:id`, handler });
     },
 
-    async take(workspaceId, uploads) {
+    async take(workspaceId, uploads, personId) {
       const ids = uploads.map((u) => u.id);
       const claimed = await deps.db.query<{ id: string }>(
-        'UPDATE console_uploads SET taken_at = now() WHERE workspace_id = $1 AND id = ANY($2) AND taken_at IS NULL RETURNING id',
-        [workspaceId, ids],
+        'UPDATE console_uploads SET taken_at = now() WHERE workspace_id = $1 AND id = ANY($2) AND person_id = $3 AND taken_at IS NULL RETURNING id',
+        [workspaceId, ids, personId],
       );
       const mine = new Set(claimed.rows.map((r) => r.id));
       try {
         const photos: UploadedPhoto[] = [];
         for (const [i, u] of uploads.entries()) {
-          if (!mine.has(u.id) || !ID.test(u.id)) throw validationFailed(`uploads.${i}: no upload ${JSON.stringify(u.id.slice(0, 100))} in this workspace (taken by another batch, expired, or never made)`);
+          if (!mine.has(u.id) || !ID.test(u.id)) throw validationFailed(`uploads.${i}: no upload ${JSON.stringify(u.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
           mine.delete(u.id); // a repeated id is refused by the check above the second time
           const upload = await store.getUpload(u.id).catch(() => null);
           if (!upload || upload.size === undefined || upload.offset !== upload.size) throw validationFailed(`uploads.${i}: ${u.name} has not finished uploading`);

@@ -3,6 +3,7 @@ import { newId } from '../auth/repository.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { grantSignupCredits } from '../credits/signup.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
+import { nameProblem } from './names.ts';
 
 /**
  * A workspace is the account the API knows (users.id: credits, keys, registry); people are its
@@ -87,7 +88,9 @@ export const MAX_OWNED_TEAM_WORKSPACES = 10;
  */
 export async function createTeamWorkspace(db: Db, person: { id: string; email: string }, name: string): Promise<Workspace> {
   const clean = name.trim();
-  if (clean.length < 1 || clean.length > 80) throw validationFailed('name: 1 to 80 characters');
+  if (clean.length < 1) throw validationFailed('name: 1 to 80 characters');
+  const problem = nameProblem(clean, 'name');
+  if (problem) throw validationFailed(problem);
   const id = newId('usr');
   await inTransaction(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`person:${person.id}`]);
@@ -139,7 +142,12 @@ export async function listInvitations(db: Db, workspaceId: string): Promise<Pend
 }
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000;
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/**
+ * An address as browsers validate `<input type=email>` (the HTML standard's grammar), with a dot in
+ * the domain: no spaces, quotes, angle brackets or markup, nothing an SMTP server would refuse
+ * after the invitation was already written.
+ */
+const EMAIL = /^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+$/;
 const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
 /**
@@ -152,7 +160,7 @@ export async function inviteMember(
   args: { workspaceId: string; inviter: { id: string; role: Role }; email: string; role: 'admin' | 'member' },
 ): Promise<{ token: string; invitation: PendingInvitation; workspaceName: string }> {
   const email = args.email.trim().toLowerCase();
-  if (!EMAIL.test(email) || email.length > 320) throw validationFailed(`email: not an e-mail address: "${args.email}"`);
+  if (email.length > 254 || !EMAIL.test(email)) throw validationFailed('email: not an e-mail address (letters, digits and . _ + - before the @, a domain name after it)');
   if (args.role === 'admin' && args.inviter.role !== 'owner') throw new AppError('FORBIDDEN', 'Only an owner can invite admins');
   return inTransaction(db, async (c) => {
     const member = await c.query(

@@ -3,6 +3,7 @@ import { createClient } from 'redis';
 import { KeyCache } from '../../auth/cache.ts';
 import { EvictionBus } from '../../auth/eviction-bus.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
+import { createLogger } from '../../core/logger.ts';
 import type { Pipeline } from '../helpers/pipeline.ts';
 import { startPipeline } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
@@ -10,7 +11,7 @@ import { freePort } from '../../tools/scripts/temporal.ts';
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
-import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
+import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
 import { mkdtempSync } from 'node:fs';
@@ -35,6 +36,8 @@ export interface ConsoleStack {
   web: FastifyInstance;
   url: string;
   mail: MailCatcher;
+  /** The console server's log lines (JSON), as its process would write them. */
+  logs: string[];
   /**
    * Another console server over the same database, sessions and origin, with other payment
    * settings (the development gateway, or none): for `inject`, not listening. Closed with the stack.
@@ -86,10 +89,12 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
     // Small enough that the quota test reaches it with a few declared uploads.
     UPLOAD_QUOTA_BYTES: 160 * 1024 * 1024,
   });
-  const mailer = smtpMailer(mail.url, config.MAIL_FROM);
+  const smtp = smtpMailer(mail.url, config.MAIL_FROM);
   const db = pipeline.db;
-  const auth = createConsoleAuth({ config, pool: db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(db, { id: u.id, email: u.email })) });
   const limiter = await RateLimiter.connect(config.REDIS_URL);
+  // Mail per recipient is bounded as in production (web/mail.ts).
+  const mailer = limitedMailer(smtp, limiter, config.REDIS_PREFIX);
+  const auth = createConsoleAuth({ config, pool: db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(db, { id: u.id, email: u.email })) });
   const webKeys = new KeyCache();
   const webBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys);
   // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
@@ -97,7 +102,9 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const pc = pipeline.config;
   const uploads = createUploads({ db, dir: mkdtempSync(path.join(tmpdir(), 'lenstack-uploads-')), maxBytes: pc.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
   const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET }, uploads };
-  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST, batches });
+  const logs: string[] = [];
+  const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
+  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST, batches, logger });
   await web.listen({ host: '127.0.0.1', port });
   const variants: FastifyInstance[] = [];
   return {
@@ -108,6 +115,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
     web,
     url,
     mail,
+    logs,
     async resetSignInThrottle() {
       const redis = createClient({ url: config.REDIS_URL });
       await redis.connect();
@@ -127,7 +135,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
     async close() {
       for (const v of variants) await v.close();
       await web.close();
-      mailer.close();
+      smtp.close();
       await mail.close();
       await github.close();
       await google.close();

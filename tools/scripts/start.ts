@@ -113,12 +113,19 @@ try {
     childEnv.AUTH_SECRET = local.secret;
     say(`AUTH_SECRET not set: the console signs sessions with the one in ${local.file}${local.created ? ' (new)' : ''}`);
   }
-  if (!config.SMTP_URL) say('!!! No SMTP_URL: console mail goes to the DEVELOPMENT MAILBOX (see below), not to anyone.');
+  // Without SMTP_URL the console keeps its mail in the development mailbox, which shows every
+  // sign-in link to whoever can open it: asked for here explicitly, with the console on loopback.
+  const webEnv: NodeJS.ProcessEnv = {};
+  if (!config.SMTP_URL) {
+    webEnv.DEV_MAILBOX = 'true';
+    webEnv.HOST = '127.0.0.1';
+    say('!!! No SMTP_URL: console mail goes to the DEVELOPMENT MAILBOX (see below), not to anyone; the console listens on 127.0.0.1 only.');
+  }
   if (await ensureConsoleBuilt()) say('console front end built (web/ui/dist)');
 
   const children: ChildProcess[] = [];
-  const run = (name: string, script: string) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: childEnv, stdio: 'inherit' });
+  const run = (name: string, script: string, env: NodeJS.ProcessEnv = {}) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...childEnv, ...env }, stdio: 'inherit' });
     children.push(child);
     child.on('exit', (code, signal) => {
       if (!stopping) {
@@ -140,7 +147,7 @@ try {
   };
   run('worker', 'worker/main.ts');
   run('api', 'api/server.ts');
-  run('web', 'web/server.ts');
+  run('web', 'web/server.ts', webEnv);
 
   const base = `http://127.0.0.1:${config.PORT}`;
   const deadline = Date.now() + 60_000;

@@ -24,7 +24,8 @@ function describe(e: Credits['ledger'][number]): string {
 
 export function Dashboard({ session, onChanged }: { session: SessionInfo; onChanged: () => Promise<void> }) {
   const [workspaceId, setWorkspaceId] = useState(session.workspaces[0]?.id ?? '');
-  const workspace = session.workspaces.find((w) => w.id === workspaceId);
+  // A workspace one just left (or was removed from) falls back to the first one left.
+  const workspace = session.workspaces.find((w) => w.id === workspaceId) ?? session.workspaces[0];
   if (!workspace) {
     return (
       <section className="card narrow">
@@ -41,7 +42,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
         {session.workspaces.length > 1 && (
           <span className="switcher">
             <label htmlFor="ws-select">Workspace</label>
-            <select id="ws-select" value={workspaceId} onChange={(e) => setWorkspaceId(e.target.value)}>
+            <select id="ws-select" value={workspace.id} onChange={(e) => setWorkspaceId(e.target.value)}>
               {session.workspaces.map((w) => (
                 <option key={w.id} value={w.id}>
                   {w.name} ({w.role})
@@ -54,7 +55,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
       <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} isOwner={workspace.role === 'owner'} />
       <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
       <BatchesPanel key={`batches-${workspace.id}`} workspaceId={workspace.id} canStart={canManage} />
-      <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} role={workspace.role} />
+      <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} workspaceName={workspace.name} role={workspace.role} me={session.user.id} onChanged={onChanged} />
       <NewWorkspace
         onCreated={async (id) => {
           await onChanged();
@@ -263,32 +264,67 @@ function KeysPanel({ workspaceId, canManage }: { workspaceId: string; canManage:
 }
 
 interface Members {
-  members: Array<{ personId: string; email: string; name: string; role: string; since: string }>;
+  members: Array<{ personId: string; email: string; name: string; role: 'owner' | 'admin' | 'member'; since: string; activeKeysCreated: number }>;
   invitations: Array<{ id: string; email: string; role: string; expiresAt: string }>;
 }
 
-function MembersPanel({ workspaceId, role }: { workspaceId: string; role: 'owner' | 'admin' | 'member' }) {
+type Role = 'owner' | 'admin' | 'member';
+
+function MembersPanel({ workspaceId, workspaceName, role, me, onChanged }: { workspaceId: string; workspaceName: string; role: Role; me: string; onChanged: () => Promise<void> }) {
   const [data, setData] = useState<Members | null>(null);
   const [email, setEmail] = useState('');
   const [inviteRole, setInviteRole] = useState<'member' | 'admin'>('member');
   const [message, setMessage] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [removing, setRemoving] = useState<Members['members'][number] | null>(null);
+  const [keysChoice, setKeysChoice] = useState<'keep' | 'revoke'>('revoke');
   const load = useCallback(async () => setData(await call<Members>('GET', `/api/v1/workspaces/${workspaceId}/members`)), [workspaceId]);
   useEffect(() => {
     void load();
   }, [load]);
-  const invite = async (e: FormEvent) => {
-    e.preventDefault();
+  const act = async (what: () => Promise<unknown>, done: string, fallback: string, refreshSession = false) => {
     setError(null);
     setMessage(null);
     try {
-      await call('POST', `/api/v1/workspaces/${workspaceId}/invitations`, { email, role: inviteRole });
-      setMessage(`Invitation sent to ${email}.`);
-      setEmail('');
+      await what();
+      if (refreshSession) await onChanged();
       await load();
+      setMessage(done);
     } catch (err) {
-      setError(err instanceof ConsoleError ? err.message : 'Could not send the invitation; try again.');
+      setError(err instanceof ConsoleError ? err.message : fallback);
     }
+  };
+  const invite = async (e: FormEvent) => {
+    e.preventDefault();
+    await act(() => call('POST', `/api/v1/workspaces/${workspaceId}/invitations`, { email, role: inviteRole }), `Invitation sent to ${email}.`, 'Could not send the invitation; try again.');
+    setEmail('');
+  };
+  const owners = data?.members.filter((m) => m.role === 'owner').length ?? 0;
+  // Who may remove whom (the server decides; this only hides buttons that would be refused).
+  const mayRemove = (m: Members['members'][number]) => m.personId !== me && (role === 'owner' || (role === 'admin' && m.role === 'member'));
+  const remove = async (e: FormEvent) => {
+    e.preventDefault();
+    const m = removing!;
+    await act(
+      () => call('DELETE', `/api/v1/workspaces/${workspaceId}/members/${m.personId}`, { keys: keysChoice }),
+      `${m.email} was removed${m.activeKeysCreated > 0 ? (keysChoice === 'revoke' ? '; the keys they created are revoked' : '; the keys they created still work') : ''}.`,
+      'Could not remove them; try again.',
+    );
+    setRemoving(null);
+  };
+  const leave = async () => {
+    if (!window.confirm(`Leave ${workspaceName}? You lose access at once; an owner can invite you again.`)) return;
+    setError(null);
+    try {
+      await call('DELETE', `/api/v1/workspaces/${workspaceId}/members/me`);
+      await onChanged();
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not leave the workspace; try again.');
+    }
+  };
+  const transfer = async (m: Members['members'][number]) => {
+    if (!window.confirm(`Make ${m.email} the owner of ${workspaceName}? You become an admin.`)) return;
+    await act(() => call('POST', `/api/v1/workspaces/${workspaceId}/owner`, { personId: m.personId }), `${m.email} owns ${workspaceName} now; you are an admin.`, 'Could not transfer the workspace; try again.', true);
   };
   return (
     <section className="card" aria-labelledby="members-h">
@@ -296,7 +332,7 @@ function MembersPanel({ workspaceId, role }: { workspaceId: string; role: 'owner
       {role !== 'member' && (
         <form className="inline" onSubmit={(e) => void invite(e)}>
           <label htmlFor="invite-email">Invite by e-mail</label>
-          <input id="invite-email" type="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
+          <input id="invite-email" type="email" required maxLength={254} value={email} onChange={(e) => setEmail(e.target.value)} />
           <label htmlFor="invite-role">as</label>
           <select id="invite-role" value={inviteRole} onChange={(e) => setInviteRole(e.target.value as 'member' | 'admin')}>
             <option value="member">member (sees usage)</option>
@@ -315,6 +351,35 @@ function MembersPanel({ workspaceId, role }: { workspaceId: string; role: 'owner
           {error}
         </p>
       )}
+      {removing && (
+        <form className="removal" onSubmit={(e) => void remove(e)} aria-labelledby="removal-h">
+          <h3 id="removal-h">Remove {removing.email}?</h3>
+          <p className="hint">They lose access to {workspaceName} at once, in every browser they are signed in with.</p>
+          {removing.activeKeysCreated > 0 ? (
+            <fieldset>
+              <legend>
+                They created {removing.activeKeysCreated} active {removing.activeKeysCreated === 1 ? 'key' : 'keys'}
+              </legend>
+              <label>
+                <input type="radio" name="keys" value="revoke" checked={keysChoice === 'revoke'} onChange={() => setKeysChoice('revoke')} /> Revoke them (requests with them are refused within a second)
+              </label>
+              <label>
+                <input type="radio" name="keys" value="keep" checked={keysChoice === 'keep'} onChange={() => setKeysChoice('keep')} /> Keep them working (your servers may use them)
+              </label>
+            </fieldset>
+          ) : (
+            <p className="hint">They created no active keys.</p>
+          )}
+          <p className="actions">
+            <button type="submit" className="danger">
+              Remove {removing.email}
+            </button>
+            <button type="button" className="quiet" onClick={() => setRemoving(null)}>
+              Cancel
+            </button>
+          </p>
+        </form>
+      )}
       {data && (
         <div className="scroll">
           <table>
@@ -323,14 +388,64 @@ function MembersPanel({ workspaceId, role }: { workspaceId: string; role: 'owner
                 <th scope="col">Person</th>
                 <th scope="col">Role</th>
                 <th scope="col">Since</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
               </tr>
             </thead>
             <tbody data-testid="members">
               {data.members.map((m) => (
                 <tr key={m.personId}>
                   <td>{m.email}</td>
-                  <td>{m.role}</td>
+                  <td>
+                    {role === 'owner' && !(m.role === 'owner' && owners === 1) ? (
+                      <select
+                        aria-label={`Role of ${m.email}`}
+                        value={m.role}
+                        onChange={(e) => {
+                          const next = e.target.value as Role;
+                          void act(() => call('PATCH', `/api/v1/workspaces/${workspaceId}/members/${m.personId}`, { role: next }), `${m.email} is ${next === 'admin' ? 'an' : 'a'} ${next} now.`, 'Could not change the role; try again.', m.personId === me);
+                        }}
+                      >
+                        <option value="owner">owner</option>
+                        <option value="admin">admin</option>
+                        <option value="member">member</option>
+                      </select>
+                    ) : (
+                      m.role
+                    )}
+                  </td>
                   <td>{day(m.since)}</td>
+                  <td className="rowactions">
+                    {m.personId === me ? (
+                      !(m.role === 'owner' && owners === 1) && (
+                        <button type="button" className="quiet" onClick={() => void leave()}>
+                          Leave workspace
+                        </button>
+                      )
+                    ) : (
+                      <>
+                        {role === 'owner' && m.role !== 'owner' && (
+                          <button type="button" className="quiet" onClick={() => void transfer(m)} aria-label={`Make owner: ${m.email}`}>
+                            Make owner
+                          </button>
+                        )}
+                        {mayRemove(m) && (
+                          <button
+                            type="button"
+                            className="danger"
+                            aria-label={`Remove ${m.email}`}
+                            onClick={() => {
+                              setKeysChoice('revoke');
+                              setRemoving(m);
+                            }}
+                          >
+                            Remove
+                          </button>
+                        )}
+                      </>
+                    )}
+                  </td>
                 </tr>
               ))}
               {data.invitations.map((i) => (
@@ -338,6 +453,7 @@ function MembersPanel({ workspaceId, role }: { workspaceId: string; role: 'owner
                   <td>{i.email}</td>
                   <td>{i.role} (invited)</td>
                   <td>until {day(i.expiresAt)}</td>
+                  <td />
                 </tr>
               ))}
             </tbody>
