@@ -63,9 +63,10 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
 /** Which of `sha256s` some account's registry holds (their blobs must be kept). */
 async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
-  // A registry entry of any account, or a batch photo (alone or of a vehicle) still waiting to be analyzed.
+  // A registry entry of any account, a finished upload not expired (uploads/service.ts), or a batch photo (alone or of a vehicle) still waiting to be analyzed.
   const r = await db.query<{ sha256: string }>(
     `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
+     UNION SELECT sha256 FROM uploads WHERE expired_at IS NULL AND sha256 = ANY($1)
      UNION SELECT ref->>'sha256' FROM batch_items WHERE status = 'pending' AND ref->>'sha256' = ANY($1)
      UNION SELECT s FROM batch_items, jsonb_array_elements_text(${VEHICLE_SHA256S}) s
             WHERE status = 'pending' AND ${VEHICLE_SHA256S} ?| $1::text[] AND s = ANY($1)`,
