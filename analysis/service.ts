@@ -13,10 +13,11 @@ import type { Analysis, AnalyzeBody } from './contract.ts';
 import { takeImages } from './intake.ts';
 import { newProgress, untilEnded, type Progress } from './progress.ts';
 import { bindRequest, requestFingerprint, storeAnswer, unbindRequest, type Binding } from './request-binding.ts';
-import { parseRequest } from './request.ts';
+import { parseRequest, type ImageInput } from './request.ts';
 import { runAnalysis } from './run.ts';
 import { sandboxAnalysis } from './sandbox.ts';
 import { vehicleAnalysis } from './vehicle.ts';
+import type { Uploads } from '../uploads/service.ts';
 
 export interface AnalyzeDeps {
   config: Config;
@@ -31,6 +32,22 @@ export interface AnalyzeDeps {
   metrics?: ApiMetrics;
   /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
   abandon?: AbortSignal;
+  /** Finished uploads named by id (`uploadId`); absent = an upload id is 404. */
+  uploads?: Uploads;
+}
+
+/**
+ * The uploads a request names, resolved before anything is bound, stored or billed: another
+ * account's or an unknown id is 404, an expired one 410 (uploads/service.ts). Returns their ids.
+ */
+export async function resolveUploadInputs(deps: Pick<AnalyzeDeps, 'uploads'>, userId: string | null, inputs: ImageInput[], field: string | ((i: number) => string)): Promise<string[]> {
+  const at = (i: number) => (typeof field === 'string' ? `${field}.${i}` : field(i));
+  const refs = inputs.flatMap((input, i) => (input.uploadId !== undefined ? [{ id: input.uploadId, at: `${at(i)}.uploadId`, input }] : []));
+  if (!refs.length) return [];
+  if (!deps.uploads || userId === null) throw new AppError('NOT_FOUND', `${refs[0]!.at}: no upload ${JSON.stringify(refs[0]!.id.slice(0, 100))} for this key (the anonymous sandbox key holds none)`);
+  const found = await deps.uploads.resolve(userId, refs);
+  refs.forEach((r, k) => (r.input.upload = found[k]));
+  return refs.map((r) => r.id);
 }
 
 /**
@@ -41,6 +58,7 @@ export interface AnalyzeDeps {
  */
 export async function analyze(deps: AnalyzeDeps, principal: Principal, body: AnalyzeBody, requestId: string, startedAt: number): Promise<Analysis> {
   const request = await parseRequest(deps.db, principal, body);
+  const uploadIds = await resolveUploadInputs(deps, principal.userId, request.inputs, 'body.images');
   if (principal.sandbox) return sandboxAnalysis(deps, principal, request, requestId, startedAt);
   if (!deps.temporal) throw new AppError('PROVIDER_UNAVAILABLE', 'The analysis pipeline is not connected');
   const pipeline = { ...deps, temporal: deps.temporal };
@@ -65,6 +83,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
       : ((await answerFromRegistry(deps, userId, request, taken.value, requestId, startedAt)) ??
         (await runAnalysis(pipeline, userId, request, taken.value, requestId, startedAt, progress)));
     await storeAnswer(deps.db, { userId, requestId, response: answer });
+    await deps.uploads?.touch(userId, uploadIds);
     return answer;
   } catch (err) {
     // Refused before any workflow started (bad image, no credits): nothing ran under this id, so

@@ -54,6 +54,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               log: request.log,
               ...(deps.metrics ? { metrics: deps.metrics } : {}),
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
+              ...(deps.uploads ? { uploads: deps.uploads } : {}),
             },
             principalOf(request),
             request.body,
