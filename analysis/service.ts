@@ -68,7 +68,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   try {
     // The request id is bound while the images are read, decoded and stored: neither waits for the other.
     const [bound, taken] = await Promise.allSettled([
-      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(body) }),
+      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)) }),
       takeImages(deps, userId, request, progress),
     ]);
     if (bound.status === 'rejected') throw bound.reason;
@@ -94,6 +94,16 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
     if (!progress.started || progress.ended) await forgetImages(deps, progress);
     throw err;
   }
+}
+
+/**
+ * The body as its request id binds it: an upload stands for its bytes (SHA-256), so the same photos
+ * resent under the same id are the same request whatever upload carried them (a multipart resend
+ * makes new uploads).
+ */
+function sameBytesSameRequest(body: AnalyzeBody, inputs: ImageInput[]): AnalyzeBody {
+  if (!body.images || !inputs.some((input) => input.upload)) return body;
+  return { ...body, images: body.images.map((item, i) => (inputs[i]?.upload ? { uploadId: `sha256:${inputs[i].upload.sha256}` } : item)) };
 }
 
 /** Delete the blobs this request wrote that no registry holds. */

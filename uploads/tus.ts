@@ -72,7 +72,11 @@ export function mountTus(
   const config = opts.routeConfig ?? {};
   const schema = (method: TusMethod) => opts.schemas?.[method] ?? { hide: true };
   app.route({ method: 'POST', url: opts.path, config, handler, schema: schema('POST') });
-  for (const method of ['HEAD', 'PATCH', 'DELETE'] as const) app.route({ method, url: `${opts.path}/:id`, config, handler, schema: schema(method) });
+  for (const method of ['HEAD', 'PATCH', 'DELETE'] as const) {
+    // A HEAD route is documented only when asked (fastify's automatic HEAD of a GET is not).
+    const documented = method === 'HEAD' && opts.schemas?.HEAD ? { ...config, swagger: { exposeHeadRoute: true } } : config;
+    app.route({ method, url: `${opts.path}/:id`, config: documented, handler, schema: schema(method) });
+  }
 }
 
 /**
