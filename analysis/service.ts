@@ -38,7 +38,7 @@ export interface AnalyzeDeps {
 
 /**
  * The uploads a request names, resolved before anything is bound, stored or billed: another
- * account's or an unknown id is 404, an expired one 410 (uploads/service.ts). Returns their ids.
+ * account's or an unknown id is 404, an expired one 404 saying it expired (uploads/service.ts). Returns their ids.
  */
 export async function resolveUploadInputs(deps: Pick<AnalyzeDeps, 'uploads'>, userId: string | null, inputs: ImageInput[], field: string | ((i: number) => string)): Promise<string[]> {
   const at = (i: number) => (typeof field === 'string' ? `${field}.${i}` : field(i));

@@ -114,7 +114,7 @@ export async function submitBatch(
   };
   const earlier = await boundTo();
   if (earlier) return earlier;
-  // Upload ids name the account's own finished uploads (404, 410 otherwise) before anything is taken in.
+  // Upload ids name the account's own finished uploads (404 otherwise) before anything is taken in.
   const named: ImageInput[] = photos.map(({ it }) => ('read' in it || it.uploadId === undefined ? {} : { uploadId: it.uploadId }));
   await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
 

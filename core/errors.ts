@@ -19,8 +19,6 @@ export const ERROR_STATUS = {
   ITEM_NOT_RETRYABLE: 409,
   /** The request did not arrive in full within the server's request timeout. */
   REQUEST_TIMEOUT: 408,
-  /** An upload id (POST /v1/uploads) whose upload expired unused: the photo must be uploaded again. */
-  UPLOAD_EXPIRED: 410,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   IMAGE_INVALID: 422,

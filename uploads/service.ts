@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { Transform, type Readable } from 'node:stream';
 import { FileStore } from '@tus/file-store';
-import { EVENTS, type Server } from '@tus/server';
+import type { Server } from '@tus/server';
 import { Upload, type DataStore } from '@tus/utils';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../core/config.ts';
@@ -19,7 +19,7 @@ export const UPLOAD_ID = /^upl_[0-9a-f]{32}$/;
 export const MIN_CHARGE = 64 * 1024;
 /** Uploads one account may hold at once, whatever their sizes (a batch holds 10,000 photos). */
 export const MAX_HELD = 20_000;
-/** An expired upload's row is kept this long (its bytes are gone), so its id answers 410, not 404. */
+/** An expired upload's row is kept this long (its bytes are gone), so its id answers "expired", not "no such upload". */
 const EXPIRED_ROW_KEPT_MS = 30 * 24 * 3600_000;
 
 /** A finished upload, as requests that name it read it. */
@@ -43,7 +43,7 @@ export interface Uploads {
   register(app: FastifyInstance, accountOf: (request: FastifyRequest) => string, schemas?: Parameters<typeof mountTus>[2]['schemas']): void;
   /**
    * The account's finished uploads by id, in the order asked: 404 NOT_FOUND for an id this account
-   * does not hold (another account's included), 410 UPLOAD_EXPIRED for one the collector took,
+   * does not hold (another account's included), 404 saying so for one that expired,
    * 400 for one not finished. `at` names each id's place in the request for the message.
    */
   resolve(userId: string, refs: Array<{ id: string; at: string }>): Promise<FinishedUpload[]>;
@@ -59,7 +59,7 @@ export interface Uploads {
   /** Delete uploads (a multipart request's own, once answered); their blobs go to the collector. */
   remove(userId: string, ids: string[]): Promise<void>;
   /**
-   * Expire uploads unused for UPLOAD_TTL_MS (bytes removed, row kept so the id answers 410), and
+   * Expire uploads unused for UPLOAD_TTL_MS (bytes removed, row kept so the id answers "expired"), and
    * drop rows long expired. Returns how many uploads expired.
    */
   sweep(now?: Date): Promise<number>;
@@ -192,7 +192,6 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       return undefined;
     },
   });
-  tus.on(EVENTS.POST_TERMINATE, (_req: Request, _res: Response, id: string) => void db.query('DELETE FROM uploads WHERE id = $1', [id]).catch(() => undefined));
 
   return {
     register(app, accountOf, schemas) {
@@ -206,15 +205,20 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
           if (!UPLOAD_ID.test(id)) throw new AppError('NOT_FOUND', 'No such upload');
           const row = (await rowsOf([id])).get(id);
           if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
-          if (row.expired_at) throw new AppError('UPLOAD_EXPIRED', `Upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h): upload the photo again`);
+          if (row.expired_at) throw new AppError('NOT_FOUND', `Upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h): upload the photo again`);
+          // Termination, finished or not: the row goes first (its quota is free when the answer
+          // arrives), then the datastore's bytes; a finished upload's blob is the collector's.
+          if (request.method === 'DELETE') {
+            await db.query('DELETE FROM uploads WHERE id = $1', [id]);
+            if (row.sha256 === null) await store.remove(id).catch(() => undefined);
+            reply.header('tus-resumable', '1.0.0').code(204).send();
+            return null;
+          }
           if (row.sha256 !== null) {
             // Finished: its bytes are in the blob store now, so this door answers for it.
             reply.header('tus-resumable', '1.0.0').header('cache-control', 'no-store');
             if (request.method === 'HEAD') {
               reply.header('upload-offset', row.size).header('upload-length', row.size).code(200).send();
-            } else if (request.method === 'DELETE') {
-              await db.query('DELETE FROM uploads WHERE id = $1', [id]);
-              reply.code(204).send();
             } else {
               throw new AppError('VALIDATION_FAILED', `Upload ${id} is finished: nothing more can be appended`);
             }
@@ -231,7 +235,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       for (const { id, at } of refs) {
         let row = rows.get(id);
         if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `${at}: no upload ${JSON.stringify(id.slice(0, 100))} for this account (POST ${UPLOADS_ROUTE} makes one)`);
-        if (row.expired_at) throw new AppError('UPLOAD_EXPIRED', `${at}: upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h); upload the photo again`);
+        if (row.expired_at) throw new AppError('NOT_FOUND', `${at}: upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h); upload the photo again`);
         if (row.sha256 === null) {
           // Every byte arrived but the process finishing it stopped before it was recorded: finish it now.
           const held = await store.getUpload(id).catch(() => null);

@@ -92,7 +92,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           tags: ['batches'],
           security: [{ bearer: [] }],
           body: batchBodySchema,
-          response: { 202: batchSchema, ...errorResponses(400, 401, 404, 409, 410, 413, 415, 429, 503) },
+          response: { 202: batchSchema, ...errorResponses(400, 401, 404, 409, 413, 415, 429, 503) },
         },
       },
       async (request, reply) => {

@@ -57,7 +57,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
           tags: ['enrich'],
           security: [{ bearer: [] }],
           body: enrichBodySchema,
-          response: { 200: enrichmentSchema, ...errorResponses(400, 401, 402, 404, 410, 413, 415, 422, 429) },
+          response: { 200: enrichmentSchema, ...errorResponses(400, 401, 402, 404, 413, 415, 422, 429) },
         },
       },
       async (request) => {

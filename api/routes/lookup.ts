@@ -55,7 +55,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
           tags: ['lookup'],
           security: [{ bearer: [] }],
           body: lookupBodySchema,
-          response: { 200: lookupResponseSchema, ...errorResponses(400, 401, 404, 410, 413, 415, 422, 429) },
+          response: { 200: lookupResponseSchema, ...errorResponses(400, 401, 404, 413, 415, 422, 429) },
         },
       },
       async (request) => {

@@ -16,7 +16,7 @@ CREATE TABLE uploads (
   created_at    timestamptz NOT NULL DEFAULT now(),
   last_used_at  timestamptz NOT NULL DEFAULT now(),
   -- Set when the collector expires it: its bytes are gone, the row stays a while so the id answers
-  -- 410 UPLOAD_EXPIRED rather than 404.
+  -- "expired: upload the photo again" rather than "no such upload".
   expired_at    timestamptz
 );
 CREATE INDEX uploads_user ON uploads (user_id);

@@ -177,14 +177,17 @@ describe('tus uploads on the API', () => {
     expect((await a.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
   });
 
-  it('expires an upload unused past its lifetime: its id answers 410 and its room is free', async () => {
+  it('expires an upload unused past its lifetime: its id answers 404 saying it expired, and its room is free', async () => {
     const user = await createTestUser(a.db);
     const url = await upload(urlA, user.liveKey, photoBytes('Pentax_K10D.jpg'));
     const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config });
     expect(await uploads.sweep(new Date(Date.now() + a.config.UPLOAD_TTL_MS - 60_000))).toBe(0);
     expect(await uploads.sweep(new Date(Date.now() + a.config.UPLOAD_TTL_MS + 60_000))).toBeGreaterThanOrEqual(1);
     const res = await fetch(new URL(url, urlA), { method: 'PATCH', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: 'x' });
-    expect(res.status).toBe(410);
+    expect(res.status).toBe(404);
     expect(expectEnvelope(await res.json()).message).toMatch(/expired .*upload the photo again/);
+    // No longer counted: the account may upload its full quota again.
+    const full = await fetch(`${urlA}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(QUOTA) } });
+    expect(full.status).toBe(201);
   });
 });

@@ -103,7 +103,7 @@ describe('upload ids', () => {
     expect(lookup.json().results[sha(bytes)]).toMatchObject({ matchType: 'none' });
   });
 
-  it('an expired upload is a clear 410 on analyze and batches', async () => {
+  it('an expired upload is a clear 404 saying it expired on analyze and batches', async () => {
     const user = await createTestUser(p.db, { community: 10 });
     const id = await upload(user.liveKey, photoBytes('gps-DSCN0010.jpg'));
     await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config }).sweep(new Date(Date.now() + p.config.UPLOAD_TTL_MS + 60_000));
@@ -112,9 +112,9 @@ describe('upload ids', () => {
       ['/v1/batches', { items: [{ uploadId: id }], modules: ['dating'] }],
     ] as const) {
       const res = await post(user.liveKey, url, body);
-      expect(res.statusCode, res.body).toBe(410);
+      expect(res.statusCode, res.body).toBe(404);
       const error = expectEnvelope(res.json());
-      expect(error.code).toBe('UPLOAD_EXPIRED');
+      expect(error.code).toBe('NOT_FOUND');
       expect(error.message).toMatch(/expired .*upload the photo again/);
     }
   });
