@@ -66,8 +66,12 @@ export async function registerMultipartAnalyze(app: FastifyInstance, deps: AppDe
     const listed = Array.isArray(fields.images) ? (fields.images as unknown[]) : [];
     request.body = { ...fields, images: [...listed, ...photos.map((uploadId) => ({ uploadId }))] };
   });
-  app.addHook('onResponse', async (request) => {
+  // Answered or abandoned by the caller: the request's own uploads go (their blobs to the collector).
+  const forget = async (request: FastifyRequest) => {
     const held = ingested.get(request);
+    ingested.delete(request);
     if (held?.ids.length) await deps.uploads!.remove(held.userId, held.ids);
-  });
+  };
+  app.addHook('onResponse', forget);
+  app.addHook('onRequestAbort', forget);
 }

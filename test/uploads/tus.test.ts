@@ -190,4 +190,36 @@ describe('tus uploads on the API', () => {
     const full = await fetch(`${urlA}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(QUOTA) } });
     expect(full.status).toBe(201);
   });
+
+  it('counts a multipart analyze body against the bytes-in-flight budget: past it, 503 before a byte is read and no upload made', async () => {
+    const MiB = 1024 * 1024;
+    const c = await buildTestApp({ config: { BODY_BYTES_IN_FLIGHT: 2.5 * MiB, MAX_BODY_BYTES: 2.5 * MiB } });
+    try {
+      await c.app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = c.app.server.address() as AddressInfo;
+      const holder = await createTestUser(c.db);
+      const other = await createTestUser(c.db);
+      const boundary = 'lenstack-boundary';
+      const head = Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="photo"; filename="big.jpg"\r\ncontent-type: image/jpeg\r\n\r\n`);
+      const length = 1.5 * MiB;
+      const multipart = (key: string) => ({ ...bearer(key), 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(length) });
+      // The first body is admitted and stays open, half sent: it holds 1.5 MiB of the budget.
+      const first = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/v1/analyze', headers: multipart(holder.liveKey) });
+      first.on('error', () => undefined);
+      first.write(Buffer.concat([head, photoBytes('mobile-jolla.jpg').subarray(0, 200_000)]));
+      await expect.poll(async () => (await c.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [holder.userId])).rows[0].n, { timeout: 10_000 }).toBe(1);
+      const refused = await fetch(`http://127.0.0.1:${port}/v1/analyze`, { method: 'POST', headers: multipart(other.liveKey), body: Buffer.concat([head, Buffer.alloc(length - head.length)]) });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('2');
+      expect(expectEnvelope(await refused.json()).code).toBe('SERVICE_UNAVAILABLE');
+      expect((await c.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [other.userId])).rows[0].n).toBe(0);
+      // The held body goes away: its share of the budget comes back.
+      first.destroy();
+      await expect
+        .poll(async () => (await fetch(`http://127.0.0.1:${port}/v1/analyze`, { method: 'POST', headers: multipart(other.liveKey), body: Buffer.concat([head, Buffer.alloc(length - head.length)]) })).status, { timeout: 10_000 })
+        .not.toBe(503);
+    } finally {
+      await c.close();
+    }
+  });
 });
