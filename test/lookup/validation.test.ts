@@ -241,7 +241,7 @@ describe('OpenAPI', () => {
     expect(JSON.stringify(ops.post.requestBody)).toContain('LookupRequest');
     expect(JSON.stringify(ops.post.responses['200'])).toContain('Lookup');
     const schemas = doc.components.schemas;
-    expect(Object.keys(schemas.LookupRequest.properties).sort()).toEqual(['images', 'images_base64', 'threshold']);
+    expect(Object.keys(schemas.LookupRequest.properties).sort()).toEqual(['images', 'images_base64', 'threshold', 'uploadIds']);
     expect(schemas.LookupResult.properties.matchType.enum).toEqual(['exact', 'fuzzy', 'none']);
     expect(Object.keys(schemas.PhotoRecord.properties).sort()).toEqual(
       ['analyzeCallCount', 'dHash', 'firstAnalyzedAt', 'lastAnalyzedAt', 'lenses', 'pHash', 'sha256', 'totalCreditsSpent'],
