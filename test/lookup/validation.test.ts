@@ -246,6 +246,6 @@ describe('OpenAPI', () => {
     expect(Object.keys(schemas.PhotoRecord.properties).sort()).toEqual(
       ['analyzeCallCount', 'dHash', 'firstAnalyzedAt', 'lastAnalyzedAt', 'lenses', 'pHash', 'sha256', 'totalCreditsSpent'],
     );
-    expect(Object.keys(ops.post.responses).sort()).toEqual(['200', '400', '401', '413', '415', '422', '429', 'default']);
+    expect(Object.keys(ops.post.responses).sort()).toEqual(['200', '400', '401', '404', '413', '415', '422', '429', 'default']);
   });
 });
