@@ -6,7 +6,7 @@ import type { Server } from '@tus/server';
 import { Upload, type DataStore } from '@tus/utils';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../core/config.ts';
-import { AppError, validationFailed } from '../core/errors.ts';
+import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
@@ -64,6 +64,9 @@ export interface Uploads {
    */
   sweep(now?: Date): Promise<number>;
 }
+
+/** Our error code for each status tus answers with itself (its HTTP status is kept: tus clients read it). */
+const TUS_CODES: Record<number, string> = { 401: 'AUTH_FAILED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 410: 'NOT_FOUND', 413: 'PAYLOAD_TOO_LARGE', 415: 'UNSUPPORTED_MEDIA_TYPE', 503: 'SERVICE_UNAVAILABLE' };
 
 /** A refusal from inside a tus hook, in the API's error envelope. */
 const refusal = (req: Request, code: string, status: number, message: string) => ({
@@ -197,6 +200,17 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
     register(app, accountOf, schemas) {
       mountTus(app, tus, {
         ...(schemas ? { schemas } : {}),
+        // tus's own refusals (no Tus-Resumable, a malformed header, an offset mismatch …) in the envelope.
+        // Each answers with its code's status, except the tus statuses a tus client acts on (409
+        // offset mismatch, 460 checksum mismatch), which keep theirs.
+        errorBody: (status, message, requestId) => {
+          const code = TUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_FAILED');
+          const kept = status === 409 || status === 460;
+          return {
+            status: kept ? status : ERROR_STATUS[code as keyof typeof ERROR_STATUS],
+            body: JSON.stringify({ error: { code, message: `${message} (tus 1.0: ${UPLOADS_ROUTE})`, retryable: status === 503, requestId } }),
+          };
+        },
         path: UPLOADS_ROUTE,
         routeConfig: { auth: 'key' },
         async authorize(request: FastifyRequest, reply: FastifyReply, id: string | null) {

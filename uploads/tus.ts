@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import { FileStore } from '@tus/file-store';
@@ -54,8 +55,26 @@ export function mountTus(
     authorize: (request: FastifyRequest, reply: FastifyReply, id: string | null) => Promise<Record<string, unknown> | null>;
     /** The OpenAPI description of each method's route; undocumented (hidden) without one. */
     schemas?: Partial<Record<TusMethod, Record<string, unknown>>>;
+    /**
+     * The door's answer to tus's own refusals (412, 400, 409 …, plain text by default), given the
+     * status, tus's message and the request id: the status to send and its body.
+     */
+    errorBody?: (status: number, message: string, requestId: string) => { status: number; body: string };
   },
 ): void {
+  if (opts.errorBody) {
+    const errorBody = opts.errorBody;
+    const requestIds = new AsyncLocalStorage<string>();
+    const write = (server as unknown as { write: (context: unknown, headers: Headers, status: number, body?: string) => Promise<Response> }).write.bind(server);
+    (server as unknown as { write: typeof write }).write = (context, headers, status, body = '') => {
+      if (status < 400 || body.startsWith('{')) return write(context, headers, status, body);
+      headers.set('Content-Type', 'application/json; charset=utf-8');
+      const answer = errorBody(status, body.trim(), requestIds.getStore() ?? '');
+      return write(context, headers, answer.status, answer.body);
+    };
+    const handle = server.handle.bind(server);
+    server.handle = ((req: IncomingMessage, res: import('node:http').ServerResponse) => requestIds.run(String((req as IncomingMessage & { id?: string }).id ?? ''), () => handle(req, res))) as typeof server.handle;
+  }
   // tus sends bytes as application/offset+octet-stream: left unread for tus to stream to its store.
   app.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -65,6 +84,9 @@ export function mountTus(
     const caller = await opts.authorize(request, reply, id);
     if (caller === null) return reply;
     callers.set(request.raw, caller);
+    (request.raw as IncomingMessage & { id?: string }).id = request.id;
+    // tus writes the answer itself: the request id header goes on the raw response.
+    reply.raw.setHeader('x-request-id', request.id);
     reply.hijack();
     await server.handle(request.raw, reply.raw);
     return reply;
