@@ -23,7 +23,12 @@ function documentedEnum(names: readonly string[]) {
   return z.string().min(1).max(100).meta({ enum: [...names] });
 }
 
-export const imageItemSchema = z.strictObject({ url: url.optional(), base64: base64.optional() });
+/** An upload (POST /v1/uploads, tus) by its id: the account's own, finished, not expired. */
+export const uploadIdSchema = z.string().min(1).max(100).describe('The id of a finished upload of this account (`upl_…`, POST /v1/uploads)');
+
+export const imageItemSchema = z
+  .strictObject({ url: url.optional(), base64: base64.optional(), uploadId: uploadIdSchema.optional() })
+  .meta({ id: 'ImageItem', description: 'One photo: `url`, `base64`, or `uploadId` (a finished resumable upload)', examples: [{ uploadId: 'upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917' }] });
 
 export const contextSchema = z.strictObject({
   knownPeople: z
@@ -63,7 +68,7 @@ export const analyzeBodyV1 = z
     options: z.strictObject({ includeEmbedding: z.boolean().optional(), includeFingerprint: z.boolean().optional() }).optional(),
     refresh: z.boolean().default(false),
   })
-  .meta({ id: 'AnalyzeRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', modules: ['dating', 'location'] }] });
+  .meta({ id: 'AnalyzeRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', modules: ['dating', 'location'] }, { images: [{ uploadId: 'upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917' }], preset: 'quick-scan' }] });
 
 export const extractSchema = z
   .strictObject({

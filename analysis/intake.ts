@@ -60,7 +60,9 @@ export async function takeImages(deps: AnalyzeDeps, userId: string, request: Ana
   const embeddings = new Map<string, number[]>();
   let allRegistered = true;
   const refs = await mapBounded(request.inputs, INTAKE_CONCURRENCY, async (input): Promise<ImageRef> => {
-    const img = await intakeImage(input, intakeDepsFor(deps, userId), { embedding: request.includeEmbedding });
+    // An upload's bytes are in the blob store already (stored once, when it finished).
+    const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : input;
+    const img = await intakeImage(source, intakeDepsFor(deps, userId), { embedding: request.includeEmbedding });
     if (img.stored) progress.stored.push(img.sha256);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
     if (img.registered === false) allRegistered = false;

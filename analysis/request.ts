@@ -5,6 +5,7 @@ import { AppError, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
 import type { AnalyzeInput } from '../workflows/types.ts';
+import type { FinishedUpload } from '../uploads/service.ts';
 import type { AnalyzeBody } from './contract.ts';
 
 /**
@@ -27,7 +28,7 @@ export interface AnalysisRequest {
   extractInput: AnalyzeInput['extract'];
 }
 
-export type ImageInput = { url?: string; base64?: string };
+export type ImageInput = { url?: string; base64?: string; uploadId?: string; upload?: FinishedUpload };
 
 export type ExtractRequest = NonNullable<AnalyzeBody['extract']>;
 
@@ -39,10 +40,14 @@ export function imageInputs(body: AnalyzeBody): { inputs: ImageInput[]; multi: b
   if (single) return { inputs: [body.imageUrl !== undefined ? { url: body.imageUrl } : { base64: body.imageBase64! }], multi: false };
   if (!body.images) throw validationFailed('body: an image is required (imageUrl, imageBase64 or images)');
   const inputs = body.images.map((item, i) => {
+    if (item.uploadId !== undefined) {
+      if (item.base64 !== undefined || item.url !== undefined) throw validationFailed(`body.images.${i}: an item with uploadId carries no url or base64`);
+      return { uploadId: item.uploadId };
+    }
     // An item may carry both; the bytes we were given win over a fetch.
     if (item.base64 !== undefined) return { base64: item.base64 };
     if (item.url !== undefined) return { url: item.url };
-    throw validationFailed(`body.images.${i}: each item needs url or base64`);
+    throw validationFailed(`body.images.${i}: each item needs url, base64 or uploadId`);
   });
   return { inputs, multi: true };
 }

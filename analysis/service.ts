@@ -13,10 +13,11 @@ import type { Analysis, AnalyzeBody } from './contract.ts';
 import { takeImages } from './intake.ts';
 import { newProgress, untilEnded, type Progress } from './progress.ts';
 import { bindRequest, requestFingerprint, storeAnswer, unbindRequest, type Binding } from './request-binding.ts';
-import { parseRequest } from './request.ts';
+import { parseRequest, type ImageInput } from './request.ts';
 import { runAnalysis } from './run.ts';
 import { sandboxAnalysis } from './sandbox.ts';
 import { vehicleAnalysis } from './vehicle.ts';
+import type { Uploads } from '../uploads/service.ts';
 
 export interface AnalyzeDeps {
   config: Config;
@@ -31,6 +32,22 @@ export interface AnalyzeDeps {
   metrics?: ApiMetrics;
   /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
   abandon?: AbortSignal;
+  /** Finished uploads named by id (`uploadId`); absent = an upload id is 404. */
+  uploads?: Uploads;
+}
+
+/**
+ * The uploads a request names, resolved before anything is bound, stored or billed: another
+ * account's or an unknown id is 404, an expired one 404 saying it expired (uploads/service.ts). Returns their ids.
+ */
+export async function resolveUploadInputs(deps: Pick<AnalyzeDeps, 'uploads'>, userId: string | null, inputs: ImageInput[], field: string | ((i: number) => string)): Promise<string[]> {
+  const at = (i: number) => (typeof field === 'string' ? `${field}.${i}` : field(i));
+  const refs = inputs.flatMap((input, i) => (input.uploadId !== undefined ? [{ id: input.uploadId, at: `${at(i)}.uploadId`, input }] : []));
+  if (!refs.length) return [];
+  if (!deps.uploads || userId === null) throw new AppError('NOT_FOUND', `${refs[0]!.at}: no upload ${JSON.stringify(refs[0]!.id.slice(0, 100))} for this key (the anonymous sandbox key holds none)`);
+  const found = await deps.uploads.resolve(userId, refs);
+  refs.forEach((r, k) => (r.input.upload = found[k]));
+  return refs.map((r) => r.id);
 }
 
 /**
@@ -41,6 +58,7 @@ export interface AnalyzeDeps {
  */
 export async function analyze(deps: AnalyzeDeps, principal: Principal, body: AnalyzeBody, requestId: string, startedAt: number): Promise<Analysis> {
   const request = await parseRequest(deps.db, principal, body);
+  const uploadIds = await resolveUploadInputs(deps, principal.userId, request.inputs, 'body.images');
   if (principal.sandbox) return sandboxAnalysis(deps, principal, request, requestId, startedAt);
   if (!deps.temporal) throw new AppError('PROVIDER_UNAVAILABLE', 'The analysis pipeline is not connected');
   const pipeline = { ...deps, temporal: deps.temporal };
@@ -50,7 +68,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   try {
     // The request id is bound while the images are read, decoded and stored: neither waits for the other.
     const [bound, taken] = await Promise.allSettled([
-      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(body) }),
+      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)) }),
       takeImages(deps, userId, request, progress),
     ]);
     if (bound.status === 'rejected') throw bound.reason;
@@ -65,6 +83,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
       : ((await answerFromRegistry(deps, userId, request, taken.value, requestId, startedAt)) ??
         (await runAnalysis(pipeline, userId, request, taken.value, requestId, startedAt, progress)));
     await storeAnswer(deps.db, { userId, requestId, response: answer });
+    await deps.uploads?.touch(userId, uploadIds);
     return answer;
   } catch (err) {
     // Refused before any workflow started (bad image, no credits): nothing ran under this id, so
@@ -75,6 +94,16 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
     if (!progress.started || progress.ended) await forgetImages(deps, progress);
     throw err;
   }
+}
+
+/**
+ * The body as its request id binds it: an upload stands for its bytes (SHA-256), so the same photos
+ * resent under the same id are the same request whatever upload carried them (a multipart resend
+ * makes new uploads).
+ */
+function sameBytesSameRequest(body: AnalyzeBody, inputs: ImageInput[]): AnalyzeBody {
+  if (!body.images || !inputs.some((input) => input.upload)) return body;
+  return { ...body, images: body.images.map((item, i) => (inputs[i]?.upload ? { uploadId: `sha256:${inputs[i].upload.sha256}` } : item)) };
 }
 
 /** Delete the blobs this request wrote that no registry holds. */

@@ -29,6 +29,8 @@ import { usageRoutes } from './routes/usage.ts';
 import { sharedMetadataTool } from '../enrich/exiftool.ts';
 import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
+import { createUploads } from '../uploads/service.ts';
+import { uploadRoutes } from './routes/uploads.ts';
 
 /** Build the HTTP app from its dependencies (listening and shutdown live in server.ts). */
 export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
@@ -42,6 +44,7 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
     metadata: input.metadata ?? sharedMetadataTool(),
     enrichLimiter: input.enrichLimiter ?? enrichLimiter(),
     payments: input.payments !== undefined ? input.payments : configuredPaymentGateway(input.config, input.db),
+    uploads: input.uploads ?? createUploads({ db: input.db, blobs: input.blobs, config: input.config }),
   };
   const app = Fastify({
     // Keys and secrets never reach the logs (core/logger.ts redacts); a given pino logger is used as is.
@@ -97,5 +100,6 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   await app.register(enrichRoutes(deps));
   await app.register(lookupRoutes(deps));
   await app.register(batchRoutes(deps));
+  await app.register(uploadRoutes(deps));
   return app;
 }

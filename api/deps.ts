@@ -12,6 +12,7 @@ import type { ApiMetrics } from '../metrics/api.ts';
 import type { Drain } from './drain.ts';
 import type { Limiter } from '../core/limiter.ts';
 import type { PaymentGateway } from '../payments/gateway.ts';
+import type { Uploads } from '../uploads/service.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
 export interface AppDeps {
@@ -41,4 +42,6 @@ export interface AppDeps {
   metrics?: ApiMetrics;
   /** Graceful-shutdown state shared with server.ts; absent = buildApp makes its own. */
   drain?: Drain;
+  /** Resumable uploads (tus) into the configured store; absent = buildApp makes them from the config. */
+  uploads?: Uploads;
 }

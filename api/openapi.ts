@@ -67,6 +67,7 @@ const PUBLIC_TAGS = [
   { name: 'lookup', description: 'Find earlier results in your photo registry, by image or by fingerprint. Free.' },
   { name: 'enrich', description: 'Write cached lens output into a photo’s EXIF, IPTC and XMP metadata.' },
   { name: 'batches', description: 'Up to 10,000 photos through the same lenses, run in the background.' },
+  { name: 'uploads', description: 'Resumable photo uploads (tus 1.0): upload once, then name the photo by its uploadId in any request. Free; counted against a per-account quota; expire unused after 24 h.' },
   { name: 'catalog', description: 'The lenses and stacks this service offers.' },
   { name: 'credits', description: 'Your credit balance.' },
   { name: 'meta', description: 'Health, discovery and the description for AI agents. No authentication.' },
@@ -209,6 +210,9 @@ export function splitDocument(whole: OpenApiDocument): { public: OpenApiDocument
   pub.paths = {};
   internal.paths = {};
   for (const [path, method, op] of operations(whole)) {
+    // @fastify/swagger suffixes a documented HEAD route's operationId (GET and HEAD of one path
+    // could clash); a HEAD-only operation (tus, GET /v1/uploads/{id} does not exist) keeps its name.
+    if (method === 'head' && op.operationId?.endsWith('-head') && !whole.paths[path]?.get) op.operationId = op.operationId.slice(0, -'-head'.length);
     const schemes = schemesOf(op);
     if (!schemes.has(INTERNAL)) {
       (pub.paths[path] ??= {})[method] = structuredClone(op);

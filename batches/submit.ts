@@ -1,8 +1,9 @@
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
-import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS } from '../analysis/contract.ts';
+import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, uploadIdSchema } from '../analysis/contract.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
-import type { AnalyzeDeps } from '../analysis/service.ts';
+import { resolveUploadInputs, type AnalyzeDeps } from '../analysis/service.ts';
+import type { ImageInput } from '../analysis/request.ts';
 import { AppError, planLimitExceeded, validationFailed } from '../core/errors.ts';
 import { getBalance } from '../credits/ledger.ts';
 import { mapBounded } from '../core/map-bounded.ts';
@@ -27,6 +28,7 @@ const INTAKE_CONCURRENCY = 4;
 const item = z.strictObject({
   url: z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS).optional(),
   base64: z.string().min(1).max(MAX_BASE64_CHARS).optional(),
+  uploadId: uploadIdSchema.optional(),
   /** The uploaded file's name, shown in status and exports (defaults to "upload N"). */
   name: z.string().min(1).max(500).optional(),
 });
@@ -40,7 +42,7 @@ const vehicleGroup = z.strictObject({
 
 export const batchBodySchema = z
   .strictObject({
-    items: z.array(item).min(1).max(MAX_BATCH_ITEMS).optional().describe('The photos, each a URL or base64 bytes; up to 10,000. Or `vehicles`'),
+    items: z.array(item).min(1).max(MAX_BATCH_ITEMS).optional().describe('The photos, each a URL, base64 bytes or an `uploadId` (POST /v1/uploads); up to 10,000. Or `vehicles`'),
     vehicles: z
       .array(vehicleGroup)
       .min(1)
@@ -95,8 +97,10 @@ export async function submitBatch(
   const photos = vehicles ? vehicles.flatMap((v, vi) => v.items.map((it, pi) => ({ it, at: `body.vehicles.${vi}.items.${pi}` }))) : body.items!.map((it, i) => ({ it, at: `body.items.${i}` }));
   if (photos.length > MAX_BATCH_ITEMS) throw validationFailed(`body.vehicles: ${photos.length} photos in all; a batch holds up to ${MAX_BATCH_ITEMS}`);
   for (const { it, at } of photos) {
-    if (!('read' in it) && it.url === undefined && it.base64 === undefined) throw validationFailed(`${at}: each item needs url or base64`);
+    if (!('read' in it) && it.url === undefined && it.base64 === undefined && it.uploadId === undefined) throw validationFailed(`${at}: each item needs url, base64 or uploadId`);
+    if (!('read' in it) && it.uploadId !== undefined && (it.url !== undefined || it.base64 !== undefined)) throw validationFailed(`${at}: an item with uploadId carries no url or base64`);
   }
+
   for (const c of body.columns ?? []) {
     if (!c.jsonPath.split('.').every((seg) => seg.length > 0)) throw validationFailed(`columns: jsonPath ${JSON.stringify(c.jsonPath)} has an empty segment`);
   }
@@ -115,11 +119,15 @@ export async function submitBatch(
   if (earlier) return earlier;
   // Nothing is read, fetched, decoded or stored for an account that cannot pay for the first item.
   await admitBatch(deps.db, userId, vehicles ? 'vehicles' : 'photos', resolved.billable);
+  // Upload ids name the account's own finished uploads (404 otherwise) before anything is taken in.
+  const named: ImageInput[] = photos.map(({ it }) => ('read' in it || it.uploadId === undefined ? {} : { uploadId: it.uploadId }));
+  await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
 
   const stored: string[] = [];
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
-    const source = it.name ?? ('url' in it ? it.url : undefined) ?? `upload ${i + 1}`;
-    if (!('read' in it) && it.base64 === undefined) {
+    const source = it.name ?? ('url' in it ? it.url : undefined) ?? ('uploadId' in it ? it.uploadId : undefined) ?? `upload ${i + 1}`;
+    const upload = named[i]!.upload;
+    if (!('read' in it) && it.base64 === undefined && !upload) {
       // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
       try {
         return { source, ref: null, url: parseImageUrl(it.url!).toString() };
@@ -128,7 +136,7 @@ export async function submitBatch(
         throw err;
       }
     }
-    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : { base64: it.base64 });
+    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 });
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
     return { source, ref: got.ref };

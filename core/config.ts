@@ -38,6 +38,14 @@ export const configSchema = z.object({
   /** Bytes of unfinished or untaken uploads one person may hold at once. */
   UPLOAD_QUOTA_BYTES: z.coerce.number().int().min(1).default(2 * 1024 ** 3),
   /**
+   * Bytes of uploads one account may hold over the API at once (POST /v1/uploads: unfinished ones
+   * at their declared size, finished ones until they expire or are deleted). Room for a full
+   * 10,000-photo batch of phone photos (uploads/service.ts; docs/decisions.md).
+   */
+  ACCOUNT_UPLOAD_QUOTA_BYTES: z.coerce.number().int().min(1).default(100 * 1024 ** 3),
+  /** An API upload no request used for this long is deleted by the collector (docs/decisions.md). */
+  UPLOAD_TTL_MS: z.coerce.number().int().positive().default(24 * 3600_000),
+  /**
    * Where image bytes live: `fs` (BLOB_DIR, one machine) or `s3` (an S3-compatible bucket that API
    * and worker processes on several hosts share).
    */

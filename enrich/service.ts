@@ -57,6 +57,8 @@ export interface EnrichDeps {
 export interface EnrichInput {
   imageUrl?: string | undefined;
   imageBase64?: string | undefined;
+  /** The bytes of a finished upload (uploadId), read by the route. */
+  imageBytes?: Buffer | undefined;
   formats: readonly EnrichFormat[];
 }
 
@@ -118,6 +120,7 @@ export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input:
 
 /** The image, read as analyze and lookup read theirs (images/intake.ts). */
 async function readImage(input: EnrichInput, deps: EnrichDeps): Promise<Buffer> {
+  if (input.imageBytes !== undefined) return readInput({ bytes: input.imageBytes }, { maxBytes: deps.config.IMAGE_MAX_BYTES, fetchPolicy: deps.fetchPolicy });
   if ((input.imageUrl !== undefined) === (input.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl or imageBase64');
   return readInput({ url: input.imageUrl, base64: input.imageBase64 }, { maxBytes: deps.config.IMAGE_MAX_BYTES, fetchPolicy: deps.fetchPolicy });
 }

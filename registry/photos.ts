@@ -63,11 +63,12 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
 /** Which of `sha256s` some account's registry holds (their blobs must be kept). */
 async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
-  // A registry entry of any account, or a batch photo (alone or of a vehicle) still waiting to be
+  // A registry entry of any account, a finished upload not expired (uploads/service.ts), or a batch photo (alone or of a vehicle) still waiting to be
   // analyzed in a batch that may still run it: a cancelled batch's photos never will (a cancelled
   // or expired batch fails them too, batches/repository.ts setBatchStatus).
   const r = await db.query<{ sha256: string }>(
     `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
+     UNION SELECT sha256 FROM uploads WHERE expired_at IS NULL AND sha256 = ANY($1)
      UNION SELECT i.ref->>'sha256' FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled'
             WHERE i.status = 'pending' AND i.ref->>'sha256' = ANY($1)
      UNION SELECT s FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled', jsonb_array_elements_text(${VEHICLE_SHA256S}) s

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStore } from '@tus/file-store';
-import { EVENTS, Server } from '@tus/server';
+import { EVENTS } from '@tus/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { callerOf as tusCallerOf, metadataValue, mountTus, tusServer } from '../uploads/tus.ts';
 import type { UploadedPhoto } from '../batches/submit.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
@@ -14,12 +14,8 @@ import type { Db } from '../db/pool.ts';
 export const UPLOADS_PATH = '/api/v1/uploads';
 /** How long an upload that no batch took is kept (a dropped upload can resume within it). */
 export const UPLOAD_TTL_MS = 24 * 3600_000;
-/** The signed-in person of each request handed to tus (its hooks see the Node request behind theirs). */
-const people = new WeakMap<IncomingMessage, { person: string; workspace: string; created?: string }>();
-const callerOf = (req: Request) => {
-  const node = (req as Request & { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
-  return node ? people.get(node) : undefined;
-};
+/** The signed-in person of a request handed to tus (the shared glue of uploads/tus.ts). */
+const callerOf = (req: Request) => tusCallerOf<{ person: string; workspace: string; created?: string }>(req);
 /** Each upload counts at least this much against the quota: a flood of empty uploads is not free. */
 const MIN_CHARGE = 256 * 1024;
 /** Untaken uploads one person may hold, whatever their sizes (a batch holds at most 10,000). */
@@ -55,15 +51,6 @@ export interface Uploads {
   sweep(): Promise<number>;
 }
 
-/** The value of one key of a tus Upload-Metadata header ("key base64,key2 base64"). */
-function metadataValue(header: string | undefined, key: string): string | null {
-  for (const pair of (header ?? '').split(',')) {
-    const [k, v] = pair.trim().split(' ');
-    if (k === key) return v === undefined ? '' : Buffer.from(v, 'base64').toString('utf8');
-  }
-  return null;
-}
-
 /**
  * Resumable batch uploads from the console, by the tus protocol (@tus/server, files on local disk
  * until a batch takes them). An upload belongs to a workspace (its id starts with the workspace's)
@@ -73,13 +60,12 @@ function metadataValue(header: string | undefined, key: string): string | null {
 export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quotaBytes: number }): Uploads {
   mkdirSync(deps.dir, { recursive: true });
   const store = new FileStore({ directory: deps.dir, expirationPeriodInMilliseconds: UPLOAD_TTL_MS });
-  const tus = new Server({
+  // The product's one tus server (uploads/tus.ts): relative Locations, no cross-origin access (only
+  // the console's own pages call this, same origin).
+  const tus = tusServer({
     path: UPLOADS_PATH,
     datastore: store,
     maxSize: deps.maxBytes,
-    relativeLocation: true,
-    // Only the console's own pages call this (same origin): no cross-origin access at all.
-    allowedOrigins: [],
     namingFunction: (_req, metadata) => `${metadata?.workspace ?? ''}.${randomBytes(16).toString('hex')}`,
     // The upload tus acts on must be the one the route authorized (tus reads the id from the URL
     // its own way; a second id hidden in the query string must not slip through).
@@ -134,31 +120,27 @@ export function createUploads(deps: { db: Db; dir: string; maxBytes: number; quo
   return {
     dir: deps.dir,
     register(app, signedIn, mayStart) {
-      // tus sends bytes as application/offset+octet-stream: left unread for tus to stream to disk.
-      app.addContentTypeParser('application/offset+octet-stream', (_request, _payload, done) => done(null));
-      const handler = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
-        const person = await signedIn(request);
-        if (request.url.includes('?')) throw new AppError('NOT_FOUND', 'No such upload');
-        let workspaceId: string | null;
-        if (request.method === 'POST') {
-          workspaceId = metadataValue(request.headers['upload-metadata'] as string | undefined, 'workspace');
-          if (!workspaceId || !/^usr_[A-Za-z0-9_-]{1,80}$/.test(workspaceId)) throw validationFailed('Upload-Metadata: workspace is required');
-        } else {
-          const id = request.url.split('?')[0]!.slice(UPLOADS_PATH.length + 1);
-          workspaceId = ID.exec(id)?.[1] ?? null;
-          if (!workspaceId) throw new AppError('NOT_FOUND', 'No such upload');
-          // An upload is its creator's: another admin of the same workspace cannot read its
-          // offset, write into it or end it (404, as for anyone else).
-          const creator = await deps.db.query<{ person_id: string }>('SELECT person_id FROM console_uploads WHERE id = $1', [id]);
-          if (creator.rows[0]?.person_id !== person.id) throw new AppError('NOT_FOUND', 'No such upload');
-        }
-        await mayStart(person.id, workspaceId);
-        people.set(request.raw, { person: person.id, workspace: workspaceId });
-        reply.hijack();
-        await tus.handle(request.raw, reply.raw);
-      };
-      app.route({ method: 'POST', url: UPLOADS_PATH, handler });
-      app.route({ method: ['HEAD', 'PATCH', 'DELETE'], url: `${UPLOADS_PATH}/:id`, handler });
+      mountTus(app, tus, {
+        path: UPLOADS_PATH,
+        async authorize(request: FastifyRequest, _reply, id) {
+          const person = await signedIn(request);
+          if (request.url.includes('?')) throw new AppError('NOT_FOUND', 'No such upload');
+          let workspaceId: string | null;
+          if (id === null) {
+            workspaceId = metadataValue(request.headers['upload-metadata'] as string | undefined, 'workspace');
+            if (!workspaceId || !/^usr_[A-Za-z0-9_-]{1,80}$/.test(workspaceId)) throw validationFailed('Upload-Metadata: workspace is required');
+          } else {
+            workspaceId = ID.exec(id)?.[1] ?? null;
+            if (!workspaceId) throw new AppError('NOT_FOUND', 'No such upload');
+            // An upload is its creator's: another admin of the same workspace cannot read its
+            // offset, write into it or end it (404, as for anyone else).
+            const creator = await deps.db.query<{ person_id: string }>('SELECT person_id FROM console_uploads WHERE id = $1', [id]);
+            if (creator.rows[0]?.person_id !== person.id) throw new AppError('NOT_FOUND', 'No such upload');
+          }
+          await mayStart(person.id, workspaceId);
+          return { person: person.id, workspace: workspaceId };
+        },
+      });
     },
 
     async take(workspaceId, uploads, personId) {

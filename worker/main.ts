@@ -15,6 +15,7 @@ import { createWorkCopies } from '../vendors/work-copies.ts';
 import { createActivities } from '../activities/index.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from './address.ts';
 import { collectBlobs } from './blob-collector.ts';
+import { createUploads } from '../uploads/service.ts';
 import { sweepOnce } from './sweeper.ts';
 import { PinoTemporalLogger } from './temporal-logger.ts';
 
@@ -74,8 +75,15 @@ export async function startWorker(
   const sweepEvery = opts.sweepIntervalMs ?? 30_000;
   const sweeper = setInterval(() => void sweepOnce(db, metrics, log), sweepEvery);
   sweeper.unref();
+  // Uploads unused past UPLOAD_TTL_MS expire first; their blobs are then the collector's like any other.
+  const uploads = createUploads({ db, blobs, config });
   const collector = setInterval(
-    () => void collectBlobs(db, blobs, { graceMs: config.BLOB_GC_GRACE_MS, metrics, log }).catch((err: Error) => log(`blob collector failed: ${err.message}`)),
+    () =>
+      void uploads
+        .sweep()
+        .then((n) => n && log(`upload collector expired ${n} unused upload(s)`))
+        .then(() => collectBlobs(db, blobs, { graceMs: config.BLOB_GC_GRACE_MS, metrics, log }))
+        .catch((err: Error) => log(`blob collector failed: ${err.message}`)),
     config.BLOB_GC_INTERVAL_MS,
   );
   collector.unref();

@@ -16,6 +16,10 @@ function validationMessage(err: FastifyError & { validation?: unknown; validatio
   return parts.length ? parts.join('; ') : err.message;
 }
 
+/** The 413 of a body over its route's limit: larger photos go by resumable upload instead. */
+const BODY_TOO_LARGE =
+  'Request body exceeds the size limit of this endpoint: upload large or many photos with POST /v1/uploads (tus, resumable), then send their uploadId instead of the bytes';
+
 /** Map anything thrown to an AppError; unknown faults become 500 without internals. */
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
@@ -25,7 +29,7 @@ export function toAppError(err: unknown): AppError {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type: send application/json');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new AppError('PAYLOAD_TOO_LARGE', 'Request body exceeds the size limit of this endpoint');
+      return new AppError('PAYLOAD_TOO_LARGE', BODY_TOO_LARGE);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new AppError('VALIDATION_FAILED', 'Request body is empty: send a JSON object');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
@@ -40,7 +44,7 @@ export function toAppError(err: unknown): AppError {
   }
   if (e instanceof SyntaxError || e?.statusCode === 400) return new AppError('VALIDATION_FAILED', `Malformed request: ${e.message}`);
   if (e?.statusCode === 404) return new AppError('NOT_FOUND', 'Not found');
-  if (e?.statusCode === 413) return new AppError('PAYLOAD_TOO_LARGE', 'Request body exceeds the size limit of this endpoint');
+  if (e?.statusCode === 413) return new AppError('PAYLOAD_TOO_LARGE', BODY_TOO_LARGE);
   if (e?.statusCode === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type: send application/json');
   return new AppError('INTERNAL_ERROR', 'Internal server error');
 }

@@ -6,6 +6,7 @@ import { toAppError } from '../plugins/errors.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { analysisSchema, analyzeBodyV1, analyzeBodyV2, type Analysis } from '../../analysis/contract.ts';
 import { errorResponses } from '../schemas/common.ts';
+import { registerMultipartAnalyze } from './analyze-multipart.ts';
 
 type Outcome = 'analyzed' | 'cache_hit' | 'sandbox';
 const outcomeOf = (a: Analysis): Outcome => (a.meta.provider === 'sandbox' ? 'sandbox' : a.meta.cacheHit ? 'cache_hit' : 'analyzed');
@@ -24,6 +25,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
       else deps.metrics?.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
     });
 
+    await registerMultipartAnalyze(app, deps);
     const route = app.withTypeProvider<ZodTypeProvider>();
     for (const version of ['v1', 'v2'] as const) {
       route.post(
@@ -54,6 +56,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               log: request.log,
               ...(deps.metrics ? { metrics: deps.metrics } : {}),
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
+              ...(deps.uploads ? { uploads: deps.uploads } : {}),
             },
             principalOf(request),
             request.body,

@@ -92,12 +92,14 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           tags: ['batches'],
           security: [{ bearer: [] }],
           body: batchBodySchema,
-          response: { 202: batchSchema, ...errorResponses(400, 401, 402, 409, 413, 415, 429, 503) },
+          response: { 202: batchSchema, ...errorResponses(400, 401, 402, 404, 409, 413, 415, 429, 503) },
         },
       },
       async (request, reply) => {
         const userId = liveUser(request);
         const summary = await submitBatch(pipeline(), userId, request.body, { id: request.id, hash: requestFingerprint(request.body) });
+        const used = [...(request.body.items ?? []), ...(request.body.vehicles ?? []).flatMap((v) => v.items)].flatMap((it) => (it.uploadId ? [it.uploadId] : []));
+        await deps.uploads?.touch(userId, used);
         return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
     );

@@ -1,11 +1,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { validationFailed } from '../../core/errors.ts';
 import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
 import { ENRICH_CREDITS, enrichPhoto } from '../../enrich/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { MAX_BASE64_CHARS, MAX_URL_CHARS } from '../../analysis/contract.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS, uploadIdSchema } from '../../analysis/contract.ts';
+import { resolveUploadInputs } from '../../analysis/service.ts';
+import type { ImageInput } from '../../analysis/request.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 const formatSchema = z.enum(ENRICH_FORMATS, {
@@ -19,9 +22,10 @@ export const enrichBodySchema = z
   .strictObject({
     imageUrl: z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS).optional(),
     imageBase64: z.string().min(1).max(MAX_BASE64_CHARS, `must be at most ${MAX_BASE64_CHARS} characters`).optional(),
+    uploadId: uploadIdSchema.optional(),
     formats: z.array(formatSchema).min(1).max(4).describe('Metadata blocks to write: exif, iptc, xmp (c2pa is deferred)'),
   })
-  .meta({ id: 'EnrichRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', formats: ['exif', 'xmp'] }] });
+  .meta({ id: 'EnrichRequest', examples: [{ imageUrl: 'https://example.com/photo.jpg', formats: ['exif', 'xmp'] }, { uploadId: 'upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917', formats: ['xmp'] }] });
 
 export const enrichmentSchema = z
   .object({
@@ -58,6 +62,12 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
       },
       async (request) => {
         const startedAt = performance.now();
+        const principal = principalOf(request);
+        const { uploadId, ...body } = request.body;
+        // An upload id names the account's own upload (404 otherwise) before anything is read or billed.
+        const named: ImageInput[] = uploadId !== undefined ? [{ uploadId }] : [];
+        const used = await resolveUploadInputs(deps, principal.userId, named, () => 'body');
+        if (named[0]?.upload && (body.imageUrl !== undefined || body.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl, imageBase64 or uploadId');
         const result = await enrichPhoto(
           {
             config: deps.config,
@@ -66,10 +76,11 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
             limiter: deps.enrichLimiter!,
             fetchPolicy: deps.fetchPolicy,
           },
-          principalOf(request),
-          request.body,
+          principal,
+          { ...body, ...(named[0]?.upload ? { imageBytes: await deps.uploads!.bytes(named[0].upload) } : {}) },
           request.id,
         );
+        await deps.uploads?.touch(principal.userId!, used);
         return {
           object: 'enrichment' as const,
           imageBase64: result.image.toString('base64'),

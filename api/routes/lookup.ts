@@ -6,6 +6,8 @@ import { fingerprintInput } from '../../images/fingerprint-input.ts';
 import { parseImageUrl } from '../../images/ssrf.ts';
 import { lookupFingerprints, type LookupMatch, type LookupQuery } from '../../registry/lookup.ts';
 import type { AppDeps } from '../deps.ts';
+import type { ImageInput } from '../../analysis/request.ts';
+import { resolveUploadInputs } from '../../analysis/service.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { lookupBodySchema, lookupQuerySchema, lookupResponseSchema, type LookupResponse } from '../schemas/lookup.ts';
@@ -49,18 +51,18 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         schema: {
           operationId: 'lookupByImage',
           summary: 'Look photos up in the registry by image',
-          description: `Provide exactly one of \`images\` (URLs) or \`images_base64\`, 1 to 50 items. \`results\` is keyed by the SHA-256 of each image (duplicates share one key). ${MATCH_TIERS} An image that cannot be fetched or decoded fails the request with 422, as on analyze.`,
+          description: `Provide exactly one of \`images\` (URLs), \`images_base64\` or \`uploadIds\` (finished uploads, POST /v1/uploads), 1 to 50 items. \`results\` is keyed by the SHA-256 of each image (duplicates share one key). ${MATCH_TIERS} An image that cannot be fetched or decoded fails the request with 422, as on analyze.`,
           tags: ['lookup'],
           security: [{ bearer: [] }],
           body: lookupBodySchema,
-          response: { 200: lookupResponseSchema, ...errorResponses(400, 401, 413, 415, 422, 429) },
+          response: { 200: lookupResponseSchema, ...errorResponses(400, 401, 404, 413, 415, 422, 429) },
         },
       },
       async (request) => {
         const startedAt = performance.now();
         const principal = principalOf(request);
-        const { images, images_base64: base64s, threshold } = request.body;
-        const field = images ? 'images' : 'images_base64';
+        const { images, images_base64: base64s, uploadIds, threshold } = request.body;
+        const field = images ? 'images' : uploadIds ? 'uploadIds' : 'images_base64';
         // The anonymous key owns no photos and makes no server-side fetch: its URLs are all `none`.
         if (images && principal.anonymous) {
           // Vetted like any image URL (no network involved); only the fetch is skipped.
@@ -74,10 +76,13 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
           const keys = [...new Set(images)];
           return response(keys, new Map(keys.map((k) => [k, { matchType: 'none' as const }])), request.id, startedAt);
         }
-        const inputs: Array<{ url?: string; base64?: string }> = images ? images.map((url) => ({ url })) : base64s!.map((base64) => ({ base64 }));
+        const inputs: ImageInput[] = images ? images.map((url) => ({ url })) : uploadIds ? uploadIds.map((uploadId) => ({ uploadId })) : base64s!.map((base64) => ({ base64 }));
+        // An upload id names the account's own upload (404 otherwise) before any image is read.
+        const used = await resolveUploadInputs(deps, principal.userId, inputs, 'body.uploadIds');
         const fingerprints = await mapBounded(inputs, IMAGE_CONCURRENCY, async (input, i) => {
           try {
-            return await fingerprintInput(input, {
+            const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : { url: input.url, base64: input.base64 };
+            return await fingerprintInput(source, {
               maxBytes: deps.config.IMAGE_MAX_BYTES,
               maxPixels: deps.config.IMAGE_MAX_PIXELS,
               fetchPolicy: deps.fetchPolicy,
@@ -88,6 +93,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         });
         const queries: LookupQuery[] = fingerprints.map((f) => ({ key: f.sha256, sha256: f.sha256, pHash: f.pHash }));
         const results = await lookupFingerprints(deps.db, { userId: principal.userId, queries, threshold });
+        if (principal.userId) await deps.uploads?.touch(principal.userId, used);
         return response(queries.map((q) => q.key), results, request.id, startedAt);
       },
     );

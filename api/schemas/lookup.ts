@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { THRESHOLD } from '../../registry/lookup.ts';
-import { MAX_BASE64_CHARS, MAX_URL_CHARS, lensOutputRef } from '../../analysis/contract.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS, lensOutputRef, uploadIdSchema } from '../../analysis/contract.ts';
 import { LENS_NAMES } from '../../lenses/index.ts';
 
 /** Request and response of POST and GET /v2/lookup (SPEC "POST /v2/lookup", "GET /v2/lookup"). */
@@ -88,14 +88,22 @@ export const lookupBodySchema = z
       .max(MAX_LOOKUP_IMAGES)
       .optional()
       .describe('Base64 images (plain or data URI).'),
+    uploadIds: z
+      .array(uploadIdSchema)
+      .min(1)
+      .max(MAX_LOOKUP_IMAGES)
+      .optional()
+      .describe('Ids of finished uploads of this account (POST /v1/uploads).'),
     threshold,
   })
   .superRefine((body, ctx) => {
-    if ((body.images === undefined) === (body.images_base64 === undefined)) {
+    if (body.uploadIds !== undefined) {
+      if (body.images !== undefined || body.images_base64 !== undefined) ctx.addIssue({ code: 'custom', path: ['uploadIds'], message: 'provide exactly one of images, images_base64 or uploadIds' });
+    } else if ((body.images === undefined) === (body.images_base64 === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['images'], message: 'provide exactly one of images or images_base64' });
     }
   })
-  .meta({ id: 'LookupRequest', examples: [{ images: ['https://example.com/photo.jpg'], threshold: 5 }] });
+  .meta({ id: 'LookupRequest', examples: [{ images: ['https://example.com/photo.jpg'], threshold: 5 }, { uploadIds: ['upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917'] }] });
 
 export type LookupBody = z.infer<typeof lookupBodySchema>;
 

@@ -12,6 +12,8 @@ function publicOperations(doc: Doc): string[] {
     for (const [method, op] of Object.entries(item)) {
       const schemes = (op.security ?? []).flatMap((s) => Object.keys(s));
       if (schemes.length > 0 && !schemes.includes('bearer')) continue;
+      // The tus upload protocol is spoken by a tus client (tus-js-client), not wrapped by this one.
+      if ((op as Record<string, unknown>)['x-tus-protocol']) continue;
       out.push(`${method.toUpperCase()} ${path}`);
     }
   }

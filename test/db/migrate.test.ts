@@ -23,7 +23,7 @@ describe('migrations', () => {
       expect(tables.rows.map((r) => r.tablename)).toEqual([
         'analysis_requests', 'analysis_runs', 'api_keys', 'batch_items', 'batches', 'bespoke_schemas', 'card_fingerprints', 'console_identities', 'console_sessions', 'console_uploads', 'console_users', 'console_verifications',
         'credit_accounts', 'credit_ledger', 'credit_purchases', 'email_verification_tokens', 'lens_events', 'lens_records', 'pgmigrations', 'photos',
-        'recorded_payments', 'reservations', 'unbilled_vendor_calls', 'users', 'vehicle_reports', 'workspace_invitations', 'workspace_members',
+        'recorded_payments', 'reservations', 'unbilled_vendor_calls', 'uploads', 'users', 'vehicle_reports', 'workspace_invitations', 'workspace_members',
       ]);
       expect(runs.rows[0].n).toBeGreaterThanOrEqual(1);
     } finally {

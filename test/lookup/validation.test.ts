@@ -241,11 +241,11 @@ describe('OpenAPI', () => {
     expect(JSON.stringify(ops.post.requestBody)).toContain('LookupRequest');
     expect(JSON.stringify(ops.post.responses['200'])).toContain('Lookup');
     const schemas = doc.components.schemas;
-    expect(Object.keys(schemas.LookupRequest.properties).sort()).toEqual(['images', 'images_base64', 'threshold']);
+    expect(Object.keys(schemas.LookupRequest.properties).sort()).toEqual(['images', 'images_base64', 'threshold', 'uploadIds']);
     expect(schemas.LookupResult.properties.matchType.enum).toEqual(['exact', 'fuzzy', 'none']);
     expect(Object.keys(schemas.PhotoRecord.properties).sort()).toEqual(
       ['analyzeCallCount', 'dHash', 'firstAnalyzedAt', 'lastAnalyzedAt', 'lenses', 'pHash', 'sha256', 'totalCreditsSpent'],
     );
-    expect(Object.keys(ops.post.responses).sort()).toEqual(['200', '400', '401', '413', '415', '422', '429', 'default']);
+    expect(Object.keys(ops.post.responses).sort()).toEqual(['200', '400', '401', '404', '413', '415', '422', '429', 'default']);
   });
 });

@@ -23,6 +23,8 @@ describe('openapi/lenstack.json and openapi/internal.json', () => {
     // A generated client gets no `{}` for a success: every 2xx names its content.
     for (const [path, item] of Object.entries(docs.public.paths)) {
       for (const [method, op] of Object.entries(item)) {
+        // The tus upload protocol answers in headers (a tus client speaks it, not the generated one).
+        if ((op as Record<string, unknown>)['x-tus-protocol']) continue;
         const ok = Object.entries(op.responses ?? {}).filter(([status]) => status.startsWith('2'));
         expect(ok.length, `${method} ${path}`).toBeGreaterThan(0);
         for (const [, response] of ok) expect(Object.keys(response.content ?? {}).length, `${method} ${path}`).toBeGreaterThan(0);

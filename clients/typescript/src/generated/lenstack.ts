@@ -170,7 +170,7 @@ export type paths = {
         put?: never;
         /**
          * Look photos up in the registry by image
-         * @description Provide exactly one of `images` (URLs) or `images_base64`, 1 to 50 items. `results` is keyed by the SHA-256 of each image (duplicates share one key). Match tiers: `exact` = same SHA-256 (reported with `hammingDistance` 0); `fuzzy` = the photo with the smallest pHash Hamming distance within `threshold` (ties: most recently analyzed); `none` = no match. Only the caller's own photos are searched (the anonymous sandbox key has none). Free: no credits move and nothing is stored. An image that cannot be fetched or decoded fails the request with 422, as on analyze.
+         * @description Provide exactly one of `images` (URLs), `images_base64` or `uploadIds` (finished uploads, POST /v1/uploads), 1 to 50 items. `results` is keyed by the SHA-256 of each image (duplicates share one key). Match tiers: `exact` = same SHA-256 (reported with `hammingDistance` 0); `fuzzy` = the photo with the smallest pHash Hamming distance within `threshold` (ties: most recently analyzed); `none` = no match. Only the caller's own photos are searched (the anonymous sandbox key has none). Free: no credits move and nothing is stored. An image that cannot be fetched or decoded fails the request with 422, as on analyze.
          */
         post: operations["lookupByImage"];
         delete?: never;
@@ -353,6 +353,54 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/uploads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a resumable photo upload (tus 1.0)
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH, resume after a drop with HEAD then PATCH, from any API process. The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are free; they count against the account's upload quota (413 beyond it) and expire when unused for 24 h. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
+         */
+        post: operations["createUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/uploads/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an upload (tus termination)
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Frees its share of the upload quota at once.
+         */
+        delete: operations["deleteUpload"];
+        options?: never;
+        /**
+         * How many bytes of an upload arrived (tus HEAD)
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Answers `Upload-Offset` and `Upload-Length`; resume with PATCH from that offset. Another account's upload is 404; so is an expired one, saying it expired.
+         */
+        head: operations["getUploadOffset"];
+        /**
+         * Send bytes of an upload (tus PATCH)
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Body: `application/offset+octet-stream` from `Upload-Offset` (which must be the offset the server holds, else 409). The PATCH that completes the upload hashes it (SHA-256) and reads its header (format, pixels) once; a file that is not an accepted image is refused (422) and deleted.
+         */
+        patch: operations["appendUpload"];
+        trace?: never;
+    };
 };
 export type webhooks = Record<string, never>;
 export type components = {
@@ -430,6 +478,14 @@ export type components = {
          *         "location"
          *       ]
          *     }
+         * @example {
+         *       "images": [
+         *         {
+         *           "uploadId": "upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917"
+         *         }
+         *       ],
+         *       "preset": "quick-scan"
+         *     }
          */
         AnalyzeRequest: {
             /**
@@ -439,15 +495,7 @@ export type components = {
             imageUrl?: string;
             /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
             imageBase64?: string;
-            images?: {
-                /**
-                 * Format: uri
-                 * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
-                 */
-                url?: string;
-                /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
-                base64?: string;
-            }[];
+            images?: components["schemas"]["ImageItem"][];
             /**
              * @description A stack (curated lens set) from GET /v1/modules
              * @enum {string}
@@ -504,15 +552,7 @@ export type components = {
             imageUrl?: string;
             /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
             imageBase64?: string;
-            images?: {
-                /**
-                 * Format: uri
-                 * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
-                 */
-                url?: string;
-                /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
-                base64?: string;
-            }[];
+            images?: components["schemas"]["ImageItem"][];
             /**
              * @description A stack (curated lens set) from GET /v1/modules
              * @enum {string}
@@ -821,11 +861,13 @@ export type components = {
             }[] | null;
         };
         BatchRequest: {
-            /** @description The photos, each a URL or base64 bytes; up to 10,000. Or `vehicles` */
+            /** @description The photos, each a URL, base64 bytes or an `uploadId` (POST /v1/uploads); up to 10,000. Or `vehicles` */
             items?: {
                 /** Format: uri */
                 url?: string;
                 base64?: string;
+                /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+                uploadId?: string;
                 name?: string;
             }[];
             /** @description A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items` */
@@ -844,6 +886,8 @@ export type components = {
                     /** Format: uri */
                     url?: string;
                     base64?: string;
+                    /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+                    uploadId?: string;
                     name?: string;
                 }[];
             }[];
@@ -1308,11 +1352,19 @@ export type components = {
          *         "xmp"
          *       ]
          *     }
+         * @example {
+         *       "uploadId": "upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917",
+         *       "formats": [
+         *         "xmp"
+         *       ]
+         *     }
          */
         EnrichRequest: {
             /** Format: uri */
             imageUrl?: string;
             imageBase64?: string;
+            /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+            uploadId?: string;
             /** @description Metadata blocks to write: exif, iptc, xmp (c2pa is deferred) */
             formats: ("exif" | "iptc" | "xmp")[];
         };
@@ -1481,6 +1533,23 @@ export type components = {
             /** @description ISO 8601 */
             timestamp: string;
         };
+        /**
+         * @description One photo: `url`, `base64`, or `uploadId` (a finished resumable upload)
+         * @example {
+         *       "uploadId": "upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917"
+         *     }
+         */
+        ImageItem: {
+            /**
+             * Format: uri
+             * @description URL of an image: JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP
+             */
+            url?: string;
+            /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
+            base64?: string;
+            /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+            uploadId?: string;
+        };
         LensRecord: {
             eventId: string;
             output: {
@@ -1606,12 +1675,19 @@ export type components = {
          *       ],
          *       "threshold": 5
          *     }
+         * @example {
+         *       "uploadIds": [
+         *         "upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917"
+         *       ]
+         *     }
          */
         LookupRequest: {
             /** @description Image URLs (http or https). */
             images?: string[];
             /** @description Base64 images (plain or data URI). */
             images_base64?: string[];
+            /** @description Ids of finished uploads of this account (POST /v1/uploads). */
+            uploadIds?: string[];
             /**
              * @description Largest pHash Hamming distance that counts as a fuzzy match.
              * @default 5
@@ -3832,6 +3908,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Error: `PAYLOAD_TOO_LARGE` */
             413: {
                 headers: {
@@ -3945,6 +4031,16 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4752,6 +4848,353 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    createUpload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No body */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteUpload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The upload id (`upl_…`), the last segment of the Location answered at creation */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No body */
+            204: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getUploadOffset: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The upload id (`upl_…`), the last segment of the Location answered at creation */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No body */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    appendUpload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The upload id (`upl_…`), the last segment of the Location answered at creation */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No body */
+            204: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `REQUEST_ID_CONFLICT` or `BATCH_FINISHED` or `ITEM_NOT_RETRYABLE` */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `IMAGE_INVALID` or `IMAGE_TOO_LARGE` */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,0 +1,319 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { Transform, type Readable } from 'node:stream';
+import { FileStore } from '@tus/file-store';
+import type { Server } from '@tus/server';
+import { Upload, type DataStore } from '@tus/utils';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../core/config.ts';
+import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
+import type { Db } from '../db/pool.ts';
+import type { BlobStore } from '../images/blobstore.ts';
+import { probeImage, type ImageFormat } from '../images/probe.ts';
+import { callerOf, mountTus, tusServer, uploadDatastore } from './tus.ts';
+
+/** Where the API's uploads are created (tus 1.0); each lives at UPLOADS_ROUTE/{id}. */
+export const UPLOADS_ROUTE = '/v1/uploads';
+export const UPLOAD_ID = /^upl_[0-9a-f]{32}$/;
+/** Each upload counts at least this much against the quota: a flood of empty uploads is not free. */
+export const MIN_CHARGE = 64 * 1024;
+/** Uploads one account may hold at once, whatever their sizes (a batch holds 10,000 photos). */
+export const MAX_HELD = 20_000;
+/** An expired upload's row is kept this long (its bytes are gone), so its id answers "expired", not "no such upload". */
+const EXPIRED_ROW_KEPT_MS = 30 * 24 * 3600_000;
+
+/** A finished upload, as requests that name it read it. */
+export interface FinishedUpload {
+  id: string;
+  sha256: string;
+  format: ImageFormat;
+  width: number;
+  height: number;
+  size: number;
+}
+
+type UploadsConfig = Pick<
+  Config,
+  'BLOB_STORE' | 'BLOB_DIR' | 'S3_BUCKET' | 'S3_ENDPOINT' | 'S3_REGION' | 'S3_FORCE_PATH_STYLE' | 'S3_ACCESS_KEY_ID' | 'S3_SECRET_ACCESS_KEY' |
+  'IMAGE_MAX_BYTES' | 'IMAGE_MAX_PIXELS' | 'ACCOUNT_UPLOAD_QUOTA_BYTES' | 'UPLOAD_TTL_MS'
+>;
+
+export interface Uploads {
+  /** Serve the tus protocol at UPLOADS_ROUTE for Bearer keys (the API's auth plugin has run). */
+  register(app: FastifyInstance, accountOf: (request: FastifyRequest) => string, schemas?: Parameters<typeof mountTus>[2]['schemas']): void;
+  /**
+   * The account's finished uploads by id, in the order asked: 404 NOT_FOUND for an id this account
+   * does not hold (another account's included), 404 saying so for one that expired,
+   * 400 for one not finished. `at` names each id's place in the request for the message.
+   */
+  resolve(userId: string, refs: Array<{ id: string; at: string }>): Promise<FinishedUpload[]>;
+  /** The bytes of a finished upload (from the blob store, where they are kept once, by SHA-256). */
+  bytes(upload: FinishedUpload): Promise<Buffer>;
+  /** Uploads used by a request that succeeded: their expiry starts again. */
+  touch(userId: string, ids: string[]): Promise<void>;
+  /**
+   * An upload made in-process from a stream (a multipart part of POST /v1/analyze): counted against
+   * the quota like any other, streamed into the same datastore, finished the same way.
+   */
+  ingest(userId: string, stream: Readable, opts: { maxBytes: number }): Promise<FinishedUpload>;
+  /** Delete uploads (a multipart request's own, once answered); their blobs go to the collector. */
+  remove(userId: string, ids: string[]): Promise<void>;
+  /**
+   * Expire uploads unused for UPLOAD_TTL_MS (bytes removed, row kept so the id answers "expired"), and
+   * drop rows long expired. Returns how many uploads expired.
+   */
+  sweep(now?: Date): Promise<number>;
+}
+
+/** Our error code for each status tus answers with itself (its HTTP status is kept: tus clients read it). */
+const TUS_CODES: Record<number, string> = { 401: 'AUTH_FAILED', 403: 'FORBIDDEN', 404: 'NOT_FOUND', 410: 'NOT_FOUND', 413: 'PAYLOAD_TOO_LARGE', 415: 'UNSUPPORTED_MEDIA_TYPE', 503: 'SERVICE_UNAVAILABLE' };
+
+/** A refusal from inside a tus hook, in the API's error envelope. */
+const refusal = (req: Request, code: string, status: number, message: string) => ({
+  status_code: status,
+  body: JSON.stringify({ error: { code, message, retryable: false, requestId: callerOf<{ requestId?: string }>(req)?.requestId ?? '' } }),
+});
+
+/**
+ * Resumable photo uploads over the API (tus 1.0, uploads/tus.ts). An upload belongs to the account
+ * that made it and counts against its quota from creation, at its declared size. Finishing one
+ * (the last PATCH, in whichever process receives it) reads its bytes once: SHA-256, header probe
+ * (format, pixels), then the bytes go into the blob store under their hash — the same photo
+ * uploaded twice is stored once — and the datastore's copy is removed.
+ */
+export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsConfig; datastore?: DataStore }): Uploads {
+  const { db, blobs, config } = deps;
+  const store = deps.datastore ?? uploadDatastore(config, config.UPLOAD_TTL_MS);
+  if (store instanceof FileStore) mkdirSync((store as unknown as { directory: string }).directory, { recursive: true });
+
+  /** The quota check and the row are one statement per account at a time (advisory lock). */
+  async function reserve(userId: string, id: string, size: number): Promise<void> {
+    const c = await db.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`api-uploads:${userId}`]);
+      const used = await c.query<{ n: string; held: number }>(
+        'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n, count(*)::int AS held FROM uploads WHERE user_id = $1 AND expired_at IS NULL',
+        [userId, MIN_CHARGE],
+      );
+      const quota = config.ACCOUNT_UPLOAD_QUOTA_BYTES;
+      if (Number(used.rows[0]!.n) + Math.max(size, MIN_CHARGE) > quota || used.rows[0]!.held >= MAX_HELD) {
+        throw new AppError(
+          'PAYLOAD_TOO_LARGE',
+          `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
+        );
+      }
+      await c.query('INSERT INTO uploads (id, user_id, size) VALUES ($1, $2, $3)', [id, userId, size]);
+      await c.query('COMMIT');
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      c.release();
+    }
+  }
+
+  async function readAll(id: string, max: number): Promise<Buffer> {
+    const stream = await (store as unknown as { read(id: string): Readable | Promise<Readable> }).read(id);
+    const chunks: Buffer[] = [];
+    let n = 0;
+    for await (const chunk of stream) {
+      n += (chunk as Buffer).length;
+      if (n > max) {
+        stream.destroy();
+        throw new AppError('IMAGE_TOO_LARGE', `The upload is over the ${max}-byte image limit`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks);
+  }
+
+  /**
+   * Hash, probe and store a complete upload, once. A file that is not an image we accept is
+   * refused here (422), its row and bytes deleted: nothing can be done with it.
+   */
+  async function complete(id: string): Promise<FinishedUpload> {
+    let bytes: Buffer;
+    let probed: Awaited<ReturnType<typeof probeImage>>;
+    try {
+      bytes = await readAll(id, config.IMAGE_MAX_BYTES);
+      probed = await probeImage(bytes, { maxPixels: config.IMAGE_MAX_PIXELS, decode: false });
+    } catch (err) {
+      if (err instanceof AppError && err.status < 500) {
+        await db.query('DELETE FROM uploads WHERE id = $1', [id]);
+        await store.remove(id).catch(() => undefined);
+      }
+      throw err;
+    }
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    // The row names the hash before the blob is written: the collector never sees the blob unnamed.
+    const row = await db.query<{ size: string }>(
+      'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1 RETURNING size::text',
+      [id, sha256, probed.format, probed.width, probed.height],
+    );
+    await blobs.put(sha256, bytes);
+    await store.remove(id).catch(() => undefined);
+    return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.rows[0]?.size ?? bytes.length) };
+  }
+
+  type Row = { id: string; user_id: string; size: string; sha256: string | null; format: ImageFormat | null; width: number | null; height: number | null; expired_at: Date | null };
+  const rowsOf = async (ids: string[]) =>
+    new Map((await db.query<Row>('SELECT id, user_id, size::text, sha256, format, width, height, expired_at FROM uploads WHERE id = ANY($1)', [ids])).rows.map((r) => [r.id, r]));
+  const finishedOf = (r: Row): FinishedUpload => ({ id: r.id, sha256: r.sha256!, format: r.format!, width: r.width!, height: r.height!, size: Number(r.size) });
+
+  const tus: Server = tusServer({
+    path: UPLOADS_ROUTE,
+    datastore: store,
+    maxSize: config.IMAGE_MAX_BYTES,
+    namingFunction: () => `upl_${randomBytes(16).toString('hex')}`,
+    async onUploadCreate(req, upload) {
+      const caller = callerOf<{ userId: string; created?: string }>(req);
+      if (!caller) throw refusal(req, 'AUTH_FAILED', 401, 'Missing or invalid API key');
+      if (upload.size === undefined) throw refusal(req, 'VALIDATION_FAILED', 400, 'Upload-Length is required: say the file size up front');
+      try {
+        await reserve(caller.userId, upload.id, upload.size);
+      } catch (err) {
+        if (err instanceof AppError) throw refusal(req, err.code, err.status, err.message);
+        throw err;
+      }
+      caller.created = upload.id;
+      return {};
+    },
+    async onUploadFinish(req, upload) {
+      try {
+        await complete(upload.id);
+      } catch (err) {
+        if (err instanceof AppError) throw refusal(req, err.code, err.status, `The upload was refused and deleted: ${err.message}`);
+        throw err;
+      }
+      return {};
+    },
+    // A creation that failed after its row was written gives its quota back at once.
+    async onResponseError(req) {
+      const created = req.method === 'POST' ? callerOf<{ created?: string }>(req)?.created : undefined;
+      if (created) await db.query('DELETE FROM uploads WHERE id = $1 AND sha256 IS NULL', [created]);
+      return undefined;
+    },
+  });
+
+  return {
+    register(app, accountOf, schemas) {
+      mountTus(app, tus, {
+        ...(schemas ? { schemas } : {}),
+        // tus's own refusals (no Tus-Resumable, a malformed header, an offset mismatch …) in the envelope.
+        // Each answers with its code's status, except the tus statuses a tus client acts on (409
+        // offset mismatch, 460 checksum mismatch), which keep theirs.
+        errorBody: (status, message, requestId) => {
+          const code = TUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_FAILED');
+          const kept = status === 409 || status === 460;
+          return {
+            status: kept ? status : ERROR_STATUS[code as keyof typeof ERROR_STATUS],
+            body: JSON.stringify({ error: { code, message: `${message} (tus 1.0: ${UPLOADS_ROUTE})`, retryable: status === 503, requestId } }),
+          };
+        },
+        path: UPLOADS_ROUTE,
+        routeConfig: { auth: 'key' },
+        async authorize(request: FastifyRequest, reply: FastifyReply, id: string | null) {
+          const userId = accountOf(request);
+          if (id === null) return { userId, requestId: request.id };
+          if (!UPLOAD_ID.test(id)) throw new AppError('NOT_FOUND', 'No such upload');
+          const row = (await rowsOf([id])).get(id);
+          if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
+          if (row.expired_at) throw new AppError('NOT_FOUND', `Upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h): upload the photo again`);
+          // Termination, finished or not: the row goes first (its quota is free when the answer
+          // arrives), then the datastore's bytes; a finished upload's blob is the collector's.
+          if (request.method === 'DELETE') {
+            await db.query('DELETE FROM uploads WHERE id = $1', [id]);
+            if (row.sha256 === null) await store.remove(id).catch(() => undefined);
+            reply.header('tus-resumable', '1.0.0').code(204).send();
+            return null;
+          }
+          if (row.sha256 !== null) {
+            // Finished: its bytes are in the blob store now, so this door answers for it.
+            reply.header('tus-resumable', '1.0.0').header('cache-control', 'no-store');
+            if (request.method === 'HEAD') {
+              reply.header('upload-offset', row.size).header('upload-length', row.size).code(200).send();
+            } else {
+              throw new AppError('VALIDATION_FAILED', `Upload ${id} is finished: nothing more can be appended`);
+            }
+            return null;
+          }
+          return { userId, requestId: request.id };
+        },
+      });
+    },
+
+    async resolve(userId, refs) {
+      const rows = await rowsOf([...new Set(refs.map((r) => r.id))]);
+      const out: FinishedUpload[] = [];
+      for (const { id, at } of refs) {
+        let row = rows.get(id);
+        if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `${at}: no upload ${JSON.stringify(id.slice(0, 100))} for this account (POST ${UPLOADS_ROUTE} makes one)`);
+        if (row.expired_at) throw new AppError('NOT_FOUND', `${at}: upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h); upload the photo again`);
+        if (row.sha256 === null) {
+          // Every byte arrived but the process finishing it stopped before it was recorded: finish it now.
+          const held = await store.getUpload(id).catch(() => null);
+          if (!held || held.size === undefined || held.offset !== held.size) {
+            throw validationFailed(`${at}: upload ${id} has not finished (${held?.offset ?? 0} of ${row.size} bytes); resume it with HEAD and PATCH ${UPLOADS_ROUTE}/${id}`);
+          }
+          const done = await complete(id);
+          row = { ...row, sha256: done.sha256, format: done.format, width: done.width, height: done.height };
+          rows.set(id, row);
+        }
+        out.push(finishedOf(row));
+      }
+      return out;
+    },
+
+    bytes(upload) {
+      return blobs.get(upload.sha256);
+    },
+
+    async touch(userId, ids) {
+      if (ids.length) await db.query('UPDATE uploads SET last_used_at = now() WHERE user_id = $1 AND id = ANY($2) AND expired_at IS NULL', [userId, ids]);
+    },
+
+    async ingest(userId, stream, opts) {
+      const id = `upl_${randomBytes(16).toString('hex')}`;
+      // The size is not known before the part is read: the quota counts the image limit meanwhile.
+      await reserve(userId, id, opts.maxBytes);
+      try {
+        await store.create(new Upload({ id, offset: 0, size: opts.maxBytes, metadata: {} }));
+        // Counted on the way: a part over the image limit stops the write there.
+        let n = 0;
+        const counted = new Transform({
+          transform(chunk: Buffer, _enc, done) {
+            n += chunk.length;
+            if (n > opts.maxBytes) done(new AppError('IMAGE_TOO_LARGE', `A photo part is over the ${opts.maxBytes}-byte image limit`));
+            else done(null, chunk);
+          },
+        });
+        stream.on('error', (err) => counted.destroy(err));
+        const written = await store.write(stream.pipe(counted), id, 0);
+        if (n > opts.maxBytes) throw new AppError('IMAGE_TOO_LARGE', `A photo part is over the ${opts.maxBytes}-byte image limit`);
+        await db.query('UPDATE uploads SET size = $2 WHERE id = $1', [id, written]);
+        return await complete(id);
+      } catch (err) {
+        await db.query('DELETE FROM uploads WHERE id = $1', [id]);
+        await store.remove(id).catch(() => undefined);
+        throw err;
+      }
+    },
+
+    async remove(userId, ids) {
+      if (ids.length) await db.query('DELETE FROM uploads WHERE user_id = $1 AND id = ANY($2)', [userId, ids]);
+    },
+
+    async sweep(now = new Date()) {
+      const expired = await db.query<{ id: string; sha256: string | null }>(
+        `UPDATE uploads SET expired_at = $1 WHERE expired_at IS NULL AND last_used_at < $1::timestamptz - make_interval(secs => $2) RETURNING id, sha256`,
+        [now, config.UPLOAD_TTL_MS / 1000],
+      );
+      // Unfinished ones still have bytes in the datastore; finished ones' blobs go to the blob collector.
+      for (const r of expired.rows) if (r.sha256 === null) await store.remove(r.id).catch(() => undefined);
+      await db.query(`DELETE FROM uploads WHERE expired_at < $1::timestamptz - make_interval(secs => $2)`, [now, EXPIRED_ROW_KEPT_MS / 1000]);
+      await store.deleteExpired().catch(() => 0);
+      return expired.rows.length;
+    },
+  };
+}
