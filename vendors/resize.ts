@@ -5,8 +5,9 @@ import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-
  * What each vendor bills for an image, and the uploads made to it (the pixel work is in
  * images/vendor-pixels.ts, the one owner of sharp). Each vendor bills an image by its pixel size after
  * the vendor's own downscaling, so we downscale to exactly that size first: the tokens are the
- * same, the upload is smaller, and the token count is known before the call. The sim imports
- * `imageTokens` from here, so the simulated usage and our estimate can never drift apart.
+ * same, the upload is smaller, and the token count is known before the call. The vendor
+ * simulator bills from its own reading of the published rules (tools/sim/billing.ts), so a test
+ * comparing this estimate with the sim's usage fields checks it against an independent figure.
  *
  * The original is decoded once per analysis, into a work copy (`makeWorkCopy`): upright, on white,
  * at the largest size any vendor bills for it (within 2048×2048), kept as raw pixels. Every vendor

@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KEY_CACHE_TTL_MS } from '../../auth/cache.ts';
 import { issueKey, listKeys, revokeKey } from '../../auth/repository.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
@@ -11,6 +12,8 @@ import { apiUrl, serviceEnv, spawnService, stopGracefully } from '../helpers/pro
  * production (DESIGN "Where it goes next"): each keeps its own in-memory key cache.
  */
 const PROCESSES = 4;
+/** How long the processes get to hear the eviction: a correctness window, not a latency bound. */
+const EVICTED_WITHIN_MS = 30_000;
 const config = testConfig({ INTERNAL_SECRET });
 let db: Db;
 const apis: Array<{ url: string; child: ChildProcess }> = [];
@@ -41,7 +44,7 @@ afterAll(async () => {
 });
 
 describe('key revocation across API processes', () => {
-  it('a key revoked through one process is refused by every one of 4 processes within 1 s', async () => {
+  it('a key revoked through one process is refused by every one of 4 processes, by the broadcast', async () => {
     const user = await createTestUser(db);
     const control = await issueKey(db, user.userId, 'live', 'control');
     const liveId = (await listKeys(db, user.userId)).find((k) => k.kind === 'live' && k.name === null)!.id;
@@ -62,7 +65,10 @@ describe('key revocation across API processes', () => {
     });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { apiProcessesNotified: number }).apiProcessesNotified).toBe(PROCESSES);
-    await Promise.all(apis.map(({ url }) => expect.poll(() => statusOf(url, user.liveKey), { timeout: 1_000, interval: 20 }).toBe(401)));
+    // Waited for well below the 5 min cache TTL (and the control above shows the database alone
+    // changes nothing), so the 401s are the broadcast's; how fast they come: bench/timings.ts.
+    expect(EVICTED_WITHIN_MS * 10).toBeLessThanOrEqual(KEY_CACHE_TTL_MS);
+    await Promise.all(apis.map(({ url }) => expect.poll(() => statusOf(url, user.liveKey), { timeout: EVICTED_WITHIN_MS, interval: 20 }).toBe(401)));
 
     // The user's other key is untouched everywhere.
     for (const { url } of apis) expect(await statusOf(url, user.testKey)).toBe(200);

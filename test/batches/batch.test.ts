@@ -1,6 +1,7 @@
 import { parse } from 'csv-parse/sync';
 import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BATCH_CONCURRENCY } from '../../batches/submit.ts';
 import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
@@ -12,8 +13,9 @@ import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
  */
 let p: Pipeline;
 beforeAll(async () => {
+  // startPipeline starts the one worker (and stops it in close()); a second one started here was
+  // never stopped.
   p = await startPipeline();
-  await p.startWorker();
 }, 120_000);
 afterAll(async () => p?.close());
 
@@ -128,15 +130,23 @@ describe('a batch over the API', () => {
 
   it('pause holds the pending photos and cancel ends the batch without running them', async () => {
     const user = await createTestUser(p.db, { community: 100 });
-    // Slow vendors, so the batch is still running when the signals arrive.
-    for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { latencyMs: 400 });
+    // The vendors hold every call until released: the batch cannot finish a photo before the
+    // pause has landed, whatever the machine's speed.
+    p.sim.hold();
     try {
       const res = await submit(user.liveKey, { items: PHOTOS.map((f) => ({ base64: photoBase64(f) })), modules: ['dating'] });
       const id = res.json().id;
+      // Provably mid-batch: a photo's vendor call is waiting at the vendor, nothing is done yet.
+      await expect.poll(() => p.sim.held(), { timeout: 60_000, interval: 20 }).toBeGreaterThan(0);
+      expect(await status(user.liveKey, id)).toMatchObject({ status: 'running', counts: { total: PHOTOS.length, done: 0, pending: PHOTOS.length } });
       expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/pause`, headers: bearer(user.liveKey) })).statusCode).toBe(202);
+      // The photos already running finish once the vendors answer; no other one starts.
+      p.sim.release();
       await until(user.liveKey, id, (b) => b.status === 'paused' && b.pauseReason === 'requested');
       const paused = await status(user.liveKey, id);
-      expect(paused.counts.pending).toBeGreaterThan(0);
+      expect(paused.counts.done).toBeGreaterThan(0);
+      expect(paused.counts.done).toBeLessThanOrEqual(BATCH_CONCURRENCY);
+      expect(paused.counts.pending).toBe(PHOTOS.length - paused.counts.done);
       expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/cancel`, headers: bearer(user.liveKey) })).statusCode).toBe(202);
       await until(user.liveKey, id, (b) => b.status === 'cancelled');
       const cancelled = await status(user.liveKey, id);

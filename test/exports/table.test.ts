@@ -116,6 +116,12 @@ describe('json export', () => {
 });
 
 describe('a reader that goes away', () => {
+  /**
+   * Back-pressure shown, not assumed: the output's buffer is past its high-water mark (a write
+   * returned false) and the writer has a 'drain' listener on it, i.e. it is waiting on the reader.
+   */
+  const writerWaiting = (out: PassThrough) =>
+    expect.poll(() => ({ needDrain: out.writableNeedDrain, waitingOnDrain: out.listenerCount('drain') > 0 }), { timeout: 10_000, interval: 5 }).toEqual({ needDrain: true, waitingOnDrain: true });
   // Many rows, produced slowly enough that the output fills and the writer waits on it.
   async function* many(): AsyncIterable<ExportRow> {
     for (let i = 0; i < 5_000; i++) yield { ...ROWS[0]!, index: i };
@@ -128,14 +134,14 @@ describe('a reader that goes away', () => {
     // Nobody reads: the output fills up; then the client disconnects (destroyed, no error).
     const closed = new PassThrough({ highWaterMark: 1024 });
     const pending = run(closed);
-    await new Promise((r) => setTimeout(r, 50));
+    await writerWaiting(closed);
     closed.destroy();
     await expect(pending).rejects.toThrow(/closed before it finished/);
 
     // An output that fails outright.
     const failing = new PassThrough({ highWaterMark: 1024 });
     const second = run(failing);
-    await new Promise((r) => setTimeout(r, 50));
+    await writerWaiting(failing);
     failing.destroy(new Error('socket hang up'));
     await expect(second).rejects.toThrow(/socket hang up|closed before it finished/);
   });

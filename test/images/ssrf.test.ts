@@ -249,12 +249,12 @@ describe('fetchImage', () => {
   });
 
   it('times out a server that never answers', async () => {
-    const started = Date.now();
+    // "within 300 ms" is said only when the fetch's own deadline fired (images/fetch.ts), so this is
+    // the deadline ending it, not a socket or test timeout. How soon: bench/timings.ts.
     await expect(fetchImage(`${pub.origin}/silent`, opts({ timeoutMs: 300 }))).rejects.toMatchObject({
       code: 'IMAGE_INVALID',
       message: expect.stringMatching(/within 300 ms/),
     });
-    expect(Date.now() - started).toBeLessThan(3_000);
   });
 
   it('times out a server that drips bytes forever (overall deadline, not idle timeout)', async () => {

@@ -67,7 +67,10 @@ describe('structured logs', () => {
       expect(mine.filter((l) => l.workflowId === workflowId).map((l) => l.msg)).toEqual(['workflow started', 'workflow completed']);
       expect(mine.every((l) => l.service === 'api' && typeof l.time === 'string')).toBe(true);
       // Every request line names its request.
-      expect(api.filter((l) => l.req || l.res).every((l) => typeof l.requestId === 'string')).toBe(true);
+      const requestLines = api.filter((l) => l.req || l.res);
+      // Non-empty first: with the fields renamed, every() over nothing would pass silently.
+      expect(requestLines.filter((l) => l.requestId === requestId).map((l) => l.msg)).toEqual(['incoming request', 'request completed']);
+      expect(requestLines.every((l) => typeof l.requestId === 'string')).toBe(true);
 
       // The worker process: the vendor call and the credit steps, each with workflowId and activityType.
       await expect.poll(() => worker.logLines().filter((l) => l.workflowId === workflowId).map((l) => l.msg), { timeout: 10_000 }).toEqual(

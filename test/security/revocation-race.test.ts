@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyCache } from '../../auth/cache.ts';
+import { KEY_CACHE_TTL_MS, KeyCache } from '../../auth/cache.ts';
 import { issueKey } from '../../auth/repository.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { bearer, buildTestApp, createTestUser, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
@@ -14,6 +14,12 @@ import { hostileScale } from '../hostile/sizes.ts';
 /** Race rounds: 25 in `npm test`, 500 with test/security/full.config.ts. */
 const ROUNDS = hostileScale() === 'full' ? 500 : 25;
 const REFUSED_WITHIN_MS = 1_000;
+/**
+ * How long the race rounds wait for the eviction: far below the key cache's 5 min TTL, so a
+ * refusal inside it comes from the eviction (or the fill check), never from the entry expiring; and
+ * far above what a loaded machine needs, so it is not a latency bound. How fast: bench/timings.ts.
+ */
+const EVICTED_WITHIN_MS = 30_000;
 
 let a: TestApp;
 let b: TestApp;
@@ -171,9 +177,9 @@ describe('a revoked key cannot be cached as valid by a racing first use', () => 
     expect(await usage(gatedApp, key.key)).toBe(401);
   });
 
-  it(`${ROUNDS} rounds of first use racing the revocation on two processes (one with a slow database): refused by both within ${REFUSED_WITHIN_MS} ms every time`, async () => {
+  it(`${ROUNDS} rounds of first use racing the revocation on two processes (one with a slow database): refused by both every time, well before the cache would expire`, async () => {
+    expect(EVICTED_WITHIN_MS * 10).toBeLessThanOrEqual(KEY_CACHE_TTL_MS);
     const user = await createTestUser(a.db);
-    let slowest = 0;
     for (let round = 0; round < ROUNDS; round++) {
       const key = await issueKey(a.db, user.userId, 'live');
       const racing = [a, b, a, b].map((t) => usage(t, key.key));
@@ -181,15 +187,12 @@ describe('a revoked key cannot be cached as valid by a racing first use', () => 
       await new Promise((resolve) => setImmediate(resolve));
       const res = await revoke(user.userId, key.keyId);
       expect(res.statusCode, res.body).toBe(200);
-      const revokedAt = performance.now();
       const statuses = await Promise.all(racing);
       expect(statuses.every((s) => s === 200 || s === 401)).toBe(true);
-      for (const t of [a, b]) await expect.poll(() => usage(t, key.key), { timeout: REFUSED_WITHIN_MS, interval: 10 }).toBe(401);
-      slowest = Math.max(slowest, performance.now() - revokedAt);
+      for (const t of [a, b]) await expect.poll(() => usage(t, key.key), { timeout: EVICTED_WITHIN_MS, interval: 10 }).toBe(401);
       // And it stays refused: nothing cached it as valid behind the eviction.
       for (const t of [a, b]) expect(await usage(t, key.key)).toBe(401);
     }
-    process.stderr.write(`revocation race: ${ROUNDS} rounds, slowest refusal on both processes ${slowest.toFixed(0)} ms after the revoke answered\n`);
   });
 });
 

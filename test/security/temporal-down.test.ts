@@ -4,7 +4,8 @@ import sharp from 'sharp';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { FsBlobStore } from '../../images/blobstore.ts';
+import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
+import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -15,7 +16,37 @@ import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
  * with Retry-After; nothing reserved, nothing in the registry, no image left in the blob store;
  * the same request with the same x-request-id goes through once Temporal is back.
  */
+/**
+ * The product's own blob store, observed: every call goes to the real FsBlobStore under the
+ * run's BLOB_DIR; what the product stored and deleted is written down so the test can tell its
+ * own clean-up from the product's.
+ */
+class ObservedBlobStore implements BlobStore {
+  readonly created: string[] = [];
+  readonly deleted: string[] = [];
+  constructor(private readonly inner: BlobStore) {}
+  async put(sha256: string, bytes: Buffer): Promise<boolean> {
+    const created = await this.inner.put(sha256, bytes);
+    if (created) this.created.push(sha256);
+    return created;
+  }
+  get(sha256: string): Promise<Buffer> {
+    return this.inner.get(sha256);
+  }
+  has(sha256: string): Promise<boolean> {
+    return this.inner.has(sha256);
+  }
+  async delete(sha256: string): Promise<void> {
+    this.deleted.push(sha256);
+    await this.inner.delete(sha256);
+  }
+  list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }> {
+    return this.inner.list();
+  }
+}
+
 let p: Pipeline;
+let observed: ObservedBlobStore;
 let dead: Server;
 let deadConnection: Connection;
 
@@ -25,7 +56,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => dead.listen(0, '127.0.0.1', resolve));
   const port = (dead.address() as { port: number }).port;
   deadConnection = Connection.lazy({ address: `127.0.0.1:${port}` });
-  p = await startPipeline({ deps: { temporal: new Client({ connection: deadConnection }) } });
+  const config = testConfig();
+  observed = new ObservedBlobStore(new FsBlobStore(config.BLOB_DIR));
+  p = await startPipeline({ deps: { temporal: new Client({ connection: deadConnection }), blobs: observed } });
+  expect(p.config.BLOB_DIR).toBe(config.BLOB_DIR);
 }, 120_000);
 afterAll(async () => {
   await p?.close();
@@ -60,7 +94,8 @@ describe('Temporal unreachable at request time', () => {
     const image = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: seed, g: 255 - seed, b: 77 } } }).jpeg().toBuffer();
     const sha256 = createHash('sha256').update(image).digest('hex');
     const blobs = new FsBlobStore(p.config.BLOB_DIR);
-    await blobs.delete(sha256);
+    await blobs.delete(sha256); // the test's own clean-up, before: not what the product did
+    expect(await blobs.has(sha256)).toBe(false);
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/analyze',
@@ -69,6 +104,9 @@ describe('Temporal unreachable at request time', () => {
     });
     expect(res.statusCode, res.body).toBe(503);
     expect(res.headers['retry-after']).toBe('5');
+    // Intake did store it (this request created the file), and the product deleted it again.
+    expect(observed.created).toContain(sha256);
+    expect(observed.deleted).toContain(sha256);
     expect(await blobs.has(sha256)).toBe(false);
   }, 60_000);
 });

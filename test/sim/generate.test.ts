@@ -131,7 +131,11 @@ describe('violate: the schema-invalid failure', () => {
     const valid = generate(schema, { seedKey: 'v' });
     const bad = violate(schema, valid, (v) => conforms(schema, v).ok);
     expect(conforms(schema, bad).ok).toBe(false);
-    expect(() => JSON.parse(JSON.stringify(bad))).not.toThrow();
+    // The sim sends it as a JSON body: it must survive the trip unchanged (no undefined member,
+    // NaN or other value JSON drops or rewrites) and still be rejected as it arrives.
+    const onTheWire = JSON.parse(JSON.stringify(bad)) as unknown;
+    expect(onTheWire).toStrictEqual(bad);
+    expect(conforms(schema, onTheWire).ok).toBe(false);
   });
 });
 

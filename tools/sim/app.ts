@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { VendorName } from '../../core/config.ts';
 import { SIMULATED_HEADER } from '../../vendors/answer.ts';
 import { checkAgainstSchema } from '../../vendors/output-schema.ts';
-import { billedSize, imageTokens, orientedSize } from '../../vendors/resize.ts';
+import sharp from 'sharp';
+import { vendorImageTokens } from './billing.ts';
 import {
   behaviourPatchSchema,
   configPatchSchema,
@@ -57,7 +58,8 @@ export interface ImageSeen {
   width: number;
   height: number;
   bytes: number;
-  /** Tokens billed for this image (after the vendor's own downscaling, if it were larger). */
+  /** Tokens billed for this image (after the vendor's own downscaling, if it were larger), by the
+   *  vendors' published rules as the sim implements them (tools/sim/billing.ts), not the product's. */
   tokens: number;
 }
 
@@ -103,6 +105,15 @@ export interface SimVendor {
    */
   concurrency(): { inFlight: number; peak: number };
   resetPeak(): void;
+  /**
+   * Hold every call that arrives from now on before it is answered, until `release()` (or
+   * `reset()`): a test can then show work is provably mid-call, without betting on a latency.
+   */
+  hold(): void;
+  /** Calls waiting on `hold()` right now. */
+  held(): number;
+  /** Answer every held call and stop holding. */
+  release(): void;
   /** Zero the counters and restore the starting behaviour. */
   reset(): void;
   close(): Promise<void>;
@@ -155,6 +166,13 @@ async function readBody(req: http.IncomingMessage, limit: number): Promise<strin
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/** An image's size as a viewer shows it (EXIF orientations 5–8 swap the sides), as a vendor reads it. */
+async function displayedSize(bytes: Buffer): Promise<{ width: number; height: number }> {
+  const m = await sharp(bytes, { failOn: 'error' }).metadata();
+  if (!m.width || !m.height) throw new Error('not a decodable image');
+  return (m.orientation ?? 1) >= 5 ? { width: m.height, height: m.width } : { width: m.width, height: m.height };
 }
 
 /** Resolves after `ms`, or early (false) when the client goes away. */
@@ -232,6 +250,15 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       stats.aborted++;
       return;
     }
+    if (gate) {
+      heldNow++;
+      const open = await Promise.race([gate.opened.then(() => true), waitOrClose(res, null)]);
+      heldNow--;
+      if (!open) {
+        stats.aborted++;
+        return;
+      }
+    }
     if (failure === 'http500' || failure === 'http429' || failure === 'http400') {
       stats.failed[failure]++;
       const status = Number(failure.slice(4)) as ErrorStatus;
@@ -244,14 +271,13 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     for (const [i, bytes] of call.images.entries()) {
       let size: { width: number; height: number };
       try {
-        size = await orientedSize(bytes);
+        size = await displayedSize(bytes);
       } catch {
         stats.refused++;
         send(res, protocol.error(400, `Could not process image ${i}: the data is not a decodable image.`));
         return;
       }
-      const billed = billedSize(vendor, size.width, size.height);
-      images.push({ ...size, bytes: bytes.length, tokens: imageTokens(vendor, billed.width, billed.height) });
+      images.push({ ...size, bytes: bytes.length, tokens: vendorImageTokens(vendor, size) });
     }
     const imageTotal = images.reduce((n, im) => n + im.tokens, 0);
     const textTokens = estimateTextTokens(call.promptText);
@@ -362,8 +388,15 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
 
   let inFlight = 0;
   let peak = 0;
+  let gate: { opened: Promise<void>; open: () => void } | null = null;
+  let heldNow = 0;
+  function release(): void {
+    gate?.open();
+    gate = null;
+  }
 
   function reset(): void {
+    release();
     peak = inFlight;
     for (const v of VENDORS) {
       behaviours[v] = { ...initial[v] };
@@ -399,6 +432,14 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     resetPeak: () => {
       peak = inFlight;
     },
+    hold: () => {
+      if (gate) return;
+      let open = () => {};
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      gate = { opened, open };
+    },
+    held: () => heldNow,
+    release,
     reset,
     close: () =>
       new Promise<void>((resolve, reject) => {
