@@ -116,7 +116,14 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
 
   const trusted = parseTrustedProxies(deps.config.TRUSTED_PROXIES);
   const clientIp = (request: FastifyRequest) => ipBucket(clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], trusted));
-  const throttle = deps.limiter ? signInThrottle(deps.limiter, deps.config.REDIS_PREFIX, app.log) : null;
+  const throttle = deps.limiter
+    ? signInThrottle({
+        limiter: deps.limiter,
+        prefix: deps.config.REDIS_PREFIX,
+        log: app.log,
+        sendSignInLink: async (email) => void (await deps.auth.api.signInMagicLink({ body: { email, callbackURL: '/' }, headers: new Headers() })),
+      })
+    : null;
 
   // better-auth answers its own routes with a Fetch Response.
   app.route({
@@ -125,13 +132,15 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     async handler(request, reply) {
       const url = new URL(request.url, origin);
       const ip = clientIp(request);
-      if (request.method === 'POST') await throttle?.check({ path: url.pathname, ip, email: (request.body as { email?: unknown } | undefined)?.email });
+      const email = (request.body as { email?: unknown } | undefined)?.email;
+      if (request.method === 'POST') await throttle?.before({ path: url.pathname, ip, email });
       const headers = fromNodeHeaders(request.headers);
       // better-auth reads the client's address (sessions, its own checks) from this header only.
       headers.set(CLIENT_IP_HEADER, ip);
       const init: RequestInit = { method: request.method, headers };
       if (request.method === 'POST' && request.body !== undefined) init.body = JSON.stringify(request.body);
       const response = await deps.auth.handler(new Request(url, init));
+      if (request.method === 'POST') await throttle?.after({ path: url.pathname, ip, email, status: response.status });
       reply.status(response.status);
       response.headers.forEach((value, key) => {
         if (key !== 'set-cookie') reply.header(key, value);
