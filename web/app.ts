@@ -25,6 +25,7 @@ import { registerErrorHandling, sendError } from '../api/plugins/errors.ts';
 import { newRequestId } from '../api/request-id.ts';
 import { CLIENT_IP_HEADER, type ConsoleAuth } from './auth.ts';
 import { signInThrottle } from './throttle.ts';
+import { registerAccountSecurity } from './account-security.ts';
 import { configuredProviders } from './identity-providers.ts';
 import type { RateLimiter } from '../ratelimit/limiter.ts';
 import { clientAddress, ipBucket, parseTrustedProxies } from '../ratelimit/client-ip.ts';
@@ -157,6 +158,9 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     if (!session) throw new AppError('AUTH_FAILED', 'Sign in to use the console');
     return { id: session.user.id, email: session.user.email, name: session.user.name, emailVerified: session.user.emailVerified };
   };
+
+  // The person's sign-in methods and sessions, each removable (web/account-security.ts).
+  registerAccountSecurity(app, { db: deps.db, auth: deps.auth });
 
   // Which sign-in buttons to show: a provider without credentials is hidden, not broken.
   const providers = configuredProviders(deps.config).map((id) => ({ id, name: id === 'github' ? 'GitHub' : 'Google' }));

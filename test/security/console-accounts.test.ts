@@ -315,9 +315,9 @@ describe('the person’s path in a real browser (item 3)', () => {
     await page.getByLabel('Password').fill('a brand new passphrase 77');
     await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.waitForURL(`${stack.url}/`);
-    await expect.poll(() => page.getByTestId('available').textContent()).toBe('1,000');
+    await expect.poll(() => page.getByTestId('available').textContent(), { timeout: 10_000 }).toBe('1,000');
     await context.close();
-  });
+  }, 120_000);
 
   it('the account page lists methods and sessions, signs another session out and removes the password; no serious accessibility violations', async () => {
     const email = `careful${unique()}@example.test`;
@@ -365,5 +365,5 @@ describe('the person’s path in a real browser (item 3)', () => {
     expect((await session(otherCookie)).status).toBe(401);
     await elsewhere.close();
     await context.close();
-  });
+  }, 120_000);
 });
