@@ -86,22 +86,26 @@ export function Account({ onSignedOut }: { onSignedOut: () => void }) {
             <tbody>
               {security.methods.map((m) => (
                 <tr key={m.id}>
-                  <td>{m.kind === 'email-link' ? `${m.label} (${security.email})` : m.label}</td>
+                  <td className="wrap">
+                    {m.label}
+                    {m.kind === 'email-link' && <span className="hint block">{security.email}</span>}
+                  </td>
                   <td>{m.since ? when(m.since) : 'Always, for your address'}</td>
                   <td>
                     {m.removable && (
                       <button
                         type="button"
                         className="danger"
+                        aria-label={`Remove ${m.label.toLowerCase()}`}
                         onClick={() =>
                           void act(async () => {
                             const r = await call<{ sessionsEnded: number }>('DELETE', `/api/v1/account/methods/${encodeURIComponent(m.id)}`);
-                            setNotice(`${m.label} removed; ${r.sessionsEnded} other session(s) signed out.`);
                             await load();
+                            setNotice(`${m.label} removed; ${r.sessionsEnded} other session(s) signed out.`);
                           })
                         }
                       >
-                        Remove {m.label.toLowerCase()}
+                        Remove
                       </button>
                     )}
                   </td>
@@ -160,8 +164,8 @@ export function Account({ onSignedOut }: { onSignedOut: () => void }) {
                           await call('DELETE', `/api/v1/account/sessions/${encodeURIComponent(s.id)}`);
                           if (s.current) onSignedOut();
                           else {
-                            setNotice('That session is signed out.');
                             await load();
+                            setNotice('That session is signed out.');
                           }
                         })
                       }
