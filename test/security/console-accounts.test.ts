@@ -90,6 +90,22 @@ async function session(cookie: string): Promise<{ status: number; workspaces: Ar
 }
 
 describe('free credits: one sign-up grant per mailbox, one first-pack bonus per person (item 6)', () => {
+  it("db's mailbox_key: lowercase, +tag dropped, Gmail's dots and googlemail.com folded, other dots kept", async () => {
+    const cases: Array<[string, string | null]> = [
+      ['Ada+Work@Example.COM', 'ada@example.com'],
+      ['  ada@example.com ', 'ada@example.com'],
+      ['a.d.a+x@example.com', 'a.d.a@example.com'],
+      ['A.D.A+x@GoogleMail.com', 'ada@gmail.com'],
+      ['ada@gmail.com', 'ada@gmail.com'],
+      ['ada-work@example.com', 'ada-work@example.com'],
+      ['"odd@local"@example.com', '"odd@local"@example.com'],
+      ['not an address', null],
+      ['ada@', null],
+    ];
+    const r = await stack.pipeline.db.query<{ key: string | null }>('SELECT mailbox_key(a) AS key FROM unnest($1::text[]) WITH ORDINALITY AS t(a, n) ORDER BY n', [cases.map((c) => c[0])]);
+    expect(r.rows.map((row) => row.key)).toEqual(cases.map((c) => c[1]));
+  });
+
   it('three +tagged addresses of one mailbox earn 1,000 credits between them, not 3,000', async () => {
     const local = `ada${unique()}`;
     const addresses = [`${local}@example.test`, `${local}+two@example.test`, `${local.toUpperCase()}+three@Example.TEST`];
