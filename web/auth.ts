@@ -113,7 +113,7 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
         await deps.mailer.send({
           to: user.email,
           subject: 'Confirm your e-mail address for Lenstack',
-          text: `Hello,\n\nconfirm your address to finish signing up for Lenstack (this link works for 24 hours):\n\n${url}\n\nConfirming grants your workspace 1,000 free credits.\nIf you did not sign up, ignore this mail.\n`,
+          text: `Hello,\n\nconfirm your address to finish signing up for Lenstack (this link works for 24 hours):\n\n${url}\n\nThen sign in with the password you chose. Confirming grants your workspace 1,000 free credits (once per mailbox).\nIf you did not sign up, do not confirm: ignore this mail, and that account stays unusable.\n`,
         });
       },
       afterEmailVerification: (user) => deps.onEmailVerified(user),

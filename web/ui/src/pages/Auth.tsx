@@ -209,7 +209,7 @@ export function CheckMail() {
     <section className="card narrow">
       <h1>Check your mail</h1>
       <p>
-        We sent a confirmation link to <strong>{email}</strong>. Open it to finish: your workspace gets 1,000 free credits.
+        We sent a confirmation link to <strong>{email}</strong>. Open it, then sign in with your password: your workspace gets 1,000 free credits.
       </p>
       <p className="hint">
         Running Lenstack locally without SMTP? The mail is in the <Link href="/dev/mailbox">development mailbox</Link>.
