@@ -406,6 +406,11 @@ describe('team workspaces and invitations', () => {
     await mp.getByRole('button', { name: 'Create account' }).click();
     const confirm = await stack.mail.waitFor((m) => m.to.includes(memberEmail) && m.subject === 'Confirm your e-mail address for Lenstack');
     await mp.goto(/https?:\/\/\S+/.exec(confirm.text)![0]);
+    // Confirming signs nobody in: the sign-in page, then back to the invitation.
+    await mp.waitForURL(/\/sign-in\?verified=1&next=/);
+    await mp.getByLabel('E-mail address').fill(memberEmail);
+    await mp.getByLabel('Password').fill(PASSWORD);
+    await mp.getByRole('button', { name: 'Sign in', exact: true }).click();
     await expect.poll(() => mp.getByRole('button', { name: 'Accept invitation' }).isVisible()).toBe(true);
     await shot(mp, 'invitation');
     await mp.getByRole('button', { name: 'Accept invitation' }).click();

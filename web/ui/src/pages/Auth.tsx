@@ -158,8 +158,10 @@ export function SignUp({ onSignedUp }: { onSignedUp: (email: string) => void }) 
     e.preventDefault();
     void run(async () => {
       const next = new URLSearchParams(window.location.search).get('next');
-      // Confirming does not sign in: the link lands on the sign-in page (or the page that sent here).
-      const callbackURL = next && next.startsWith('/') && !next.startsWith('//') ? next : '/sign-in?verified=1';
+      // Confirming does not sign in: the link lands on the sign-in page, which goes on to the page
+      // that sent here (an invitation) once signed in.
+      const back = next && next.startsWith('/') && !next.startsWith('//') ? `&next=${encodeURIComponent(next)}` : '';
+      const callbackURL = `/sign-in?verified=1${back}`;
       await call('POST', '/api/v1/auth/sign-up/email', { name: name || email.split('@')[0], email, password, callbackURL });
       onSignedUp(email);
     });
