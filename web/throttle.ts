@@ -17,7 +17,7 @@ import type { ScriptBucket } from '../ratelimit/script.ts';
  *   429 the right person cannot get past. Sources the account signed in from in the last 30 days
  *   keep using the password (their own failures still count).
  *
- * Magic-link requests and sign-ups are counted per source only (they prove nothing and send mail);
+ * Magic-link requests, sign-ups and resets are counted per source only (they send mail);
  * they never touch the per-account failures, so the link a locked-out person is told to use works.
  * Like the API's limiter it fails open when Redis is away (logged), because argon2id still makes
  * each guess costly.
@@ -33,7 +33,7 @@ export const MAIL_PATHS = new Set([
 ]);
 
 export const LIMITS = {
-  /** Every throttled call from one source (password tries, links, sign-ups, resets). */
+  /** Calls that send mail or make accounts from one source (links, sign-ups, resets); passwords are limited by their failures. */
   perAddress: { limit: 30, windowMs: 10 * 60_000 },
   /** Failed passwords from one source, whatever the accounts. */
   failuresPerSource: { limit: 20, windowMs: 15 * 60_000 },
@@ -94,12 +94,13 @@ export function signInThrottle(deps: ThrottleDeps): Throttle {
 
   return {
     async before({ path, ip, email }) {
-      const password = path === PASSWORD_PATH;
-      if (!password && !MAIL_PATHS.has(path)) return;
-      const perSource = await safely('admit', () => limiter.hit([{ key: key('ip', ip), ...LIMITS.perAddress }]));
-      if (perSource && !perSource.admitted) throw tooMany(perSource.retryAfterMs, 'from your network address');
+      if (MAIL_PATHS.has(path)) {
+        const perSource = await safely('admit', () => limiter.hit([{ key: key('ip', ip), ...LIMITS.perAddress }]));
+        if (perSource && !perSource.admitted) throw tooMany(perSource.retryAfterMs, 'from your network address');
+        return;
+      }
       const account = accountOf(email);
-      if (!password || !account) return;
+      if (path !== PASSWORD_PATH || !account) return;
 
       const b = buckets(ip, account);
       // Peek only: a try is counted when it fails, in after().
