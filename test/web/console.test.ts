@@ -126,7 +126,8 @@ describe('the console in a real browser', () => {
 
   it('signs up, confirms from the mail, and lands signed in with 1,000 community credits', async () => {
     await signUpAndConfirm(page, email, true);
-    await expect.poll(() => page.getByTestId('available').textContent()).toBe('1,000');
+    // The suite's first dashboard, right after signing in: its credits may take a few seconds on a busy machine.
+    await expect.poll(() => page.getByTestId('available').textContent(), { timeout: 10_000 }).toBe('1,000');
     expect(await page.getByTestId('community').textContent()).toBe('1,000');
     expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe(email);
     // The session cookie cannot be read by scripts and is not sent cross-site.
