@@ -1,7 +1,7 @@
 import { requireUser } from '../accounts/users.ts';
 import { newId } from '../auth/repository.ts';
 import { validationFailed } from '../core/errors.ts';
-import { inTransaction, type Db } from '../db/pool.ts';
+import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
 import { PaymentDeclinedError, type PaymentGateway } from '../payments/gateway.ts';
 import { grantIn } from './ledger.ts';
 
@@ -103,10 +103,31 @@ export function isPackName(s: string): s is PackName {
   return (PACK_NAMES as readonly string[]).includes(s);
 }
 
-/** Whether the user's next pack would still carry the first-pack bonus. */
+/**
+ * The mailbox of the person a workspace belongs to (`users.email`: a personal workspace's owner, a
+ * team workspace's creator), normalised like the signup grants' (db's `mailbox_key`). The
+ * first-pack bonus is once per person: once per this mailbox, whatever number of workspaces it
+ * makes (docs/decisions.md "Free credits once per mailbox").
+ */
+const BONUS_MAILBOX = `coalesce((SELECT mailbox_key(email) FROM users WHERE id = $1), 'account:' || $1)`;
+
+/** Whether the user's next pack would still carry the first-pack bonus: not taken here, nor by another workspace of the same person. */
 export async function firstPackBonusAvailable(db: Db, userId: string): Promise<boolean> {
-  const r = await db.query('SELECT 1 FROM credit_ledger WHERE user_id = $1 AND idempotency_key = $2', [userId, FIRST_PACK_BONUS_KEY]);
+  const r = await db.query(
+    `SELECT 1 FROM credit_ledger WHERE user_id = $1 AND idempotency_key = $2
+     UNION ALL SELECT 1 FROM first_pack_bonus_claims WHERE mailbox = ${BONUS_MAILBOX} AND user_id <> $1`,
+    [userId, FIRST_PACK_BONUS_KEY],
+  );
   return (r.rowCount ?? 0) === 0;
+}
+
+/** Claim the person's one first-pack bonus for workspace `userId` inside the grant's transaction; false when another workspace of theirs has it. */
+async function claimFirstPackBonus(c: DbClient, userId: string): Promise<boolean> {
+  const claimed = await c.query(`INSERT INTO first_pack_bonus_claims (mailbox, user_id) VALUES (${BONUS_MAILBOX}, $1) ON CONFLICT (mailbox) DO NOTHING`, [userId]);
+  if (claimed.rowCount === 1) return true;
+  // Claimed before, or by a racing purchase now committed (this statement sees it).
+  const holder = await c.query<{ user_id: string }>(`SELECT user_id FROM first_pack_bonus_claims WHERE mailbox = ${BONUS_MAILBOX}`, [userId]);
+  return holder.rows[0]?.user_id === userId;
 }
 
 export async function listPurchases(db: Db, userId: string): Promise<Purchase[]> {
@@ -184,7 +205,7 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
       note: `${p.label} pack, ${purchase.purchaseId}, payment ${paymentId}`,
     });
     const firstPackBonus = packGrant(p, true).bonusCredits;
-    const bonus = await grantIn(c, {
+    const bonus = (await claimFirstPackBonus(c, purchase.userId)) && await grantIn(c, {
       userId: purchase.userId,
       pool: 'purchased',
       amount: firstPackBonus,

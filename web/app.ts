@@ -25,6 +25,7 @@ import { registerErrorHandling, sendError } from '../api/plugins/errors.ts';
 import { newRequestId } from '../api/request-id.ts';
 import { CLIENT_IP_HEADER, type ConsoleAuth } from './auth.ts';
 import { signInThrottle } from './throttle.ts';
+import { registerAccountSecurity } from './account-security.ts';
 import { configuredProviders } from './identity-providers.ts';
 import type { RateLimiter } from '../ratelimit/limiter.ts';
 import { clientAddress, ipBucket, parseTrustedProxies } from '../ratelimit/client-ip.ts';
@@ -124,7 +125,14 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
 
   const trusted = parseTrustedProxies(deps.config.TRUSTED_PROXIES);
   const clientIp = (request: FastifyRequest) => ipBucket(clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], trusted));
-  const throttle = deps.limiter ? signInThrottle(deps.limiter, deps.config.REDIS_PREFIX, app.log) : null;
+  const throttle = deps.limiter
+    ? signInThrottle({
+        limiter: deps.limiter,
+        prefix: deps.config.REDIS_PREFIX,
+        log: app.log,
+        sendSignInLink: async (email) => void (await deps.auth.api.signInMagicLink({ body: { email, callbackURL: '/' }, headers: new Headers() })),
+      })
+    : null;
 
   // better-auth answers its own routes with a Fetch Response.
   app.route({
@@ -134,7 +142,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const url = new URL(request.url, origin);
       const ip = clientIp(request);
       const body = request.body as { email?: unknown; name?: unknown } | undefined;
-      if (request.method === 'POST') await throttle?.check({ path: url.pathname, ip, email: body?.email });
+      if (request.method === 'POST') await throttle?.before({ path: url.pathname, ip, email: body?.email });
       // Display names go into other people's mail and pages: bounded (web/names.ts).
       const badName = request.method === 'POST' && typeof body?.name === 'string' ? nameProblem(body.name, 'name') : null;
       if (badName) throw validationFailed(badName);
@@ -144,6 +152,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const init: RequestInit = { method: request.method, headers };
       if (request.method === 'POST' && request.body !== undefined) init.body = JSON.stringify(request.body);
       const response = await deps.auth.handler(new Request(url, init));
+      if (request.method === 'POST') await throttle?.after({ path: url.pathname, ip, email: body?.email, status: response.status });
       reply.status(response.status);
       response.headers.forEach((value, key) => {
         if (key !== 'set-cookie') reply.header(key, value);
@@ -169,6 +178,9 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     if (!session) throw new AppError('AUTH_FAILED', 'Sign in to use the console');
     return { id: session.user.id, email: session.user.email, name: session.user.name, emailVerified: session.user.emailVerified };
   };
+
+  // The person's sign-in methods and sessions, each removable (web/account-security.ts).
+  registerAccountSecurity(app, { db: deps.db, auth: deps.auth });
 
   // Which sign-in buttons to show: a provider without credentials is hidden, not broken.
   const providers = configuredProviders(deps.config).map((id) => ({ id, name: id === 'github' ? 'GitHub' : 'Google' }));

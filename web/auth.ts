@@ -85,6 +85,17 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
           text: `Hello,\n\nsomeone (perhaps you) tried to create a Lenstack account with this address, which already has one.\nSign in at ${base}/sign-in — or ask for a sign-in link there if you forgot your password.\nIf it was not you, nothing changed; you can ignore this mail.\n`,
         });
       },
+      // Forgotten or unknown passwords (an account someone else pre-registered with your address)
+      // are replaced by mail; a reset ends every session, so whoever knew the old one is out.
+      resetPasswordTokenExpiresIn: 30 * 60,
+      revokeSessionsOnPasswordReset: true,
+      async sendResetPassword({ user, url }) {
+        await deps.mailer.send({
+          to: user.email,
+          subject: 'Set a new Lenstack password',
+          text: `Hello,\n\nopen this link to set a new password for your Lenstack account (it works once, for 30 minutes):\n\n${url}\n\nSetting it signs out every session of the account.\nIf you did not ask for it, ignore this mail: your password stays as it is.\n`,
+        });
+      },
       minPasswordLength: PASSWORD_MIN,
       maxPasswordLength: PASSWORD_MAX,
       password: { hash: hashPassword, verify: ({ hash, password }) => verifyPassword(hash, password) },
@@ -92,13 +103,17 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
     emailVerification: {
       sendOnSignUp: true,
       sendOnSignIn: true,
-      autoSignInAfterVerification: true,
+      // Confirming does not sign anyone in: whoever opens the link proves the mailbox, not that they
+      // chose the password. Someone who signed up another person's address would otherwise hand
+      // them, at "Confirm", a session in an account the sign-up's password also opens
+      // (test/security/console-accounts.test.ts). The person signs in with their password after.
+      autoSignInAfterVerification: false,
       expiresIn: 24 * 3600,
       async sendVerificationEmail({ user, url }) {
         await deps.mailer.send({
           to: user.email,
           subject: 'Confirm your e-mail address for Lenstack',
-          text: `Hello,\n\nconfirm your address to finish signing up for Lenstack (this link works for 24 hours):\n\n${url}\n\nConfirming grants your workspace 1,000 free credits.\nIf you did not sign up, ignore this mail.\n`,
+          text: `Hello,\n\nconfirm your address to finish signing up for Lenstack (this link works for 24 hours):\n\n${url}\n\nThen sign in with the password you chose. Confirming grants your workspace 1,000 free credits (once per mailbox).\nIf you did not sign up, do not confirm: ignore this mail, and that account stays unusable.\n`,
         });
       },
       afterEmailVerification: (user) => deps.onEmailVerified(user),
@@ -137,10 +152,14 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
     },
     hooks: {
       before: createAuthMiddleware(async (ctx) => {
-        if (ctx.path !== '/sign-up/email') return;
-        const body = ctx.body as { password?: unknown; email?: unknown } | undefined;
-        if (typeof body?.password !== 'string') return;
-        const problem = passwordProblem(body.password, { email: typeof body.email === 'string' ? body.email : '' });
+        // Every way a password is set follows the same rules: sign-up, reset, change.
+        const field = ctx.path === '/sign-up/email' ? 'password' : ctx.path === '/reset-password' || ctx.path === '/change-password' ? 'newPassword' : null;
+        if (!field) return;
+        const body = ctx.body as Record<string, unknown> | undefined;
+        const password = body?.[field];
+        if (typeof password !== 'string') return;
+        const email = typeof body?.email === 'string' ? body.email : (ctx.context.session?.user.email ?? '');
+        const problem = passwordProblem(password, { email });
         if (problem) throw new APIError('BAD_REQUEST', { message: problem, code: 'PASSWORD_REFUSED' });
       }),
     },

@@ -87,7 +87,12 @@ async function signUpAndConfirm(page: Page, email: string, shots = false): Promi
   const link = /https?:\/\/\S+/.exec(mail.text)?.[0];
   expect(link).toMatch(new RegExp(`^${stack.url}/api/v1/auth/verify-email\\?token=`));
   await page.goto(link!);
-  await page.waitForURL(/\/\?verified=1$/);
+  // Confirming signs nobody in (test/security/console-accounts.test.ts): the person signs in next.
+  await page.waitForURL(/\/sign-in\?verified=1$/);
+  await page.getByLabel('E-mail address').fill(email);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.waitForURL(`${stack.url}/`);
 }
 
 async function analyzeWith(key: string) {
@@ -181,7 +186,7 @@ describe('the console in a real browser', () => {
     await page.goto(`${stack.url}/sign-in`);
     expect(await fitsAPhone(page)).toBe(true);
     await page.goBack();
-    await page.waitForURL(/\/\?verified=1$/);
+    await page.waitForURL(`${stack.url}/`);
   });
 
   it('has no serious accessibility violations on the dashboard', async () => {
@@ -435,6 +440,11 @@ describe('team workspaces and invitations', () => {
     await mp.getByRole('button', { name: 'Create account' }).click();
     const confirm = await stack.mail.waitFor((m) => m.to.includes(memberEmail) && m.subject === 'Confirm your e-mail address for Lenstack');
     await mp.goto(/https?:\/\/\S+/.exec(confirm.text)![0]);
+    // Confirming signs nobody in: the sign-in page, then back to the invitation.
+    await mp.waitForURL(/\/sign-in\?verified=1&next=/);
+    await mp.getByLabel('E-mail address').fill(memberEmail);
+    await mp.getByLabel('Password').fill(PASSWORD);
+    await mp.getByRole('button', { name: 'Sign in', exact: true }).click();
     await expect.poll(() => mp.getByRole('button', { name: 'Accept invitation' }).isVisible()).toBe(true);
     await shot(mp, 'invitation');
     await mp.getByRole('button', { name: 'Accept invitation' }).click();

@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link, Route, Switch, useLocation } from 'wouter';
 import { call, ConsoleError, type SessionInfo } from './api.ts';
-import { SignIn, SignUp, CheckMail } from './pages/Auth.tsx';
+import { SignIn, SignUp, CheckMail, ResetPassword } from './pages/Auth.tsx';
+import { Account } from './pages/Account.tsx';
 import { Dashboard } from './pages/Dashboard.tsx';
 import { DevMailbox } from './pages/DevMailbox.tsx';
 import { AcceptInvitation } from './pages/Invitation.tsx';
@@ -46,6 +47,9 @@ export function App() {
         {session && (
           <nav aria-label="Account">
             <span className="who">{session.user.email}</span>
+            <Link href="/account" className="button quiet">
+              Account
+            </Link>
             <button type="button" className="quiet" onClick={() => void signOut(false)}>
               Sign out
             </button>
@@ -65,6 +69,18 @@ export function App() {
           </Route>
           <Route path="/sign-up">
             <SignUp onSignedUp={(email) => navigate(`/check-mail?email=${encodeURIComponent(email)}`)} />
+          </Route>
+          <Route path="/reset-password">
+            <ResetPassword onDone={() => navigate('/sign-in?reset=1')} />
+          </Route>
+          <Route path="/account">
+            {session === undefined ? (
+              <p aria-live="polite">Loading…</p>
+            ) : session === null ? (
+              <Welcome />
+            ) : (
+              <Account onSignedOut={() => { setSession(null); navigate('/sign-in'); }} />
+            )}
           </Route>
           <Route path="/check-mail">
             <CheckMail />

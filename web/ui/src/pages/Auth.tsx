@@ -54,6 +54,7 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => Promise<void> }) {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const [linkSent, setLinkSent] = useState<string | null>(null);
+  const [resetSent, setResetSent] = useState<string | null>(null);
   const { busy, error, run, setError } = useSubmit();
   const sendLink = () => {
     if (!email.includes('@')) {
@@ -79,9 +80,30 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => Promise<void> }) {
       await onSignedIn();
     });
   };
+  const forgot = () => {
+    if (!email.includes('@')) {
+      setError('Enter your e-mail address first; the link goes there.');
+      return;
+    }
+    void run(async () => {
+      await call('POST', '/api/v1/auth/request-password-reset', { email, redirectTo: '/reset-password' });
+      setLinkSent(null);
+      setResetSent(email);
+    });
+  };
   return (
     <section className="card narrow">
       <h1>Sign in</h1>
+      {new URLSearchParams(window.location.search).get('reset') && (
+        <p role="status" className="notice">
+          Your new password is set and every other session is signed out. Sign in with it.
+        </p>
+      )}
+      {new URLSearchParams(window.location.search).get('verified') && (
+        <p role="status" className="notice">
+          Your address is confirmed. Sign in with the password you chose — or, if you did not create this account, ask for a sign-in link and remove the password under Account.
+        </p>
+      )}
       {new URLSearchParams(window.location.search).get('error') && !error && (
         <p role="alert" className="error">
           Signing in with that provider did not work (no verified e-mail address, or the sign-in was cancelled). Try again or use your e-mail address.
@@ -110,6 +132,16 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => Promise<void> }) {
           If {linkSent} can sign in, a link is on its way: it works once, for 10 minutes.
         </p>
       )}
+      {resetSent && (
+        <p role="status" className="notice">
+          If {resetSent} has an account, a link to set a new password is on its way: it works once, for 30 minutes.
+        </p>
+      )}
+      <p>
+        <button type="button" className="quiet" disabled={busy} onClick={forgot}>
+          Forgot your password?
+        </button>
+      </p>
       <p>
         New here? <Link href="/sign-up">Create an account</Link>
       </p>
@@ -126,7 +158,10 @@ export function SignUp({ onSignedUp }: { onSignedUp: (email: string) => void }) 
     e.preventDefault();
     void run(async () => {
       const next = new URLSearchParams(window.location.search).get('next');
-      const callbackURL = next && next.startsWith('/') && !next.startsWith('//') ? next : '/?verified=1';
+      // Confirming does not sign in: the link lands on the sign-in page, which goes on to the page
+      // that sent here (an invitation) once signed in.
+      const back = next && next.startsWith('/') && !next.startsWith('//') ? `&next=${encodeURIComponent(next)}` : '';
+      const callbackURL = `/sign-in?verified=1${back}`;
       await call('POST', '/api/v1/auth/sign-up/email', { name: name || email.split('@')[0], email, password, callbackURL });
       onSignedUp(email);
     });
@@ -176,11 +211,65 @@ export function CheckMail() {
     <section className="card narrow">
       <h1>Check your mail</h1>
       <p>
-        We sent a confirmation link to <strong>{email}</strong>. Open it to finish: your workspace gets 1,000 free credits.
+        We sent a confirmation link to <strong>{email}</strong>. Open it, then sign in with your password: your workspace gets 1,000 free credits.
       </p>
       <p className="hint">
         Running Lenstack locally without SMTP? The mail is in the <Link href="/dev/mailbox">development mailbox</Link>.
       </p>
+    </section>
+  );
+}
+
+/** The page a password-reset mail leads to (/reset-password?token=…): choose the new password. */
+export function ResetPassword({ onDone }: { onDone: () => void }) {
+  const params = new URLSearchParams(window.location.search);
+  const token = params.get('token');
+  const [password, setPassword] = useState('');
+  const { busy, error, run } = useSubmit();
+  if (!token || params.get('error')) {
+    return (
+      <section className="card narrow">
+        <h1>Set a new password</h1>
+        <p role="alert" className="error">
+          This link is not valid any more (it works once, for 30 minutes). Ask for a new one from the sign-in page.
+        </p>
+      </section>
+    );
+  }
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    void run(async () => {
+      await call('POST', '/api/v1/auth/reset-password', { token, newPassword: password });
+      onDone();
+    });
+  };
+  return (
+    <section className="card narrow">
+      <h1>Set a new password</h1>
+      <form onSubmit={submit} noValidate>
+        <label htmlFor="new-password">New password</label>
+        <input
+          id="new-password"
+          type="password"
+          autoComplete="new-password"
+          required
+          minLength={MIN}
+          aria-describedby="new-password-hint"
+          value={password}
+          onChange={(e) => setPassword(e.target.value)}
+        />
+        <p id="new-password-hint" className="hint">
+          At least {MIN} characters. Setting it signs out every session of your account.
+        </p>
+        {error && (
+          <p role="alert" className="error">
+            {error}
+          </p>
+        )}
+        <button type="submit" disabled={busy}>
+          {busy ? 'Saving…' : 'Set password'}
+        </button>
+      </form>
     </section>
   );
 }
