@@ -43,6 +43,13 @@ export const configSchema = z.object({
    * 10,000-photo batch of phone photos (uploads/service.ts; docs/decisions.md).
    */
   ACCOUNT_UPLOAD_QUOTA_BYTES: z.coerce.number().int().min(1).default(100 * 1024 ** 3),
+  /**
+   * The upload quota of an account that has never bought credits (no purchased grant in the
+   * ledger): storage is not free for it either (docs/decisions.md, "No storage without payment").
+   */
+  ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES: z.coerce.number().int().min(1).default(2 * 1024 ** 3),
+  /** An API upload is expired this long after its creation, however often billed requests used it. */
+  UPLOAD_MAX_AGE_MS: z.coerce.number().int().positive().default(7 * 24 * 3600_000),
   /** An API upload no request used for this long is deleted by the collector (docs/decisions.md). */
   UPLOAD_TTL_MS: z.coerce.number().int().positive().default(24 * 3600_000),
   /**

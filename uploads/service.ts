@@ -35,7 +35,7 @@ export interface FinishedUpload {
 type UploadsConfig = Pick<
   Config,
   'BLOB_STORE' | 'BLOB_DIR' | 'S3_BUCKET' | 'S3_ENDPOINT' | 'S3_REGION' | 'S3_FORCE_PATH_STYLE' | 'S3_ACCESS_KEY_ID' | 'S3_SECRET_ACCESS_KEY' |
-  'IMAGE_MAX_BYTES' | 'IMAGE_MAX_PIXELS' | 'ACCOUNT_UPLOAD_QUOTA_BYTES' | 'UPLOAD_TTL_MS'
+  'IMAGE_MAX_BYTES' | 'IMAGE_MAX_PIXELS' | 'ACCOUNT_UPLOAD_QUOTA_BYTES' | 'ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES' | 'UPLOAD_TTL_MS' | 'UPLOAD_MAX_AGE_MS'
 >;
 
 export interface Uploads {
@@ -49,7 +49,10 @@ export interface Uploads {
   resolve(userId: string, refs: Array<{ id: string; at: string }>): Promise<FinishedUpload[]>;
   /** The bytes of a finished upload (from the blob store, where they are kept once, by SHA-256). */
   bytes(upload: FinishedUpload): Promise<Buffer>;
-  /** Uploads used by a request that succeeded: their expiry starts again. */
+  /**
+   * Uploads used by a billed request that succeeded (analyze, batches, enrich): their expiry starts
+   * again, never past UPLOAD_MAX_AGE_MS from creation. The free lookup does not call it.
+   */
   touch(userId: string, ids: string[]): Promise<void>;
   /**
    * An upload made in-process from a stream (a multipart part of POST /v1/analyze): counted against
@@ -59,7 +62,8 @@ export interface Uploads {
   /** Delete uploads (a multipart request's own, once answered); their blobs go to the collector. */
   remove(userId: string, ids: string[]): Promise<void>;
   /**
-   * Expire uploads unused for UPLOAD_TTL_MS (bytes removed, row kept so the id answers "expired"), and
+   * Expire uploads unused for UPLOAD_TTL_MS or made over UPLOAD_MAX_AGE_MS ago (bytes removed, row
+   * kept so the id answers "expired"), and
    * drop rows long expired. Returns how many uploads expired.
    */
   sweep(now?: Date): Promise<number>;
@@ -96,11 +100,13 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
         'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n, count(*)::int AS held FROM uploads WHERE user_id = $1 AND expired_at IS NULL',
         [userId, MIN_CHARGE],
       );
-      const quota = config.ACCOUNT_UPLOAD_QUOTA_BYTES;
+      // An account that never bought credits gets the small quota (docs/decisions.md, "No storage without payment").
+      const paid = await c.query<{ paid: boolean }>('SELECT purchased_granted > 0 AS paid FROM credit_accounts WHERE user_id = $1', [userId]);
+      const quota = paid.rows[0]?.paid ? config.ACCOUNT_UPLOAD_QUOTA_BYTES : Math.min(config.ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES, config.ACCOUNT_UPLOAD_QUOTA_BYTES);
       if (Number(used.rows[0]!.n) + Math.max(size, MIN_CHARGE) > quota || used.rows[0]!.held >= MAX_HELD) {
         throw new AppError(
           'PAYLOAD_TOO_LARGE',
-          `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
+          `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads${paid.rows[0]?.paid ? '' : '; an account that has bought credits gets more'}): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
         );
       }
       await c.query('INSERT INTO uploads (id, user_id, size) VALUES ($1, $2, $3)', [id, userId, size]);
@@ -156,9 +162,16 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
     return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.rows[0]?.size ?? bytes.length) };
   }
 
-  type Row = { id: string; user_id: string; size: string; sha256: string | null; format: ImageFormat | null; width: number | null; height: number | null; expired_at: Date | null };
+  type Row = { id: string; user_id: string; size: string; sha256: string | null; format: ImageFormat | null; width: number | null; height: number | null; expired_at: Date | null; too_old: boolean };
+  /** `too_old`: past UPLOAD_MAX_AGE_MS from creation; it answers as expired even before the collector marks it. */
   const rowsOf = async (ids: string[]) =>
-    new Map((await db.query<Row>('SELECT id, user_id, size::text, sha256, format, width, height, expired_at FROM uploads WHERE id = ANY($1)', [ids])).rows.map((r) => [r.id, r]));
+    new Map(
+      (await db.query<Row>(
+        'SELECT id, user_id, size::text, sha256, format, width, height, expired_at, created_at < now() - make_interval(secs => $2) AS too_old FROM uploads WHERE id = ANY($1)',
+        [ids, config.UPLOAD_MAX_AGE_MS / 1000],
+      )).rows.map((r) => [r.id, r]),
+    );
+  const expiredSaying = `unused for ${config.UPLOAD_TTL_MS / 3600_000} h, or made over ${config.UPLOAD_MAX_AGE_MS / 3600_000} h ago`;
   const finishedOf = (r: Row): FinishedUpload => ({ id: r.id, sha256: r.sha256!, format: r.format!, width: r.width!, height: r.height!, size: Number(r.size) });
 
   const tus: Server = tusServer({
@@ -219,7 +232,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
           if (!UPLOAD_ID.test(id)) throw new AppError('NOT_FOUND', 'No such upload');
           const row = (await rowsOf([id])).get(id);
           if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
-          if (row.expired_at) throw new AppError('NOT_FOUND', `Upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h): upload the photo again`);
+          if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `Upload ${id} expired (${expiredSaying}): upload the photo again`);
           // Termination, finished or not: the row goes first (its quota is free when the answer
           // arrives), then the datastore's bytes; a finished upload's blob is the collector's.
           if (request.method === 'DELETE') {
@@ -249,7 +262,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       for (const { id, at } of refs) {
         let row = rows.get(id);
         if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `${at}: no upload ${JSON.stringify(id.slice(0, 100))} for this account (POST ${UPLOADS_ROUTE} makes one)`);
-        if (row.expired_at) throw new AppError('NOT_FOUND', `${at}: upload ${id} expired (unused for ${config.UPLOAD_TTL_MS / 3600_000} h); upload the photo again`);
+        if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `${at}: upload ${id} expired (${expiredSaying}); upload the photo again`);
         if (row.sha256 === null) {
           // Every byte arrived but the process finishing it stopped before it was recorded: finish it now.
           const held = await store.getUpload(id).catch(() => null);
@@ -306,8 +319,10 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
 
     async sweep(now = new Date()) {
       const expired = await db.query<{ id: string; sha256: string | null }>(
-        `UPDATE uploads SET expired_at = $1 WHERE expired_at IS NULL AND last_used_at < $1::timestamptz - make_interval(secs => $2) RETURNING id, sha256`,
-        [now, config.UPLOAD_TTL_MS / 1000],
+        `UPDATE uploads SET expired_at = $1 WHERE expired_at IS NULL
+           AND (last_used_at < $1::timestamptz - make_interval(secs => $2) OR created_at < $1::timestamptz - make_interval(secs => $3))
+         RETURNING id, sha256`,
+        [now, config.UPLOAD_TTL_MS / 1000, config.UPLOAD_MAX_AGE_MS / 1000],
       );
       // Unfinished ones still have bytes in the datastore; finished ones' blobs go to the blob collector.
       for (const r of expired.rows) if (r.sha256 === null) await store.remove(r.id).catch(() => undefined);

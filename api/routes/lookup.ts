@@ -78,7 +78,8 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         }
         const inputs: ImageInput[] = images ? images.map((url) => ({ url })) : uploadIds ? uploadIds.map((uploadId) => ({ uploadId })) : base64s!.map((base64) => ({ base64 }));
         // An upload id names the account's own upload (404 otherwise) before any image is read.
-        const used = await resolveUploadInputs(deps, principal.userId, inputs, 'body.uploadIds');
+        // Lookup is free: it does not restart the uploads' expiry (docs/decisions.md, "No storage without payment").
+        await resolveUploadInputs(deps, principal.userId, inputs, 'body.uploadIds');
         const fingerprints = await mapBounded(inputs, IMAGE_CONCURRENCY, async (input, i) => {
           try {
             const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : { url: input.url, base64: input.base64 };
@@ -93,7 +94,6 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         });
         const queries: LookupQuery[] = fingerprints.map((f) => ({ key: f.sha256, sha256: f.sha256, pHash: f.pHash }));
         const results = await lookupFingerprints(deps.db, { userId: principal.userId, queries, threshold });
-        if (principal.userId) await deps.uploads?.touch(principal.userId, used);
         return response(queries.map((q) => q.key), results, request.id, startedAt);
       },
     );
