@@ -136,30 +136,56 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
 
   /**
    * Hash, probe and store a complete upload, once. A file that is not an image we accept is
-   * refused here (422), its row and bytes deleted: nothing can be done with it.
+   * refused here (422), its row and bytes deleted: nothing can be done with it. The row is locked
+   * (FOR UPDATE) while it is finished, so a resolve that finds the last byte arrived but no hash yet
+   * while onUploadFinish is still at work waits for it and returns its result, rather than reading
+   * bytes that are gone by then (docs/reliability.md).
    */
   async function complete(id: string): Promise<FinishedUpload> {
-    let bytes: Buffer;
-    let probed: Awaited<ReturnType<typeof probeImage>>;
+    const c = await db.connect();
+    let removeAfter = false;
     try {
-      bytes = await readAll(id, config.IMAGE_MAX_BYTES);
-      probed = await probeImage(bytes, { maxPixels: config.IMAGE_MAX_PIXELS, decode: false });
-    } catch (err) {
-      if (err instanceof AppError && err.status < 500) {
-        await db.query('DELETE FROM uploads WHERE id = $1', [id]);
-        await store.remove(id).catch(() => undefined);
+      await c.query('BEGIN');
+      const locked = await c.query<Row>('SELECT id, user_id, size::text, sha256, format, width, height, expired_at, false AS too_old FROM uploads WHERE id = $1 FOR UPDATE', [id]);
+      const row = locked.rows[0];
+      if (!row) throw new AppError('NOT_FOUND', `Upload ${id} was refused or deleted while it was finishing`);
+      if (row.sha256 !== null) {
+        // Another process finished it while this one waited for the lock.
+        await c.query('COMMIT');
+        return finishedOf(row);
       }
+      let bytes: Buffer;
+      let probed: Awaited<ReturnType<typeof probeImage>>;
+      try {
+        bytes = await readAll(id, config.IMAGE_MAX_BYTES);
+        probed = await probeImage(bytes, { maxPixels: config.IMAGE_MAX_PIXELS, decode: false });
+      } catch (err) {
+        if (err instanceof AppError && err.status < 500) {
+          await c.query('DELETE FROM uploads WHERE id = $1', [id]);
+          await c.query('COMMIT');
+          await store.remove(id).catch(() => undefined);
+        }
+        throw err;
+      }
+      const sha256 = createHash('sha256').update(bytes).digest('hex');
+      // The row names the hash before the blob is written (in this transaction; the blob collector's
+      // grace covers the moment until it commits): the collector never takes the blob unnamed, and
+      // whoever waits on the lock finds the blob there.
+      await c.query(
+        'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1',
+        [id, sha256, probed.format, probed.width, probed.height],
+      );
+      await blobs.put(sha256, bytes);
+      await c.query('COMMIT');
+      removeAfter = true;
+      return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.size) };
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => undefined);
       throw err;
+    } finally {
+      c.release();
+      if (removeAfter) await store.remove(id).catch(() => undefined);
     }
-    const sha256 = createHash('sha256').update(bytes).digest('hex');
-    // The row names the hash before the blob is written: the collector never sees the blob unnamed.
-    const row = await db.query<{ size: string }>(
-      'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1 RETURNING size::text',
-      [id, sha256, probed.format, probed.width, probed.height],
-    );
-    await blobs.put(sha256, bytes);
-    await store.remove(id).catch(() => undefined);
-    return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.rows[0]?.size ?? bytes.length) };
   }
 
   type Row = { id: string; user_id: string; size: string; sha256: string | null; format: ImageFormat | null; width: number | null; height: number | null; expired_at: Date | null; too_old: boolean };
