@@ -58,14 +58,14 @@ export function requestFingerprint(body: unknown): string {
 export type Binding<T> = { kind: 'new' } | { kind: 'pending' } | { kind: 'answered'; response: T };
 
 /** Bind `requestId` to `hash` for this account, or find what it is bound to. */
-export async function bindRequest<T>(db: Db, args: { userId: string; requestId: string; hash: string }): Promise<Binding<T>> {
+export async function bindRequest<T>(db: Db, args: { userId: string; requestId: string; hash: string; hashById?: string }): Promise<Binding<T>> {
   type Row = { request_hash: string; response: T | null; inserted: boolean };
   // A concurrent first use can commit between a statement's snapshot and its insert (then neither
   // half of the statement sees it), or free the id again: read anew, a bounded number of times.
   for (let attempt = 0; attempt < 3; attempt++) {
     const r = await db.query<Row>(
       `WITH ins AS (
-         INSERT INTO analysis_requests (user_id, request_id, request_hash) VALUES ($1, $2, $3)
+         INSERT INTO analysis_requests (user_id, request_id, request_hash, request_hash_by_id) VALUES ($1, $2, $3, $4)
          ON CONFLICT (user_id, request_id) DO NOTHING
          RETURNING request_hash, response, true AS inserted
        )
@@ -73,7 +73,7 @@ export async function bindRequest<T>(db: Db, args: { userId: string; requestId: 
        UNION ALL
        SELECT request_hash, response, false FROM analysis_requests
         WHERE user_id = $1 AND request_id = $2 AND NOT EXISTS (SELECT 1 FROM ins)`,
-      [args.userId, args.requestId, args.hash],
+      [args.userId, args.requestId, args.hash, args.hashById ?? null],
     );
     const row =
       r.rows[0] ??
@@ -91,6 +91,20 @@ export async function bindRequest<T>(db: Db, args: { userId: string; requestId: 
   throw new AppError('SERVICE_UNAVAILABLE', 'This request id is being claimed and released by concurrent requests; send the request again', {
     headers: { 'retry-after': '1' },
   });
+}
+
+/**
+ * The stored answer of a request that named uploads, found by the fingerprint of its body as sent
+ * (upload ids as ids), before its uploads are resolved: an upload id is never reused and a finished
+ * upload's bytes never change, so the same ids are the same bytes. Undefined when there is none
+ * (no binding, not answered, or another body: then the usual path decides).
+ */
+export async function answeredById<T>(db: Db, args: { userId: string; requestId: string; hashById: string }): Promise<T | undefined> {
+  const r = await db.query<{ response: T }>(
+    'SELECT response FROM analysis_requests WHERE user_id = $1 AND request_id = $2 AND request_hash_by_id = $3 AND response IS NOT NULL',
+    [args.userId, args.requestId, args.hashById],
+  );
+  return r.rows[0]?.response;
 }
 
 /** Keep a successful answer under its request id (the first one stored wins). */

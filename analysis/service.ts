@@ -12,7 +12,7 @@ import { answerFromRegistry } from './cache-hit.ts';
 import type { Analysis, AnalyzeBody } from './contract.ts';
 import { takeImages } from './intake.ts';
 import { newProgress, untilEnded, type Progress } from './progress.ts';
-import { bindRequest, requestFingerprint, storeAnswer, unbindRequest, type Binding } from './request-binding.ts';
+import { answeredById, bindRequest, requestFingerprint, storeAnswer, unbindRequest, type Binding } from './request-binding.ts';
 import { parseRequest, type ImageInput } from './request.ts';
 import { runAnalysis } from './run.ts';
 import { sandboxAnalysis } from './sandbox.ts';
@@ -58,6 +58,14 @@ export async function resolveUploadInputs(deps: Pick<AnalyzeDeps, 'uploads'>, us
  */
 export async function analyze(deps: AnalyzeDeps, principal: Principal, body: AnalyzeBody, requestId: string, startedAt: number): Promise<Analysis> {
   const request = await parseRequest(deps.db, principal, body);
+  // An idempotent resend of an answered request that named uploads gets its stored answer even
+  // when an upload was deleted or expired since: the binding is looked up before the uploads.
+  const namesUploads = request.inputs.some((input) => input.uploadId !== undefined);
+  const hashById = namesUploads ? requestFingerprint(body) : undefined;
+  if (hashById && !principal.sandbox && deps.temporal && principal.userId) {
+    const earlier = await answeredById<Analysis>(deps.db, { userId: principal.userId, requestId, hashById });
+    if (earlier) return earlier;
+  }
   const uploadIds = await resolveUploadInputs(deps, principal.userId, request.inputs, 'body.images');
   if (principal.sandbox) return sandboxAnalysis(deps, principal, request, requestId, startedAt);
   if (!deps.temporal) throw new AppError('PROVIDER_UNAVAILABLE', 'The analysis pipeline is not connected');
@@ -68,7 +76,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   try {
     // The request id is bound while the images are read, decoded and stored: neither waits for the other.
     const [bound, taken] = await Promise.allSettled([
-      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)) }),
+      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)), ...(hashById ? { hashById } : {}) }),
       takeImages(deps, userId, request, progress),
     ]);
     if (bound.status === 'rejected') throw bound.reason;

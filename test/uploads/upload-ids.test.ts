@@ -171,6 +171,30 @@ describe('upload ids', () => {
     expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
   });
 
+  it('an idempotent resend of an answered analyze gets the stored answer after its uploads were deleted or expired, billed once', async () => {
+    const user = await createTestUser(p.db, { community: 100 });
+    const deleted = await upload(user.liveKey, photoBytes('orientation-landscape_1.jpg'));
+    const expired = await upload(user.liveKey, photoBytes('orientation-portrait_8.jpg'));
+    const body = { images: [{ uploadId: deleted }, { uploadId: expired }], modules: ['dating'] };
+    const rid = { 'x-request-id': `resend-${deleted}` };
+    const first = await post(user.liveKey, '/v1/analyze', body, rid);
+    expect(first.statusCode, first.body).toBe(200);
+    const balance = await getBalance(p.db, user.userId);
+    const del = await p.app.inject({ method: 'DELETE', url: `/v1/uploads/${deleted}`, headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0' } });
+    expect(del.statusCode, del.body).toBe(204);
+    await p.db.query(`UPDATE uploads SET expired_at = now() WHERE id = $1`, [expired]);
+    const again = await post(user.liveKey, '/v1/analyze', body, rid);
+    expect(again.statusCode, again.body).toBe(200);
+    expect(again.json()).toEqual(first.json());
+    expect(await getBalance(p.db, user.userId)).toEqual(balance);
+    // Without its request id, the same body is a new request: the deleted upload is 404.
+    const fresh = await post(user.liveKey, '/v1/analyze', body);
+    expect(fresh.statusCode, fresh.body).toBe(404);
+    // Another body under the same id is not answered from the store: its uploads are resolved (404).
+    const other = await post(user.liveKey, '/v1/analyze', { images: [{ uploadId: expired }, { uploadId: deleted }], modules: ['dating'] }, rid);
+    expect(other.statusCode, other.body).toBe(404);
+  });
+
   it('a JSON body over the cap is 413 naming the upload route', async () => {
     const user = await createTestUser(p.db, { community: 10 });
     const res = await p.app.inject({
