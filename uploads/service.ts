@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { Transform, type Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { FileStore } from '@tus/file-store';
 import type { Server } from '@tus/server';
 import { Upload, type DataStore } from '@tus/utils';
@@ -317,7 +317,10 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       // The size is not known before the part is read: the quota counts the image limit meanwhile.
       await reserve(userId, id, opts.maxBytes);
       try {
-        await store.create(new Upload({ id, offset: 0, size: opts.maxBytes, metadata: {} }));
+        // Created with its length deferred and declared once read: @tus/s3-store completes the S3
+        // multipart upload only when the offset reaches the declared size, so a size declared up
+        // front (the image limit) left it incomplete and unreadable (docs/reliability.md).
+        await store.create(new Upload({ id, offset: 0, size: undefined, metadata: {} }));
         // Counted on the way: a part over the image limit stops the write there.
         let n = 0;
         const counted = new Transform({
@@ -330,6 +333,10 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
         stream.on('error', (err) => counted.destroy(err));
         const written = await store.write(stream.pipe(counted), id, 0);
         if (n > opts.maxBytes) throw new AppError('IMAGE_TOO_LARGE', `A photo part is over the ${opts.maxBytes}-byte image limit`);
+        if (written === 0) throw new AppError('IMAGE_INVALID', 'A photo part is empty');
+        await store.declareUploadLength(id, written);
+        // An empty write at the end: the store sees offset == length and finishes the upload.
+        await store.write(Readable.from([]), id, written);
         await db.query('UPDATE uploads SET size = $2 WHERE id = $1', [id, written]);
         return await complete(id);
       } catch (err) {

@@ -11,6 +11,8 @@ import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { startS3Server, type S3Server } from '../../tools/scripts/s3-server.ts';
 import { bearer, buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
+import { Readable } from 'node:stream';
+import { createUploads } from '../../uploads/service.ts';
 import { testConfig } from '../harness/env.ts';
 
 /**
@@ -98,5 +100,18 @@ describe('tus uploads in the S3-compatible store', () => {
     expect((await blobStoreFromConfig(a.config).get(sha256)).equals(bytes)).toBe(true);
     // Nothing of it on either process's disk.
     for (const t of [a, b]) expect(existsSync(`${t.config.BLOB_DIR}-uploads`) ? readdirSync(`${t.config.BLOB_DIR}-uploads`) : []).toEqual([]);
+  });
+
+  it('a multipart analyze part (ingest, its size unknown until read) is finished in the bucket: hashed, its bytes stored under their SHA-256', async () => {
+    const user = await createTestUser(a.db);
+    const uploads = createUploads({ db: a.db, blobs: blobStoreFromConfig(a.config), config: a.config });
+    const bytes = photoBytes('mobile-jolla.jpg');
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    // In pieces, as a multipart body arrives.
+    const pieces = [bytes.subarray(0, 1000), bytes.subarray(1000, 70_000), bytes.subarray(70_000)];
+    const done = await uploads.ingest(user.userId, Readable.from(pieces), { maxBytes: a.config.IMAGE_MAX_BYTES });
+    expect(done).toMatchObject({ sha256, format: 'jpeg', size: bytes.length });
+    expect((await a.db.query('SELECT sha256, size::int FROM uploads WHERE id = $1', [done.id])).rows[0]).toEqual({ sha256, size: bytes.length });
+    expect((await blobStoreFromConfig(a.config).get(sha256)).equals(bytes)).toBe(true);
   });
 });
