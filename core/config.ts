@@ -50,7 +50,7 @@ export const configSchema = z.object({
   ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES: z.coerce.number().int().min(1).default(2 * 1024 ** 3),
   /** An API upload is expired this long after its creation, however often billed requests used it. */
   UPLOAD_MAX_AGE_MS: z.coerce.number().int().positive().default(7 * 24 * 3600_000),
-  /** An API upload no request used for this long is deleted by the collector (docs/decisions.md). */
+  /** An API upload no billed request (analyze, batches, enrich; not lookup) used for this long is deleted by the collector (docs/decisions.md). */
   UPLOAD_TTL_MS: z.coerce.number().int().positive().default(24 * 3600_000),
   /**
    * Where image bytes live: `fs` (BLOB_DIR, one machine) or `s3` (an S3-compatible bucket that API

@@ -364,7 +364,7 @@ export type paths = {
         put?: never;
         /**
          * Start a resumable photo upload (tus 1.0)
-         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH, resume after a drop with HEAD then PATCH, from any API process. The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are free; they count against the account's upload quota (413 beyond it) and expire when unused for 24 h. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH, resume after a drop with HEAD then PATCH, from any API process. The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are not billed; they count against the account's upload quota (413 beyond it; 2 GiB by default until the account has bought credits) and expire when no billed request (analyze, batches, enrich; not lookup) used them for 24 h, and 7 days after creation in any case. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
          */
         post: operations["createUpload"];
         delete?: never;
