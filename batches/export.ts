@@ -70,9 +70,11 @@ export interface PreparedExport {
 export async function prepareBatchExport(db: Db, userId: string, batchId: string, format: unknown, slots: ExportSlots): Promise<PreparedExport> {
   const f = exportFormat(format);
   const batch = await getBatch(db, userId, batchId);
-  const release = slots.take(userId);
   // A vehicle batch's rows are reports: the report lens's columns, not every lens of the stack.
   const columns = batch.columns ?? defaultColumnsFor(batch.kind === 'vehicles' ? ['vehicle-condition'] : (batch.spec.lenses as LensName[]));
+  // The slot is taken last: nothing after it can throw, so a failed preparation holds no slot
+  // (one taken before a throw would stay taken for the life of the process).
+  const release = slots.take(userId);
   async function* rows(): AsyncIterable<ExportRow> {
     for await (const item of batchItems(db, { userId, batchId, lenses: batch.spec.lenses })) yield toRow(item);
   }

@@ -30,19 +30,21 @@ export class Slots {
 }
 
 /**
- * The people who own a workspace (an API account). A person may own several workspaces (their own
- * and any team workspace they made, which costs nothing), so what one account is allowed, the
- * person behind it is allowed once, not once per workspace. An account no person owns (made with
- * `npm run admin`) has no one to count.
+ * The person who made this key in the console (`api_keys.created_by`), or null for a key made with
+ * `npm run admin` or before creators were recorded. A stream counts against its account and
+ * against this person: a person may own several free workspaces, so what one account is allowed,
+ * the person making keys for them is allowed once, not once per workspace. Not against every owner
+ * of the account: a co-owner's streams in a shared team would use up the other owner's share in
+ * all their workspaces (docs/decisions.md).
  */
-export async function ownersOf(db: Db, accountId: string): Promise<string[]> {
-  const r = await db.query<{ console_user_id: string }>(`SELECT console_user_id FROM workspace_members WHERE workspace_id = $1 AND role = 'owner' ORDER BY console_user_id`, [accountId]);
-  return r.rows.map((row) => row.console_user_id);
+export async function keyCreatorOf(db: Db, keyId: string): Promise<string | null> {
+  const r = await db.query<{ created_by: string | null }>('SELECT created_by FROM api_keys WHERE id = $1', [keyId]);
+  return r.rows[0]?.created_by ?? null;
 }
 
 /** Event streams on batches one account may hold open on one API process. */
 export const MAX_STREAMS_PER_ACCOUNT = 5;
-/** … and one person, over every workspace they own. */
+/** … and one person, over the keys they made in every workspace. */
 export const MAX_STREAMS_PER_PERSON = 5;
 /** How long a caller refused a stream or an export is told to wait before asking again. */
 export const SLOT_RETRY_AFTER_S = 5;

@@ -18,7 +18,7 @@ function parse<T extends z.ZodType>(what: string, schema: T, value: unknown): z.
  * The console's routes for a workspace's people (web/members.ts has the rules):
  * - `DELETE …/members/{personId}` with `{"keys": "keep" | "revoke"}`: remove someone, saying what
  *   becomes of the keys they created (required: nobody's keys are revoked or kept by accident);
- * - `DELETE …/members/me` (or one's own id): leave;
+ * - `DELETE …/members/me` (or one's own id): leave (the keys one made in the workspace are revoked);
  * - `PATCH …/members/{personId}` with `{"role": …}`: an owner changes a role;
  * - `POST …/owner` with `{"personId": …}`: an owner hands the workspace over (and becomes admin).
  */
@@ -28,7 +28,8 @@ export function registerMemberRoutes(app: FastifyInstance, deps: MemberDeps, sig
     const person = await signedIn(request);
     const p = parse('path', params, request.params);
     const personId = p.personId === 'me' ? person.id : p.personId;
-    const keys = personId === person.id ? 'keep' : parse('body', removeBody, request.body).keys;
+    // Leaving revokes the leaver's keys in this workspace whatever the body says (web/members.ts).
+    const keys = personId === person.id ? 'revoke' : parse('body', removeBody, request.body).keys;
     return { removed: await removeMember(deps, { workspaceId: p.workspaceId, actorId: person.id, personId, keys }) };
   });
   app.patch(`${base}/members/:personId`, async (request) => {

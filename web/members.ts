@@ -3,7 +3,7 @@ import type { KeyCache } from '../auth/cache.ts';
 import type { EvictionBus } from '../auth/eviction-bus.ts';
 import { AppError } from '../core/errors.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
-import type { Role } from './workspaces.ts';
+import { refuseBeyondOwnedCap, type Role } from './workspaces.ts';
 
 /**
  * Managing a workspace's people after they joined: remove, leave, change a role, transfer
@@ -68,8 +68,9 @@ export interface Removal {
 
 /**
  * Take a person out of a workspace (`actorId === personId` is leaving). The keys they created are
- * revoked (and evicted from every API process) or kept, as `keys` says; a person leaving keeps
- * theirs for the owners to decide.
+ * revoked (and evicted from every API process) or kept, as `keys` says. A person leaving always has
+ * the keys they made in this workspace revoked: otherwise someone about to be removed leaves first
+ * and keeps the workspace's API access with nobody having chosen it (docs/decisions.md).
  */
 export async function removeMember(deps: MemberDeps, args: { workspaceId: string; actorId: string; personId: string; keys: KeysChoice }): Promise<Removal> {
   const leaving = args.actorId === args.personId;
@@ -92,7 +93,7 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
   });
   // After the commit: the membership is gone whatever happens next; a revocation that fails here
   // is retried by revoking the key again (idempotent), and the person can no longer do it.
-  const revoke = args.keys === 'revoke' && !leaving;
+  const revoke = args.keys === 'revoke' || leaving;
   if (revoke) {
     for (const keyId of done.keys) {
       await revokeAccountKey({ db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, { userId: args.workspaceId, keyId });
@@ -108,6 +109,9 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
   };
 }
 
+/** The cap on owned team workspaces (web/workspaces.ts) holds for ownership handed over too. */
+const ownedCap = (n: number) => `That person owns ${n} team workspaces already, the most one person may own; nothing was changed`;
+
 /** An owner sets a member's role (their own included, while another owner remains). */
 export async function changeRole(db: Db, args: { workspaceId: string; actorId: string; personId: string; role: Role }): Promise<{ personId: string; role: Role }> {
   return inTransaction(db, async (c) => {
@@ -117,6 +121,7 @@ export async function changeRole(db: Db, args: { workspaceId: string; actorId: s
     if (!current) throw noSuchMember();
     if (personal && (current === 'owner' || args.role === 'owner') && current !== args.role) throw personalOwnership();
     if (current === 'owner' && args.role !== 'owner' && owners(members) === 1) throw lastOwner();
+    if (args.role === 'owner' && current !== 'owner') await refuseBeyondOwnedCap(c, args.personId, ownedCap);
     await c.query('UPDATE workspace_members SET role = $3 WHERE workspace_id = $1 AND console_user_id = $2', [args.workspaceId, args.personId, args.role]);
     return { personId: args.personId, role: args.role };
   });
@@ -129,7 +134,9 @@ export async function transferOwnership(db: Db, args: { workspaceId: string; act
     if (actorRole !== 'owner') throw new AppError('FORBIDDEN', `Only an owner transfers ownership; yours is ${actorRole}`);
     if (personal) throw personalOwnership();
     if (args.personId === args.actorId) throw new AppError('VALIDATION_FAILED', 'personId: you own this workspace already; name the member to hand it to');
-    if (!members.get(args.personId)) throw noSuchMember();
+    const current = members.get(args.personId);
+    if (!current) throw noSuchMember();
+    if (current !== 'owner') await refuseBeyondOwnedCap(c, args.personId, ownedCap);
     await c.query(`UPDATE workspace_members SET role = 'owner' WHERE workspace_id = $1 AND console_user_id = $2`, [args.workspaceId, args.personId]);
     await c.query(`UPDATE workspace_members SET role = 'admin' WHERE workspace_id = $1 AND console_user_id = $2`, [args.workspaceId, args.actorId]);
     return { owner: args.personId, previousOwner: args.actorId };

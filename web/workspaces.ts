@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { newId } from '../auth/repository.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { grantSignupCredits } from '../credits/signup.ts';
-import { inTransaction, type Db } from '../db/pool.ts';
+import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
 import { nameProblem } from './names.ts';
 
 /**
@@ -82,6 +82,21 @@ export async function requireMember(db: Db, personId: string, workspaceId: strin
 export const MAX_OWNED_TEAM_WORKSPACES = 10;
 
 /**
+ * Inside a transaction about to make `personId` the owner of one more team workspace (creating
+ * one, a transfer, a promotion): takes the per-person lock, so concurrent grants cannot pass the
+ * cap, and refuses with 403 once they own MAX_OWNED_TEAM_WORKSPACES.
+ */
+export async function refuseBeyondOwnedCap(c: DbClient, personId: string, message: (owned: number) => string): Promise<void> {
+  await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`person:${personId}`]);
+  const owned = await c.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM workspace_members m JOIN users u ON u.id = m.workspace_id WHERE m.console_user_id = $1 AND m.role = 'owner' AND u.kind = 'team'`,
+    [personId],
+  );
+  const n = owned.rows[0]!.n;
+  if (n >= MAX_OWNED_TEAM_WORKSPACES) throw new AppError('FORBIDDEN', message(n));
+}
+
+/**
  * A team workspace: its own credits, keys and registry; the creator is its owner. No signup
  * credits. 403 once the person owns MAX_OWNED_TEAM_WORKSPACES (counted under a per-person lock,
  * so concurrent creations cannot pass it).
@@ -93,14 +108,7 @@ export async function createTeamWorkspace(db: Db, person: { id: string; email: s
   if (problem) throw validationFailed(problem);
   const id = newId('usr');
   await inTransaction(db, async (c) => {
-    await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`person:${person.id}`]);
-    const owned = await c.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM workspace_members m JOIN users u ON u.id = m.workspace_id WHERE m.console_user_id = $1 AND m.role = 'owner' AND u.kind = 'team'`,
-      [person.id],
-    );
-    if (owned.rows[0]!.n >= MAX_OWNED_TEAM_WORKSPACES) {
-      throw new AppError('FORBIDDEN', `You own ${owned.rows[0]!.n} team workspaces, the most one person may own; use one of them`);
-    }
+    await refuseBeyondOwnedCap(c, person.id, (n) => `You own ${n} team workspaces, the most one person may own; use one of them`);
     await c.query(`INSERT INTO users (id, email, kind, name, email_verified_at) VALUES ($1, $2, 'team', $3, now())`, [id, person.email, clean]);
     await c.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [id]);
     await c.query(`INSERT INTO workspace_members (workspace_id, console_user_id, role) VALUES ($1, $2, 'owner')`, [id, person.id]);

@@ -4,7 +4,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
-import { MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_PERSON, ownersOf, Slots, slotsFull } from '../../batches/slots.ts';
+import { MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_PERSON, keyCreatorOf, Slots, slotsFull } from '../../batches/slots.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { batchItemOutputSchema } from '../../analysis/contract.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
@@ -180,7 +180,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           operationId: 'streamBatchEvents',
           summary: 'Follow a batch as server-sent events',
           description:
-            'An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream. The stream ends once the batch is no longer running — completed, cancelled or paused (resume it and open the stream again) — with an `event: end` whose data says why: `{"reason": "completed" | "cancelled" | "paused", "pauseReason": "requested" | "credits" | null}`. At most 5 open streams per account, and 5 per person over every workspace they own, on each API process: beyond that 429 with Retry-After.',
+            'An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream. The stream ends once the batch is no longer running — completed, cancelled or paused (resume it and open the stream again) — with an `event: end` whose data says why: `{"reason": "completed" | "cancelled" | "paused", "pauseReason": "requested" | "credits" | null}`. At most 5 open streams per account, and 5 per person who made the keys (over all their workspaces), on each API process: beyond that 429 with Retry-After.',
           tags: ['batches'],
           security: [{ bearer: [] }],
           params,
@@ -196,13 +196,14 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       async (request, reply) => {
         const userId = liveUser(request);
         const first = await batchSummary(deps.db, userId, request.params.batchId);
-        const slot = streams.take([{ key: `account:${userId}`, max: MAX_STREAMS_PER_ACCOUNT }, ...(await ownersOf(deps.db, userId)).map((person) => ({ key: `person:${person}`, max: MAX_STREAMS_PER_PERSON }))]);
+        const creator = await keyCreatorOf(deps.db, principalOf(request).keyId);
+        const slot = streams.take([{ key: `account:${userId}`, max: MAX_STREAMS_PER_ACCOUNT }, ...(creator ? [{ key: `person:${creator}`, max: MAX_STREAMS_PER_PERSON }] : [])]);
         if ('full' in slot) {
           throw slotsFull(
             'RATE_LIMITED',
             slot.full.startsWith('account:')
               ? `At most ${MAX_STREAMS_PER_ACCOUNT} batch event streams at once per account; close one or poll GET /v1/batches/{id}`
-              : `At most ${MAX_STREAMS_PER_PERSON} batch event streams at once for the person who owns this workspace, over all their workspaces; close one or poll GET /v1/batches/{id}`,
+              : `At most ${MAX_STREAMS_PER_PERSON} batch event streams at once for the person who made this key, over all their workspaces; close one or poll GET /v1/batches/{id}`,
           );
         }
         const body = new PassThrough();

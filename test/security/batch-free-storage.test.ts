@@ -236,6 +236,17 @@ describe('photos given by URL: nothing fetched that cannot be paid for', () => {
     await until(user.liveKey, id, (b) => b.status === 'completed');
     expect((await itemsOf(user.liveKey, id))[0]).toMatchObject({ status: 'failed' });
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 2, reserved: 0 });
+    // The price was held before the fetch (so a balance back at 2 proves a give-back, not that
+    // nothing was ever held): the item's one reservation exists, and ended released, not settled.
+    const held = await p.db.query<{ id: string; amount: number; status: string; settled_amount: number | null; kinds: string[] }>(
+      `SELECT r.id, r.amount, r.status, r.settled_amount,
+              (SELECT array_agg(l.kind ORDER BY l.id) FROM credit_ledger l WHERE l.reservation_id = r.id) AS kinds
+         FROM reservations r WHERE r.user_id = $1`,
+      [user.userId],
+    );
+    expect(held.rows).toHaveLength(1);
+    expect(held.rows[0]).toMatchObject({ amount: 2, status: 'released', settled_amount: null, kinds: ['reserve', 'release'] });
+    expect(held.rows[0]!.id).toMatch(/^res:/);
     await balanced(user.userId);
   }, 90_000);
 });

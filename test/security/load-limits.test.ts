@@ -3,7 +3,9 @@ import pg from 'pg';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueKey } from '../../auth/repository.ts';
+import { ExportSlots, prepareBatchExport } from '../../batches/export.ts';
 import { grant } from '../../credits/ledger.ts';
+import { recordKeyCreator } from '../../web/members.ts';
 import { createTeamWorkspace, ensurePersonalWorkspace } from '../../web/workspaces.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
@@ -60,13 +62,20 @@ async function person() {
   return { id, email };
 }
 
+/** A live key as the console makes it: it records the person who made it. */
+async function consoleKey(account: string, personId: string): Promise<string> {
+  const issued = await issueKey(p.db, account, 'live');
+  await recordKeyCreator(p.db, issued.keyId, personId);
+  return issued.key;
+}
+
 describe('event streams: a cap per person over every workspace they own', () => {
   it('one person with two free workspaces cannot hold more streams than one account may', async () => {
     const someone = await person();
     const own = await ensurePersonalWorkspace(p.db, someone);
     const team = (await createTeamWorkspace(p.db, someone, 'Second')).id;
     await grant(p.db, { userId: team, pool: 'purchased', amount: 10, idempotencyKey: `load-${team}`, kind: 'purchase' });
-    const keys = [(await issueKey(p.db, own, 'live')).key, (await issueKey(p.db, team, 'live')).key];
+    const keys = [await consoleKey(own, someone.id), await consoleKey(team, someone.id)];
     const batches = [await submit(keys[0]!, [DISTINCT_PHOTOS[0]!]), await submit(keys[1]!, [DISTINCT_PHOTOS[1]!])];
 
     const open: Stream[] = [];
@@ -98,6 +107,33 @@ describe('event streams: a cap per person over every workspace they own', () => 
     const strangers = await openStream(stranger.liveKey, await submit(stranger.liveKey, [DISTINCT_PHOTOS[2]!]));
     expect(strangers.status).toBe(200);
     for (const s of [...open, strangers]) s.abort();
+  }, 60_000);
+});
+
+describe('event streams: a co-owner does not use up the other owner\'s share', () => {
+  it('five streams by one owner of a shared team leave the other owner their own streams elsewhere', async () => {
+    const [a, b] = [await person(), await person()];
+    const team = (await createTeamWorkspace(p.db, a, 'Shared')).id;
+    await p.db.query(`INSERT INTO workspace_members (workspace_id, console_user_id, role) VALUES ($1, $2, 'owner')`, [team, b.id]);
+    await grant(p.db, { userId: team, pool: 'purchased', amount: 10, idempotencyKey: `load-${team}`, kind: 'purchase' });
+    const bOwn = await ensurePersonalWorkspace(p.db, b);
+    const aKey = await consoleKey(team, a.id);
+    const bKey = await consoleKey(bOwn, b.id);
+    const teamBatch = await submit(aKey, [DISTINCT_PHOTOS[3]!]);
+    const bBatch = await submit(bKey, [DISTINCT_PHOTOS[4]!]);
+
+    const open: Stream[] = [];
+    for (let i = 0; i < 5; i++) open.push(await openStream(aKey, teamBatch));
+    expect(open.map((s) => s.status)).toEqual([200, 200, 200, 200, 200]);
+    // B, co-owner of the team, follows a batch in their own workspace with their own key.
+    const bStream = await openStream(bKey, bBatch);
+    expect(bStream.status).toBe(200);
+    open.push(bStream);
+    // The shared team's own cap still holds.
+    const sixth = await openStream(aKey, teamBatch);
+    expect(sixth.status).toBe(429);
+    expect(expectEnvelope(await sixth.response.json()).message).toContain('per account');
+    for (const s of open) s.abort();
   }, 60_000);
 });
 
@@ -157,6 +193,21 @@ describe('exports: bounded per account and per process, with Retry-After', () =>
       await again.arrayBuffer();
     }
   }, 60_000);
+});
+
+describe('exports: a preparation that fails holds no slot', () => {
+  it('an export whose columns cannot be worked out throws, and leaves every slot free', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const batchId = await submit(user.liveKey, [DISTINCT_PHOTOS[6]!]);
+    const slots = new ExportSlots({ EXPORTS_PER_ACCOUNT: 1, EXPORTS_IN_FLIGHT: 1 });
+    // A batch whose stored lenses name no lens this build knows: working out its columns throws.
+    await p.db.query(`UPDATE batches SET spec = jsonb_set(spec, '{lenses}', '["no-such-lens"]') WHERE id = $1`, [batchId]);
+    // Each attempt fails on the columns (a TypeError), never on a slot held by the one before.
+    for (let i = 0; i < 3; i++) await expect(prepareBatchExport(p.db, user.userId, batchId, 'csv', slots)).rejects.toBeInstanceOf(TypeError);
+    // Had a failed preparation kept its slot, this take would be 429 (account) or 503 (process).
+    const release = slots.take(user.userId);
+    release();
+  });
 });
 
 describe('event streams end when the batch stops running', () => {

@@ -194,6 +194,59 @@ describe('removal', () => {
   });
 });
 
+describe('leaving', () => {
+  it("revokes the API keys the leaver made in that workspace (an admin about to be removed cannot leave first and keep them)", async () => {
+    const { owner, admin, ws } = await team();
+    const adminKey = await json<{ key: string; id: string }>(await consoleCall(stack, admin, 'POST', `/api/v1/workspaces/${ws}/keys`, { kind: 'test', name: 'admin ci' }));
+    const ownerKey = await json<{ key: string }>(await consoleCall(stack, owner, 'POST', `/api/v1/workspaces/${ws}/keys`, { kind: 'test', name: 'owner ci' }));
+    // A key the admin made in their own personal workspace is not this workspace's business.
+    const personalKey = await json<{ key: string }>(await consoleCall(stack, admin, 'POST', `/api/v1/workspaces/${admin.workspaceId}/keys`, { kind: 'test', name: 'mine' }));
+    expect(await keyWorks(adminKey.key)).toBe(200);
+
+    const left = await consoleCall(stack, admin, 'DELETE', `/api/v1/workspaces/${ws}/members/me`);
+    expect(left.status).toBe(200);
+    const removed = (await json<{ removed: { keysRevoked: string[]; keysKept: string[] } }>(left)).removed;
+    expect([removed.keysRevoked, removed.keysKept]).toEqual([[adminKey.id], []]);
+    await expect.poll(async () => keyWorks(adminKey.key), { timeout: 5_000, interval: 50 }).toBe(401);
+    expect(await keyWorks(ownerKey.key)).toBe(200);
+    expect(await keyWorks(personalKey.key)).toBe(200);
+    const row = await db().query<{ revoked: boolean }>('SELECT revoked_at IS NOT NULL AS revoked FROM api_keys WHERE id = $1', [adminKey.id]);
+    expect(row.rows[0]!.revoked).toBe(true);
+  });
+});
+
+describe('the cap on owned team workspaces', () => {
+  it('holds for a transfer and for a promotion to owner: 403, nothing changed', async () => {
+    const { owner, admin, ws } = await team();
+    const adminId = await idOf(admin);
+    // The admin already owns as many team workspaces as one person may.
+    for (let i = 0; i < 10; i++) {
+      expect((await consoleCall(stack, admin, 'POST', '/api/v1/workspaces', { name: `Own ${i}` })).status).toBe(201);
+    }
+    expect((await consoleCall(stack, admin, 'POST', '/api/v1/workspaces', { name: 'One more' })).status).toBe(403);
+
+    for (const [method, path, body] of [
+      ['POST', `/api/v1/workspaces/${ws}/owner`, { personId: adminId }],
+      ['PATCH', `/api/v1/workspaces/${ws}/members/${adminId}`, { role: 'owner' }],
+    ] as const) {
+      const res = await consoleCall(stack, owner, method, path, body);
+      expect(res.status, `${method} ${path}`).toBe(403);
+      const error = (await json<{ error: { code: string; message: string } }>(res)).error;
+      expect(error.code).toBe('FORBIDDEN');
+      expect(error.message).toContain('10 team workspaces');
+    }
+    expect([await roleOf(ws, owner), await roleOf(ws, admin)]).toEqual(['owner', 'admin']);
+    // Below the cap the same transfer works (one of the admin's own workspaces is emptied here).
+    const own = await db().query<{ workspace_id: string }>(
+      `SELECT m.workspace_id FROM workspace_members m JOIN users u ON u.id = m.workspace_id WHERE m.console_user_id = $1 AND m.role = 'owner' AND u.kind = 'team' AND m.workspace_id <> $2 LIMIT 1`,
+      [adminId, ws],
+    );
+    await db().query('DELETE FROM workspace_members WHERE workspace_id = $1', [own.rows[0]!.workspace_id]);
+    expect((await consoleCall(stack, owner, 'POST', `/api/v1/workspaces/${ws}/owner`, { personId: adminId })).status).toBe(200);
+    expect([await roleOf(ws, owner), await roleOf(ws, admin)]).toEqual(['admin', 'owner']);
+  }, 60_000);
+});
+
 describe('in the browser', () => {
   it('an owner removes an admin and revokes their key; the admin, signed in elsewhere, loses the workspace; a member leaves', async () => {
     const { owner, admin, member, ws } = await team();

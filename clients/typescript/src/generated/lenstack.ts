@@ -305,7 +305,7 @@ export type paths = {
         };
         /**
          * Follow a batch as server-sent events
-         * @description An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream. The stream ends once the batch is no longer running — completed, cancelled or paused (resume it and open the stream again) — with an `event: end` whose data says why: `{"reason": "completed" | "cancelled" | "paused", "pauseReason": "requested" | "credits" | null}`. At most 5 open streams per account, and 5 per person over every workspace they own, on each API process: beyond that 429 with Retry-After.
+         * @description An `event: batch` with the batch (as GET /v1/batches/{id}) whenever it changes, and a comment every 15 s to keep proxies from closing the stream. The stream ends once the batch is no longer running — completed, cancelled or paused (resume it and open the stream again) — with an `event: end` whose data says why: `{"reason": "completed" | "cancelled" | "paused", "pauseReason": "requested" | "credits" | null}`. At most 5 open streams per account, and 5 per person who made the keys (over all their workspaces), on each API process: beyond that 429 with Retry-After.
          */
         get: operations["streamBatchEvents"];
         put?: never;

@@ -313,7 +313,7 @@ function MembersPanel({ workspaceId, workspaceName, role, me, onChanged }: { wor
     setRemoving(null);
   };
   const leave = async () => {
-    if (!window.confirm(`Leave ${workspaceName}? You lose access at once; an owner can invite you again.`)) return;
+    if (!window.confirm(`Leave ${workspaceName}? You lose access at once and the API keys you created in it are revoked; an owner can invite you again.`)) return;
     setError(null);
     try {
       await call('DELETE', `/api/v1/workspaces/${workspaceId}/members/me`);
