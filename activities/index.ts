@@ -6,7 +6,7 @@ import { vendorActivities } from './vendors.ts';
 
 export type { ActivityDeps } from './deps.ts';
 
-/** Activities are built from their dependencies once per worker (STYLE.md); one module per concern. */
+/** Activities are built from their dependencies once per worker (their clients and pools are made once, never per call); one module per concern. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...billingActivities(deps),

@@ -4,7 +4,7 @@ import { sandboxOutput } from '../lenses/fixtures.ts';
 import { STACKS } from '../lenses/stacks.ts';
 import { ACCEPTED_FORMATS } from '../images/probe.ts';
 
-/** Request and response of POST /v1/analyze and /v2/analyze (SPEC "POST /v1/analyze"). */
+/** Request and response of POST /v1/analyze and /v2/analyze (docs/contract.md "POST /v1/analyze and /v2/analyze"). */
 export const MAX_BASE64_CHARS = 67_000_000;
 export const MAX_URL_CHARS = 2048;
 

@@ -32,7 +32,7 @@ export type ImageInput = { url?: string; base64?: string; uploadId?: string; upl
 
 export type ExtractRequest = NonNullable<AnalyzeBody['extract']>;
 
-/** SPEC analyze rule 1: exactly one input style; each item must carry an image. */
+/** docs/contract.md, analyze rule 1: exactly one input style; each item must carry an image. */
 export function imageInputs(body: AnalyzeBody): { inputs: ImageInput[]; multi: boolean } {
   const single = body.imageUrl !== undefined || body.imageBase64 !== undefined;
   if (single && body.images) throw validationFailed('body: use either imageUrl/imageBase64 or images, not both');
@@ -89,7 +89,7 @@ export async function parseRequest(db: Db, principal: Principal, body: AnalyzeBo
   return request;
 }
 
-/** SPEC: exactly one of prompt, schema, schemaId; an inline schema within our limits. */
+/** docs/contract.md (/v2/analyze): exactly one of prompt, schema, schemaId; an inline schema within our limits. */
 function checkExtract(extract: AnalyzeBody['extract']): ExtractRequest | undefined {
   if (!extract) return undefined;
   const given = [extract.prompt, extract.schema, extract.schemaId].filter((v) => v !== undefined).length;

@@ -3,7 +3,7 @@ import type { Analysis } from './contract.ts';
 import type { PhotoRecord, LensOrigin } from '../registry/photos.ts';
 import type { Vendor } from '../workflows/types.ts';
 
-/** Version of the Analysis resource shape (opaque to clients, SPEC "Versioning" 3). */
+/** Version of the Analysis resource shape (opaque to clients, docs/contract.md "Versioning" 3). */
 const SCHEMA_VERSION = '2.1.0';
 
 const newAnalysisId = () => `ana_${randomBytes(12).toString('hex')}`;

@@ -5,7 +5,7 @@ import { ACCEPTED_FORMATS } from '../images/probe.ts';
 
 export const DISCOVERY_PATH = '/.well-known/lenstack.json';
 
-/** The plain-text description for AI agents (SPEC GET /v1/llms.txt), generated from the catalog. */
+/** The plain-text description for AI agents (docs/contract.md "GET /v1/llms.txt"), generated from the catalog. */
 export function buildLlmsTxt(): string {
   const { modules, presets } = buildCatalog();
   const lensLines = modules.map(

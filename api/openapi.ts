@@ -14,7 +14,7 @@ import { ERROR_STATUS, type ErrorCode } from '../core/errors.ts';
  *   openapi/internal.json): the server-to-server operations authenticated by `x-internal-secret`.
  */
 
-/** The description's own version (SPEC "Versioning" 2). */
+/** The description's own version (docs/contract.md "Versioning" 2). */
 export const OPENAPI_VERSION = '1.1.0';
 
 /** A query parameter only the internal-secret method reads: left out of the public document. */
@@ -165,7 +165,7 @@ export function finishDocument(doc: OpenApiDocument): OpenApiDocument {
   for (const [, , op] of operations(doc)) {
     op.parameters = [...(op.parameters ?? []), { $ref: '#/components/parameters/RequestId' } as unknown as Parameter];
     const schemes = schemesOf(op);
-    // Key-authenticated routes are rate limited (SPEC "Limits"); the rest are not.
+    // Key-authenticated routes are rate limited (docs/contract.md "Limits"); the rest are not.
     const limited = schemes.has(BEARER);
     // No authentication: say so, rather than leave a generator to guess.
     if (!op.security) op.security = [];

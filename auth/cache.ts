@@ -3,7 +3,7 @@ import type { KeyRecord } from './repository.ts';
 export const KEY_CACHE_TTL_MS = 5 * 60 * 1000;
 
 /**
- * In-process API-key cache (SPEC "Authentication" 7): entries live 5 minutes unless evicted.
+ * In-process API-key cache (docs/contract.md "Authentication" 5): entries live 5 minutes unless evicted.
  * Only positive lookups are cached so a newly issued key works at once.
  *
  * A fill must not outlive an eviction it raced: the caller reads `epoch` before reading the key

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 /**
- * Bespoke extraction schemas (SPEC POST /v2/analyze `extract.schema`): an object-rooted JSON
+ * Bespoke extraction schemas (docs/contract.md "POST /v1/analyze and /v2/analyze", `extract.schema`): an object-rooted JSON
  * Schema subset — `type`, `description`, `enum`, `items`, `properties`, `required` — with limits
  * that keep a vendor call sane. Limits (documented in docs/decisions.md):
  */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * All configuration, parsed once per process from the environment (STYLE.md rule 3).
+ * All configuration, parsed once per process from the environment (one parse, one owner of the environment).
  * Nothing else reads process.env; the parsed object is passed down.
  */
 const bool = z

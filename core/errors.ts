@@ -1,5 +1,5 @@
 /**
- * One enum of error codes, one error class, one envelope (SPEC "Errors").
+ * One enum of error codes, one error class, one envelope (docs/contract.md "Errors").
  * Everything the service can fail with is an AppError; the API's error handler renders it.
  */
 export const ERROR_STATUS = {

@@ -6,7 +6,7 @@ import { PaymentDeclinedError, type PaymentGateway } from '../payments/gateway.t
 import { grantIn } from './ledger.ts';
 
 /**
- * Credit packs (SPEC "What the service does" 6): 0.01 USD per credit, three sizes, the first pack a
+ * Credit packs (docs/contract.md "What the service does" 5): 0.01 USD per credit, three sizes, the first pack a
  * user ever buys ships with 2× the credits at the same price. Purchased credits land in the
  * purchased pool and never expire; a purchase happens only when asked for, never automatically.
  */

@@ -17,7 +17,7 @@ import { IMAGE_DATA_HASH, MetadataFileError, type MetadataTool } from './exiftoo
 import { Limiter } from '../core/limiter.ts';
 import { ENRICH_FORMATS, isEnrichableLens, planEnrichment, readExisting, type EnrichFormat } from './mapping.ts';
 
-/** SPEC "Credit cost, enrichment": 5 per call. */
+/** Enrichment costs 5 credits a call (docs/contract.md "What the service does" 4). */
 export const ENRICH_CREDITS = 5;
 /** Longer than any enrichment can take (fetch 15 s + exiftool 30 s per task); the sweeper frees it after. */
 export const ENRICH_RESERVATION_TTL_MS = 5 * 60 * 1000;

@@ -9,7 +9,7 @@ import { validationFailed } from '../core/errors.ts';
  * those checked addresses (see `pinnedLookup`), so a second DNS answer can never be used.
  */
 
-/** The SPEC's wording for a refused host (400 VALIDATION_FAILED). */
+/** The contract's wording for a refused host (400 VALIDATION_FAILED). */
 export const SSRF_BLOCKED_MESSAGE = 'Image URL host blocked as server-side request forgery risk';
 
 /** The one answer for a host name that does not resolve, or resolves to any non-public address (400 VALIDATION_FAILED). */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { LENSES, outputFields } from './index.ts';
 import { STACKS } from './stacks.ts';
 
-/** Wire schemas of GET /v1/modules (SPEC "Lens catalog entry", "Stack entry"). */
+/** Wire schemas of GET /v1/modules (docs/contract.md "Resources"). */
 export const columnSchema = z.object({
   label: z.string(),
   jsonPath: z.string().describe('Dotted path into the analysis result; a numeric segment indexes an array, `*` maps over it'),

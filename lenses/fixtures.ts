@@ -2,7 +2,7 @@ import { canonicalOrder, getLens } from './index.ts';
 import type { LensName } from './types.ts';
 
 /**
- * What svc_test_ keys get (SPEC "Sandbox keys return fixture data"): the lenses' fixtures merged
+ * What svc_test_ keys get (docs/contract.md "What the service does" 6): the lenses' fixtures merged
  * into one flat output, in catalog order. A fresh copy each call, so callers may mutate it.
  */
 export function sandboxOutput(lenses: readonly LensName[]): Record<string, unknown> {

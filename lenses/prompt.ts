@@ -4,7 +4,7 @@ import { canonicalOrder, getLens, outputFields } from './index.ts';
 import type { ContextPart, LensName } from './types.ts';
 import { vehiclePhoto, type VehiclePhotoOutput } from './vehicle-photo.ts';
 
-/** The request's `context` (SPEC POST /v1/analyze). */
+/** The request's `context` (docs/contract.md "POST /v1/analyze and /v2/analyze" 3). */
 export interface PromptContext {
   knownPeople?: Array<{ name: string; birthYear?: number; deathYear?: number; role?: string }>;
   vehicle?: { vin?: string; mileage?: number; year?: number; make?: string; model?: string };

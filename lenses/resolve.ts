@@ -51,8 +51,8 @@ function checkNames(field: 'modules' | 'modulesAdd' | 'modulesRemove', names: re
 }
 
 /**
- * Turns the request's preset/modules/modulesAdd/modulesRemove into the lenses to run (SPEC analyze
- * rule 3). Pure; throws VALIDATION_FAILED naming the field and value. Decisions: docs/decisions.md.
+ * Turns the request's preset/modules/modulesAdd/modulesRemove into the lenses to run (docs/contract.md,
+ * analyze rule 2). Pure; throws VALIDATION_FAILED naming the field and value. Decisions: docs/decisions.md.
  */
 export function resolveLenses(req: ResolveRequest): Resolution {
   const warnings: string[] = [];

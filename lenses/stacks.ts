@@ -2,7 +2,7 @@ import type { LensName } from './types.ts';
 
 /**
  * Names in the vehicle-condition stack that describe its pipeline rather than catalog lenses
- * (SPEC: "the first two are not listed as separate catalog lenses"): `multi-image` = the request
+ * (docs/contract.md "Resources": the first two names of the vehicle stack are not catalog lenses): `multi-image` = the request
  * carries an `images` set analysed as one subject, `multi-image-vehicle` = per-photo vehicle
  * fan-out (vehicle-photo.ts) followed by one synthesis call.
  */

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 
-/** Column of a lens's default tabular projection (SPEC "Lens catalog entry"). */
+/** Column of a lens's default tabular projection (docs/contract.md "Resources"). */
 export interface Column {
   label: string;
   /**

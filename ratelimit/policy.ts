@@ -1,5 +1,5 @@
 /**
- * Which buckets a request counts against (SPEC "Limits", "Authentication" 4). Pure: the plugin
+ * Which buckets a request counts against (docs/contract.md "Limits", "Authentication" 4). Pure: the plugin
  * hands in who is calling and on which route, the limiter does the counting.
  */
 

@@ -4,7 +4,7 @@ import { hashChunks, hexToSigned64 } from './hashes.ts';
 import { getPhotos, type PhotoRecord } from './photos.ts';
 
 /**
- * Registry lookup (SPEC "POST /v2/lookup", "GET /v2/lookup"), always scoped to one user:
+ * Registry lookup (docs/contract.md "POST /v2/lookup and GET /v2/lookup"), always scoped to one user:
  * exact by SHA-256, fuzzy by pHash Hamming distance, with multi-index hashing (MIH) on the four
  * 16-bit pHash chunks so a fuzzy query touches a small slice of a user's photos, not all of them.
  */
@@ -176,7 +176,7 @@ export async function lookupFingerprints(
   return results;
 }
 
-/** The SPEC Photo record only: internal companions (vendor, model) stay inside. */
+/** The contract's Photo record only (docs/contract.md "Resources"): internal companions (vendor, model) stay inside. */
 function photoRecord(p: PhotoRecord): PhotoRecord {
   return {
     sha256: p.sha256,

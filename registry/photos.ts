@@ -5,7 +5,7 @@ import { inTransaction } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { hashChunks, hexToSigned64, signed64ToHex } from './hashes.ts';
 
-/** Latest output of one lens on one photo (SPEC "Photo record" → lens record). */
+/** Latest output of one lens on one photo (docs/contract.md "Resources": photo record → lens record). */
 export interface LensRecord {
   eventId: string;
   output: Record<string, unknown>;

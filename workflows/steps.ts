@@ -40,7 +40,7 @@ export const VENDOR_OPTIONS: ActivityOptions = {
   },
 };
 
-// One proxy per latency profile (STYLE.md).
+// One proxy per latency profile: each step kind gets the timeouts and retries that fit it.
 export const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 const vendor = proxyActivities<Activities>(VENDOR_OPTIONS);
 

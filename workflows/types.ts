@@ -40,10 +40,10 @@ export interface AnalyzeInput {
   extract?: { schemaId?: string; schema?: Record<string, unknown>; prompt?: string };
 }
 
-/** Credits a bespoke extraction costs per call, whatever the cache holds (SPEC). */
+/** Credits a bespoke extraction costs per call, whatever the cache holds (docs/contract.md, /v2/analyze). */
 export const EXTRACT_CREDITS = 5;
 
-/** Bespoke extraction riding along an image's vendor call (SPEC /v2/analyze `extract`). */
+/** Bespoke extraction riding along an image's vendor call (docs/contract.md, /v2/analyze `extract`). */
 export interface BespokeTask {
   /** The caller's schema (validated; bespoke/schema.ts BespokeSchema). */
   schema: Record<string, unknown>;
@@ -153,5 +153,5 @@ export interface VehicleReportResult {
   fellBackFrom: Vendor[];
 }
 
-/** Credits a vehicle-condition report costs, whatever the number of photos (SPEC example: 1). */
+/** Credits a vehicle-condition report costs, whatever the number of photos (docs/contract.md: 1). */
 export const VEHICLE_REPORT_CREDITS = 1;

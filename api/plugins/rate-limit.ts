@@ -9,7 +9,7 @@ import { authFailureBucket, bucketsFor, internalSecretFailureBucket, type Bucket
 import type { AppDeps } from '../deps.ts';
 
 /**
- * Rate limits (SPEC "Limits"), counted in Redis so every API process shares them.
+ * Rate limits (docs/contract.md "Limits"), counted in Redis so every API process shares them.
  *
  * - Runs after auth (onRequest, before the body is read): a refused 60 MB upload is never read.
  * - Only key-authenticated requests are limited; unauthenticated routes and internal-secret calls

@@ -4,7 +4,7 @@ import { ERROR_STATUS, type ErrorCode } from '../../core/errors.ts';
 /** Every error code the API answers with: one vocabulary from core/errors.ts to the OpenAPI document. */
 const ERROR_CODES = Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]];
 
-/** The error envelope (SPEC "Errors"), used in every route's documented responses. */
+/** The error envelope (docs/contract.md "Errors"), used in every route's documented responses. */
 export const errorEnvelopeSchema = z
   .object({
     error: z

@@ -3,7 +3,7 @@ import { THRESHOLD } from '../../registry/lookup.ts';
 import { MAX_BASE64_CHARS, MAX_URL_CHARS, lensOutputRef, uploadIdSchema } from '../../analysis/contract.ts';
 import { LENS_NAMES } from '../../lenses/index.ts';
 
-/** Request and response of POST and GET /v2/lookup (SPEC "POST /v2/lookup", "GET /v2/lookup"). */
+/** Request and response of POST and GET /v2/lookup (docs/contract.md "POST /v2/lookup and GET /v2/lookup"). */
 
 export const MAX_LOOKUP_IMAGES = 50;
 const SHA256 = /^[0-9a-f]{64}$/;

@@ -19,7 +19,7 @@ export interface Attempt {
 export type Final =
   | { kind: 'answer'; status: 200; creditsCharged: number; cacheHit: boolean }
   | { kind: 'answer'; status: number; code: string; retryable: boolean }
-  /** Not a 200 body and not the SPEC error envelope (or its code/status/requestId disagree). */
+  /** Not a 200 body and not the error envelope of docs/contract.md (or its code/status/requestId disagree). */
   | { kind: 'malformed'; status: number; detail: string }
   /** No answer within the client timeout. */
   | { kind: 'timeout' }

@@ -545,7 +545,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       }
     }
     if (hangs.length) failures.push(`${hangs.length} call(s) got no answer within ${o.clientTimeoutMs} ms: ${hangs.slice(0, 5).join(', ')}`);
-    if (malformed.length) failures.push(`${malformed.length} answer(s) neither a success nor a SPEC error envelope: ${malformed.slice(0, 5).join('; ')}`);
+    if (malformed.length) failures.push(`${malformed.length} answer(s) neither a success nor an error envelope: ${malformed.slice(0, 5).join('; ')}`);
     if (unanswered.length) failures.push(`${unanswered.length} call(s) unanswered after ${MAX_ATTEMPTS} attempts: ${unanswered.slice(0, 5).join('; ')}`);
     const notSent = plan.calls.length - answered.length;
     if (notSent) failures.push(`${notSent} planned call(s) not sent within --duration ${o.durationMs / 1000} s`);
