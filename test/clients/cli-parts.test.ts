@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
@@ -8,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { LenstackError } from '@lenstack/client';
 import { CliError, EXIT, exitCodeOf } from '../../clients/cli/src/exit-codes.ts';
 import { ACCEPTED_FORMATS } from '../../images/probe.ts';
-import { batchBodyBytes, collectPhotos, MAX_REQUEST_BYTES, PHOTO_EXTENSIONS, readBatchItems } from '../../clients/cli/src/files.ts';
+import { collectPhotos, hashFile, PHOTO_EXTENSIONS } from '../../clients/cli/src/files.ts';
+import { itemName } from '../../clients/cli/src/commands/batch.ts';
 import { defaultOutput } from '../../clients/cli/src/commands/enrich.ts';
 import { main } from '../../clients/cli/src/main.ts';
 import { PHOTOS_DIR } from '../helpers/photos.ts';
@@ -18,6 +20,27 @@ import { formatCell, readPath } from '../../clients/cli/src/render.ts';
 /** The CLI's pure parts; the whole CLI runs end to end in cli.test.ts. */
 const apiError = (status: number | null, code: string) =>
   new LenstackError({ code: code as never, message: code, status, requestId: 'req_1', retryable: false, attempts: 1 });
+
+/**
+ * The tus half of a stub API for the batch wire tests below: creation answers a Location, an
+ * append takes the body and answers its length as the offset (what a tus 1.0 server says).
+ */
+function tusStub(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): boolean {
+  if (!req.url!.startsWith('/v1/uploads')) return false;
+  if (req.method === 'POST') {
+    res.writeHead(201, { 'tus-resumable': '1.0.0', location: `/v1/uploads/upl_${'0'.repeat(31)}${(tusStub.n++ % 10)}` });
+    res.end();
+    return true;
+  }
+  let n = 0;
+  req.on('data', (c: Buffer) => (n += c.length));
+  req.on('end', () => {
+    res.writeHead(204, { 'tus-resumable': '1.0.0', 'upload-offset': String(n) });
+    res.end();
+  });
+  return true;
+}
+tusStub.n = 0;
 
 describe('lenstack CLI parts', () => {
   it('maps failures to exit codes: auth 3, credits 4, other API errors 5, network 6, usage 2, its own faults 1', () => {
@@ -92,41 +115,35 @@ describe('lenstack CLI parts', () => {
     }
   });
 
-  it('refuses, before reading a byte, photos whose base64 would not fit in one request of the API', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'lenstack-big-'));
+  it('hashes a large folder with few files open at once (no EMFILE under a low descriptor limit)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-many-'));
     try {
-      // Sparse files: their size without the disk.
-      for (const f of ['a.jpg', 'b.jpg']) {
-        await writeFile(join(dir, f), '');
-        await truncate(join(dir, f), 40 * 1024 * 1024);
-      }
-      const photos = await collectPhotos([dir]);
-      // 80 MiB of photos is 106.7 MiB of base64: above the API's 100 MiB per request.
-      expect(batchBodyBytes(photos)).toBeGreaterThan(MAX_REQUEST_BYTES);
-      expect(MAX_REQUEST_BYTES).toBe(100 * 1024 * 1024);
-      const err = await readBatchItems(photos).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(CliError);
-      expect(err).toMatchObject({ exitCode: EXIT.USAGE });
-      expect((err as Error).message).toMatch(/2 photos, 80\.0 MiB \(106\.7 MiB as base64\).*100\.0 MiB.*resumable uploads/s);
-      expect(batchBodyBytes(photos.slice(0, 1))).toBeLessThan(MAX_REQUEST_BYTES);
+      for (let i = 0; i < 400; i++) await writeFile(join(dir, `p${String(i).padStart(3, '0')}.jpg`), `photo ${i}`);
+      // Sparse: 80 MiB that the old one-request batch refused; hashed in a stream now.
+      await writeFile(join(dir, 'zz-big.jpg'), '');
+      await truncate(join(dir, 'zz-big.jpg'), 80 * 1024 * 1024);
+      const script = `const f = await import(${JSON.stringify(new URL('../../clients/cli/src/files.ts', import.meta.url).href)});
+        const photos = await f.collectPhotos([${JSON.stringify(dir)}]);
+        const hashes = await f.mapLimit(photos, 4, (p) => f.hashFile(p.path));
+        console.log(photos.length, hashes[399], hashes[400], process.memoryUsage().rss < 300 * 1024 * 1024);`;
+      const r = spawnSync('sh', ['-c', `ulimit -n 128 && exec "${process.execPath}" --import tsx --input-type=module -e '${script.replace(/'/g, `'\\''`)}'`], { encoding: 'utf8' });
+      expect(r.stderr).toBe('');
+      const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+      expect(r.stdout.trim()).toBe(`401 ${sha(Buffer.from('photo 399'))} ${sha(Buffer.alloc(80 * 1024 * 1024))} true`);
+      expect(await hashFile(join(dir, 'p000.jpg'))).toBe(sha(Buffer.from('photo 0')));
+      await expect(hashFile(join(dir, 'gone.jpg'))).rejects.toMatchObject({ exitCode: EXIT.USAGE });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   });
 
-  it('reads a large folder with few files open at once (no EMFILE under a low descriptor limit)', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'lenstack-many-'));
-    try {
-      for (let i = 0; i < 400; i++) await writeFile(join(dir, `p${String(i).padStart(3, '0')}.jpg`), `photo ${i}`);
-      const script = `const f = await import(${JSON.stringify(new URL('../../clients/cli/src/files.ts', import.meta.url).href)});
-        const items = await f.readBatchItems(await f.collectPhotos([${JSON.stringify(dir)}]));
-        console.log(items.length, Buffer.from(items[399].base64, 'base64').toString());`;
-      const r = spawnSync('sh', ['-c', `ulimit -n 128 && exec "${process.execPath}" --import tsx --input-type=module -e '${script.replace(/'/g, `'\\''`)}'`], { encoding: 'utf8' });
-      expect(r.stderr).toBe('');
-      expect(r.stdout.trim()).toBe('400 photo 399');
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+  it('names batch items without line breaks or control characters, within the API bound, keeping the end', () => {
+    expect(itemName('day1/a.jpg')).toBe('day1/a.jpg');
+    expect(itemName('evil\nname\r\u202e.jpg')).toBe('evil\uFFFDname\uFFFD\uFFFD.jpg');
+    const long = itemName(`${'d/'.repeat(300)}last.jpg`);
+    expect(long).toHaveLength(500);
+    expect(long.startsWith('…')).toBe(true);
+    expect(long.endsWith('/last.jpg')).toBe(true);
   });
 
   it('looks for the extensions of every format the API accepts', () => {
@@ -147,6 +164,7 @@ describe('lenstack CLI parts', () => {
     // The API's event stream ends cleanly each time (what it does when its read of the batch throws).
     const server = createServer((req, res) => {
       seen.push(`${req.method} ${req.url}`);
+      if (tusStub(req, res)) return;
       req.resume();
       if (req.method === 'POST') {
         res.writeHead(202, { 'content-type': 'application/json' });
@@ -162,7 +180,7 @@ describe('lenstack CLI parts', () => {
       const stream = (into: string[], isTTY: boolean) => ({ isTTY, columns: 80, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
       const waits: number[] = [];
       const code = await main(
-        ['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), '--json'],
+        ['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), '--json', '--state', join(await mkdtemp(join(tmpdir(), 'lenstack-state-')), 'state.json')],
         { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
         // stderr a terminal: the progress bar is drawn, and must be cleared before the error.
         { stdout: stream(out, false), stderr: stream(err, true) },
@@ -170,11 +188,14 @@ describe('lenstack CLI parts', () => {
       );
       expect(code).toBe(EXIT.NETWORK);
       expect(out).toEqual([]);
-      expect(err[0]).toBe('batch bat_wire submitted (1 photo)\n');
-      expect(err[1]).toMatch(/^\r\x1b\[2Kbatch \[-+\] 0\/1/);
+      // Hashed and uploaded (each bar drawn and cleared), then submitted.
+      expect(err[0]).toMatch(/^\r\x1b\[2Khashing \[#+\] 1\/1/);
+      const at = err.indexOf('batch bat_wire submitted (1 photo)\n');
+      expect(err.slice(0, at).join('')).toMatch(/\r\x1b\[2Kupload \[#+\] 1\/1  8 KiB of 8 KiB/);
+      expect(err[at + 1]).toMatch(/^\r\x1b\[2Kbatch \[-+\] 0\/1/);
       expect(err.at(-2)).toBe('\r\x1b[2K');
       expect(JSON.parse(err.at(-1)!)).toMatchObject({ error: { code: 'NETWORK_ERROR', message: expect.stringContaining('still running') }, batchId: 'bat_wire', exitCode: 6 });
-      expect(seen).toEqual(['POST /v1/batches', ...Array(3).fill('GET /v1/batches/bat_wire/events')]);
+      expect(seen).toEqual(['POST /v1/uploads', expect.stringMatching(/^PATCH \/v1\/uploads\/upl_/), 'POST /v1/batches', ...Array(3).fill('GET /v1/batches/bat_wire/events')]);
       expect(waits).toHaveLength(2);
     } finally {
       await new Promise((r) => server.close(r));
@@ -185,6 +206,7 @@ describe('lenstack CLI parts', () => {
     const batch = { object: 'batch', id: 'bat_cancel', status: 'running', pauseReason: null, creditsCharged: 0, counts: { total: 2, done: 0, failed: 0, pending: 2 }, etaSeconds: null };
     const cancelled = { ...batch, status: 'cancelled' };
     const server = createServer((req, res) => {
+      if (tusStub(req, res)) return;
       req.resume();
       const [status, type, body] =
         req.method === 'POST' ? [202, 'application/json', JSON.stringify(batch)] :
@@ -199,7 +221,8 @@ describe('lenstack CLI parts', () => {
       const out: string[] = [];
       const err: string[] = [];
       const stream = (into: string[]) => ({ isTTY: false, write: (s: string) => into.push(s) }) as unknown as NodeJS.WriteStream;
-      const code = await main(['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), join(PHOTOS_DIR, 'Nikon_D70.jpg')], { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, { stdout: stream(out), stderr: stream(err) });
+      const state = join(await mkdtemp(join(tmpdir(), 'lenstack-state-')), 'state.json');
+      const code = await main(['batch', join(PHOTOS_DIR, 'Canon_40D.jpg'), join(PHOTOS_DIR, 'Nikon_D70.jpg'), '--state', state], { apiKey: 'svc_live_wire', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, { stdout: stream(out), stderr: stream(err) });
       expect(code).toBe(EXIT.API);
       expect(out.join('')).toBe('batch bat_cancel cancelled: 0 done, 0 failed, 2 pending; 0 credits\n');
       expect(err.join('')).toContain('batch bat_cancel was cancelled: 2 photos were not analyzed.');

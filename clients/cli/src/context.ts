@@ -3,6 +3,9 @@ import type { Catalog, Lenstack } from '@lenstack/client';
 /** What every command gets from main: the client, the output mode and where to write. */
 export interface Context {
   client: Lenstack;
+  /** The key and API the client was made with (the batch command's uploads speak tus beside it). */
+  apiKey: string;
+  baseUrl: string;
   json: boolean;
   stdout: NodeJS.WriteStream;
   stderr: NodeJS.WriteStream;

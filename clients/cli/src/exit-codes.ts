@@ -15,6 +15,8 @@ export const EXIT = {
   API: 5,
   /** No answer from the API (refused, reset, DNS), after the client's retries. */
   NETWORK: 6,
+  /** Stopped by Ctrl-C (SIGINT) or SIGTERM while uploading: the same command continues. */
+  INTERRUPTED: 130,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import { CliError, EXIT } from './exit-codes.ts';
@@ -27,11 +29,6 @@ export async function imageField(input: PhotoInput): Promise<{ imageUrl: string 
 /** The extensions of the formats the API takes (images/probe.ts ACCEPTED_FORMATS). */
 export const PHOTO_EXTENSIONS = /\.(jpe?g|png|webp|gif|tiff?|heic|heif|avif|bmp)$/i;
 
-/**
- * The most one request to the API may carry: the default of its MAX_BODY_BYTES (core/config.ts).
- * A batch of files goes as one JSON body of base64, which is 4/3 of the photos' bytes.
- */
-export const MAX_REQUEST_BYTES = 100 * 1024 * 1024;
 /** Files read at once: enough to keep the disk busy, far below any descriptor limit. */
 const READ_CONCURRENCY = 16;
 
@@ -39,6 +36,8 @@ export interface FoundPhoto {
   path: string;
   name: string;
   size: number;
+  /** When the file last changed: a rerun trusts the hash it kept for the same size and time. */
+  mtimeMs: number;
 }
 
 /**
@@ -70,45 +69,35 @@ export async function collectPhotos(args: string[]): Promise<FoundPhoto[]> {
   // stat follows a link: a link to a folder or to nothing is left out like any non-photo.
   const found = await mapLimit(candidates, READ_CONCURRENCY, async (c) => {
     const info = await stat(c.path).catch(() => null);
-    return info?.isFile() ? { ...c, size: info.size, real: await realpath(c.path) } : null;
+    return info?.isFile() ? { ...c, size: info.size, mtimeMs: info.mtimeMs, real: await realpath(c.path) } : null;
   });
   const seen = new Set<string>();
   const out: FoundPhoto[] = [];
   for (const f of found) {
     if (!f || seen.has(f.real)) continue;
     seen.add(f.real);
-    out.push({ path: f.path, name: f.name, size: f.size });
+    out.push({ path: f.path, name: f.name, size: f.size, mtimeMs: f.mtimeMs });
   }
   if (out.length === 0) throw new CliError(`no photos in ${args.join(', ')} (looked for ${PHOTO_EXTENSIONS.source})`, EXIT.USAGE);
   return out;
 }
 
-/** The size of the JSON body of a batch of these files: base64 of each, its name, the punctuation. */
-export function batchBodyBytes(photos: FoundPhoto[]): number {
-  return photos.reduce((n, p) => n + 4 * Math.ceil(p.size / 3) + Buffer.byteLength(JSON.stringify(p.name)) + 24, 256);
-}
-
-const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-
 /**
- * The batch items of these files, read a few at a time. Photos that cannot go in one request are
- * refused before a byte is read or sent: the API would answer 413 after the whole upload.
+ * The SHA-256 of a file, streamed from disk (a 50 MiB photo is never whole in memory). The batch
+ * command hashes before uploading, so the same bytes found twice in a folder go up once.
  */
-export async function readBatchItems(photos: FoundPhoto[], limit = MAX_REQUEST_BYTES): Promise<Array<{ base64: string; name: string }>> {
-  const body = batchBodyBytes(photos);
-  if (body > limit) {
-    const size = photos.reduce((n, p) => n + p.size, 0);
-    throw new CliError(
-      `${photos.length} photos, ${mib(size)} (${mib(body)} as base64), do not fit in one request: the API takes at most ${mib(limit)} per request. ` +
-        'Upload large folders through the web console, whose resumable uploads take them whole, or run lenstack batch on parts of the folder.',
-      EXIT.USAGE,
-    );
+export async function hashFile(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  try {
+    for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) hash.update(chunk as Buffer);
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${(err as Error).message}`, EXIT.USAGE);
   }
-  return mapLimit(photos, READ_CONCURRENCY, async (p) => ({ base64: (await readPhoto(p.path)).toString('base64'), name: p.name }));
+  return hash.digest('hex');
 }
 
 /** `fn` over `items` with at most `limit` running at once, results in order. */
-async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+export async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {

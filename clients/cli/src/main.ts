@@ -54,6 +54,9 @@ const OPTIONS = {
   formats: { type: 'string', multiple: true },
   force: { type: 'boolean' },
   export: { type: 'string' },
+  vehicles: { type: 'boolean' },
+  manifest: { type: 'string' },
+  state: { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 /** Which options each command takes; anything else is a usage error rather than silently ignored. */
@@ -61,7 +64,7 @@ const ALLOWED: Record<string, ReadonlyArray<keyof typeof OPTIONS>> = {
   analyze: ['stack', 'lens', 'refresh'],
   lookup: ['sha256', 'phash', 'threshold'],
   enrich: ['output', 'formats', 'force'],
-  batch: ['stack', 'lens', 'export', 'force'],
+  batch: ['stack', 'lens', 'export', 'force', 'vehicles', 'manifest', 'state'],
   catalog: [],
   usage: [],
 };
@@ -108,7 +111,7 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
     const client = new Lenstack({ ...clientOptions, apiKey: env.apiKey, baseUrl: env.baseUrl });
     let catalog: Promise<Catalog> | undefined;
     const ctx: Context = {
-      client, json, stdout: io.stdout, stderr: io.stderr,
+      client, apiKey: env.apiKey, baseUrl: env.baseUrl, json, stdout: io.stdout, stderr: io.stderr,
       // Cut to the terminal's width; piped output is never cut.
       width: io.stdout.isTTY ? (io.stdout.columns ?? 100) : Number.POSITIVE_INFINITY,
       catalog: () => (catalog ??= client.catalog()),
@@ -122,7 +125,10 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
       case 'enrich':
         return await enrichCommand(ctx, { photos: rest, output: values.output, formats: values.formats, force: values.force });
       case 'batch':
-        return await batchCommand(ctx, { paths: rest, stack: values.stack, lens: values.lens, export: values.export, force: values.force });
+        return await batchCommand(ctx, {
+          paths: rest, stack: values.stack, lens: values.lens, export: values.export, force: values.force,
+          vehicles: values.vehicles, manifest: values.manifest, state: values.state,
+        });
       case 'catalog':
         return await catalogCommand(ctx);
       default:

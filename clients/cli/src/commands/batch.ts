@@ -1,11 +1,15 @@
-import { extname } from 'node:path';
+import { createHash, randomUUID } from 'node:crypto';
+import { basename, extname, join, resolve } from 'node:path';
 import type { Batch, BatchItem, BatchRequest, ExportFormat } from '@lenstack/client';
+import { BatchState, DEFAULT_STATE_NAME } from '../batch-state.ts';
 import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
-import { collectPhotos, readBatchItems } from '../files.ts';
+import { collectPhotos, hashFile, mapLimit, type FoundPhoto } from '../files.ts';
 import { OutputFile } from '../output.ts';
 import { Progress } from '../progress.ts';
 import { table } from '../render.ts';
+import { uploadAll, type UploadJob } from '../uploads.ts';
+import { MAX_BATCH_PHOTOS, planVehicles, type PlannedVehicle } from '../vehicles.ts';
 
 export interface BatchArgs {
   paths: string[];
@@ -13,56 +17,204 @@ export interface BatchArgs {
   lens?: string[] | undefined;
   export?: string | undefined;
   force?: boolean | undefined;
+  vehicles?: boolean | undefined;
+  manifest?: string | undefined;
+  state?: string | undefined;
 }
 
 const EXPORT_FORMATS: Record<string, ExportFormat> = { '.xlsx': 'xlsx', '.csv': 'csv', '.json': 'json' };
+const VEHICLE_STACK = 'vehicle-condition';
+/** Files hashed at once. */
+const HASH_CONCURRENCY = 4;
+/** The API's bound on an item's name (openapi/lenstack.json BatchRequest). */
+const MAX_NAME = 500;
+
+/** A photo of the batch, hashed: `label` names it in messages (a vehicle's photos with their folder). */
+interface Hashed extends FoundPhoto {
+  sha256: string;
+  label: string;
+}
 
 /**
- * `lenstack batch <folder|photo>... [--stack name] [--lens a,b] [--export out.xlsx] [--force]`: one
- * batch of every photo found (at most what one request carries), followed to the end (a progress
- * bar on a terminal), then exported. The batch id goes to stderr as soon as the batch exists. Exit
- * 0 only when every photo was analyzed; 4 when the batch paused for credits (`resume` continues it
- * after a purchase); 5 when photos failed, or the batch was cancelled or paused by request.
+ * `lenstack batch <folder|photo>... [--stack name] [--lens a,b] [--export out.xlsx] [--force]
+ * [--vehicles [--manifest vehicles.csv]] [--state file]`: every photo found is hashed, uploaded
+ * once per distinct content (tus, resumable, four at a time), and one batch naming the uploads is
+ * submitted, followed to the end (progress on a terminal) and exported. A state file
+ * (`.lenstack-batch.json` in the folder, or `--state`) makes running the same command again
+ * continue where it stopped: finished uploads are not sent again, a half-sent one goes on from
+ * its offset, and the batch is submitted under the request id it was first sent with (the API
+ * answers a resend with the batch the first send made); once the batch exists it is followed,
+ * never paid for again. Exit 0 only when every photo was analyzed; 4 when the batch paused for
+ * credits; 5 when photos failed (at upload or in the batch), or the batch was cancelled or paused
+ * by request; 130 when interrupted (run it again to continue).
  */
 export async function batchCommand(ctx: Context, args: BatchArgs): Promise<number> {
   if (args.paths.length === 0) throw new CliError('batch needs a folder or photos', EXIT.USAGE);
   const format = args.export === undefined ? undefined : EXPORT_FORMATS[extname(args.export).toLowerCase()];
   if (args.export !== undefined && !format) throw new CliError(`--export names the format by its extension: ${Object.keys(EXPORT_FORMATS).join(', ')}`, EXIT.USAGE);
-  const photos = await collectPhotos(args.paths);
   const lenses = listOption(args.lens);
-  const items = await readBatchItems(photos);
-  const body: BatchRequest = { items, ...(lenses.length ? { modules: lenses } : {}), ...(args.stack ? { preset: args.stack } : {}) };
-  // Claimed before the batch is paid for, like enrich's output: an export that cannot be written is found now.
+  if (args.manifest !== undefined && !args.vehicles) throw new CliError('--manifest goes with --vehicles', EXIT.USAGE);
+  if (args.vehicles) {
+    if (args.paths.length !== 1) throw new CliError('--vehicles takes one folder, with one sub-folder per vehicle', EXIT.USAGE);
+    if (lenses.length) throw new CliError(`--vehicles runs the ${VEHICLE_STACK} stack: it takes no --lens`, EXIT.USAGE);
+    if (args.stack !== undefined && args.stack !== VEHICLE_STACK) throw new CliError(`--vehicles runs the ${VEHICLE_STACK} stack, not ${args.stack}`, EXIT.USAGE);
+  } else if (args.stack === VEHICLE_STACK) {
+    throw new CliError(`the ${VEHICLE_STACK} stack needs photos grouped by vehicle: lenstack batch --vehicles <folder>`, EXIT.USAGE);
+  }
+
+  // What the batch holds, checked whole before a byte is read or sent.
+  const vehicles = args.vehicles ? await planVehicles(args.paths[0]!, args.manifest) : null;
+  const found = vehicles ? null : await collectPhotos(args.paths);
+  if (found && found.length > MAX_BATCH_PHOTOS) throw new CliError(`${found.length} photos: a batch takes at most ${MAX_BATCH_PHOTOS}; run lenstack batch on parts of the folder`, EXIT.USAGE);
+
+  const statePath = args.state ?? (args.paths.length === 1 && !found?.some((p) => p.path === args.paths[0]) ? join(args.paths[0]!, DEFAULT_STATE_NAME) : DEFAULT_STATE_NAME);
+  const state = BatchState.open(statePath, { api: ctx.baseUrl, key: createHash('sha256').update(ctx.apiKey).digest('hex').slice(0, 16) });
+  // Claimed before anything is uploaded or paid for, like enrich's output: an export that cannot be written is found now.
   const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true) : undefined;
+  try {
+    return await run(ctx, args, { vehicles, found, state, lenses, format, output });
+  } finally {
+    // Not written (paused, interrupted, a failure): nothing is left behind.
+    await output?.abandon();
+  }
+}
+
+async function run(
+  ctx: Context,
+  args: BatchArgs,
+  plan: { vehicles: PlannedVehicle[] | null; found: FoundPhoto[] | null; state: BatchState; lenses: string[]; format: ExportFormat | undefined; output: OutputFile | undefined },
+): Promise<number> {
+  const { vehicles, found, state, lenses, format, output } = plan;
+  const all: Array<FoundPhoto & { label: string }> = vehicles
+    ? vehicles.flatMap((v) => v.photos.map((p) => ({ ...p, label: join(v.folder, p.name) })))
+    : found!.map((p) => ({ ...p, label: p.name }));
+
+  // Hashed first (a rerun trusts the hash it kept for the same path, size and time): the same bytes go up once.
+  const hashing = new Progress(ctx.stderr, 'hashing');
+  let hashedCount = 0;
+  let hashed: Hashed[];
+  try {
+    hashed = await mapLimit(all, HASH_CONCURRENCY, async (p) => {
+      const key = resolve(p.path);
+      const kept = state.hashes.get(key);
+      let sha256 = kept && kept.size === p.size && kept.mtimeMs === p.mtimeMs ? kept.sha256 : null;
+      if (!sha256) {
+        sha256 = await hashFile(p.path);
+        state.record({ hash: { path: key, size: p.size, mtimeMs: p.mtimeMs, sha256 } });
+      }
+      hashing.update(++hashedCount, all.length);
+      return { ...p, sha256 };
+    });
+  } finally {
+    hashing.finish();
+  }
+  const bySha = new Map(hashed.map((p) => [p.sha256, p]));
+  const options = { ...(lenses.length ? { modules: lenses } : {}), ...(args.stack && !vehicles ? { preset: args.stack } : {}) };
+  let at = 0;
+  const planKey = createHash('sha256')
+    .update(JSON.stringify(vehicles
+      ? { vehicles: vehicles.map((v) => [v.folder, v.vehicle, v.photos.map(() => [hashed[at]!.name, hashed[at++]!.sha256])]) }
+      : { items: hashed.map((p) => [p.name, p.sha256]), ...options }))
+    .digest('hex');
+
+  let batchId = state.batches.get(planKey);
+  const uploadsSummary = { photos: all.length, distinct: bySha.size, uploaded: 0, resumed: 0, alreadyUploaded: 0, bytesSent: 0 };
+  if (batchId) {
+    ctx.stderr.write(`batch ${batchId} was submitted by an earlier run of this command (state in ${state.path}); following it\n`);
+  } else {
+    const jobs: UploadJob[] = [...bySha.values()].map((p) => ({ sha256: p.sha256, path: p.path, size: p.size, name: basename(p.name) }));
+    uploadsSummary.alreadyUploaded = jobs.filter((j) => state.uploaded.has(j.sha256) || state.refused.has(j.sha256)).length;
+    const totalBytes = jobs.reduce((n, j) => n + j.size, 0);
+    const progress = new Progress(ctx.stderr, 'upload');
+    const started = Date.now();
+    const stop = new AbortController();
+    const interrupt = () => stop.abort(new CliError(`interrupted; run the same command again to continue (state in ${state.path})`, EXIT.INTERRUPTED));
+    process.once('SIGINT', interrupt);
+    process.once('SIGTERM', interrupt);
+    try {
+      const outcome = await uploadAll({
+        jobs, state, signal: stop.signal,
+        endpoint: new URL('/v1/uploads', ctx.baseUrl).toString(),
+        apiKey: ctx.apiKey,
+        onProgress: (p) => {
+          const seconds = (Date.now() - started) / 1000;
+          const rate = seconds > 0.5 ? `  ${size(p.sentThisRun / seconds)}/s` : '';
+          progress.update(p.photos, jobs.length, `${size(p.bytes)} of ${size(totalBytes)}${rate}`);
+        },
+      });
+      uploadsSummary.uploaded = outcome.started;
+      uploadsSummary.resumed = outcome.resumed;
+      uploadsSummary.bytesSent = outcome.bytesSent;
+    } finally {
+      process.removeListener('SIGINT', interrupt);
+      process.removeListener('SIGTERM', interrupt);
+      progress.finish();
+    }
+    if (!ctx.json) ctx.stderr.write(`uploaded ${uploadsSummary.uploaded + uploadsSummary.resumed} of ${jobs.length} distinct photos (${size(uploadsSummary.bytesSent)} sent${uploadsSummary.alreadyUploaded ? `; ${uploadsSummary.alreadyUploaded} were uploaded before` : ''}${uploadsSummary.resumed ? `; ${uploadsSummary.resumed} resumed` : ''})\n`);
+  }
+
+  // Photos the API refused at upload (not an image it takes) fail here; a vehicle with one is left out whole, as the API would fail it.
+  const refusedPhotos = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
+  const item = (p: Hashed) => ({ uploadId: state.uploaded.get(p.sha256)!, name: itemName(p.name) });
+  let body: BatchRequest | null;
+  const leftOut: string[] = [];
+  if (vehicles) {
+    let i = 0;
+    const entries = vehicles.flatMap((v) => {
+      const photos = hashed.slice(i, (i += v.photos.length));
+      if (photos.some((p) => state.refused.has(p.sha256))) {
+        leftOut.push(v.folder);
+        return [];
+      }
+      return [{ name: itemName(v.folder), ...(Object.keys(v.vehicle).length ? { vehicle: v.vehicle } : {}), items: photos.map(item) }];
+    });
+    body = entries.length ? { vehicles: entries, ...(args.stack ? { preset: args.stack } : {}) } : null;
+  } else {
+    const items = hashed.filter((p) => !state.refused.has(p.sha256)).map(item);
+    body = items.length ? { items, ...options } : null;
+  }
+  const failedAtUpload = { refused: refusedPhotos, ...(vehicles ? { vehiclesLeftOut: leftOut } : {}) };
+  if (!body) {
+    if (ctx.json) printJson(ctx, { batch: null, failed: [], ...failedAtUpload, uploads: uploadsSummary, state: state.path, export: null });
+    else print(ctx, `no batch: the API refused every photo\n${refusalTable(ctx, refusedPhotos)}`);
+    return EXIT.API;
+  }
 
   let batch: Batch;
   const failed: BatchItem[] = [];
-  try {
-    const created = await ctx.client.batches.create(body);
-    ctx.errorContext.batchId = created.id;
-    ctx.stderr.write(`batch ${created.id} submitted (${created.counts.total} photo${created.counts.total === 1 ? '' : 's'})\n`);
-    const progress = new Progress(ctx.stderr, 'batch');
-    try {
-      const show = (b: Batch) => progress.update(b.counts.done + b.counts.failed, b.counts.total, b.etaSeconds !== null ? `about ${b.etaSeconds}s left` : '');
-      show(created);
-      batch = await ctx.client.batches.wait(created.id, { onProgress: show });
-    } finally {
-      progress.finish();
+  let first: Batch | null = null;
+  if (!batchId) {
+    let requestId = state.submits.get(planKey);
+    if (!requestId) {
+      requestId = `cli_${randomUUID()}`;
+      state.record({ submit: { plan: planKey, requestId } });
     }
-    if (batch.status === 'running') throw new CliError(`batch ${batch.id} is still running; follow it with GET /v1/batches/${batch.id}`, EXIT.API);
-    for await (const item of ctx.client.batches.allItems(batch.id)) if (item.status === 'failed') failed.push(item);
-    if (output && format && batch.status !== 'paused') await output.commit(await ctx.client.batches.export(batch.id, format));
-  } finally {
-    // Not written (paused, or a failure above): nothing is left behind.
-    await output?.abandon();
+    const created = await ctx.client.batches.create(body, { requestId });
+    state.record({ batch: { plan: planKey, id: created.id } });
+    batchId = created.id;
+    first = created;
+    ctx.stderr.write(`batch ${created.id} submitted (${created.counts.total} ${vehicles ? 'vehicle' : 'photo'}${created.counts.total === 1 ? '' : 's'})\n`);
   }
+  ctx.errorContext.batchId = batchId;
+  const progress = new Progress(ctx.stderr, 'batch');
+  try {
+    const show = (b: Batch) => progress.update(b.counts.done + b.counts.failed, b.counts.total, b.etaSeconds !== null ? `about ${b.etaSeconds}s left` : '');
+    show(first ?? (await ctx.client.batches.get(batchId)));
+    batch = await ctx.client.batches.wait(batchId, { onProgress: show });
+  } finally {
+    progress.finish();
+  }
+  if (batch.status === 'running') throw new CliError(`batch ${batch.id} is still running; follow it with GET /v1/batches/${batch.id}`, EXIT.API);
+  for await (const it of ctx.client.batches.allItems(batch.id)) if (it.status === 'failed') failed.push(it);
+  if (output && format && batch.status !== 'paused') await output.commit(await ctx.client.batches.export(batch.id, format));
   const exported = output && batch.status !== 'paused' ? output.target : null;
 
-  if (ctx.json) printJson(ctx, { batch, failed, export: exported });
+  if (ctx.json) printJson(ctx, { batch, failed, ...failedAtUpload, uploads: uploadsSummary, state: state.path, export: exported });
   else {
     const c = batch.counts;
     const lines = [`batch ${batch.id} ${batch.status}${batch.pauseReason ? ` (${batch.pauseReason})` : ''}: ${c.done} done, ${c.failed} failed, ${c.pending} pending; ${batch.creditsCharged} credits`];
     if (failed.length) lines.push(table(failed.map((i): [string, string] => [i.source, `${i.error?.code ?? 'failed'}: ${i.error?.message ?? ''}`]), '  ', ctx.width));
+    if (refusedPhotos.length) lines.push(`refused at upload, not in the batch${leftOut.length ? ` (vehicles left out: ${leftOut.join(', ')})` : ''}:\n${refusalTable(ctx, refusedPhotos)}`);
     if (exported) lines.push(`exported to ${exported}`);
     print(ctx, lines.join('\n'));
   }
@@ -80,8 +232,33 @@ export async function batchCommand(ctx: Context, args: BatchArgs): Promise<numbe
     return EXIT.API;
   }
   if (failed.length > 0 || batch.counts.failed > 0) {
-    ctx.stderr.write(`batch ${batch.id}: ${batch.counts.failed} of ${batch.counts.total} photos failed.\n`);
+    ctx.stderr.write(`batch ${batch.id}: ${batch.counts.failed} of ${batch.counts.total} ${vehicles ? 'vehicles' : 'photos'} failed.\n`);
+    return EXIT.API;
+  }
+  if (refusedPhotos.length) {
+    ctx.stderr.write(`batch ${batch.id}: ${refusedPhotos.length} photo${refusedPhotos.length === 1 ? ' was' : 's were'} refused at upload and not analyzed.\n`);
     return EXIT.API;
   }
   return EXIT.OK;
+}
+
+/** Bytes as a person reads them: KiB, MiB or GiB. */
+export function size(bytes: number): string {
+  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KiB`;
+  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+/**
+ * A file's name as the batch shows it (status, exports): control characters (a line break in a
+ * file name) become U+FFFD, so no export cell or terminal line is split by one, and a name over
+ * the API's 500 characters keeps its end (the file's own name) behind an ellipsis.
+ */
+export function itemName(name: string): string {
+  const clean = name.replace(/[\p{Cc}\p{Cf}]/gu, '\uFFFD');
+  return clean.length > MAX_NAME ? `…${clean.slice(clean.length - MAX_NAME + 1)}` : clean;
+}
+
+function refusalTable(ctx: Context, refused: Array<{ source: string; code: string; message: string }>): string {
+  return table(refused.map((r): [string, string] => [itemName(r.source), `${r.code}: ${r.message}`]), '  ', ctx.width);
 }

@@ -1,0 +1,223 @@
+import { createReadStream } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LenstackError, type LenstackErrorCode } from '@lenstack/client';
+import * as tus from 'tus-js-client';
+import type { BatchState, Refusal } from './batch-state.ts';
+
+/** Photos uploaded at once: enough to fill a link with small photos, few descriptors and sockets. */
+export const UPLOAD_CONCURRENCY = 4;
+/**
+ * tus-js-client's waits before it tries a failed request again (from the offset the API reports):
+ * about a minute in all, and the count starts again whenever bytes got through.
+ */
+const RETRY_DELAYS = [500, 1000, 2000, 4000, 8000, 15000, 30000];
+
+export interface UploadJob {
+  sha256: string;
+  path: string;
+  size: number;
+  /** Shown in the API's Upload-Metadata (`filename`); the API does not need it. */
+  name: string;
+}
+
+export interface UploadProgress {
+  /** Photos done (uploaded now or before, or refused). */
+  photos: number;
+  bytes: number;
+  /** Bytes the API acknowledged this run (a resumed photo counts only what it still sent). */
+  sentThisRun: number;
+}
+
+export interface UploadOutcome {
+  uploadIds: Map<string, string>;
+  refused: Map<string, Refusal>;
+  /** Bytes this run sent (and the API acknowledged), resumed photos counting only their remainder. */
+  bytesSent: number;
+  /** Photos whose upload this run began afresh, continued from an offset, or found already done. */
+  started: number;
+  resumed: number;
+}
+
+/**
+ * Uploads every job's file with tus (POST /v1/uploads, then PATCH from the offset), a few at a
+ * time, streamed from disk by tus-js-client's file source (a slice is a read stream: memory stays
+ * flat whatever the folder's size). Each upload's URL is recorded in the state before its first
+ * byte goes, and its id once it finished, so a run stopped anywhere continues with the next one:
+ * a finished photo is not sent again, a half-sent one goes on from the API's offset.
+ *
+ * Failures: tus-js-client retries network errors and 5xx with backoff from the last offset; a 429
+ * (the account's request rate) stops every worker until the API's Retry-After passed. A file the
+ * API refuses (not an image it takes, 422) is recorded as refused and the others go on. Anything
+ * else stops the run (its state kept) with the API's error.
+ */
+export async function uploadAll(opts: {
+  jobs: UploadJob[];
+  state: BatchState;
+  endpoint: string;
+  apiKey: string;
+  signal: AbortSignal;
+  onProgress: (p: UploadProgress) => void;
+}): Promise<UploadOutcome> {
+  const { jobs, state } = opts;
+  const total = { photos: 0, bytes: 0, sentThisRun: 0 };
+  let resumed = 0;
+  let started = 0;
+  const pending: UploadJob[] = [];
+  for (const job of jobs) {
+    if (state.uploaded.has(job.sha256) || state.refused.has(job.sha256)) {
+      total.photos++;
+      total.bytes += job.size;
+    } else pending.push(job);
+  }
+  opts.onProgress({ ...total });
+
+  /** Until when every worker waits after a 429 (shared: the limit is the account's). */
+  let pausedUntil = 0;
+  const running = new Set<tus.Upload>();
+  const onAbort = () => {
+    for (const u of running) void u.abort(false);
+  };
+  opts.signal.addEventListener('abort', onAbort, { once: true });
+
+  const uploadOne = (job: UploadJob) =>
+    new Promise<void>((resolve, reject) => {
+      const previous = state.begun.get(job.sha256);
+      if (previous) resumed++;
+      else started++;
+      const source = createReadStream(job.path);
+      const upload = new tus.Upload(source, {
+        endpoint: opts.endpoint,
+        ...(previous ? { uploadUrl: previous } : {}),
+        uploadSize: job.size,
+        metadata: { filename: job.name },
+        headers: { authorization: `Bearer ${opts.apiKey}` },
+        retryDelays: RETRY_DELAYS,
+        // The state file is where uploads are remembered, not tus-js-client's own URL storage.
+        storeFingerprintForResuming: false,
+        onShouldRetry: (err) => {
+          const status = err.originalResponse?.getStatus() ?? 0;
+          if (status === 429 || status === 503) {
+            const after = Number(err.originalResponse?.getHeader('retry-after'));
+            pausedUntil = Math.max(pausedUntil, Date.now() + (Number.isFinite(after) && after > 0 ? after * 1000 : 2000));
+            return true;
+          }
+          return status === 0 || status >= 500 || status === 409 || status === 423;
+        },
+        onBeforeRequest: async () => {
+          const wait = pausedUntil - Date.now();
+          if (wait > 0) await sleep(wait);
+        },
+        onUploadUrlAvailable: () => {
+          // Synchronous: on disk before the first PATCH is sent.
+          if (upload.url && upload.url !== previous) state.record({ upload: { sha256: job.sha256, url: upload.url } });
+        },
+        // One PATCH per photo (no chunkSize): what it carried, which a resumed photo starts at its offset.
+        onChunkComplete: (chunk) => {
+          total.sentThisRun += chunk;
+        },
+        onProgress: (sent) => {
+          opts.onProgress({ photos: total.photos, bytes: total.bytes + sent, sentThisRun: total.sentThisRun });
+        },
+        onSuccess: () => {
+          running.delete(upload);
+          const id = new URL(upload.url!).pathname.split('/').pop()!;
+          state.record({ uploaded: { sha256: job.sha256, uploadId: id } });
+          total.photos++;
+          total.bytes += job.size;
+          opts.onProgress({ ...total });
+          resolve();
+        },
+        onError: (err) => {
+          running.delete(upload);
+          source.destroy();
+          const refusal = refusalOf(err);
+          if (refusal) {
+            state.record({ refused: { sha256: job.sha256, ...refusal } });
+            total.photos++;
+            total.bytes += job.size;
+            opts.onProgress({ ...total });
+            resolve();
+          } else reject(errorOf(err));
+        },
+      });
+      running.add(upload);
+      upload.start();
+    });
+
+  let next = 0;
+  let failure: unknown = null;
+  const worker = async () => {
+    while (next < pending.length && failure === null && !opts.signal.aborted) {
+      const job = pending[next++]!;
+      try {
+        await Promise.race([uploadOne(job), aborted(opts.signal)]);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(UPLOAD_CONCURRENCY, pending.length) }, worker));
+  } finally {
+    opts.signal.removeEventListener('abort', onAbort);
+    if (failure !== null) onAbort();
+  }
+  if (failure !== null) throw failure;
+  if (opts.signal.aborted) throw opts.signal.reason;
+  const uploadIds = new Map<string, string>();
+  const refused = new Map<string, Refusal>();
+  for (const job of jobs) {
+    const id = state.uploaded.get(job.sha256);
+    if (id) uploadIds.set(job.sha256, id);
+    const r = state.refused.get(job.sha256);
+    if (r) refused.set(job.sha256, r);
+  }
+  return { uploadIds, refused, bytesSent: total.sentThisRun, started, resumed };
+}
+
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
+
+/** The API's error envelope in a tus answer, if there is one. */
+function envelopeOf(err: Error): { code: string; message: string; requestId?: string; retryable?: boolean } | null {
+  const res = (err as tus.DetailedError).originalResponse;
+  if (!res) return null;
+  try {
+    const body = JSON.parse(res.getBody()) as { error?: { code?: unknown; message?: unknown; requestId?: unknown } };
+    if (typeof body.error?.code === 'string' && typeof body.error.message === 'string') {
+      return { code: body.error.code, message: body.error.message, ...(typeof body.error.requestId === 'string' ? { requestId: body.error.requestId } : {}) };
+    }
+  } catch {
+    // not the envelope
+  }
+  return null;
+}
+
+/** A refusal of the photo itself (its bytes are not an image the API takes): that photo fails, the rest go on. */
+function refusalOf(err: Error): Refusal | null {
+  const status = (err as tus.DetailedError).originalResponse?.getStatus();
+  const envelope = envelopeOf(err);
+  if (status === 422 && envelope && (envelope.code === 'IMAGE_INVALID' || envelope.code === 'IMAGE_TOO_LARGE')) return { code: envelope.code, message: envelope.message };
+  return null;
+}
+
+/** Any other failure as the client's error, so the CLI's exit codes and messages apply (401 → 3, 413 → 5, no answer → 6). */
+function errorOf(err: Error): LenstackError {
+  const res = (err as tus.DetailedError).originalResponse;
+  const envelope = envelopeOf(err);
+  if (!res) {
+    return new LenstackError({ code: 'NETWORK_ERROR', message: `uploading: ${err.message.split('\n')[0]}`, status: null, requestId: '', retryable: true, attempts: RETRY_DELAYS.length + 1 });
+  }
+  return new LenstackError({
+    code: (envelope?.code ?? 'UNEXPECTED_RESPONSE') as LenstackErrorCode,
+    message: envelope?.message ?? `the upload answered ${res.getStatus()}`,
+    status: res.getStatus(),
+    requestId: envelope?.requestId ?? res.getHeader('x-request-id') ?? '',
+    retryable: false,
+    attempts: 1,
+  });
+}
