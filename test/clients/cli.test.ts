@@ -1,10 +1,14 @@
 import { execFile, spawn } from 'node:child_process';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createHash } from 'node:crypto';
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseCsv } from 'csv-parse/sync';
 import ExcelJS from 'exceljs';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
@@ -74,6 +78,7 @@ describe('lenstack CLI', () => {
     const run = await lenstack(['--help'], {}, ['npx', '--no-install', '--prefix', ROOT, 'lenstack']);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain('lenstack analyze <photo|url>...');
+    expect(run.stdout).toContain('lenstack batch --vehicles <folder> [--manifest <vehicles.csv>]');
     expect(run.stdout).toMatch(/4 not enough credits/);
   });
 
@@ -260,24 +265,49 @@ describe('lenstack CLI', () => {
     await writeFile(join(mixed, 'bad.jpg'), 'not a photo at all');
     const failed = await lenstack(['batch', mixed, '--lens', 'dating']);
     expect(failed.code, failed.stderr).toBe(5);
-    expect(failed.stdout).toMatch(/^batch (bat_\S+) completed: 1 done, 1 failed, 0 pending; 1 credits$/m);
-    expect(failed.stdout).toMatch(/bad\.jpg\s+IMAGE_INVALID/);
+    // The API refuses bad.jpg's bytes when its upload finishes: it is reported, and not in the batch.
+    expect(failed.stdout).toMatch(/^batch (bat_\S+) completed: 1 done, 0 failed, 0 pending; 1 credits$/m);
+    expect(failed.stdout).toMatch(/refused at upload, not in the batch:\n\s+bad\.jpg\s+IMAGE_INVALID: /);
     const id = failed.stdout.match(/^batch (bat_\S+)/m)![1]!;
-    expect(failed.stderr).toContain(`batch ${id} submitted`);
+    expect(failed.stderr).toContain(`batch ${id} submitted (1 photo)`);
+    expect(failed.stderr).toContain(`batch ${id}: 1 photo was refused at upload and not analyzed.`);
+    const items = await p.db.query<{ source: string }>('SELECT source FROM batch_items WHERE batch_id = $1', [id]);
+    expect(items.rows.map((r) => r.source)).toEqual(['good.jpg']);
   });
 
-  it('batch refuses photos too big for one request, and an --export that exists, before submitting', async () => {
-    const folder = join(work, 'huge');
-    await mkdir(folder);
-    for (const f of ['a.jpg', 'b.jpg']) {
-      await writeFile(join(folder, f), '');
-      await truncate(join(folder, f), 40 * 1024 * 1024);
-    }
-    const before = await p.db.query('SELECT count(*)::int AS n FROM batches');
-    const huge = await lenstack(['batch', folder, '--lens', 'dating']);
-    expect(huge.code).toBe(2);
-    expect(huge.stderr).toMatch(/2 photos, 80\.0 MiB \(106\.7 MiB as base64\), do not fit in one request: the API takes at most 100\.0 MiB/);
-    expect(huge.stderr).toContain('resumable uploads');
+  it('batch refuses a vehicle over 50 photos, a bad manifest and an --export that exists before uploading or submitting anything', async () => {
+    const fleet = join(work, 'fleet-refused');
+    await mkdir(join(fleet, 'van-1'), { recursive: true });
+    await mkdir(join(fleet, 'van-2'));
+    await mkdir(join(fleet, 'empty'));
+    for (let i = 0; i < 51; i++) await copyFile(photo('Canon_40D.jpg'), join(fleet, 'van-1', `p${String(i).padStart(2, '0')}.jpg`));
+    await copyFile(photo('Nikon_D70.jpg'), join(fleet, 'van-2', 'front.jpg'));
+    await writeFile(join(fleet, 'vehicles.csv'), 'folder,vin,mileage\nvan-1,WVWZZZ1JZ3W386752,1000\nvan-2,WVWZZZ1JZ3W38675O,12 000\nvan-9,,\n');
+    const uploadsBefore = await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId]);
+    const batchesBefore = await p.db.query('SELECT count(*)::int AS n FROM batches');
+    const refused = await lenstack(['batch', '--vehicles', fleet]);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain('refused before uploading anything');
+    expect(refused.stderr).toContain('vehicle "van-1" has 51 photos: a vehicle takes at most 50');
+    expect(refused.stderr).toContain('vehicle "empty" has no photos');
+    expect(refused.stderr).toMatch(/vehicles\.csv line 3 \("van-2"\): bad VIN "WVWZZZ1JZ3W38675O"/);
+    expect(refused.stderr).toMatch(/vehicles\.csv line 3 \("van-2"\): bad mileage "12 000"/);
+    expect(refused.stderr).toMatch(/vehicles\.csv line 4 \("van-9"\): no folder "van-9"/);
+    // --json names each problem too.
+    const json = await lenstack(['batch', '--vehicles', fleet, '--json']);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stderr)).toMatchObject({ error: { code: 'USAGE', message: expect.stringContaining('van-1') }, exitCode: 2 });
+    // A manifest whose header names an unknown column, given with --manifest.
+    const manifest = join(work, 'typo.csv');
+    await writeFile(manifest, 'folder,vim\nvan-2,x\n');
+    const typo = await lenstack(['batch', '--vehicles', fleet, '--manifest', manifest]);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('unknown: "vim"');
+    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(uploadsBefore.rows[0].n);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches')).rows[0].n).toBe(batchesBefore.rows[0].n);
+    // Nothing was kept for a run that never started.
+    expect(await readdir(fleet)).not.toContain('.lenstack-batch.json');
+    const before = batchesBefore;
 
     const existing = join(work, 'existing.csv');
     await writeFile(existing, 'keep me');
@@ -286,6 +316,7 @@ describe('lenstack CLI', () => {
     expect(exists.stderr).toContain(`${existing} exists; pass --force`);
     expect(await readFile(existing, 'utf8')).toBe('keep me');
     expect((await p.db.query('SELECT count(*)::int AS n FROM batches')).rows[0].n).toBe(before.rows[0].n);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(uploadsBefore.rows[0].n);
 
     const forced = await lenstack(['batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--export', existing, '--force']);
     expect(forced.code, forced.stderr).toBe(0);
@@ -293,7 +324,8 @@ describe('lenstack CLI', () => {
   });
 
   it('draws the progress bar on a terminal (a real pty from script(1)) and clears it', async () => {
-    const command = [process.execPath, BIN, 'batch', photo('Canon_40D.jpg'), '--lens', 'dating'].map((a) => `'${a}'`).join(' ');
+    // A state file of its own: the same command from `work` earlier made its batch already (and would follow it).
+    const command = [process.execPath, BIN, 'batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--state', join(work, 'pty-state.json')].map((a) => `'${a}'`).join(' ');
     const run = await new Promise<Run>((resolve) => {
       const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: work, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: baseUrl, COLUMNS: '80' } });
       let out = '';
@@ -302,6 +334,8 @@ describe('lenstack CLI', () => {
     });
     expect(run.code, run.stdout).toBe(0);
     expect(run.stdout).toMatch(/\r\x1b\[2Kbatch \[[#-]+\] \d\/1/);
+    // The upload's own bar (photos, bytes) came first, and was cleared too.
+    expect(run.stdout).toMatch(/\r\x1b\[2Kupload \[#+\] 1\/1  8 KiB of 8 KiB[^\r]*\r\x1b\[2K/);
     // Cleared before the summary is printed.
     expect(run.stdout).toMatch(/\r\x1b\[2Kbatch bat_\S+ completed: 1 done/);
   });
@@ -372,4 +406,288 @@ describe('lenstack CLI', () => {
     expect(closed.stderr).toContain('NETWORK_ERROR');
     expect((await stat(work)).isDirectory()).toBe(true);
   });
+});
+
+/**
+ * A tiny HTTP proxy between the CLI and the API that counts the bytes each tus PATCH carries to
+ * the API, per upload id, and can hold one file's upload after half its bytes (named by the
+ * `filename` in its Upload-Metadata) so a test can kill the CLI with a photo half sent.
+ */
+interface CountingProxy {
+  url: string;
+  patchBytes: Map<string, number>;
+  /** upload id → file name, from each creation's Upload-Metadata and Location. */
+  names: Map<string, string>;
+  /** Resolves once the held file's PATCH reached half its bytes. */
+  held: Promise<void>;
+  /** Cuts the held PATCH off (both its connections, as a network would) and holds nothing more. */
+  drop(): void;
+  close(): Promise<void>;
+}
+
+async function startCountingProxy(target: string, hold?: string): Promise<CountingProxy> {
+  const patchBytes = new Map<string, number>();
+  const names = new Map<string, string>();
+  const sizes = new Map<string, number>();
+  let markHeld!: () => void;
+  const held = new Promise<void>((r) => (markHeld = r));
+  let cut: (() => void) | null = null;
+  const server = createServer((req, res) => {
+    const upstream = httpRequest(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
+      if (req.method === 'POST' && req.url === '/v1/uploads' && answer.headers.location) {
+        const id = answer.headers.location.split('/').pop()!;
+        names.set(id, metadataName(req.headers['upload-metadata']));
+        sizes.set(id, Number(req.headers['upload-length']));
+      }
+      res.writeHead(answer.statusCode!, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    // The CLI went away (killed) before the answer: the API sees its request cut off, as it would.
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+    const id = req.method === 'PATCH' ? req.url!.split('/').pop()! : null;
+    req.on('data', (chunk: Buffer) => {
+      if (id && hold !== undefined && names.get(id) === hold && (patchBytes.get(id) ?? 0) >= sizes.get(id)! / 2) {
+        req.pause();
+        cut = () => {
+          upstream.destroy();
+          req.socket.destroy();
+        };
+        markHeld();
+        return;
+      }
+      if (id) patchBytes.set(id, (patchBytes.get(id) ?? 0) + chunk.length);
+      upstream.write(chunk);
+    });
+    req.on('end', () => upstream.end());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    patchBytes,
+    names,
+    held,
+    drop: () => {
+      hold = undefined;
+      cut?.();
+    },
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+function metadataName(header: string | string[] | undefined): string {
+  for (const pair of String(header ?? '').split(',')) {
+    const [k, v] = pair.trim().split(' ');
+    if (k === 'filename' && v) return Buffer.from(v, 'base64').toString('utf8');
+  }
+  return '';
+}
+
+/** A 2-megapixel JPEG of noise (a few MB, camera-like entropy): big enough to be half sent. */
+async function noisyJpeg(seed: number): Promise<Buffer> {
+  const raw = Buffer.alloc(1600 * 1200 * 3);
+  let x = seed;
+  for (let i = 0; i < raw.length; i++) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    raw[i] = x >>> 24;
+  }
+  return sharp(raw, { raw: { width: 1600, height: 1200, channels: 3 } }).jpeg({ quality: 92 }).toBuffer();
+}
+
+describe('lenstack batch: fleets over resumable uploads', () => {
+  it('--vehicles with a manifest (BOM, CRLF, quoted fields): one batch of vehicles, a duplicate photo uploaded once, the export has VIN and mileage', async () => {
+    const fleet = join(work, 'fleet');
+    await mkdir(join(fleet, 'van 1', 'inside'), { recursive: true });
+    await mkdir(join(fleet, 'van-2'));
+    await copyFile(photo('gps-DSCN0010.jpg'), join(fleet, 'van 1', 'front.jpg'));
+    await copyFile(photo('gps-DSCN0012.jpg'), join(fleet, 'van 1', 'inside', 'seats.jpg'));
+    // The same photo in both vehicles: its bytes go up once, each vehicle names it.
+    await copyFile(photo('xmp-no_exif.jpg'), join(fleet, 'van 1', 'shared.jpg'));
+    await copyFile(photo('xmp-no_exif.jpg'), join(fleet, 'van-2', 'shared.jpg'));
+    await copyFile(photo('orientation-portrait_8.jpg'), join(fleet, 'van-2', 'rear\nside.jpg'));
+    await writeFile(
+      join(fleet, 'vehicles.csv'),
+      '\uFEFFFolder,VIN,Mileage,Make,Model,Year\r\n"van 1",wvwzzz1jz3w386752,84000,"Volkswagen, AG","Golf ""IV""",2003\r\nvan-2,1HGCM82633A004352,120500,Honda,Accord,2003\r\n',
+    );
+    const fleetUser = await createTestUser(p.db, { community: 20 });
+    const csv = join(work, 'fleet.csv');
+
+    const run = await lenstack(['batch', '--vehicles', fleet, '--export', csv, '--json'], { LENSTACK_API_KEY: fleetUser.liveKey });
+    expect(run.code, run.stderr).toBe(0);
+    const result = JSON.parse(run.stdout);
+    expect(result.batch).toMatchObject({ kind: 'vehicles', status: 'completed', counts: { total: 2, done: 2, failed: 0 }, creditsCharged: 2 });
+    expect(result.uploads).toMatchObject({ photos: 5, distinct: 4, uploaded: 4, resumed: 0, alreadyUploaded: 0 });
+    expect(result.state).toBe(join(fleet, '.lenstack-batch.json'));
+    const uploads = await p.db.query<{ sha256: string; n: number }>('SELECT sha256, count(*)::int AS n FROM uploads WHERE user_id = $1 GROUP BY sha256', [fleetUser.userId]);
+    expect(uploads.rows).toHaveLength(4);
+    expect(uploads.rows.every((r) => r.n === 1)).toBe(true);
+    expect(uploads.rows.map((r) => r.sha256)).toContain(sha256(photoBytes('xmp-no_exif.jpg')));
+
+    const items = await p.db.query<{ source: string; photos: Array<{ source: string; ref: { sha256: string } }> }>('SELECT source, photos FROM batch_items WHERE batch_id = $1 ORDER BY index', [result.batch.id]);
+    expect(items.rows.map((r) => [r.source, r.photos.map((ph) => ph.source)])).toEqual([
+      ['van 1', ['front.jpg', join('inside', 'seats.jpg'), 'shared.jpg']],
+      // The line break in a file name is not carried into names and exports.
+      ['van-2', ['rear\uFFFDside.jpg', 'shared.jpg']],
+    ]);
+    expect(items.rows[1]!.photos[1]!.ref.sha256).toBe(sha256(photoBytes('xmp-no_exif.jpg')));
+    expect(items.rows[0]!.photos[2]!.ref.sha256).toBe(sha256(photoBytes('xmp-no_exif.jpg')));
+
+    const rows = parseCsv((await readFile(csv, 'utf8')).replace(/^\uFEFF/, ''), { columns: true }) as Array<Record<string, string>>;
+    expect(rows.map((r) => [r.Source, r.Status, r.VIN, r.Mileage, r.Make, r.Model])).toEqual([
+      ['van 1', 'done', 'WVWZZZ1JZ3W386752', '84000', 'Volkswagen, AG', 'Golf "IV"'],
+      ['van-2', 'done', '1HGCM82633A004352', '120500', 'Honda', 'Accord'],
+    ]);
+
+    // The same command again: the state names the batch; it is shown, not paid for, nothing uploaded.
+    const again = await lenstack(['batch', '--vehicles', fleet, '--json'], { LENSTACK_API_KEY: fleetUser.liveKey });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).batch).toMatchObject({ id: result.batch.id, status: 'completed', creditsCharged: 2 });
+    expect(again.stderr).toContain(`batch ${result.batch.id} was submitted by an earlier run`);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [fleetUser.userId])).rows[0].n).toBe(1);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [fleetUser.userId])).rows[0].n).toBe(4);
+    expect(await getBalance(p.db, fleetUser.userId)).toMatchObject({ community: 18 });
+
+    // Another account with the same folder: the state is not its; refused, nothing sent.
+    const other = await createTestUser(p.db, { community: 5 });
+    const stranger = await lenstack(['batch', '--vehicles', fleet], { LENSTACK_API_KEY: other.liveKey });
+    expect(stranger.code).toBe(2);
+    expect(stranger.stderr).toContain('was written for another API key');
+    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [other.userId])).rows[0].n).toBe(0);
+  }, 60_000);
+
+  it('killed (SIGKILL) with uploads done and one half sent, run again: the half-sent photo resumes from its offset, no byte goes twice, one batch, every result', async () => {
+    const folder = join(work, 'resume');
+    await mkdir(folder);
+    const big = await noisyJpeg(7);
+    await writeFile(join(folder, 'a-big.jpg'), big);
+    const small = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0021.jpg', 'hdr-canon_hdr_YES.jpg', 'mobile-jolla.jpg', 'orientation-landscape_6.jpg'];
+    for (const name of small) await copyFile(photo(name), join(folder, `b-${name}`));
+    const resumeUser = await createTestUser(p.db, { community: 50 });
+    const env = { LENSTACK_API_KEY: resumeUser.liveKey };
+    const finished = async () => (await p.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [resumeUser.userId])).rows[0]!.n;
+
+    const first = await startCountingProxy(baseUrl, 'a-big.jpg');
+    try {
+      const child = spawn(process.execPath, [BIN, 'batch', folder, '--lens', 'dating', '--json'], {
+        cwd: work,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_BASE_URL: first.url, ...env },
+      });
+      const exited = new Promise<string | null>((r) => child.on('exit', (_code, signal) => r(signal)));
+      // Killed once the big photo is half sent and three others finished (read from the API's rows, not a timer).
+      await first.held;
+      while ((await finished()) < 3) await new Promise((r) => setImmediate(r));
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+    } finally {
+      await first.close();
+    }
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [resumeUser.userId])).rows[0].n).toBe(0);
+    const bigId = [...first.names].find(([, n]) => n === 'a-big.jpg')![0];
+    expect(first.patchBytes.get(bigId)).toBeGreaterThanOrEqual(big.length / 2);
+    expect(first.patchBytes.get(bigId)).toBeLessThan(big.length);
+
+    // The same command again, through a proxy that holds nothing.
+    const second = await startCountingProxy(baseUrl);
+    let result;
+    try {
+      const run = await lenstack(['batch', folder, '--lens', 'dating', '--json'], { ...env, LENSTACK_BASE_URL: second.url });
+      // On failure, the state file tells what the first run had recorded.
+      expect(run.code, `${run.stderr}\n${await readFile(join(folder, '.lenstack-batch.json'), 'utf8')}`).toBe(0);
+      result = JSON.parse(run.stdout);
+    } finally {
+      await second.close();
+    }
+    expect(result.batch).toMatchObject({ status: 'completed', counts: { total: 8, done: 8, failed: 0 }, creditsCharged: 8 });
+    // The big photo and any whose URL was kept were continued; those recorded finished were not touched
+    // (one may have finished at the API just before the kill: its HEAD says so, and it sends nothing).
+    expect(result.uploads.resumed).toBeGreaterThanOrEqual(1);
+    expect(result.uploads.alreadyUploaded + result.uploads.resumed).toBeGreaterThanOrEqual(4);
+    // The half-sent photo was continued, not made again: the same upload id got its second half.
+    expect(second.patchBytes.get(bigId)).toBe(big.length - first.patchBytes.get(bigId)!);
+    expect([...second.names.values()]).not.toContain('a-big.jpg');
+    // One finished upload per photo; over both runs each upload's PATCH bytes add up to its file's size
+    // exactly. A creation the kill cut off before its answer reached the CLI leaves an empty upload
+    // the CLI never learnt of: no byte was sent into it (it expires unused).
+    const rows = await p.db.query<{ id: string; size: string; sha256: string | null }>('SELECT id, size::text, sha256 FROM uploads WHERE user_id = $1', [resumeUser.userId]);
+    const done = rows.rows.filter((r) => r.sha256 !== null);
+    expect(done).toHaveLength(8);
+    expect(new Set(done.map((r) => r.sha256)).size).toBe(8);
+    expect(rows.rows.length - done.length).toBeLessThanOrEqual(4);
+    for (const r of rows.rows) expect((first.patchBytes.get(r.id) ?? 0) + (second.patchBytes.get(r.id) ?? 0), r.id).toBe(r.sha256 === null ? 0 : Number(r.size));
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [resumeUser.userId])).rows[0].n).toBe(1);
+    const items = await p.db.query<{ source: string; sha256: string; status: string }>("SELECT source, ref->>'sha256' AS sha256, status FROM batch_items WHERE batch_id = $1 ORDER BY index", [result.batch.id]);
+    expect(items.rows.map((r) => [r.source, r.status, r.sha256])).toEqual([
+      ['a-big.jpg', 'done', sha256(big)],
+      ...small.map((n) => [`b-${n}`, 'done', sha256(photoBytes(n))]),
+    ]);
+  }, 90_000);
+
+  it('Ctrl-C while uploading exits 130 and the same command finishes; a connection cut mid-photo is retried from the offset the API holds', async () => {
+    const folder = join(work, 'interrupted');
+    await mkdir(folder);
+    const big = await noisyJpeg(11);
+    await writeFile(join(folder, 'a-big.jpg'), big);
+    await copyFile(photo('orientation-landscape_1.jpg'), join(folder, 'b.jpg'));
+    const ctrlUser = await createTestUser(p.db, { community: 10 });
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: ctrlUser.liveKey };
+
+    const first = await startCountingProxy(baseUrl, 'a-big.jpg');
+    let stderr = '';
+    try {
+      const child = spawn(process.execPath, [BIN, 'batch', folder, '--lens', 'dating'], { cwd: work, env: { ...env, LENSTACK_BASE_URL: first.url } });
+      child.stderr.on('data', (c) => (stderr += c));
+      const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+      await first.held;
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+    } finally {
+      await first.close();
+    }
+    expect(stderr).toContain(`interrupted; run the same command again to continue (state in ${join(folder, '.lenstack-batch.json')})`);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [ctrlUser.userId])).rows[0].n).toBe(0);
+
+    const second = await startCountingProxy(baseUrl);
+    try {
+      const run = await lenstack(['batch', folder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: ctrlUser.liveKey, LENSTACK_BASE_URL: second.url });
+      expect(run.code, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout).batch).toMatchObject({ status: 'completed', counts: { total: 2, done: 2 } });
+    } finally {
+      await second.close();
+    }
+    const bigId = [...first.names].find(([, n]) => n === 'a-big.jpg')![0];
+    expect((first.patchBytes.get(bigId) ?? 0) + (second.patchBytes.get(bigId) ?? 0)).toBe(big.length);
+
+    // A cut connection: the PATCH is cut off once the API has stored its first half; the CLI's
+    // retry asks the offset and sends only the rest, in the same run.
+    const cutFolder = join(work, 'cut');
+    await mkdir(cutFolder);
+    const other = await noisyJpeg(13);
+    await writeFile(join(cutFolder, 'a-big.jpg'), other);
+    const proxy = await startCountingProxy(baseUrl, 'a-big.jpg');
+    try {
+      const running = lenstack(['batch', cutFolder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: ctrlUser.liveKey, LENSTACK_BASE_URL: proxy.url });
+      await proxy.held;
+      const id = [...proxy.names].find(([, n]) => n === 'a-big.jpg')![0];
+      // The API's file store holds what it received; wait until it has all the proxy passed on.
+      const stored = join(`${p.config.BLOB_DIR}-uploads`, id);
+      while (((await stat(stored).catch(() => null))?.size ?? 0) < proxy.patchBytes.get(id)!) await new Promise((r) => setImmediate(r));
+      const sentBeforeCut = proxy.patchBytes.get(id)!;
+      proxy.drop();
+      const run = await running;
+      expect(run.code, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout).uploads).toMatchObject({ uploaded: 1, resumed: 0 });
+      expect(sentBeforeCut).toBeLessThan(other.length);
+      expect(proxy.patchBytes.get(id)).toBe(other.length);
+      const rows = await p.db.query<{ sha256: string }>('SELECT sha256 FROM uploads WHERE user_id = $1 AND sha256 = $2', [ctrlUser.userId, sha256(other)]);
+      expect(rows.rows).toHaveLength(1);
+    } finally {
+      await proxy.close();
+    }
+  }, 90_000);
 });

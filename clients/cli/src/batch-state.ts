@@ -11,8 +11,8 @@ import { CliError, EXIT } from './exit-codes.ts';
  *
  * Lines, each one object with one key:
  * - `hash`: a file's SHA-256 with the size and mtime it had (a rerun does not read 10 GB again);
- * - `upload`: the tus URL of a photo's upload, written before its first byte is sent (a rerun
- *   resumes it from the offset the API reports);
+ * - `upload`: the id of a photo's upload, written before its first byte is sent (a rerun resumes
+ *   it from the offset the API reports, at the API the rerun is given: the id, not the URL, is kept);
  * - `uploaded`: the upload id of a photo whose upload finished;
  * - `refused`: the API's refusal of a photo's bytes (not an image we take);
  * - `submit`: the request id a batch is (about to be) submitted under, for a plan (the hash of
@@ -24,7 +24,7 @@ export interface Refusal { code: string; message: string }
 
 type Line =
   | { hash: HashRecord }
-  | { upload: { sha256: string; url: string } }
+  | { upload: { sha256: string; id: string } }
   | { uploaded: { sha256: string; uploadId: string } }
   | { refused: { sha256: string } & Refusal }
   | { submit: { plan: string; requestId: string } }
@@ -35,7 +35,7 @@ const KIND = 'batch-state';
 
 export class BatchState {
   readonly hashes = new Map<string, HashRecord>();
-  /** sha256 → tus upload URL of an upload begun. */
+  /** sha256 → id of an upload begun (its tus URL is UPLOADS_PATH/id at the API of the run). */
   readonly begun = new Map<string, string>();
   /** sha256 → upload id of a finished upload. */
   readonly uploaded = new Map<string, string>();
@@ -50,7 +50,7 @@ export class BatchState {
    * Reads the journal at `path` (none yet is an empty state) and makes sure it can be appended to,
    * before anything is uploaded: a state that cannot be kept is found now.
    */
-  static open(path: string, owner: { api: string; key: string }): BatchState {
+  static open(path: string, owner: { key: string }): BatchState {
     const header = { lenstack: KIND, version: 1, ...owner };
     const state = new BatchState(path);
     let text = '';
@@ -61,16 +61,17 @@ export class BatchState {
     }
     const lines = text.split('\n');
     if (text !== '') {
-      let found: { lenstack?: unknown; api?: unknown; key?: unknown } | null;
+      let found: { lenstack?: unknown; key?: unknown } | null;
       try {
         found = JSON.parse(lines[0]!) as typeof found;
       } catch {
         found = null;
       }
       if (found?.lenstack !== KIND) throw new CliError(`${path} is not a lenstack batch state file; name another with --state`, EXIT.USAGE);
-      // Its uploads and batches are another account's (or another API's): they would answer 404 here.
-      if (found.api !== owner.api || found.key !== owner.key) {
-        throw new CliError(`${path} was written for another API key or API (${String(found.api)}); name another state file with --state, or delete it to start afresh`, EXIT.USAGE);
+      // Its uploads and batches are another key's (another account's, or another deployment's): they
+      // would answer 404 here. Not the API's address: the same API is reached by many (a proxy, a host name).
+      if (found.key !== owner.key) {
+        throw new CliError(`${path} was written for another API key; name another state file with --state, or delete it to start afresh`, EXIT.USAGE);
       }
       for (const raw of lines.slice(1)) {
         if (!raw.trim()) continue;
@@ -97,7 +98,7 @@ export class BatchState {
 
   private apply(line: Line): void {
     if ('hash' in line) this.hashes.set(line.hash.path, line.hash);
-    else if ('upload' in line) this.begun.set(line.upload.sha256, line.upload.url);
+    else if ('upload' in line) this.begun.set(line.upload.sha256, line.upload.id);
     else if ('uploaded' in line) this.uploaded.set(line.uploaded.sha256, line.uploaded.uploadId);
     else if ('refused' in line) this.refused.set(line.refused.sha256, { code: line.refused.code, message: line.refused.message });
     else if ('submit' in line) this.submits.set(line.submit.plan, line.submit.requestId);

@@ -14,7 +14,8 @@ Usage:
   lenstack analyze <photo|url>... [--stack <name>] [--lens <a,b>] [--refresh]
   lenstack lookup <photo|url>...  |  lenstack lookup --sha256 <hex> | --phash <hex> [--threshold <n>]
   lenstack enrich <photo|url> [-o <out>] [--formats exif,iptc,xmp] [--force]
-  lenstack batch <folder|photo>... [--stack <name>] [--lens <a,b>] [--export <out.xlsx|.csv|.json>] [--force]
+  lenstack batch <folder|photo>... [--stack <name>] [--lens <a,b>] [--export <out.xlsx|.csv|.json>] [--force] [--state <file>]
+  lenstack batch --vehicles <folder> [--manifest <vehicles.csv>] [--export <out>] [--force] [--state <file>]
   lenstack catalog                 lenses and stacks
   lenstack usage                   your credits
 
@@ -26,10 +27,18 @@ Environment:
   LENSTACK_API_KEY    your key (svc_live_… or svc_test_…), required
   LENSTACK_BASE_URL   the API (default ${DEFAULT_BASE_URL})
 
+Batches:
+  Photos are hashed, uploaded resumably (tus, 4 at a time, the same bytes once) and submitted as
+  one batch of up to 10,000 photos. Stopped (Ctrl-C, lost connection, killed)? Run the same
+  command again: it continues from its state file (.lenstack-batch.json in the folder, or
+  --state), sends no photo twice and submits no second batch; once the batch exists it is followed.
+  --vehicles: one sub-folder per vehicle (1 to 50 photos each); vehicles.csv in the folder (or
+  --manifest) with the columns folder,vin,mileage,make,model,year gives each folder its data.
+
 Exit codes:
   0 ok   2 usage (bad arguments, unreadable file)   3 auth (no key, key refused)
   4 not enough credits (or a batch paused for them)   5 other API error, or a batch with failed
-  photos or cancelled   6 network (no answer)   1 a fault of the CLI
+  photos or cancelled   6 network (no answer)   1 a fault of the CLI   130 interrupted (run again)
 
 Examples:
   lenstack analyze photo.jpg --stack full-analysis
@@ -37,7 +46,7 @@ Examples:
   lenstack lookup photo.jpg
   lenstack enrich photo.jpg -o photo.enriched.jpg
   lenstack batch ./holiday --lens dating,describe --export holiday.xlsx
-    (one request: at most 100 MiB of photos as base64, about 75 MiB of files)
+  lenstack batch --vehicles ./fleet --export fleet.csv
 `;
 
 const OPTIONS = {

@@ -81,7 +81,8 @@ export async function uploadAll(opts: {
 
   const uploadOne = (job: UploadJob) =>
     new Promise<void>((resolve, reject) => {
-      const previous = state.begun.get(job.sha256);
+      const begun = state.begun.get(job.sha256);
+      const previous = begun ? new URL(begun, `${opts.endpoint}/`).toString() : undefined;
       if (previous) resumed++;
       else started++;
       const source = createReadStream(job.path);
@@ -109,7 +110,9 @@ export async function uploadAll(opts: {
         },
         onUploadUrlAvailable: () => {
           // Synchronous: on disk before the first PATCH is sent.
-          if (upload.url && upload.url !== previous) state.record({ upload: { sha256: job.sha256, url: upload.url } });
+          // A resumed upload that the API no longer knew was made again under a new id.
+          const id = upload.url ? idOf(upload.url) : null;
+          if (id && id !== begun) state.record({ upload: { sha256: job.sha256, id } });
         },
         // One PATCH per photo (no chunkSize): what it carried, which a resumed photo starts at its offset.
         onChunkComplete: (chunk) => {
@@ -120,7 +123,7 @@ export async function uploadAll(opts: {
         },
         onSuccess: () => {
           running.delete(upload);
-          const id = new URL(upload.url!).pathname.split('/').pop()!;
+          const id = idOf(upload.url!);
           state.record({ uploaded: { sha256: job.sha256, uploadId: id } });
           total.photos++;
           total.bytes += job.size;
@@ -174,6 +177,8 @@ export async function uploadAll(opts: {
   }
   return { uploadIds, refused, bytesSent: total.sentThisRun, started, resumed };
 }
+
+const idOf = (url: string) => new URL(url).pathname.split('/').pop()!;
 
 function aborted(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {

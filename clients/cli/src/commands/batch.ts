@@ -68,7 +68,7 @@ export async function batchCommand(ctx: Context, args: BatchArgs): Promise<numbe
   if (found && found.length > MAX_BATCH_PHOTOS) throw new CliError(`${found.length} photos: a batch takes at most ${MAX_BATCH_PHOTOS}; run lenstack batch on parts of the folder`, EXIT.USAGE);
 
   const statePath = args.state ?? (args.paths.length === 1 && !found?.some((p) => p.path === args.paths[0]) ? join(args.paths[0]!, DEFAULT_STATE_NAME) : DEFAULT_STATE_NAME);
-  const state = BatchState.open(statePath, { api: ctx.baseUrl, key: createHash('sha256').update(ctx.apiKey).digest('hex').slice(0, 16) });
+  const state = BatchState.open(statePath, { key: createHash('sha256').update(ctx.apiKey).digest('hex').slice(0, 16) });
   // Claimed before anything is uploaded or paid for, like enrich's output: an export that cannot be written is found now.
   const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true) : undefined;
   try {
@@ -134,7 +134,7 @@ async function run(
     try {
       const outcome = await uploadAll({
         jobs, state, signal: stop.signal,
-        endpoint: new URL('/v1/uploads', ctx.baseUrl).toString(),
+        endpoint: `${ctx.baseUrl.replace(/\/+$/, '')}/v1/uploads`,
         apiKey: ctx.apiKey,
         onProgress: (p) => {
           const seconds = (Date.now() - started) / 1000;
