@@ -690,4 +690,41 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       await proxy.close();
     }
   }, 90_000);
+
+  it('uploads that expired before the batch was submitted are sent again: found by the submission 404, or asked about first when old', async () => {
+    const folder = join(work, 'expiring');
+    await mkdir(folder);
+    await copyFile(photo('gps-DSCN0012.jpg'), join(folder, 'a.jpg'));
+    await copyFile(photo('hdr-canon_hdr_NO.jpg'), join(folder, 'b.jpg'));
+    const expUser = await createTestUser(p.db, { community: 20 });
+    const env = { LENSTACK_API_KEY: expUser.liveKey };
+    const shaA = sha256(photoBytes('gps-DSCN0012.jpg'));
+    const shaB = sha256(photoBytes('hdr-canon_hdr_NO.jpg'));
+    const first = await lenstack(['batch', folder, '--lens', 'dating', '--json'], env);
+    expect(first.code, first.stderr).toBe(0);
+    // The collector's mark, as after 24 h unused.
+    const expire = (sha: string) => p.db.query('UPDATE uploads SET expired_at = now() WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [expUser.userId, sha]);
+    const finishedRows = async (sha: string) => (await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [expUser.userId, sha])).rows[0].n;
+
+    await expire(shaA);
+    const second = await lenstack(['batch', folder, '--lens', 'describe', '--json'], env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toContain('1 upload expired before the batch was submitted; uploading again');
+    const r2 = JSON.parse(second.stdout);
+    expect(r2.batch).toMatchObject({ status: 'completed', counts: { total: 2, done: 2 } });
+    expect(r2.uploads).toMatchObject({ expired: 1, uploaded: 1 });
+    expect(await finishedRows(shaA)).toBe(1);
+
+    // An upload the state says finished over 12 h ago is asked about (HEAD) before submitting.
+    await expire(shaB);
+    const statePath = join(folder, '.lenstack-batch.json');
+    const lines = (await readFile(statePath, 'utf8')).split('\n').map((l) => (l.includes('"uploaded"') && l.includes(shaB) ? l.replace(/"at":\d+/, '"at":0') : l));
+    await writeFile(statePath, lines.join('\n'));
+    const third = await lenstack(['batch', folder, '--lens', 'location'], env);
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stderr).not.toContain('expired before the batch was submitted');
+    expect(third.stderr).toMatch(/uploaded 1 of 2 distinct photos \(\d+ KiB sent; 1 were uploaded before\)/);
+    expect(await finishedRows(shaB)).toBe(1);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [expUser.userId])).rows[0].n).toBe(3);
+  }, 90_000);
 });

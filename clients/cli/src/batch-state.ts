@@ -13,7 +13,8 @@ import { CliError, EXIT } from './exit-codes.ts';
  * - `hash`: a file's SHA-256 with the size and mtime it had (a rerun does not read 10 GB again);
  * - `upload`: the id of a photo's upload, written before its first byte is sent (a rerun resumes
  *   it from the offset the API reports, at the API the rerun is given: the id, not the URL, is kept);
- * - `uploaded`: the upload id of a photo whose upload finished;
+ * - `uploaded`: the upload id of a photo whose upload finished, and when (ms since the epoch);
+ * - `expired`: a finished upload the API no longer holds (unused past its expiry): sent again;
  * - `refused`: the API's refusal of a photo's bytes (not an image we take);
  * - `submit`: the request id a batch is (about to be) submitted under, for a plan (the hash of
  *   what the batch holds): a resend under it answers the batch the first send made;
@@ -25,7 +26,8 @@ export interface Refusal { code: string; message: string }
 type Line =
   | { hash: HashRecord }
   | { upload: { sha256: string; id: string } }
-  | { uploaded: { sha256: string; uploadId: string } }
+  | { uploaded: { sha256: string; uploadId: string; at?: number } }
+  | { expired: { sha256: string } }
   | { refused: { sha256: string } & Refusal }
   | { submit: { plan: string; requestId: string } }
   | { batch: { plan: string; id: string } };
@@ -39,6 +41,8 @@ export class BatchState {
   readonly begun = new Map<string, string>();
   /** sha256 → upload id of a finished upload. */
   readonly uploaded = new Map<string, string>();
+  /** sha256 → when its upload finished (ms since the epoch). */
+  readonly uploadedAt = new Map<string, number>();
   readonly refused = new Map<string, Refusal>();
   /** plan → request id; plan → batch id. */
   readonly submits = new Map<string, string>();
@@ -99,7 +103,13 @@ export class BatchState {
   private apply(line: Line): void {
     if ('hash' in line) this.hashes.set(line.hash.path, line.hash);
     else if ('upload' in line) this.begun.set(line.upload.sha256, line.upload.id);
-    else if ('uploaded' in line) this.uploaded.set(line.uploaded.sha256, line.uploaded.uploadId);
+    else if ('uploaded' in line) {
+      this.uploaded.set(line.uploaded.sha256, line.uploaded.uploadId);
+      this.uploadedAt.set(line.uploaded.sha256, line.uploaded.at ?? 0);
+    } else if ('expired' in line) {
+      this.uploaded.delete(line.expired.sha256);
+      this.begun.delete(line.expired.sha256);
+    }
     else if ('refused' in line) this.refused.set(line.refused.sha256, { code: line.refused.code, message: line.refused.message });
     else if ('submit' in line) this.submits.set(line.submit.plan, line.submit.requestId);
     else if ('batch' in line) this.batches.set(line.batch.plan, line.batch.id);

@@ -124,7 +124,7 @@ export async function uploadAll(opts: {
         onSuccess: () => {
           running.delete(upload);
           const id = idOf(upload.url!);
-          state.record({ uploaded: { sha256: job.sha256, uploadId: id } });
+          state.record({ uploaded: { sha256: job.sha256, uploadId: id, at: Date.now() } });
           total.photos++;
           total.bytes += job.size;
           opts.onProgress({ ...total });
@@ -176,6 +176,30 @@ export async function uploadAll(opts: {
     if (r) refused.set(job.sha256, r);
   }
   return { uploadIds, refused, bytesSent: total.sentThisRun, started, resumed };
+}
+
+/**
+ * Finished uploads recorded longer ago than `olderThanMs` that the API no longer holds (HEAD answers
+ * 404: expired, or deleted): recorded as expired, so they are uploaded again. Four at a time.
+ */
+export async function dropExpired(opts: { state: BatchState; shas: string[]; endpoint: string; apiKey: string; olderThanMs: number }): Promise<number> {
+  const { state } = opts;
+  const old = opts.shas.filter((sha) => state.uploaded.has(sha) && Date.now() - (state.uploadedAt.get(sha) ?? 0) > opts.olderThanMs);
+  let dropped = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < old.length) {
+      const sha = old[next++]!;
+      const res = await fetch(`${opts.endpoint}/${state.uploaded.get(sha)}`, { method: 'HEAD', headers: { authorization: `Bearer ${opts.apiKey}`, 'tus-resumable': '1.0.0' } }).catch(() => null);
+      // Anything but a clear 404 leaves it to the submission to say.
+      if (res?.status === 404) {
+        state.record({ expired: { sha256: sha } });
+        dropped++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(UPLOAD_CONCURRENCY, old.length) }, worker));
+  return dropped;
 }
 
 const idOf = (url: string) => new URL(url).pathname.split('/').pop()!;

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { basename, extname, join, resolve } from 'node:path';
-import type { Batch, BatchItem, BatchRequest, ExportFormat } from '@lenstack/client';
+import { LenstackError, type Batch, type BatchItem, type BatchRequest, type ExportFormat } from '@lenstack/client';
 import { BatchState, DEFAULT_STATE_NAME } from '../batch-state.ts';
 import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
@@ -8,7 +8,7 @@ import { collectPhotos, hashFile, mapLimit, type FoundPhoto } from '../files.ts'
 import { OutputFile } from '../output.ts';
 import { Progress } from '../progress.ts';
 import { table } from '../render.ts';
-import { uploadAll, type UploadJob } from '../uploads.ts';
+import { dropExpired, uploadAll, type UploadJob } from '../uploads.ts';
 import { MAX_BATCH_PHOTOS, planVehicles, type PlannedVehicle } from '../vehicles.ts';
 
 export interface BatchArgs {
@@ -26,6 +26,13 @@ const EXPORT_FORMATS: Record<string, ExportFormat> = { '.xlsx': 'xlsx', '.csv': 
 const VEHICLE_STACK = 'vehicle-condition';
 /** Files hashed at once. */
 const HASH_CONCURRENCY = 4;
+/**
+ * Finished uploads older than this are asked about (HEAD) before the batch is submitted: the API
+ * expires an upload unused for UPLOAD_TTL_MS (24 h by default).
+ */
+const ASK_AFTER_MS = 12 * 3600_000;
+/** Submissions answered 404 for expired uploads before giving up (each re-uploads what it found gone). */
+const MAX_EXPIRY_ROUNDS = 3;
 /** The API's bound on an item's name (openapi/lenstack.json BatchRequest). */
 const MAX_NAME = 500;
 
@@ -118,12 +125,11 @@ async function run(
     .digest('hex');
 
   let batchId = state.batches.get(planKey);
-  const uploadsSummary = { photos: all.length, distinct: bySha.size, uploaded: 0, resumed: 0, alreadyUploaded: 0, bytesSent: 0 };
-  if (batchId) {
-    ctx.stderr.write(`batch ${batchId} was submitted by an earlier run of this command (state in ${state.path}); following it\n`);
-  } else {
+  const uploadsSummary = { photos: all.length, distinct: bySha.size, uploaded: 0, resumed: 0, alreadyUploaded: 0, bytesSent: 0, expired: 0 };
+  const endpoint = `${ctx.baseUrl.replace(/\/+$/, '')}/v1/uploads`;
+  const uploadMissing = async () => {
     const jobs: UploadJob[] = [...bySha.values()].map((p) => ({ sha256: p.sha256, path: p.path, size: p.size, name: basename(p.name) }));
-    uploadsSummary.alreadyUploaded = jobs.filter((j) => state.uploaded.has(j.sha256) || state.refused.has(j.sha256)).length;
+    const before = jobs.filter((j) => state.uploaded.has(j.sha256) || state.refused.has(j.sha256)).length;
     const totalBytes = jobs.reduce((n, j) => n + j.size, 0);
     const progress = new Progress(ctx.stderr, 'upload');
     const started = Date.now();
@@ -133,46 +139,54 @@ async function run(
     process.once('SIGTERM', interrupt);
     try {
       const outcome = await uploadAll({
-        jobs, state, signal: stop.signal,
-        endpoint: `${ctx.baseUrl.replace(/\/+$/, '')}/v1/uploads`,
-        apiKey: ctx.apiKey,
+        jobs, state, signal: stop.signal, endpoint, apiKey: ctx.apiKey,
         onProgress: (p) => {
           const seconds = (Date.now() - started) / 1000;
           const rate = seconds > 0.5 ? `  ${size(p.sentThisRun / seconds)}/s` : '';
           progress.update(p.photos, jobs.length, `${size(p.bytes)} of ${size(totalBytes)}${rate}`);
         },
       });
-      uploadsSummary.uploaded = outcome.started;
-      uploadsSummary.resumed = outcome.resumed;
-      uploadsSummary.bytesSent = outcome.bytesSent;
+      uploadsSummary.uploaded += outcome.started;
+      uploadsSummary.resumed += outcome.resumed;
+      uploadsSummary.bytesSent += outcome.bytesSent;
     } finally {
       process.removeListener('SIGINT', interrupt);
       process.removeListener('SIGTERM', interrupt);
       progress.finish();
     }
-    if (!ctx.json) ctx.stderr.write(`uploaded ${uploadsSummary.uploaded + uploadsSummary.resumed} of ${jobs.length} distinct photos (${size(uploadsSummary.bytesSent)} sent${uploadsSummary.alreadyUploaded ? `; ${uploadsSummary.alreadyUploaded} were uploaded before` : ''}${uploadsSummary.resumed ? `; ${uploadsSummary.resumed} resumed` : ''})\n`);
+    if (!ctx.json) ctx.stderr.write(`uploaded ${uploadsSummary.uploaded + uploadsSummary.resumed} of ${jobs.length} distinct photos (${size(uploadsSummary.bytesSent)} sent${before ? `; ${before} were uploaded before` : ''}${uploadsSummary.resumed ? `; ${uploadsSummary.resumed} resumed` : ''})\n`);
+    return before;
+  };
+  if (batchId) {
+    ctx.stderr.write(`batch ${batchId} was submitted by an earlier run of this command (state in ${state.path}); following it\n`);
+  } else {
+    // Uploads finished long ago may have expired (UPLOAD_TTL_MS, 24 h unused): asked first, sent again if gone.
+    uploadsSummary.expired = await dropExpired({ state, shas: [...bySha.keys()], endpoint, apiKey: ctx.apiKey, olderThanMs: ASK_AFTER_MS });
+    uploadsSummary.alreadyUploaded = await uploadMissing();
   }
 
   // Photos the API refused at upload (not an image it takes) fail here; a vehicle with one is left out whole, as the API would fail it.
   const refusedPhotos = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
-  const item = (p: Hashed) => ({ uploadId: state.uploaded.get(p.sha256)!, name: itemName(p.name) });
-  let body: BatchRequest | null;
   const leftOut: string[] = [];
-  if (vehicles) {
-    let i = 0;
-    const entries = vehicles.flatMap((v) => {
-      const photos = hashed.slice(i, (i += v.photos.length));
-      if (photos.some((p) => state.refused.has(p.sha256))) {
-        leftOut.push(v.folder);
-        return [];
-      }
-      return [{ name: itemName(v.folder), ...(Object.keys(v.vehicle).length ? { vehicle: v.vehicle } : {}), items: photos.map(item) }];
-    });
-    body = entries.length ? { vehicles: entries, ...(args.stack ? { preset: args.stack } : {}) } : null;
-  } else {
+  const buildBody = (): BatchRequest | null => {
+    const item = (p: Hashed) => ({ uploadId: state.uploaded.get(p.sha256)!, name: itemName(p.name) });
+    leftOut.length = 0;
+    if (vehicles) {
+      let i = 0;
+      const entries = vehicles.flatMap((v) => {
+        const photos = hashed.slice(i, (i += v.photos.length));
+        if (photos.some((p) => state.refused.has(p.sha256))) {
+          leftOut.push(v.folder);
+          return [];
+        }
+        return [{ name: itemName(v.folder), ...(Object.keys(v.vehicle).length ? { vehicle: v.vehicle } : {}), items: photos.map(item) }];
+      });
+      return entries.length ? { vehicles: entries, ...(args.stack ? { preset: args.stack } : {}) } : null;
+    }
     const items = hashed.filter((p) => !state.refused.has(p.sha256)).map(item);
-    body = items.length ? { items, ...options } : null;
-  }
+    return items.length ? { items, ...options } : null;
+  };
+  const body = buildBody();
   const failedAtUpload = { refused: refusedPhotos, ...(vehicles ? { vehiclesLeftOut: leftOut } : {}) };
   if (!body) {
     if (ctx.json) printJson(ctx, { batch: null, failed: [], ...failedAtUpload, uploads: uploadsSummary, state: state.path, export: null });
@@ -189,7 +203,27 @@ async function run(
       requestId = `cli_${randomUUID()}`;
       state.record({ submit: { plan: planKey, requestId } });
     }
-    const created = await ctx.client.batches.create(body, { requestId });
+    let created: Batch;
+    for (let round = 1; ; round++) {
+      try {
+        created = await ctx.client.batches.create(buildBody()!, { requestId });
+        break;
+      } catch (err) {
+        // A 404 naming uploads of ours: they expired (or were deleted) since; nothing was made under
+        // this request id. Those photos go up again and the batch is sent under a new id.
+        const gone = err instanceof LenstackError && err.status === 404 && round <= MAX_EXPIRY_ROUNDS
+          ? [...bySha.keys()].filter((sha) => state.uploaded.has(sha) && err.message.includes(state.uploaded.get(sha)!))
+          : [];
+        if (gone.length === 0) throw err;
+        for (const sha of gone) state.record({ expired: { sha256: sha } });
+        uploadsSummary.expired += gone.length;
+        ctx.stderr.write(`${gone.length} upload${gone.length === 1 ? '' : 's'} expired before the batch was submitted; uploading again\n`);
+        uploadsSummary.expired += await dropExpired({ state, shas: [...bySha.keys()], endpoint, apiKey: ctx.apiKey, olderThanMs: 0 });
+        await uploadMissing();
+        requestId = `cli_${randomUUID()}`;
+        state.record({ submit: { plan: planKey, requestId } });
+      }
+    }
     state.record({ batch: { plan: planKey, id: created.id } });
     batchId = created.id;
     first = created;
