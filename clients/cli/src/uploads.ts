@@ -149,11 +149,14 @@ export async function uploadAll(opts: {
 
   let next = 0;
   let failure: unknown = null;
+  // One listener for the whole run (one per photo would pass EventTarget's leak warning at 10).
+  const stopped = aborted(opts.signal);
+  stopped.catch(() => undefined);
   const worker = async () => {
     while (next < pending.length && failure === null && !opts.signal.aborted) {
       const job = pending[next++]!;
       try {
-        await Promise.race([uploadOne(job), aborted(opts.signal)]);
+        await Promise.race([uploadOne(job), stopped]);
       } catch (err) {
         failure ??= err;
       }
