@@ -273,7 +273,8 @@ describe('lenstack CLI', () => {
       await writeFile(join(folder, f), '');
       await truncate(join(folder, f), 40 * 1024 * 1024);
     }
-    const before = await p.db.query('SELECT count(*)::int AS n FROM batches');
+    // This workspace's batches only: other test files share the database and make batches of their own.
+    const before = await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId]);
     const huge = await lenstack(['batch', folder, '--lens', 'dating']);
     expect(huge.code).toBe(2);
     expect(huge.stderr).toMatch(/2 photos, 80\.0 MiB \(106\.7 MiB as base64\), do not fit in one request: the API takes at most 100\.0 MiB/);
@@ -285,7 +286,7 @@ describe('lenstack CLI', () => {
     expect(exists.code).toBe(2);
     expect(exists.stderr).toContain(`${existing} exists; pass --force`);
     expect(await readFile(existing, 'utf8')).toBe('keep me');
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches')).rows[0].n).toBe(before.rows[0].n);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(before.rows[0].n);
 
     const forced = await lenstack(['batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--export', existing, '--force']);
     expect(forced.code, forced.stderr).toBe(0);
