@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { ensureGoTool, goToolBuilt, goToolPath } from '../../tools/scripts/go-tool.ts';
 import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
-import { PROMTOOL } from '../../tools/scripts/promtool.ts';
+import { PROMTOOL, systemPromtool } from '../../tools/scripts/promtool.ts';
 import { VERSITYGW } from '../../tools/scripts/s3-server.ts';
 import { STRIPE_MOCK } from '../../tools/scripts/stripe-mock.ts';
 import { tmpdir } from 'node:os';
@@ -66,6 +66,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
     for (const tool of wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF] : []) {
       if (await goToolBuilt(tool)) continue;
+      if (tool === PROMTOOL && (await systemPromtool())) continue;
       process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
       const t0 = Date.now();
       try {
