@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
-import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, uploadIdSchema } from '../analysis/contract.ts';
+import { anyLensNameSchema, contextSchema, lensNameSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, stackNameSchema, uploadIdSchema } from '../analysis/contract.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
 import { resolveUploadInputs, type AnalyzeDeps } from '../analysis/service.ts';
 import type { ImageInput } from '../analysis/request.ts';
@@ -49,10 +49,10 @@ export const batchBodySchema = z
       .max(MAX_BATCH_VEHICLES)
       .optional()
       .describe('A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items`'),
-    preset: z.string().min(1).max(100).optional(),
-    modules: z.array(z.string().min(1).max(100)).max(50).optional(),
-    modulesAdd: z.array(z.string().min(1).max(100)).max(50).optional(),
-    modulesRemove: z.array(z.string().min(1).max(100)).max(50).optional(),
+    preset: stackNameSchema.optional(),
+    modules: z.array(lensNameSchema).max(50).optional().describe('Lenses to run (instead of a stack)'),
+    modulesAdd: z.array(lensNameSchema).max(50).optional().describe('Lenses added to the stack'),
+    modulesRemove: z.array(anyLensNameSchema).max(50).optional().describe('Lenses taken out of the stack (moderation always runs)'),
     moduleOptions: z.record(z.string().max(100), z.record(z.string().max(100), z.unknown())).optional(),
     context: contextSchema.optional(),
     columns: z.array(columnSchema.extend({ label: z.string().min(1).max(200), jsonPath: z.string().min(1).max(500) })).min(1).max(200).optional()

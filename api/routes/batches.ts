@@ -6,13 +6,13 @@ import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, ExportSlots, prepareBatchExport, 
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_PERSON, keyCreatorOf, Slots, slotsFull } from '../../batches/slots.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
-import { batchItemOutputSchema } from '../../analysis/contract.ts';
+import { batchItemOutputSchema, timestampSchema } from '../../analysis/contract.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
-import { AppError, validationFailed } from '../../core/errors.ts';
+import { AppError, validationFailed, type ErrorCode } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { errorResponses } from '../schemas/common.ts';
+import { errorCodeSchema, errorResponses } from '../schemas/common.ts';
 
 const batchSchema = z
   .object({
@@ -26,9 +26,9 @@ const batchSchema = z
     counts: z.object({ total: z.int(), done: z.int(), failed: z.int(), pending: z.int() }),
     creditsCharged: z.int(),
     etaSeconds: z.int().nullable().describe('Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending'),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-    completedAt: z.string().nullable(),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+    completedAt: timestampSchema.nullable(),
   })
   .meta({ id: 'Batch' });
 
@@ -38,7 +38,7 @@ const itemSchema = z
   source: z.string(),
   sha256: z.string().nullable(),
   status: z.enum(['pending', 'done', 'failed']),
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  error: z.object({ code: errorCodeSchema, message: z.string() }).nullable(),
   creditsCharged: z.int(),
   output: batchItemOutputSchema.nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
   photos: z.array(z.object({ source: z.string(), sha256: z.string().nullable() })).nullable().describe('A vehicle’s photos in submission order; null for a photo item'),
@@ -271,7 +271,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
             source: it.source,
             sha256: it.sha256,
             status: it.status,
-            error: it.errorCode ? { code: it.errorCode, message: it.error ?? '' } : null,
+            error: it.errorCode ? { code: it.errorCode as ErrorCode, message: it.error ?? '' } : null,
             creditsCharged: it.credits,
             output: it.output,
             photos: it.photos,
