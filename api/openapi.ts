@@ -302,8 +302,9 @@ const PROPERTY_REF = /^#\/components\/schemas\/([^/]+)\/properties\/([^/]+)$/;
  * references to whole components only (oapi-codegen refuses deeper ones).
  */
 function hoistPropertyRefs(doc: OpenApiDocument): void {
-  const schemas = (doc.components.schemas ??= {});
+  // A hoisted field may itself point into another component: repeat until none does.
   for (;;) {
+    const schemas = (doc.components.schemas ??= {});
     const deep = [...new Set([...refs(doc.paths), ...refs(schemas)])].filter((r) => PROPERTY_REF.test(r));
     if (deep.length === 0) return;
     const rename = new Map<string, string>();
@@ -324,7 +325,6 @@ function hoistPropertyRefs(doc: OpenApiDocument): void {
     }
     doc.components.schemas = rewriteRefs(schemas, rename) as Record<string, Json>;
     doc.paths = rewriteRefs(doc.paths, rename) as OpenApiDocument['paths'];
-    return hoistPropertyRefs(doc);
   }
 }
 
