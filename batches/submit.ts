@@ -31,14 +31,14 @@ const item = z.strictObject({
   uploadId: uploadIdSchema.optional(),
   /** The uploaded file's name, shown in status and exports (defaults to "upload N"). */
   name: z.string().min(1).max(500).optional(),
-});
+}).meta({ id: 'BatchPhoto', description: 'One photo of a batch: `url`, `base64` or `uploadId`, and the name its results and exports show' });
 
 const vehicleGroup = z.strictObject({
   /** Shown in status and exports (defaults to the VIN, else "vehicle N"). */
   name: z.string().min(1).max(500).optional(),
   vehicle: contextSchema.shape.vehicle.describe('This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch'),
   items: z.array(item).min(1).max(MAX_VEHICLE_PHOTOS).describe('The vehicle’s photos, 1 to 50, in the order its report numbers them'),
-});
+}).meta({ id: 'BatchVehicle', description: 'One vehicle of a vehicle batch: its photos and its context' });
 
 export const batchBodySchema = z
   .strictObject({

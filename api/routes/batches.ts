@@ -258,7 +258,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           security: [{ bearer: [] }],
           params,
           querystring: z.object({ after: z.coerce.number().int().min(-1).default(-1).describe('Index of the last item of the previous page'), limit: z.coerce.number().int().min(1).max(500).default(100) }),
-          response: { 200: z.object({ items: z.array(itemSchema), nextAfter: z.int().nullable() }), ...errorResponses(400, 401, 404) },
+          response: { 200: z.object({ items: z.array(itemSchema), nextAfter: z.int().nullable().describe('Pass as `after` for the next page; null on the last page') }).meta({ id: 'BatchItemsPage' }), ...errorResponses(400, 401, 404) },
         },
       },
       async (request) => {

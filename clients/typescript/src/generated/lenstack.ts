@@ -884,37 +884,25 @@ export type components = {
                 sha256: string | null;
             }[] | null;
         };
+        BatchItemsPage: {
+            items: components["schemas"]["BatchItem"][];
+            /** @description Pass as `after` for the next page; null on the last page */
+            nextAfter: number | null;
+        };
+        /** @description One photo of a batch: `url`, `base64` or `uploadId`, and the name its results and exports show */
+        BatchPhoto: {
+            /** Format: uri */
+            url?: string;
+            base64?: string;
+            /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+            uploadId?: string;
+            name?: string;
+        };
         BatchRequest: {
             /** @description The photos, each a URL, base64 bytes or an `uploadId` (POST /v1/uploads); up to 10,000. Or `vehicles` */
-            items?: {
-                /** Format: uri */
-                url?: string;
-                base64?: string;
-                /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
-                uploadId?: string;
-                name?: string;
-            }[];
+            items?: components["schemas"]["BatchPhoto"][];
             /** @description A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items` */
-            vehicles?: {
-                name?: string;
-                /** @description This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch */
-                vehicle?: {
-                    vin?: string;
-                    mileage?: number;
-                    year?: number;
-                    make?: string;
-                    model?: string;
-                };
-                /** @description The vehicle’s photos, 1 to 50, in the order its report numbers them */
-                items: {
-                    /** Format: uri */
-                    url?: string;
-                    base64?: string;
-                    /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
-                    uploadId?: string;
-                    name?: string;
-                }[];
-            }[];
+            vehicles?: components["schemas"]["BatchVehicle"][];
             preset?: components["schemas"]["StackName"];
             /** @description Lenses to run (instead of a stack) */
             modules?: components["schemas"]["LensName"][];
@@ -950,6 +938,20 @@ export type components = {
                 /** @enum {string} */
                 format?: "string" | "number" | "date" | "percentage" | "tags" | "hex";
             }[];
+        };
+        /** @description One vehicle of a vehicle batch: its photos and its context */
+        BatchVehicle: {
+            name?: string;
+            /** @description This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch */
+            vehicle?: {
+                vin?: string;
+                mileage?: number;
+                year?: number;
+                make?: string;
+                model?: string;
+            };
+            /** @description The vehicle’s photos, 1 to 50, in the order its report numbers them */
+            items: components["schemas"]["BatchPhoto"][];
         };
         /** @description Small but visually prominent colours, at most 4 */
         ColorPaletteAccentColors: {
@@ -4791,10 +4793,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["BatchItem"][];
-                        nextAfter: number | null;
-                    };
+                    "application/json": components["schemas"]["BatchItemsPage"];
                 };
             };
             /** @description Error: `VALIDATION_FAILED` */
