@@ -14,12 +14,9 @@ import { createConsoleAuth } from '../../web/auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
-import { createUploads, type Uploads } from '../../web/uploads.ts';
+import { createUploads, type Uploads } from '../../uploads/service.ts';
 import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
 import { stripeFromConfig } from '../../payments/stripe.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
@@ -98,10 +95,11 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const webKeys = new KeyCache();
   const webBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys);
   // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
-  // Batches from the console run on the pipeline's worker, their uploads in a directory of the test's own.
+  // Batches from the console run on the pipeline's worker, their uploads through the upload
+  // service over the pipeline's blob store and upload datastore, as the API's.
   const pc = pipeline.config;
-  const uploads = createUploads({ db, dir: mkdtempSync(path.join(tmpdir(), 'lenstack-uploads-')), maxBytes: pc.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
-  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET }, uploads };
+  const uploads = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
+  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads } };
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
   const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST, batches, logger });
