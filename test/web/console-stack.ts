@@ -41,6 +41,12 @@ export interface ConsoleStack {
    */
   variant(payments: { stripe: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
   /**
+   * A second console process: its own server on its own port, its own upload service (its own tus
+   * server) over the same database, datastore and blob store, and the same sessions and origin.
+   * Closed with the stack.
+   */
+  replica(): Promise<{ url: string; app: FastifyInstance }>;
+  /**
    * Forget the sign-in throttle's per-address counts: every browser of the suite signs up from
    * 127.0.0.1, which one real address would not do; tests late in the file start from zero.
    */
@@ -124,6 +130,14 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       } finally {
         await redis.quit();
       }
+    },
+    async replica() {
+      const replicaPort = await freePort();
+      const own = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
+      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, limiter, batches: { pipeline: { ...batches.pipeline, uploads: own } } });
+      await app.listen({ host: '127.0.0.1', port: replicaPort });
+      variants.push(app);
+      return { url: `http://127.0.0.1:${replicaPort}`, app };
     },
     async variant(payments) {
       const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, ...payments });
