@@ -7,6 +7,7 @@ import type { Browser, BrowserContext } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
+import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
@@ -162,4 +163,155 @@ describe('a fleet from the console', () => {
     expect(await checkInvariants(stack.pipeline.db, ws)).toEqual([{ userId: ws, ok: true, problems: [] }]);
     await context.close();
   }, 300_000);
+});
+
+/** One file uploaded by tus through a console server (`base`): created, then sent whole. Its upload id. */
+async function uploadVia(base: string, person: Person, workspaceId: string, bytes: Buffer, name = 'photo.jpg'): Promise<string> {
+  const headers = { cookie: person.cookie, origin: stack.url, 'tus-resumable': '1.0.0' };
+  const meta = `workspace ${Buffer.from(workspaceId).toString('base64')},filename ${Buffer.from(name).toString('base64')}`;
+  const created = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: { ...headers, 'upload-length': String(bytes.length), 'upload-metadata': meta } });
+  expect(created.status, await created.clone().text()).toBe(201);
+  const at = new URL(created.headers.get('location')!, base);
+  const sent = await fetch(at, { method: 'PATCH', headers: { ...headers, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: bytes });
+  expect(sent.status, await sent.clone().text()).toBe(204);
+  return at.pathname.split('/').pop()!;
+}
+
+const completedBatch = async (person: Person, id: string) =>
+  expect.poll(async () => ((await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${id}`)).json()) as { batch: { status: string } }).batch.status, { timeout: 120_000, interval: 250 }).toBe('completed');
+
+describe('thumbnails and batch pages are the workspace’s', () => {
+  it('the workspace's own people get an upright 256 px WebP made once, cached privately; another workspace, no session or a photo not held get 404 / 401 and nothing is made', async () => {
+    const owner = await signUpOverHttp(stack, newEmail());
+    const other = await signUpOverHttp(stack, newEmail());
+    // 2048 × 1536 stored, EXIF orientation 6: upright it is 1536 × 2048.
+    const bytes = photoBytes('hdr-canon_hdr_NO.jpg');
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    const id = await uploadVia(stack.url, owner, owner.workspaceId, bytes, 'canon.jpg');
+    const started = await consoleCall(stack, owner, 'POST', `/api/v1/workspaces/${owner.workspaceId}/batches`, { preset: 'quick-scan', uploads: [{ id, name: 'canon.jpg' }] });
+    expect(started.status, await started.clone().text()).toBe(202);
+    const batchId = ((await started.json()) as { id: string }).id;
+    await completedBatch(owner, batchId);
+    const page = (await (await consoleCall(stack, owner, 'GET', `/api/v1/batch/${batchId}`)).json()) as {
+      workspaceId: string; batch: { lenses: string[]; kind: string }; items: Array<{ sha256: string; status: string; lenses: Record<string, unknown>; report: unknown }>;
+    };
+    expect(page.workspaceId).toBe(owner.workspaceId);
+    expect(page.batch.kind).toBe('photos');
+    expect(page.items).toHaveLength(1);
+    expect(page.items[0]).toMatchObject({ sha256: sha, status: 'done', report: null });
+    // Each lens's own answer, by lens: what the photo grid shows.
+    expect(Object.keys(page.items[0]!.lenses).sort()).toEqual([...page.batch.lenses].sort());
+
+    const thumbPath = (ws: string, s = sha) => `/api/v1/workspaces/${ws}/thumbnails/${s}`;
+    const rows = async () => (await stack.pipeline.db.query('SELECT 1 FROM thumbnails WHERE sha256 = $1', [sha])).rowCount;
+    // Attacks first: nothing is made for them.
+    for (const [who, path] of [[other, thumbPath(owner.workspaceId)], [other, thumbPath(other.workspaceId)], [owner, thumbPath(owner.workspaceId, 'f'.repeat(64))], [owner, thumbPath(owner.workspaceId, '../../etc/passwd')]] as const) {
+      const r = await consoleCall(stack, who, 'GET', path);
+      expect(r.status, path).toBe(404);
+      expect(expectEnvelope(await r.json()).code).toBe('NOT_FOUND');
+    }
+    expect((await fetch(`${stack.url}${thumbPath(owner.workspaceId)}`)).status).toBe(401);
+    expect(await rows()).toBe(0);
+    // The other workspace cannot read the batch or retry its items either.
+    expect((await consoleCall(stack, other, 'GET', `/api/v1/batch/${batchId}`)).status).toBe(404);
+    expect((await consoleCall(stack, other, 'POST', `/api/v1/batch/${batchId}/items/0/retry`, {})).status).toBe(404);
+    // A done photo is not retried (and the owner is told why).
+    const notFailed = await consoleCall(stack, owner, 'POST', `/api/v1/batch/${batchId}/items/0/retry`, {});
+    expect(notFailed.status).toBe(409);
+    expect(expectEnvelope(await notFailed.json()).code).toBe('ITEM_NOT_RETRYABLE');
+
+    const first = await consoleCall(stack, owner, 'GET', thumbPath(owner.workspaceId));
+    expect(first.status).toBe(200);
+    expect(first.headers.get('content-type')).toBe('image/webp');
+    expect(first.headers.get('cache-control')).toBe('private, max-age=86400, immutable');
+    const webp = Buffer.from(await first.arrayBuffer());
+    const meta = await sharp(webp).metadata();
+    expect(meta.format).toBe('webp');
+    // Upright, inside 256 px, its shape kept.
+    expect([meta.width, meta.height]).toEqual([192, 256]);
+    expect(await rows()).toBe(1);
+    const again = Buffer.from(await (await consoleCall(stack, owner, 'GET', thumbPath(owner.workspaceId))).arrayBuffer());
+    expect(again.equals(webp)).toBe(true);
+    expect(await rows()).toBe(1);
+  }, 180_000);
+});
+
+describe('uploads across console processes', () => {
+  it('an upload begun on one console process continues on another, and the batch made there takes its bytes whole', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const stranger = await signUpOverHttp(stack, newEmail());
+    const replica = await stack.replica();
+    const bytes = photoBytes('Nikon_D70.jpg');
+    const headers = { cookie: person.cookie, origin: stack.url, 'tus-resumable': '1.0.0' };
+    const created = await fetch(`${stack.url}/api/v1/uploads`, {
+      method: 'POST',
+      headers: { ...headers, 'upload-length': String(bytes.length), 'upload-metadata': `workspace ${Buffer.from(person.workspaceId).toString('base64')}` },
+    });
+    expect(created.status).toBe(201);
+    const location = created.headers.get('location')!;
+    const half = Math.floor(bytes.length / 2);
+    const firstHalf = await fetch(new URL(location, stack.url), { method: 'PATCH', headers: { ...headers, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: bytes.subarray(0, half) });
+    expect(firstHalf.status).toBe(204);
+
+    // The second process knows the upload from the shared datastore and database.
+    const onReplica = new URL(location, replica.url);
+    const head = await fetch(onReplica, { method: 'HEAD', headers });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('upload-offset')).toBe(String(half));
+    expect((await fetch(onReplica, { method: 'HEAD', headers: { ...headers, cookie: stranger.cookie } })).status).toBe(404);
+    const rest = await fetch(onReplica, { method: 'PATCH', headers: { ...headers, 'upload-offset': String(half), 'content-type': 'application/offset+octet-stream' }, body: bytes.subarray(half) });
+    expect(rest.status, await rest.clone().text()).toBe(204);
+    expect(rest.headers.get('upload-offset')).toBe(String(bytes.length));
+    const id = onReplica.pathname.split('/').pop()!;
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    expect((await stack.pipeline.db.query('SELECT sha256 FROM uploads WHERE id = $1', [id])).rows).toEqual([{ sha256: sha }]);
+
+    const started = await fetch(`${replica.url}/api/v1/workspaces/${person.workspaceId}/batches`, {
+      method: 'POST',
+      headers: { cookie: person.cookie, origin: stack.url, 'content-type': 'application/json' },
+      body: JSON.stringify({ preset: 'quick-scan', uploads: [{ id, name: 'nikon.jpg' }] }),
+    });
+    expect(started.status, await started.clone().text()).toBe(202);
+    const batchId = ((await started.json()) as { id: string }).id;
+    const item = await stack.pipeline.db.query<{ sha256: string; source: string }>(`SELECT ref->>'sha256' AS sha256, source FROM batch_items WHERE batch_id = $1`, [batchId]);
+    expect(item.rows).toEqual([{ sha256: sha, source: 'nikon.jpg' }]);
+    // Taken: the upload's row is gone (its quota free); the bytes are in the blob store once, by hash.
+    expect((await stack.pipeline.db.query('SELECT 1 FROM uploads WHERE id = $1', [id])).rowCount).toBe(0);
+    expect(await blobStoreFromConfig(stack.pipeline.config).has(sha)).toBe(true);
+  }, 120_000);
+});
+
+describe('a vehicle submission an attacker shapes', () => {
+  it('refuses line breaks, bad VINs, repeated and foreign uploads, and both kinds at once, with 400 in the envelope, claiming nothing', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const stranger = await signUpOverHttp(stack, newEmail());
+    const ws = person.workspaceId;
+    const mine = await uploadVia(stack.url, person, ws, photoBytes('Canon_40D.jpg'));
+    const theirs = await uploadVia(stack.url, stranger, stranger.workspaceId, photoBytes('Nikon_D70.jpg'));
+    const submit = (body: unknown) => consoleCall(stack, person, 'POST', `/api/v1/workspaces/${ws}/batches`, body);
+    const cases: Array<[string, unknown, RegExp]> = [
+      ['line break in a name', { vehicles: [{ name: 'van\r\nBcc: x', uploads: [{ id: mine, name: 'a.jpg' }] }] }, /vehicles\.0\.name: must be one line/],
+      ['line break in a photo name', { vehicles: [{ name: 'van', uploads: [{ id: mine, name: 'a\n.jpg' }] }] }, /must be one line/],
+      ['not a VIN', { vehicles: [{ vehicle: { vin: 'WVWZZZ1JZ3W38675O' }, uploads: [{ id: mine, name: 'a.jpg' }] }] }, /vin: must be the 17 characters of a VIN/],
+      ['the same upload twice', { vehicles: [{ uploads: [{ id: mine, name: 'a.jpg' }] }, { uploads: [{ id: mine, name: 'b.jpg' }] }] }, /body\.vehicles\.1\.uploads\.0: upload .* is named twice/],
+      ['another workspace’s upload', { vehicles: [{ uploads: [{ id: mine, name: 'a.jpg' }, { id: theirs, name: 'b.jpg' }] }] }, /body\.vehicles\.0\.uploads\.1: no upload .* of yours in this workspace/],
+      ['both kinds', { uploads: [{ id: mine, name: 'a.jpg' }], vehicles: [{ uploads: [{ id: mine, name: 'a.jpg' }] }] }, /either uploads \(photos\) or vehicles/],
+      ['51 photos in a vehicle', { vehicles: [{ uploads: Array.from({ length: 51 }, (_, k) => ({ id: `upl_${String(k).padStart(32, '0')}`, name: `${k}.jpg` })) }] }, /vehicles\.0\.uploads/],
+      ['a huge name', { vehicles: [{ name: 'x'.repeat(10_000), uploads: [{ id: mine, name: 'a.jpg' }] }] }, /vehicles\.0\.name/],
+    ];
+    for (const [what, body, message] of cases) {
+      const r = await submit(body);
+      expect(r.status, what).toBe(400);
+      const err = expectEnvelope(await r.json());
+      expect(err.code, what).toBe('VALIDATION_FAILED');
+      expect(err.message, what).toMatch(message);
+    }
+    // Nothing was claimed or made: both uploads are as they were, no batch exists.
+    expect((await stack.pipeline.db.query('SELECT id, taken_at FROM uploads WHERE id = ANY($1) ORDER BY id', [[mine, theirs].sort()])).rows).toEqual([mine, theirs].sort().map((id) => ({ id, taken_at: null })));
+    expect((await stack.pipeline.db.query('SELECT 1 FROM batches WHERE user_id = $1', [ws])).rowCount).toBe(0);
+    // And the honest submission of the same upload still works.
+    const ok = await submit({ vehicles: [{ name: 'van', vehicle: { vin: VIN_1, mileage: 1 }, uploads: [{ id: mine, name: 'a.jpg' }] }] });
+    expect(ok.status, await ok.clone().text()).toBe(202);
+    expect(((await ok.json()) as { kind: string; counts: { total: number } })).toMatchObject({ kind: 'vehicles', counts: { total: 1 } });
+  }, 120_000);
 });
