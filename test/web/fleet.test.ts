@@ -181,7 +181,7 @@ const completedBatch = async (person: Person, id: string) =>
   expect.poll(async () => ((await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${id}`)).json()) as { batch: { status: string } }).batch.status, { timeout: 120_000, interval: 250 }).toBe('completed');
 
 describe('thumbnails and batch pages are the workspace’s', () => {
-  it('the workspace's own people get an upright 256 px WebP made once, cached privately; another workspace, no session or a photo not held get 404 / 401 and nothing is made', async () => {
+  it('the workspace’s own people get an upright 256 px WebP made once, cached privately; another workspace, no session or a photo not held get 404 / 401 and nothing is made', async () => {
     const owner = await signUpOverHttp(stack, newEmail());
     const other = await signUpOverHttp(stack, newEmail());
     // 2048 × 1536 stored, EXIF orientation 6: upright it is 1536 × 2048.
@@ -314,4 +314,49 @@ describe('a vehicle submission an attacker shapes', () => {
     expect(ok.status, await ok.clone().text()).toBe(202);
     expect(((await ok.json()) as { kind: string; counts: { total: number } })).toMatchObject({ kind: 'vehicles', counts: { total: 1 } });
   }, 120_000);
+});
+
+describe('a photo batch’s page', () => {
+  it('shows failed photos first with their reason; a retry from the page runs one again and its card gets its thumbnail and each lens’s answer', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const ws = person.workspaceId;
+    const files = ['gps-DSCN0010.jpg', 'mobile-jolla.jpg'];
+    const ids = [];
+    for (const f of files) ids.push(await uploadVia(stack.url, person, ws, photoBytes(f), f));
+    // Every vendor refuses while the batch runs: both photos fail with the vendors' reason.
+    for (const v of ['openai', 'anthropic', 'google'] as const) stack.pipeline.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
+    let batchId: string;
+    try {
+      const started = await consoleCall(stack, person, 'POST', `/api/v1/workspaces/${ws}/batches`, { preset: 'quick-scan', uploads: ids.map((id, k) => ({ id, name: files[k]! })) });
+      expect(started.status, await started.clone().text()).toBe(202);
+      batchId = ((await started.json()) as { id: string }).id;
+      await completedBatch(person, batchId);
+    } finally {
+      stack.pipeline.sim.reset();
+    }
+    const context = await signedInContext(person);
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/batches/${batchId}`);
+    await expect.poll(() => page.getByTestId('batch-status').textContent()).toMatch(/^completed · 0 done, 2 failed, 0 pending of 2 photos · 0 credits/);
+    const cards = page.getByRole('list', { name: 'Photos' }).locator('> li');
+    expect(await cards.count()).toBe(2);
+    expect(await cards.nth(0).locator('.error').textContent()).toMatch(/^PROVIDER_ERROR: /);
+
+    // The first photo runs again: afterwards the one still failed (the second) comes first.
+    await page.getByRole('button', { name: 'Retry gps-DSCN0010.jpg' }).click();
+    await expect.poll(() => page.getByTestId('batch-status').textContent(), { timeout: 120_000, interval: 250 }).toMatch(/^completed · 1 done, 1 failed, 0 pending of 2 photos · \d+ credits/);
+    // The retried one shows its thumbnail and its lenses.
+    expect(await cards.nth(0).getByRole('heading').textContent()).toBe('mobile-jolla.jpg');
+    expect(await cards.nth(0).getByRole('button', { name: 'Retry mobile-jolla.jpg' }).count()).toBe(1);
+    const done = cards.nth(1);
+    expect(await done.getByRole('heading').textContent()).toBe('gps-DSCN0010.jpg');
+    const img = done.getByRole('img', { name: 'Photo 1: gps-DSCN0010.jpg' });
+    await expect.poll(() => img.evaluate((e) => (e as unknown as { naturalWidth: number }).naturalWidth)).toBe(256);
+    const detail = (await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${batchId}`)).json()) as { batch: { lenses: string[] } };
+    expect((await done.locator('summary').allTextContents()).sort()).toEqual([...detail.batch.lenses].sort());
+    expect(await done.getByRole('button').count()).toBe(0);
+    expect(await seriousA11yViolations(page)).toEqual([]);
+    await screenshot(page, 'batch-photos');
+    await context.close();
+  }, 240_000);
 });
