@@ -107,7 +107,7 @@ export function registerConsoleBatches(
   });
 
   /** The workspace of a batch the person may see (a member of it), else 404 whether or not it exists. */
-  const batchWorkspace = async (personId: string, batchId: string, roles?: Parameters<typeof requireMember>[3]): Promise<string> => {
+  const batchWorkspace = async (personId: string, batchId: string, roles?: Parameters<typeof requireMember>[3]): Promise<{ workspaceId: string; role: string }> => {
     const owner = await db.query<{ user_id: string }>('SELECT user_id FROM batches WHERE id = $1', [batchId]);
     const workspaceId = owner.rows[0]?.user_id;
     const none = () => new AppError('NOT_FOUND', 'No such batch');
@@ -116,7 +116,7 @@ export function registerConsoleBatches(
       throw none();
     });
     if (roles && !roles.includes(role)) await requireMember(db, personId, workspaceId, roles);
-    return workspaceId;
+    return { workspaceId, role };
   };
 
   // One batch and its items, a page at a time: what the batch page (/batches/:id) shows and polls.
@@ -126,7 +126,7 @@ export function registerConsoleBatches(
     const { batchId } = batchParams.parse(request.params);
     const q = itemsQuery.safeParse(request.query);
     if (!q.success) throw validationFailed(`query: ${q.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-    const workspaceId = await batchWorkspace(person.id, batchId);
+    const { workspaceId, role } = await batchWorkspace(person.id, batchId);
     const batch = await getBatch(db, workspaceId, batchId);
     const summary = await batchSummary(db, workspaceId, batchId);
     const items = [];
@@ -144,13 +144,14 @@ export function registerConsoleBatches(
       });
     }
     reply.header('cache-control', 'no-store');
-    return { workspaceId, batch: { ...summary, kind: batch.kind }, items, nextAfter: items.length === q.data.limit ? items[items.length - 1]!.index : null };
+    // Retrying spends credits: owners and admins (the page shows members no retry button).
+    return { workspaceId, mayRetry: role !== 'member', batch: { ...summary, kind: batch.kind }, items, nextAfter: items.length === q.data.limit ? items[items.length - 1]!.index : null };
   });
 
   app.post('/api/v1/batch/:batchId/items/:index/retry', async (request, reply) => {
     const person = await signedIn(request);
     const { batchId, index } = batchParams.extend({ index: z.coerce.number().int().min(0).max(100_000) }).parse(request.params);
-    const workspaceId = await batchWorkspace(person.id, batchId, ['owner', 'admin']);
+    const { workspaceId } = await batchWorkspace(person.id, batchId, ['owner', 'admin']);
     return reply.code(202).send(await retryBatchItem(pipeline, workspaceId, batchId, index));
   });
 

@@ -26,6 +26,7 @@ interface BatchItem {
 
 interface BatchPageData {
   workspaceId: string;
+  mayRetry: boolean;
   batch: BatchSummary & { kind: 'photos' | 'vehicles'; lenses: string[] };
   items: BatchItem[];
   nextAfter: number | null;
@@ -142,7 +143,7 @@ export function BatchPage({ id }: { id: string }) {
         <ol className="vehicles" aria-label="Vehicles">
           {ordered.map((it) => (
             <li key={it.index} className="card" data-testid={`vehicle-${it.index}`}>
-              <VehicleReport item={it} thumb={thumb} onRetry={() => void retry(it.index)} />
+              <VehicleReport item={it} thumb={thumb} onRetry={data.mayRetry ? () => void retry(it.index) : null} />
             </li>
           ))}
         </ol>
@@ -158,9 +159,11 @@ export function BatchPage({ id }: { id: string }) {
                   <p className="error">
                     {it.error.code}: {it.error.message}
                   </p>
-                  <button type="button" className="secondary" onClick={() => void retry(it.index)}>
-                    Retry {it.source}
-                  </button>
+                  {data.mayRetry && (
+                    <button type="button" className="secondary" onClick={() => void retry(it.index)}>
+                      Retry {it.source}
+                    </button>
+                  )}
                 </>
               )}
               {it.lenses &&
@@ -192,7 +195,7 @@ export function BatchPage({ id }: { id: string }) {
   );
 }
 
-function VehicleReport({ item, thumb, onRetry }: { item: BatchItem; thumb: (sha256: string | null) => string | null; onRetry: () => void }) {
+function VehicleReport({ item, thumb, onRetry }: { item: BatchItem; thumb: (sha256: string | null) => string | null; onRetry: (() => void) | null }) {
   const photos = item.photos ?? [];
   const r = item.report;
   const photoImg = (i: number, label: string) => {
@@ -210,9 +213,11 @@ function VehicleReport({ item, thumb, onRetry }: { item: BatchItem; thumb: (sha2
           <p className="error">
             {item.error.code}: {item.error.message}
           </p>
-          <button type="button" className="secondary" onClick={onRetry}>
-            Retry {item.source}
-          </button>
+          {onRetry && (
+            <button type="button" className="secondary" onClick={onRetry}>
+              Retry {item.source}
+            </button>
+          )}
         </>
       )}
       {r?.overallCondition && (
