@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import type { Browser, BrowserContext } from 'playwright-core';
+import ExcelJS from 'exceljs';
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
@@ -13,7 +14,7 @@ import { expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { launchChromium, screenshot, seriousA11yViolations } from './browser.ts';
 import { startConsoleStack, type ConsoleStack } from './console-stack.ts';
-import { consoleCall, signUpOverHttp, type Person } from './people.ts';
+import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './people.ts';
 
 /**
  * The console takes a fleet and shows the results (issue 22 §3), in Debian's Chromium against the
@@ -51,6 +52,7 @@ async function signedInContext(person: Person): Promise<BrowserContext> {
 }
 
 const VIN_1 = 'WVWZZZ1JZ3W386752';
+const VIN_2 = '1HGCM82633A004352';
 
 describe('a fleet from the console', () => {
   it('folder of folders and a spreadsheet → review with refusals → upload progress → each vehicle’s report with damage thumbnails → export with the chosen columns', async () => {
@@ -95,6 +97,24 @@ describe('a fleet from the console', () => {
     expect(await rowOf('truck-9')).toMatch(/^truck-9 WVWZZZ1JZ3W38675I 1,000 1 Refused: VIN "WVWZZZ1JZ3W38675I" is not 17 letters and digits \(no I, O or Q\)$/);
     expect(await rowOf('empty')).toBe('empty — — 0 Refused: no photos in its folder');
     expect(await page.getByRole('heading', { name: /^Review: 2 vehicle\(s\) will be analyzed \(2 credits\), 3 refused$/ }).count()).toBe(1);
+
+    // A spreadsheet added afterwards (XLSX, read in the browser) replaces the folder's: van-2 gets its VIN.
+    const workbook = new ExcelJS.Workbook();
+    const sheet = workbook.addWorksheet('Fleet');
+    sheet.addRows([
+      ['Folder', 'VIN', 'Mileage', 'Make', 'Model', 'Year'],
+      ['van-1', VIN_1, 84000, 'Volkswagen', 'Golf', 2003],
+      ['VAN-2', VIN_2, 13000, 'Ford', 'Transit', 2019],
+      ['truck-9', 'WVWZZZ1JZ3W38675I', 1000, 'MAN', 'TGX', 2020],
+      ['empty'],
+    ]);
+    const xlsx = path.join(path.dirname(root), 'fleet.xlsx');
+    writeFileSync(xlsx, Buffer.from(await workbook.xlsx.writeBuffer()));
+    await page.getByLabel('Add a spreadsheet').setInputFiles(xlsx);
+    await expect.poll(() => page.getByTestId('sheet').textContent()).toBe('Spreadsheet fleet.xlsx: 4 row(s).');
+    expect(await rowOf('van-2')).toBe(`van-2 ${VIN_2} 13,000 45 will be analyzed`);
+    expect(await rowOf('van-1')).toBe(`van-1 ${VIN_1} 84,000 45 will be analyzed`);
+    expect(await rowOf('truck-9')).toMatch(/Refused: VIN "WVWZZZ1JZ3W38675I"/);
     expect((await stack.pipeline.db.query('SELECT 1 FROM uploads WHERE user_id = $1', [ws])).rowCount).toBe(0);
     expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 1000, reserved: 0 });
     expect(await seriousA11yViolations(page)).toEqual([]);
@@ -154,11 +174,10 @@ describe('a fleet from the console', () => {
     const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'csv' }).click()]);
     const records = parseCsv(readFileSync((await file.path())!), { bom: true }) as string[][];
     expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Missing views']);
-    expect(records.slice(1).map((r) => [r[1], r[2], r[8]])).toEqual([
-      ['van-1', 'done', '84000'],
-      ['van-2', 'done', '12500'],
+    expect(records.slice(1).map((r) => [r[1], r[2], r[7], r[8]])).toEqual([
+      ['van-1', 'done', VIN_1, '84000'],
+      ['van-2', 'done', VIN_2, '13000'],
     ]);
-    expect(records[1]![7]).toBe(VIN_1);
     expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 998, reserved: 0 });
     expect(await checkInvariants(stack.pipeline.db, ws)).toEqual([{ userId: ws, ok: true, problems: [] }]);
     await context.close();
@@ -233,6 +252,17 @@ describe('thumbnails and batch pages are the workspace’s', () => {
     const again = Buffer.from(await (await consoleCall(stack, owner, 'GET', thumbPath(owner.workspaceId))).arrayBuffer());
     expect(again.equals(webp)).toBe(true);
     expect(await rows()).toBe(1);
+
+    // A member of the workspace sees the page and the same thumbnail, but is offered no retry and may not start one.
+    const member = await signUpOverHttp(stack, newEmail());
+    await joinWorkspace(stack, owner, owner.workspaceId, member, 'member');
+    const seen = (await (await consoleCall(stack, member, 'GET', `/api/v1/batch/${batchId}`)).json()) as { mayRetry: boolean; items: unknown[] };
+    expect(seen).toMatchObject({ mayRetry: false, items: [expect.objectContaining({ sha256: sha })] });
+    expect(Buffer.from(await (await consoleCall(stack, member, 'GET', thumbPath(owner.workspaceId))).arrayBuffer()).equals(webp)).toBe(true);
+    const memberRetry = await consoleCall(stack, member, 'POST', `/api/v1/batch/${batchId}/items/0/retry`, {});
+    expect(memberRetry.status).toBe(403);
+    expect(expectEnvelope(await memberRetry.json()).code).toBe('FORBIDDEN');
+    expect(((await (await consoleCall(stack, owner, 'GET', `/api/v1/batch/${batchId}`)).json()) as { mayRetry: boolean }).mayRetry).toBe(true);
   }, 180_000);
 });
 

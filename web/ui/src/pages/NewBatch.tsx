@@ -372,7 +372,9 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
     e.preventDefault();
     setDragging(false);
     const entries = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry()).filter((x): x is FileSystemEntry => x !== null);
-    await choose((await Promise.all(entries.map(filesOf))).flat());
+    const files = (await Promise.all(entries.map(filesOf))).flat();
+    // One folder dropped is the fleet; several vehicle folders (and a spreadsheet) dropped together are one too.
+    await choose(entries.length > 1 ? files.map((f) => ({ ...f, path: `dropped/${f.path}` })) : files);
   };
 
   const start = async () => {
