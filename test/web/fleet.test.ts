@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -389,4 +389,53 @@ describe('a photo batch’s page', () => {
     await screenshot(page, 'batch-photos');
     await context.close();
   }, 240_000);
+});
+
+describe('an upload across a page reload', () => {
+  it('the same file chosen again after a reload continues its upload from the bytes the server has, not from zero', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const ws = person.workspaceId;
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'lenstack-reload-')), 'big.jpg');
+    const bytes = photoBytes('heic-IMG_5195.heif-convert.jpg');
+    writeFileSync(file, bytes);
+    const context = await signedInContext(person);
+    const page = await context.newPage();
+    // A slow uplink (DevTools' own throttling): the upload is still under way when the page reloads.
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Network.enable');
+    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: 256 * 1024 });
+    await page.goto(`${stack.url}/`);
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(file);
+    await page.getByRole('button', { name: 'Upload 1 and start the batch' }).click();
+    // The server holds part of it (the datastore beside the blob store; uploads/tus.ts).
+    const pc = stack.pipeline.config;
+    const datastore = path.join(path.dirname(path.resolve(pc.BLOB_DIR)), `${path.basename(pc.BLOB_DIR)}-uploads`);
+    const row = async () => (await stack.pipeline.db.query<{ id: string }>('SELECT id FROM uploads WHERE user_id = $1', [ws])).rows;
+    await expect.poll(async () => (await row()).length, { timeout: 30_000 }).toBe(1);
+    const [{ id }] = (await row()) as [{ id: string }];
+    const held = () => statSync(path.join(datastore, id), { throwIfNoEntry: false })?.size ?? 0;
+    await expect.poll(held, { timeout: 30_000, interval: 20 }).toBeGreaterThan(0);
+    await page.reload();
+    const before = held();
+    expect(before).toBeLessThan(bytes.length);
+
+    // After the reload, at full speed: the same file, the same upload (its URL kept in localStorage).
+    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(file);
+    await page.getByRole('button', { name: 'Upload 1 and start the batch' }).click();
+    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
+    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
+    const batchId = /Batch (bat_\S+) started/.exec((await started.textContent())!)![1]!;
+    // The page asked the server for the offset of the upload it had begun (tus-js-client's resume).
+    const requests = stack.logs.map((l) => JSON.parse(l) as { req?: { method: string; url: string } }).filter((l) => l.req?.url?.startsWith('/api/v1/uploads'));
+    expect(requests.some((l) => l.req!.method === 'HEAD' && l.req!.url === `/api/v1/uploads/${id}`)).toBe(true);
+    const item = await stack.pipeline.db.query<{ sha256: string }>(`SELECT ref->>'sha256' AS sha256 FROM batch_items WHERE batch_id = $1`, [batchId]);
+    expect(item.rows).toEqual([{ sha256: createHash('sha256').update(bytes).digest('hex') }]);
+    // The batch took the upload begun before the reload (taken uploads are deleted; a second upload
+    // made after the reload would have left this one behind).
+    expect((await stack.pipeline.db.query('SELECT 1 FROM uploads WHERE user_id = $1', [ws])).rowCount).toBe(0);
+    await context.close();
+  }, 180_000);
 });
