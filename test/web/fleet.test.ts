@@ -385,7 +385,12 @@ describe('a photo batch’s page', () => {
     const detail = (await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${batchId}`)).json()) as { batch: { lenses: string[] } };
     expect((await done.locator('summary').allTextContents()).sort()).toEqual([...detail.batch.lenses].sort());
     expect(await done.getByRole('button').count()).toBe(0);
+    expect(await page.getByRole('status').filter({ hasText: 'runs again' }).textContent()).toBe('gps-DSCN0010.jpg runs again.');
     expect(await seriousA11yViolations(page)).toEqual([]);
+    // Phone: a vendor's long reason wraps inside its card; nothing scrolls sideways.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await page.setViewportSize({ width: 1280, height: 900 });
     await screenshot(page, 'batch-photos');
     await context.close();
   }, 240_000);

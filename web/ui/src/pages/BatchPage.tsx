@@ -93,10 +93,10 @@ export function BatchPage({ id }: { id: string }) {
   const thumb = (sha256: string | null) => (sha256 ? `/api/v1/workspaces/${workspaceId}/thumbnails/${sha256}` : null);
   const unit = batch.kind === 'vehicles' ? 'vehicles' : 'photos';
 
-  const retry = async (index: number) => {
+  const retry = async (index: number, source: string) => {
     try {
       await call('POST', `/api/v1/batch/${encodeURIComponent(id)}/items/${index}/retry`, {});
-      setNotice(`Item ${index + 1} runs again.`);
+      setNotice(`${source} runs again.`);
       setMore([]);
       setTick((n) => n + 1);
     } catch (err) {
@@ -143,7 +143,7 @@ export function BatchPage({ id }: { id: string }) {
         <ol className="vehicles" aria-label="Vehicles">
           {ordered.map((it) => (
             <li key={it.index} className="card" data-testid={`vehicle-${it.index}`}>
-              <VehicleReport item={it} thumb={thumb} onRetry={data.mayRetry ? () => void retry(it.index) : null} />
+              <VehicleReport item={it} thumb={thumb} onRetry={data.mayRetry ? () => void retry(it.index, it.source) : null} />
             </li>
           ))}
         </ol>
@@ -160,7 +160,7 @@ export function BatchPage({ id }: { id: string }) {
                     {it.error.code}: {it.error.message}
                   </p>
                   {data.mayRetry && (
-                    <button type="button" className="secondary" onClick={() => void retry(it.index)}>
+                    <button type="button" className="secondary" onClick={() => void retry(it.index, it.source)}>
                       Retry {it.source}
                     </button>
                   )}
