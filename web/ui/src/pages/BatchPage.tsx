@@ -27,7 +27,7 @@ interface BatchItem {
 interface BatchPageData {
   workspaceId: string;
   mayRetry: boolean;
-  batch: BatchSummary & { kind: 'photos' | 'vehicles'; lenses: string[] };
+  batch: BatchSummary & { lenses: string[] };
   items: BatchItem[];
   nextAfter: number | null;
 }

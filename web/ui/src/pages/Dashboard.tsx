@@ -592,7 +592,7 @@ function BatchesPanel({ workspaceId, canStart }: { workspaceId: string; canStart
                   {b.etaSeconds !== null && ` · about ${Math.max(1, Math.round(b.etaSeconds / 60))} min left`}
                 </span>
               </div>
-              <progress max={b.counts.total} value={finished} aria-label={`${b.id}: ${finished} of ${b.counts.total} photos finished`}>
+              <progress max={b.counts.total} value={finished} aria-label={`${b.id}: ${finished} of ${b.counts.total} ${b.kind === 'vehicles' ? 'vehicles' : 'photos'} finished`}>
                 {pct}%
               </progress>
               <p className="hint">
