@@ -260,6 +260,8 @@ export interface BatchItemRow {
    * A vehicle item: its report, as POST /v1/analyze answers it (`reportId` and the report).
    */
   output: Record<string, unknown> | null;
+  /** A done photo item's lens outputs by lens (what each lens answered), null otherwise. */
+  byLens: Record<string, unknown> | null;
   /** A vehicle item's photos in submission order (null for a photo item). */
   photos: Array<{ source: string; sha256: string | null }> | null;
 }
@@ -294,7 +296,7 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
       } else if (row.outputs) {
         output = Object.assign({}, ...Object.values(row.outputs)) as Record<string, unknown>;
       }
-      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output, photos };
+      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output, byLens: row.report ? null : row.outputs, photos };
     }
     if (r.rows.length < Math.min(pageSize, left)) return;
     after = r.rows[r.rows.length - 1]!.index;

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_PERSON, keyCreatorOf, Slots, slotsFull } from '../../batches/slots.ts';
+import { retryBatchItem } from '../../batches/retry.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
 import { batchItemOutputSchema, timestampSchema } from '../../analysis/contract.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
@@ -151,22 +152,8 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       },
       async (request, reply) => {
         const userId = liveUser(request);
-        const batch = await getBatch(deps.db, userId, request.params.batchId);
-        if (batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', 'The batch is cancelled; its photos do not run again');
-        for (const sha256 of await itemSha256s(deps.db, { batchId: batch.id, index: request.params.index })) {
-          if (!(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
-        }
-        const outcome = await retryItem(deps.db, { batchId: batch.id, index: request.params.index });
-        if (outcome === 'not-failed') throw new AppError('ITEM_NOT_RETRYABLE', 'Only a failed photo runs again');
-        if (outcome === 'no-image') throw new AppError('ITEM_NOT_RETRYABLE', 'This photo was refused when the batch was submitted (nothing was stored); send a corrected one in a new batch');
-        // A completed batch has no workflow to pick the photo up: a new run starts for it.
-        const now = await getBatch(deps.db, userId, batch.id);
-        if (now.status === 'completed') {
-          await setBatchStatus(deps.db, { batchId: batch.id, status: 'running' });
-          const total = (await batchSummary(deps.db, userId, batch.id)).counts.total;
-          await startBatchWorkflow(pipeline(), { batchId: batch.id, userId, kind: batch.kind, spec: batch.spec, itemCount: total });
-        }
-        return reply.code(202).send({ object: 'batch' as const, ...(await batchSummary(deps.db, userId, batch.id)) });
+        const summary = await retryBatchItem(pipeline(), userId, request.params.batchId, request.params.index);
+        return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
     );
 
