@@ -31,7 +31,7 @@ export async function batchCommand(ctx: Context, args: BatchArgs): Promise<numbe
   const photos = await collectPhotos(args.paths);
   const lenses = listOption(args.lens);
   const items = await readBatchItems(photos);
-  const body: BatchRequest = { items, ...(lenses.length ? { modules: lenses } : {}), ...(args.stack ? { preset: args.stack } : {}) };
+  const body: BatchRequest = { items, ...(lenses.length ? { modules: lenses as BatchRequest['modules'] } : {}), ...(args.stack ? { preset: args.stack as BatchRequest['preset'] } : {}) };
   // Claimed before the batch is paid for, like enrich's output: an export that cannot be written is found now.
   const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true) : undefined;
 
