@@ -10,6 +10,7 @@ import { mapBounded } from '../core/map-bounded.ts';
 import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
+import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
 import { VEHICLE_REPORT_CREDITS } from '../workflows/types.ts';
@@ -124,6 +125,12 @@ export async function submitBatch(
   await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
 
   const stored: string[] = [];
+  // The submission's intake leases hold its photos' bytes until its batch items name them.
+  const holder = newLeaseHolder('batch-submit');
+  const forget = async () => {
+    await releaseLeases(deps.db, holder);
+    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+  };
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
     const source = it.name ?? ('url' in it ? it.url : undefined) ?? ('uploadId' in it ? it.uploadId : undefined) ?? `upload ${i + 1}`;
     const upload = named[i]!.upload;
@@ -136,12 +143,12 @@ export async function submitBatch(
         throw err;
       }
     }
-    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 });
+    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 }, holder);
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
     return { source, ref: got.ref };
   }).catch(async (err: unknown) => {
-    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+    await forget();
     throw err;
   });
   const items = vehicles ? groupByVehicle(vehicles, taken) : taken;
@@ -158,9 +165,9 @@ export async function submitBatch(
   try {
     batchId = await createBatch(deps.db, { userId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
   } catch (err) {
+    // Not stored (or a concurrent submission under the same id made its batch first): this one keeps nothing.
+    await forget();
     if (!(err instanceof RequestIdTaken)) throw err;
-    // A concurrent submission under the same id made its batch first: this one keeps nothing.
-    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
     const winner = await boundTo();
     if (winner) return winner;
     throw new AppError('SERVICE_UNAVAILABLE', 'A submission under the same x-request-id was being started; try again shortly', { cause: err });
@@ -170,9 +177,11 @@ export async function submitBatch(
   } catch (err) {
     // Without its workflow the batch would never run: it is taken back whole, images included.
     await deps.db.query('DELETE FROM batches WHERE id = $1', [batchId]);
-    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+    await forget();
     throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err });
   }
+  // Its pending items hold the photos now.
+  await releaseLeases(deps.db, holder);
   return batchSummary(deps.db, userId, batchId);
 }
 

@@ -33,6 +33,13 @@ export interface IntakeDeps {
    * decoded then, so its hashes are reused and a header read is enough.
    */
   knownFingerprint?: (sha256: string) => Promise<Pick<Fingerprint, 'pHash' | 'dHash'> | null>;
+  /**
+   * The caller's hold on the blob (registry/blob-leases.ts): `take` before it is stored, so no
+   * other request's clean-up or the collector deletes bytes this intake found stored; `forget` to
+   * give back what an image refused at decode stored (deleted unless someone else holds it).
+   * Without it (tests of intake alone) a refused image's blob is deleted outright.
+   */
+  lease?: { take(sha256: string): Promise<void>; forget(sha256: string): Promise<void> };
 }
 
 export interface ImageIntake {
@@ -70,15 +77,16 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
     opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
   ]);
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+  await deps.lease?.take(sha256);
   if (known) {
     const stored = await deps.blobs.put(sha256, bytes);
     return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };
   }
   // The blob is written while the image decodes; an image that fails the decode check takes back
-  // the blob it wrote (a crash in between leaves it to the blob collector).
+  // the blob it wrote unless another request holds it (a crash in between leaves it to the blob collector).
   const [hashes, put] = await Promise.allSettled([checkedHashes(bytes, deps.maxPixels, opts), deps.blobs.put(sha256, bytes)]);
   if (hashes.status === 'rejected') {
-    if (put.status === 'fulfilled' && put.value) await deps.blobs.delete(sha256);
+    if (put.status === 'fulfilled' && put.value) await (deps.lease ? deps.lease.forget(sha256) : deps.blobs.delete(sha256));
     throw hashes.reason;
   }
   if (put.status === 'rejected') throw put.reason;

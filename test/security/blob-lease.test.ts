@@ -3,6 +3,7 @@ import { utimes } from 'node:fs/promises';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
+import { leaseBlob } from '../../registry/blob-leases.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -136,4 +137,20 @@ describe('a blob an intake found stored is not deleted under it', () => {
     expect(await store.inner.has(sha(img))).toBe(false);
     expect(await leases(sha(img))).toBe(0);
   }, 60_000);
+
+  it('a lease whose holder died holds only until it expires; the collector then takes the blob and the lease', async () => {
+    const img = await freshJpeg(4);
+    await store.inner.put(sha(img), img);
+    const old = new Date(Date.now() - 2 * 3600_000);
+    await utimes(store.inner.pathOf(sha(img)), old, old);
+    await leaseBlob(p.db, { holder: 'analyze:died', sha256: sha(img), ttlMs: 3600_000 });
+    await collectBlobs(p.db, store, { graceMs: 3600_000 });
+    expect(await store.inner.has(sha(img))).toBe(true);
+    expect(await leases(sha(img))).toBe(1);
+
+    await p.db.query(`UPDATE blob_leases SET expires_at = now() - interval '1 second' WHERE holder = 'analyze:died'`);
+    await collectBlobs(p.db, store, { graceMs: 3600_000 });
+    expect(await store.inner.has(sha(img))).toBe(false);
+    expect(await leases(sha(img))).toBe(0);
+  });
 });
