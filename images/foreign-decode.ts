@@ -51,6 +51,24 @@ const slots = new Limiter(MAX_CONCURRENT, {
   full: () => busy('Too many images are waiting to be decoded on this server; send the request again in a moment', 2),
 });
 
+let workersStarted = 0;
+/**
+ * The process's decode queue as it stands: decodes running and waiting for a slot, decode workers
+ * started since the process began, and the queue itself (tests hold its slots to fill it).
+ */
+export const decodeQueue = {
+  get active(): number {
+    return slots.active;
+  },
+  get waiting(): number {
+    return slots.waiting;
+  },
+  get started(): number {
+    return workersStarted;
+  },
+  slots,
+};
+
 /** Test overrides of the waits, and a caller's signal: a decode still waiting for a slot leaves when it aborts. */
 export interface DecodeOptions {
   signal?: AbortSignal;
@@ -118,6 +136,7 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
 }
 
 function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number): Promise<WorkerAnswer> {
+  workersStarted += 1;
   return new Promise((resolve, reject) => {
     let worker: Worker;
     try {
