@@ -78,7 +78,7 @@ export async function takeImages(deps: AnalyzeDeps, userId: string, request: Ana
   const refs = await mapBounded(request.inputs, INTAKE_CONCURRENCY, async (input): Promise<ImageRef> => {
     // An upload's bytes are in the blob store already (stored once, when it finished).
     const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : input;
-    const img = await intakeImage(source, intakeDepsFor(deps, userId, progress.holder), { embedding: request.includeEmbedding });
+    const img = await intakeImage(source, intakeDepsFor(deps, userId, progress.holder), { embedding: request.includeEmbedding, ...(deps.signal ? { signal: deps.signal } : {}) });
     if (img.stored) progress.stored.push(img.sha256);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
     if (img.registered === false) allRegistered = false;

@@ -33,6 +33,8 @@ export interface AnalyzeDeps {
   metrics?: ApiMetrics;
   /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
   abandon?: AbortSignal;
+  /** Aborted when the caller's connection closes before its answer: queued image decodes are dropped. */
+  signal?: AbortSignal;
   /** Finished uploads named by id (`uploadId`); absent = an upload id is 404. */
   uploads?: Uploads;
 }

@@ -64,6 +64,8 @@ export interface ImageIntake {
 export interface IntakeOptions {
   /** Compute the embedding (options.includeEmbedding) with the decode that fingerprints. */
   embedding?: boolean;
+  /** The caller's connection: when it aborts, a HEIC/BMP decode still queued is dropped. */
+  signal?: AbortSignal;
 }
 
 export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: IntakeOptions = {}): Promise<ImageIntake> {
@@ -111,13 +113,15 @@ export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts:
 
 /** `checkedFingerprint` without the SHA-256 and header the caller already has. */
 function checkedHashes(bytes: Buffer, maxPixels: number, opts: FingerprintOptions): Promise<PerceptualHashes> {
-  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }));
+  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }), opts.signal);
 }
 
-async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>): Promise<T> {
+async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   try {
     return await decode();
   } catch (err) {
+    // The caller went away: no second decode to word a refusal nobody reads.
+    if (signal?.aborted) throw err;
     // The HEIC/BMP decoder's refusals are already precise, and decoding again costs seconds; a
     // server-side failure (busy, decoder down: retryable) is not the image's, nor worth a second decode.
     if (isDecoderRefusal(err) || (err instanceof AppError && err.retryable)) throw err;

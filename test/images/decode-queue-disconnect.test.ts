@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeQueue } from '../../images/foreign-decode.ts';
+import { decodeForeign, decodeQueue } from '../../images/foreign-decode.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { bmpOf } from './foreign-inputs.ts';
 import { photoBytes } from '../helpers/photos.ts';
@@ -60,6 +60,13 @@ async function until(ok: () => boolean): Promise<void> {
 describe('a disconnected request leaves the decode queue', () => {
   it('fills the queue, drops a client: its HEIC decode never runs; the connected request behind it decodes', async () => {
     const user = await createTestUser(p.db, { community: 10 });
+    // What one BMP analysis decodes (intake's fingerprint, the worker's work copy), queue empty.
+    const first = decodeQueue.started;
+    const alone = await analyze(user.liveKey, bmpOf(Buffer.from([10, 40, 90, 200, 20, 30]), 2, 1)).answer;
+    expect(alone.status, alone.body).toBe(200);
+    const perBmp = decodeQueue.started - first;
+    expect(perBmp).toBeGreaterThanOrEqual(1);
+
     // Both decode slots held until the test lets go: the requests below must wait in the queue.
     let letGo!: () => void;
     const held = new Promise<void>((r) => (letGo = r));
@@ -84,8 +91,39 @@ describe('a disconnected request leaves the decode queue', () => {
     const res = await stays.answer;
     expect(res.status, res.body).toBe(200);
     expect(JSON.parse(res.body).usage.creditsCharged).toBe(1);
-    // One decode ran since the slots were held: the BMP's. The dropped HEIC's never started.
-    expect(decodeQueue.started - before).toBe(1);
+    // Only the BMP's decodes ran since the slots were held: the dropped HEIC's never started.
+    expect(decodeQueue.started - before).toBe(perBmp);
     expect(decodeQueue.active + decodeQueue.waiting).toBe(0);
   }, 60_000);
+
+  it('callers of the same bytes share one queued decode; it leaves the queue only when the last of them aborts', async () => {
+    let letGo!: () => void;
+    const held = new Promise<void>((r) => (letGo = r));
+    const holders = [decodeQueue.slots.run(() => held), decodeQueue.slots.run(() => held)];
+    const before = decodeQueue.started;
+    const bmp = bmpOf(Buffer.from([1, 2, 3]), 1, 1);
+    const [a, b] = [new AbortController(), new AbortController()];
+    const first = decodeForeign('bmp', bmp, 1000, { signal: a.signal }).catch((e: unknown) => e);
+    const second = decodeForeign('bmp', bmp, 1000, { signal: b.signal }).catch((e: unknown) => e);
+    expect(decodeQueue.waiting).toBe(1); // one decode for both
+    a.abort(new Error('first client went away'));
+    expect(await first).toMatchObject({ message: 'first client went away' });
+    expect(decodeQueue.waiting).toBe(1); // the second still waits for it
+    b.abort(new Error('second client went away'));
+    expect(await second).toMatchObject({ message: 'second client went away' });
+    expect(decodeQueue.waiting).toBe(0);
+
+    // Once nobody waits, the same bytes decode afresh; a caller without a signal keeps its decode
+    // running when a sharer with one leaves.
+    const c = new AbortController();
+    const pinned = decodeForeign('bmp', bmp, 1000);
+    const leaving = decodeForeign('bmp', bmp, 1000, { signal: c.signal }).catch((e: unknown) => e);
+    c.abort(new Error('third client went away'));
+    expect(await leaving).toMatchObject({ message: 'third client went away' });
+    expect(decodeQueue.waiting).toBe(1);
+    letGo();
+    await Promise.all(holders);
+    expect([...(await pinned).pixels]).toEqual([1, 2, 3]);
+    expect(decodeQueue.started - before).toBe(1);
+  });
 });
