@@ -1,6 +1,7 @@
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
+import { cancelNeverStarted } from '../batches/repository.ts';
 import { dropExpiredLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 
@@ -19,8 +20,11 @@ export async function collectBlobs(
   opts: { graceMs: number; metrics?: WorkerMetrics; log?: (msg: string) => void; now?: Date },
 ): Promise<{ deleted: number; bytes: number }> {
   const cutoff = (opts.now ?? new Date()).getTime() - opts.graceMs;
-  // Leases whose holder died (registry/blob-leases.ts) hold nothing once expired.
+  // Leases whose holder died (registry/blob-leases.ts) hold nothing once expired; batches still
+  // starting after the grace never will start (their API died): their photos stop being kept.
   await dropExpiredLeases(db);
+  const neverStarted = await cancelNeverStarted(db, opts.graceMs);
+  if (neverStarted) opts.log?.(`blob collector cancelled ${neverStarted} batch(es) whose workflow never started`);
   const out = { deleted: 0, bytes: 0 };
   let batch: Array<{ sha256: string; bytes: number }> = [];
   const flush = async () => {
