@@ -108,7 +108,7 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
  * decode check: it rejects corrupt or truncated data, and yields the hashes.
  */
 export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
-  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, { ...opts, maxPixels }));
+  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, { ...opts, maxPixels }), opts.signal);
 }
 
 /** `checkedFingerprint` without the SHA-256 and header the caller already has. */

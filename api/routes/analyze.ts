@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { analyze } from '../../analysis/service.ts';
-import { AppError } from '../../core/errors.ts';
+import { connectionSignal } from '../connection.ts';
 import type { AppDeps } from '../deps.ts';
 import { toAppError } from '../plugins/errors.ts';
 import { principalOf } from '../plugins/auth.ts';
@@ -47,11 +47,6 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
         },
         async (request, reply) => {
           const startedAt = performance.now();
-          // A client that disconnects before its answer takes its image decodes out of the queue.
-          const connection = new AbortController();
-          reply.raw.once('close', () => {
-            if (!reply.raw.writableFinished) connection.abort(clientGone());
-          });
           const result = await analyze(
             {
               config: deps.config,
@@ -63,7 +58,8 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               ...(deps.metrics ? { metrics: deps.metrics } : {}),
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
               ...(deps.uploads ? { uploads: deps.uploads } : {}),
-              signal: connection.signal,
+              // A client that disconnects before its answer takes its image decodes out of the queue.
+              signal: connectionSignal(reply),
             },
             principalOf(request),
             request.body,
@@ -77,6 +73,3 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
     }
   };
 }
-
-/** Why a request's work stopped when its client went away (nobody reads the answer). */
-export const clientGone = () => new AppError('REQUEST_TIMEOUT', 'The client closed the connection before the answer; nothing of the request was kept');

@@ -37,8 +37,12 @@ const HEIC = photoBytes('heic-IMG_5195.HEIC');
 
 /** A POST /v1/analyze over a real connection; `abort()` drops the connection. */
 function analyze(key: string, image: Buffer): { answer: Promise<{ status: number; body: string }>; abort(): void } {
-  const body = JSON.stringify({ imageBase64: image.toString('base64'), modules: ['dating'] });
-  const req = http.request(`${origin}/v1/analyze`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+  return post('/v1/analyze', key, { imageBase64: image.toString('base64'), modules: ['dating'] });
+}
+
+function post(path: string, key: string, payload: unknown): { answer: Promise<{ status: number; body: string }>; abort(): void } {
+  const body = JSON.stringify(payload);
+  const req = http.request(`${origin}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
   const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
     req.on('response', (res) => {
       let text = '';
@@ -125,5 +129,23 @@ describe('a disconnected request leaves the decode queue', () => {
     await Promise.all(holders);
     expect([...(await pinned).pixels]).toEqual([1, 2, 3]);
     expect(decodeQueue.started - before).toBe(1);
+  });
+
+  it('a lookup by image whose client disconnects leaves the queue too', async () => {
+    const user = await createTestUser(p.db, { community: 0 });
+    let letGo!: () => void;
+    const held = new Promise<void>((r) => (letGo = r));
+    const holders = [decodeQueue.slots.run(() => held), decodeQueue.slots.run(() => held)];
+    const before = decodeQueue.started;
+    const gone = post('/v2/lookup', user.liveKey, { images_base64: [HEIC.toString('base64')] });
+    gone.answer.catch(() => undefined);
+    await until(() => decodeQueue.waiting === 1);
+    const seen = new Promise<void>((r) => closedEarly.push(r));
+    gone.abort();
+    await seen;
+    expect(decodeQueue.waiting).toBe(0);
+    letGo();
+    await Promise.all(holders);
+    expect(decodeQueue.started - before).toBe(0);
   });
 });
