@@ -32,6 +32,8 @@ export const configSchema = z.object({
   TEMPORAL_TASK_QUEUE: z.string().default('lenstack-analyze'),
   /** Shared secret for server-to-server calls (x-internal-secret). Unset = internal auth disabled. */
   INTERNAL_SECRET: z.string().min(32, 'INTERNAL_SECRET must be at least 32 characters').optional(),
+  /** Where `npm start` keeps its local state: the Temporal dev server's SQLite file and log, the secrets it generates. */
+  DATA_DIR: z.string().default('.data'),
   BLOB_DIR: z.string().default('.data/blobs'),
   /** Bytes of unfinished or untaken console uploads one person may hold at once (over the account's own quota). */
   UPLOAD_QUOTA_BYTES: z.coerce.number().int().min(1).default(2 * 1024 ** 3),

@@ -10,6 +10,7 @@ import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
+import { lockBlobs } from '../registry/blob-leases.ts';
 import { callerOf, metadataValue, mountTus, tusServer, uploadDatastore } from './tus.ts';
 
 /** Where the API's uploads are created (tus 1.0); each lives at UPLOADS_ROUTE/{id}. */
@@ -205,7 +206,10 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       const sha256 = createHash('sha256').update(bytes).digest('hex');
       // The row names the hash before the blob is written (in this transaction; the blob collector's
       // grace covers the moment until it commits): the collector never takes the blob unnamed, and
-      // whoever waits on the lock finds the blob there.
+      // whoever waits on the lock finds the blob there. The blob's own lock, held until the commit,
+      // keeps another request's clean-up from deleting bytes this put found stored before the row
+      // naming them is visible (registry/blob-leases.ts).
+      await lockBlobs(c, [sha256]);
       await c.query(
         'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1',
         [id, sha256, probed.format, probed.width, probed.height],
