@@ -17,6 +17,7 @@ import {
 import { planLimitExceeded } from '../core/errors.ts';
 import { getBalance, release, reserve } from '../credits/ledger.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
+import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { getLens } from '../lenses/index.ts';
@@ -90,12 +91,15 @@ export function batchActivities(deps: ActivityDeps) {
       if (item.ref) return { ref: item.ref }; // taken by an earlier attempt of this step
       // Nothing is fetched that cannot be paid for: the photo's price first (runs from before this step pass no hold).
       if (args.hold) await holdItem(args.hold);
-      const got = await takeBatchPhoto(photoDeps, item.userId, { url: item.url });
+      // Leased until the item names the photo; a step that dies leaves the lease to expire.
+      const holder = newLeaseHolder('batch-url');
+      const got = await takeBatchPhoto(photoDeps, item.userId, { url: item.url }, holder);
       if ('refused' in got) {
         await giveBack(args.hold, 'batch photo could not be fetched');
         return { error: got.refused };
       }
       await setItemRef(deps.db, { batchId: args.batchId, index: args.index, ref: got.ref });
+      await releaseLeases(deps.db, holder);
       return { ref: got.ref };
     },
 
@@ -117,9 +121,10 @@ export function batchActivities(deps: ActivityDeps) {
       if (args.hold) await holdItem(args.hold);
       const refs: Array<ImageRef | undefined> = item.photos.map((p) => p.ref);
       const refused: Array<{ at: number; code: string; message: string }> = [];
+      const holder = newLeaseHolder('batch-vehicle');
       await mapBounded(item.photos, VEHICLE_FETCH_CONCURRENCY, async (p, at) => {
         if (p.ref || !p.url) return;
-        const got = await takeBatchPhoto(photoDeps, item.userId, { url: p.url });
+        const got = await takeBatchPhoto(photoDeps, item.userId, { url: p.url }, holder);
         Context.current().heartbeat(at);
         if ('refused' in got) {
           refused.push({ at, ...got.refused });
@@ -128,6 +133,8 @@ export function batchActivities(deps: ActivityDeps) {
         refs[at] = got.ref;
         await setVehiclePhotoRef(deps.db, { ...args, at, ref: got.ref });
       });
+      // The pending vehicle names its photos now (a step that died leaves its leases to expire).
+      await releaseLeases(deps.db, holder);
       const first = refused.sort((a, b) => a.at - b.at)[0];
       if (first) {
         await giveBack(args.hold, 'batch vehicle could not be made ready');

@@ -23,6 +23,16 @@ function documentedEnum(names: readonly string[]) {
   return z.string().min(1).max(100).meta({ enum: [...names] });
 }
 
+/** A lens a caller may pick (GET /v1/modules), named once in the document for every list of lenses. */
+export const lensNameSchema = documentedEnum(SELECTABLE_LENSES).meta({ id: 'LensName', description: 'A lens a request may name (GET /v1/modules)' });
+/** Any lens, internal ones too: what a stack may hold, so what `modulesRemove` may take out. */
+export const anyLensNameSchema = documentedEnum(LENS_NAMES).meta({ id: 'AnyLensName', description: 'Any lens, including those only a stack runs (`modulesRemove`)' });
+/** A stack (curated lens set) by name. */
+export const stackNameSchema = documentedEnum(STACKS.map((st) => st.name)).meta({ id: 'StackName', description: 'A stack (curated lens set) from GET /v1/modules' });
+
+/** A moment, as the API writes every one: RFC 3339 in UTC (`2026-11-26T17:40:00.000Z`). */
+export const timestampSchema = z.string().meta({ format: 'date-time' });
+
 /** An upload (POST /v1/uploads, tus) by its id: the account's own, finished, not expired. */
 export const uploadIdSchema = z.string().min(1).max(100).describe('The id of a finished upload of this account (`upl_…`, POST /v1/uploads)');
 
@@ -59,10 +69,10 @@ export const analyzeBodyV1 = z
     imageUrl: url.optional(),
     imageBase64: base64.optional(),
     images: z.array(imageItemSchema).min(1).max(50).optional(),
-    preset: documentedEnum(STACKS.map((st) => st.name)).optional().describe('A stack (curated lens set) from GET /v1/modules'),
-    modules: z.array(documentedEnum(SELECTABLE_LENSES)).max(50).optional().describe('Lenses to run (instead of a stack)'),
-    modulesAdd: z.array(documentedEnum(SELECTABLE_LENSES)).max(50).optional().describe('Lenses added to the stack'),
-    modulesRemove: z.array(documentedEnum(LENS_NAMES)).max(50).optional().describe('Lenses taken out of the stack (moderation always runs)'),
+    preset: stackNameSchema.optional(),
+    modules: z.array(lensNameSchema).max(50).optional().describe('Lenses to run (instead of a stack)'),
+    modulesAdd: z.array(lensNameSchema).max(50).optional().describe('Lenses added to the stack'),
+    modulesRemove: z.array(anyLensNameSchema).max(50).optional().describe('Lenses taken out of the stack (moderation always runs)'),
     moduleOptions: z.record(z.string().max(100), z.record(z.string().max(100), z.unknown())).optional(),
     context: contextSchema.optional(),
     options: z.strictObject({ includeEmbedding: z.boolean().optional(), includeFingerprint: z.boolean().optional() }).optional(),
@@ -197,7 +207,7 @@ export const analysisSchema = z
     id: z.string(),
     object: z.literal('analysis'),
     schemaVersion: z.string(),
-    createdAt: z.string(),
+    createdAt: timestampSchema,
     output: outputSchema,
     outputSchema: z.enum(['photo', 'vehicle']),
     usage: z.object({

@@ -1,4 +1,5 @@
 import { AppError } from '../core/errors.ts';
+import { newLeaseHolder } from '../registry/blob-leases.ts';
 import { WorkflowNotStarted } from './await-workflow.ts';
 
 /** How far one request got: what its failure must undo (its request id, the blobs it wrote). */
@@ -9,9 +10,11 @@ export interface Progress {
   ended: boolean;
   /** Blobs this request wrote (bytes nobody had stored before). */
   stored: string[];
+  /** Whose intake leases hold this request's blobs until it ends (registry/blob-leases.ts). */
+  holder: string;
 }
 
-export const newProgress = (): Progress => ({ started: false, ended: false, stored: [] });
+export const newProgress = (): Progress => ({ started: false, ended: false, stored: [], holder: newLeaseHolder('analyze') });
 
 /** Await a workflow's answer, noting when its failure means the run has ended. */
 export async function untilEnded<T>(progress: Progress, run: () => Promise<T>): Promise<T> {

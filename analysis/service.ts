@@ -7,6 +7,7 @@ import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
+import { releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { answerFromRegistry } from './cache-hit.ts';
 import type { Analysis, AnalyzeBody } from './contract.ts';
@@ -32,6 +33,8 @@ export interface AnalyzeDeps {
   metrics?: ApiMetrics;
   /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
   abandon?: AbortSignal;
+  /** Aborted when the caller's connection closes before its answer: queued image decodes are dropped. */
+  signal?: AbortSignal;
   /** Finished uploads named by id (`uploadId`); absent = an upload id is 404. */
   uploads?: Uploads;
 }
@@ -91,6 +94,8 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
       : ((await answerFromRegistry(deps, userId, request, taken.value, requestId, startedAt)) ??
         (await runAnalysis(pipeline, userId, request, taken.value, requestId, startedAt, progress)));
     await storeAnswer(deps.db, { userId, requestId, response: answer });
+    // The registry holds the photos now: the request's intake leases have done their work.
+    await releaseLeases(deps.db, progress.holder);
     await deps.uploads?.touch(userId, uploadIds);
     return answer;
   } catch (err) {
@@ -98,7 +103,8 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
     // it is free again for a corrected request.
     if (!progress.started && binding?.kind === 'new') await unbindRequest(deps.db, { userId, requestId });
     // A failed request keeps no image it brought: nobody pays for storing it. A workflow that may
-    // still run (the wait was abandoned) keeps its images; the blob collector takes them later.
+    // still run (the wait was abandoned) keeps its images, and its leases until they expire; the
+    // blob collector takes them later.
     if (!progress.started || progress.ended) await forgetImages(deps, progress);
     throw err;
   }
@@ -114,7 +120,12 @@ function sameBytesSameRequest(body: AnalyzeBody, inputs: ImageInput[]): AnalyzeB
   return { ...body, images: body.images.map((item, i) => (inputs[i]?.upload ? { uploadId: `sha256:${inputs[i].upload.sha256}` } : item)) };
 }
 
-/** Delete the blobs this request wrote that no registry holds. */
+/**
+ * End this request's intake leases and delete the blobs it wrote that nothing else holds: a
+ * registry, an upload, a batch, or another request's lease on bytes its intake found stored
+ * (registry/blob-leases.ts).
+ */
 async function forgetImages(deps: AnalyzeDeps, progress: Progress): Promise<void> {
+  await releaseLeases(deps.db, progress.holder);
   await deleteUnreferencedBlobs(deps.db, deps.blobs, progress.stored);
 }

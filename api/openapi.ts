@@ -129,8 +129,12 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
           'Photo analysis with AI vision: lenses and stacks, a per-user photo registry with delta billing, free lookup, metadata enrichment and prepaid credits.\n\n' +
           'Every error is `{ "error": { "code", "message", "retryable", "requestId" } }` (`ErrorEnvelope`); `code` is one of a fixed list. Every response carries `x-request-id`.',
       },
-      // Relative: /v1/docs' "Try it out" calls the deployment that serves the page; a client sets its own base URL.
-      servers: [{ url: '/', description: 'The deployment that serves this document (`npm start`: http://localhost:8080)' }],
+      // A template a generated client fills in with its deployment's address (first: what generators
+      // take), then the relative one /v1/docs' "Try it out" uses to call the deployment serving the page.
+      servers: [
+        { url: '{origin}', description: 'Your Lenstack deployment', variables: { origin: { default: 'http://localhost:8080', description: 'Scheme, host and port of the API (`npm start`: http://localhost:8080)' } } },
+        { url: '/', description: 'The deployment that serves this document' },
+      ],
       components: { securitySchemes: { ...SECURITY_SCHEMES } },
     },
     transform: jsonSchemaTransform,
@@ -247,6 +251,9 @@ export function splitDocument(whole: OpenApiDocument): { public: OpenApiDocument
   };
   for (const doc of [pub, internal]) {
     for (const [, , op] of operations(doc)) for (const param of op.parameters ?? []) stripMarker(param);
+    hoistPropertyRefs(doc);
+    doc.components.schemas = plainer(doc.components.schemas) as Record<string, Json>;
+    doc.paths = plainer(doc.paths) as OpenApiDocument['paths'];
     tidyComponents(doc);
     const used = new Set([...operations(doc)].flatMap(([, , op]) => op.tags ?? []));
     doc.tags = doc.tags!.filter((t) => used.has(t.name));
@@ -286,6 +293,79 @@ function rewriteRefs(value: unknown, rename: Map<string, string>): unknown {
 }
 
 const SCHEMA_REF = '#/components/schemas/';
+const PROPERTY_REF = /^#\/components\/schemas\/([^/]+)\/properties\/([^/]+)$/;
+
+/**
+ * A reference into another component's property (`#/components/schemas/DatingOutput/properties/
+ * estimatedDate`: how each lens field is shared by the lens's component and the analyze outputs)
+ * becomes a component of its own (`DatingEstimatedDate`) that both name. Generators resolve
+ * references to whole components only (oapi-codegen refuses deeper ones).
+ */
+function hoistPropertyRefs(doc: OpenApiDocument): void {
+  // A hoisted field may itself point into another component: repeat until none does.
+  for (;;) {
+    const schemas = (doc.components.schemas ??= {});
+    const deep = [...new Set([...refs(doc.paths), ...refs(schemas)])].filter((r) => PROPERTY_REF.test(r));
+    if (deep.length === 0) return;
+    const rename = new Map<string, string>();
+    for (const ref of deep) {
+      const [, parent, property] = PROPERTY_REF.exec(ref)!;
+      const owner = schemas[parent!] as { properties?: Record<string, Json> } | undefined;
+      const target = owner?.properties?.[property!];
+      if (!target) throw new Error(`OpenAPI: ${ref} names no property`);
+      const stem = parent!.replace(/Output$/, '');
+      const field = property![0]!.toUpperCase() + property!.slice(1);
+      // `people` of PeopleOutput is `People…` already: no `PeoplePeopleCount`.
+      let name = field.startsWith(stem) ? field : `${stem}${field}`;
+      if (schemas[name]) name = `${parent}${field}`;
+      if (schemas[name]) throw new Error(`OpenAPI: cannot name ${ref}: ${name} exists`);
+      schemas[name] = target;
+      owner!.properties![property!] = { $ref: `${SCHEMA_REF}${name}` };
+      rename.set(ref, `${SCHEMA_REF}${name}`);
+    }
+    doc.components.schemas = rewriteRefs(schemas, rename) as Record<string, Json>;
+    doc.paths = rewriteRefs(doc.paths, rename) as OpenApiDocument['paths'];
+  }
+}
+
+/** JSON Schema's integers as zod writes them when no bound was given: not a bound anyone meant. */
+const SAFE_MIN = Number.MIN_SAFE_INTEGER;
+
+/**
+ * Shapes every generator reads the same way:
+ * - "X or null" as one flat union: `type: [T, "null"]` for a plain type, `anyOf: [..., {type: null}]`
+ *   for references, never a union inside a union (which generators turn into opaque raw values);
+ * - an object that is "one of these components" as that union alone, without a `type` beside it;
+ * - integers: the API has no negative ones (every integer is a count, an index, credits, a
+ *   distance or a duration), so an integer without a lower bound of its own is `minimum: 0`
+ *   rather than the lowest safe integer zod writes.
+ */
+function plainer(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(plainer);
+  if (!value || typeof value !== 'object') return value;
+  let v = Object.fromEntries(Object.entries(value).map(([k, x]) => [k, plainer(x)])) as Json;
+  if (v.type === 'integer') {
+    if (v.minimum === undefined || v.minimum === SAFE_MIN) v.minimum = 0;
+  }
+  if (v.type === 'object' && Array.isArray(v.anyOf) && !v.properties) {
+    const { type: _type, ...rest } = v;
+    v = rest;
+  }
+  const union = v.anyOf;
+  if (Array.isArray(union) && union.length === 2 && union.some(isNull)) {
+    const other = union.find((u) => !isNull(u)) as Json;
+    const { anyOf: _anyOf, ...outer } = v;
+    if (typeof other.type === 'string' && !other.anyOf && !other.oneOf && !other.$ref) {
+      v = { ...outer, ...other, type: [other.type, 'null'] };
+      if (Array.isArray(v.enum)) v.enum = [...v.enum, null];
+    } else if (Array.isArray(other.anyOf) && !other.properties) {
+      v = { ...outer, anyOf: [...(other.anyOf as Json[]), { type: 'null' }] };
+    }
+  }
+  return v;
+}
+
+const isNull = (u: unknown): boolean => !!u && typeof u === 'object' && (u as Json).type === 'null' && Object.keys(u).length === 1;
 const HEADER_REF = '#/components/headers/';
 
 /**

@@ -14,7 +14,14 @@ export interface BatchSpec {
   moduleOptions?: Record<string, Record<string, unknown>>;
 }
 
+/** A batch's status on the wire (docs/contract.md is silent; docs/decisions.md "Batches: starting"). */
 export type BatchStatus = 'running' | 'paused' | 'cancelled' | 'completed';
+/**
+ * As stored: also `starting`, from the moment the batch is stored until its workflow started. The
+ * API shows no starting batch (404, absent from lists): until its start succeeded it may be taken
+ * back, and a caller must never hold the id of a batch that then does not exist.
+ */
+export type StoredBatchStatus = BatchStatus | 'starting';
 /** A batch of photos (one analysis each) or of vehicles (one vehicle-condition report each). */
 export type BatchKind = 'photos' | 'vehicles';
 export type VehicleContext = NonNullable<AnalyzeContext['vehicle']>;
@@ -65,9 +72,50 @@ export const batchNotFound = () => new AppError('NOT_FOUND', 'No such batch');
 
 /** Store a batch and its items in one transaction (a batch never exists half-written). */
 /** The batch an x-request-id already made for this account, with the fingerprint of its body. */
-export async function batchOfRequest(db: Db, userId: string, requestId: string): Promise<{ id: string; requestHash: string } | null> {
-  const r = await db.query<{ id: string; request_hash: string }>('SELECT id, request_hash FROM batches WHERE user_id = $1 AND request_id = $2', [userId, requestId]);
-  return r.rows[0] ? { id: r.rows[0].id, requestHash: r.rows[0].request_hash } : null;
+export async function batchOfRequest(
+  db: Db,
+  userId: string,
+  requestId: string,
+): Promise<{ id: string; requestHash: string; status: StoredBatchStatus; startingForMs: number; kind: BatchKind; spec: BatchSpec; itemCount: number } | null> {
+  const r = await db.query<{ id: string; request_hash: string; status: StoredBatchStatus; age_ms: number; kind: BatchKind; spec: BatchSpec; item_count: number }>(
+    `SELECT id, request_hash, status, (extract(epoch FROM now() - created_at) * 1000)::float8 AS age_ms, kind, spec, item_count
+       FROM batches WHERE user_id = $1 AND request_id = $2`,
+    [userId, requestId],
+  );
+  const row = r.rows[0];
+  return row ? { id: row.id, requestHash: row.request_hash, status: row.status, startingForMs: row.age_ms, kind: row.kind, spec: row.spec, itemCount: row.item_count } : null;
+}
+
+/** The batch's workflow started: `starting` becomes `running` (unless the workflow already moved it on). */
+export async function markBatchStarted(db: Db, batchId: string): Promise<void> {
+  await db.query(`UPDATE batches SET status = 'running', updated_at = now() WHERE id = $1 AND status = 'starting'`, [batchId]);
+}
+
+/** Take back a batch whose start failed, while it is still starting; false when it is not (started meanwhile). */
+export async function takeBackStartingBatch(db: Db, batchId: string): Promise<boolean> {
+  return ((await db.query(`DELETE FROM batches WHERE id = $1 AND status = 'starting'`, [batchId])).rowCount ?? 0) > 0;
+}
+
+/**
+ * Batches still `starting` after `olderThanMs` (the API that stored them died before or during the
+ * start, and no resend came): cancelled, their pending photos failed as never started, so their
+ * bytes are let go and the caller who lists them sees why. A workflow that did start meanwhile
+ * finds nothing pending and completes. Returns how many.
+ */
+export async function cancelNeverStarted(db: Db, olderThanMs: number): Promise<number> {
+  return inTransaction(db, async (c) => {
+    const r = await c.query<{ id: string }>(
+      `UPDATE batches SET status = 'cancelled', updated_at = now(), completed_at = now()
+        WHERE status = 'starting' AND created_at < now() - make_interval(secs => $1) RETURNING id`,
+      [olderThanMs / 1000],
+    );
+    const ids = r.rows.map((row) => row.id);
+    if (ids.length) {
+      const error = endedItemError({ reason: 'never-started' });
+      await c.query(`UPDATE batch_items SET status = 'failed', error_code = $2, error = $3, finished_at = now() WHERE batch_id = ANY($1) AND status = 'pending'`, [ids, error.code, error.message]);
+    }
+    return ids.length;
+  });
 }
 
 /** Thrown by createBatch when a concurrent submission made the batch of this x-request-id first. */
@@ -80,7 +128,7 @@ export async function createBatch(
   const id = newId('bat');
   await inTransaction(db, async (c) => {
     await c
-      .query(`INSERT INTO batches (id, user_id, kind, status, spec, columns, item_count, request_id, request_hash) VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8)`, [
+      .query(`INSERT INTO batches (id, user_id, kind, status, spec, columns, item_count, request_id, request_hash) VALUES ($1, $2, $3, 'starting', $4, $5, $6, $7, $8)`, [
         id,
         args.userId,
         args.kind,
@@ -124,7 +172,7 @@ interface BatchRow {
   id: string;
   user_id: string;
   kind: BatchKind;
-  status: BatchStatus;
+  status: StoredBatchStatus;
   pause_reason: PauseReason | null;
   spec: BatchSpec;
   columns: Column[] | null;
@@ -146,10 +194,10 @@ export interface Batch {
 
 /** The batch when it is the caller's; 404 otherwise (whether another account's exists is not theirs to learn). */
 export async function getBatch(db: Db, userId: string, batchId: string): Promise<Batch> {
-  const r = await db.query<BatchRow>('SELECT * FROM batches WHERE id = $1 AND user_id = $2', [batchId, userId]);
+  const r = await db.query<BatchRow>(`SELECT * FROM batches WHERE id = $1 AND user_id = $2 AND status <> 'starting'`, [batchId, userId]);
   const row = r.rows[0];
   if (!row) throw batchNotFound();
-  return { id: row.id, userId: row.user_id, kind: row.kind, status: row.status, pauseReason: row.pause_reason, spec: row.spec, columns: row.columns };
+  return { id: row.id, userId: row.user_id, kind: row.kind, status: row.status as BatchStatus, pauseReason: row.pause_reason, spec: row.spec, columns: row.columns };
 }
 
 export async function batchSummary(db: Db, userId: string, batchId: string): Promise<BatchSummary> {
@@ -159,7 +207,7 @@ export async function batchSummary(db: Db, userId: string, batchId: string): Pro
             count(*) FILTER (WHERE i.status <> 'pending' AND i.attempts > 0)::int AS ran,
             extract(epoch FROM max(i.finished_at) FILTER (WHERE i.attempts > 0) - b.created_at)::float8 AS ran_seconds
        FROM batches b JOIN batch_items i ON i.batch_id = b.id
-      WHERE b.id = $1 AND b.user_id = $2 GROUP BY b.id`,
+      WHERE b.id = $1 AND b.user_id = $2 AND b.status <> 'starting' GROUP BY b.id`,
     [batchId, userId],
   );
   const row = r.rows[0];
@@ -167,7 +215,7 @@ export async function batchSummary(db: Db, userId: string, batchId: string): Pro
   return {
     id: row.id,
     kind: row.kind,
-    status: row.status,
+    status: row.status as BatchStatus,
     pauseReason: row.pause_reason,
     stack: row.spec.stack,
     lenses: row.spec.lenses,
@@ -209,11 +257,14 @@ export async function finishItem(db: Db, args: { batchId: string; index: number;
  * Why a batch ended with items that never ran: the caller cancelled it, or it stayed paused past
  * BATCH_PAUSED_EXPIRY_MS (`pausedForMs`) and expired.
  */
-export type BatchEnd = { reason: 'cancelled' } | { reason: 'expired'; pausedForMs: number };
+export type BatchEnd = { reason: 'cancelled' } | { reason: 'expired'; pausedForMs: number } | { reason: 'never-started' };
 
 /** The error of an item a batch ended without running (its bytes are no longer kept). */
 export function endedItemError(end: BatchEnd): { code: 'BATCH_FINISHED'; message: string } {
-  const why = end.reason === 'cancelled' ? 'the batch was cancelled' : `the batch stayed paused for ${duration(end.pausedForMs)} without a resume and expired`;
+  const why =
+    end.reason === 'cancelled' ? 'the batch was cancelled'
+    : end.reason === 'never-started' ? 'the batch could not be started'
+    : `the batch stayed paused for ${duration(end.pausedForMs)} without a resume and expired`;
   return { code: 'BATCH_FINISHED', message: `Not run: ${why}; its bytes are not kept. Send it again in a new batch` };
 }
 
@@ -260,6 +311,8 @@ export interface BatchItemRow {
    * A vehicle item: its report, as POST /v1/analyze answers it (`reportId` and the report).
    */
   output: Record<string, unknown> | null;
+  /** A done photo item's lens outputs by lens (what each lens answered), null otherwise. */
+  byLens: Record<string, unknown> | null;
   /** A vehicle item's photos in submission order (null for a photo item). */
   photos: Array<{ source: string; sha256: string | null }> | null;
 }
@@ -294,7 +347,7 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
       } else if (row.outputs) {
         output = Object.assign({}, ...Object.values(row.outputs)) as Record<string, unknown>;
       }
-      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output, photos };
+      yield { index: row.index, source: row.source, sha256: row.sha256, status: row.status, errorCode: row.error_code, error: row.error, credits: row.credits, output, byLens: row.report ? null : row.outputs, photos };
     }
     if (r.rows.length < Math.min(pageSize, left)) return;
     after = r.rows[r.rows.length - 1]!.index;
@@ -385,7 +438,7 @@ export async function setItemRef(db: Db, args: { batchId: string; index: number;
 
 /** A workspace's most recent batches, newest first, as summaries. */
 export async function recentBatches(db: Db, userId: string, limit = 20): Promise<BatchSummary[]> {
-  const r = await db.query<{ id: string }>('SELECT id FROM batches WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2', [userId, limit]);
+  const r = await db.query<{ id: string }>(`SELECT id FROM batches WHERE user_id = $1 AND status <> 'starting' ORDER BY created_at DESC, id LIMIT $2`, [userId, limit]);
   return Promise.all(r.rows.map((row) => batchSummary(db, userId, row.id)));
 }
 

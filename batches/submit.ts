@@ -1,6 +1,6 @@
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { z } from 'zod';
-import { contextSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, uploadIdSchema } from '../analysis/contract.ts';
+import { anyLensNameSchema, contextSchema, lensNameSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, stackNameSchema, uploadIdSchema } from '../analysis/contract.ts';
 import { takeBatchPhoto } from '../analysis/intake.ts';
 import { resolveUploadInputs, type AnalyzeDeps } from '../analysis/service.ts';
 import type { ImageInput } from '../analysis/request.ts';
@@ -10,13 +10,25 @@ import { mapBounded } from '../core/map-bounded.ts';
 import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
+import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
 import { VEHICLE_REPORT_CREDITS } from '../workflows/types.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
-import { batchOfRequest, batchSummary, createBatch, RequestIdTaken, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
+import { batchOfRequest, batchSummary, createBatch, markBatchStarted, RequestIdTaken, takeBackStartingBatch, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
 
 export const MAX_BATCH_ITEMS = 10_000;
+/**
+ * A batch still `starting` this long after it was stored has no start attempt left running (an
+ * attempt ends within Temporal's RPC retries, seconds): its API died. A resend starts it then.
+ */
+export const STARTING_STALE_MS = 10 * 60 * 1000;
+
+const stillStarting = (requestId: string, cause?: unknown) =>
+  new AppError('SERVICE_UNAVAILABLE', `The batch of x-request-id ${requestId} is still starting; send the same request again in a moment`, {
+    headers: { 'retry-after': '1' },
+    ...(cause ? { cause } : {}),
+  });
 /** Vehicles in one vehicle batch, each 1 to MAX_VEHICLE_PHOTOS photos (and MAX_BATCH_ITEMS photos in all). */
 export const MAX_BATCH_VEHICLES = 1_000;
 export const MAX_VEHICLE_PHOTOS = 50;
@@ -31,14 +43,14 @@ const item = z.strictObject({
   uploadId: uploadIdSchema.optional(),
   /** The uploaded file's name, shown in status and exports (defaults to "upload N"). */
   name: z.string().min(1).max(500).optional(),
-});
+}).meta({ id: 'BatchPhoto', description: 'One photo of a batch: `url`, `base64` or `uploadId`, and the name its results and exports show' });
 
 const vehicleGroup = z.strictObject({
   /** Shown in status and exports (defaults to the VIN, else "vehicle N"). */
   name: z.string().min(1).max(500).optional(),
   vehicle: contextSchema.shape.vehicle.describe('This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch'),
   items: z.array(item).min(1).max(MAX_VEHICLE_PHOTOS).describe('The vehicle’s photos, 1 to 50, in the order its report numbers them'),
-});
+}).meta({ id: 'BatchVehicle', description: 'One vehicle of a vehicle batch: its photos and its context' });
 
 export const batchBodySchema = z
   .strictObject({
@@ -49,10 +61,10 @@ export const batchBodySchema = z
       .max(MAX_BATCH_VEHICLES)
       .optional()
       .describe('A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items`'),
-    preset: z.string().min(1).max(100).optional(),
-    modules: z.array(z.string().min(1).max(100)).max(50).optional(),
-    modulesAdd: z.array(z.string().min(1).max(100)).max(50).optional(),
-    modulesRemove: z.array(z.string().min(1).max(100)).max(50).optional(),
+    preset: stackNameSchema.optional(),
+    modules: z.array(lensNameSchema).max(50).optional().describe('Lenses to run (instead of a stack)'),
+    modulesAdd: z.array(lensNameSchema).max(50).optional().describe('Lenses added to the stack'),
+    modulesRemove: z.array(anyLensNameSchema).max(50).optional().describe('Lenses taken out of the stack (moderation always runs)'),
     moduleOptions: z.record(z.string().max(100), z.record(z.string().max(100), z.unknown())).optional(),
     context: contextSchema.optional(),
     columns: z.array(columnSchema.extend({ label: z.string().min(1).max(200), jsonPath: z.string().min(1).max(500) })).min(1).max(200).optional()
@@ -106,12 +118,23 @@ export async function submitBatch(
   }
 
   // The same request resent under its id (the answer was lost) gets the batch it made; another
-  // request under the id is refused before any photo is taken in.
+  // request under the id is refused before any photo is taken in. A batch still starting is not
+  // handed out (its start may yet fail and take it back): 503, send again in a moment; one left
+  // starting by an API that died is started by the resend (docs/decisions.md "Batches: starting").
   const boundTo = async (): Promise<BatchSummary | null> => {
     const made = request ? await batchOfRequest(deps.db, userId, request.id) : null;
     if (!made) return null;
     if (made.requestHash !== request!.hash) {
       throw new AppError('REQUEST_ID_CONFLICT', `x-request-id ${request!.id} already submitted another batch (${made.id}); send this one with a new x-request-id`);
+    }
+    if (made.status === 'starting') {
+      if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request!.id);
+      try {
+        await startBatchWorkflow(deps, { batchId: made.id, userId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
+      } catch (err) {
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request!.id, err);
+      }
+      await markBatchStarted(deps.db, made.id);
     }
     return batchSummary(deps.db, userId, made.id);
   };
@@ -124,6 +147,12 @@ export async function submitBatch(
   await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
 
   const stored: string[] = [];
+  // The submission's intake leases hold its photos' bytes until its batch items name them.
+  const holder = newLeaseHolder('batch-submit');
+  const forget = async () => {
+    await releaseLeases(deps.db, holder);
+    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+  };
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
     const source = it.name ?? ('url' in it ? it.url : undefined) ?? ('uploadId' in it ? it.uploadId : undefined) ?? `upload ${i + 1}`;
     const upload = named[i]!.upload;
@@ -136,12 +165,12 @@ export async function submitBatch(
         throw err;
       }
     }
-    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 });
+    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 }, holder);
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
     return { source, ref: got.ref };
   }).catch(async (err: unknown) => {
-    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
+    await forget();
     throw err;
   });
   const items = vehicles ? groupByVehicle(vehicles, taken) : taken;
@@ -158,21 +187,29 @@ export async function submitBatch(
   try {
     batchId = await createBatch(deps.db, { userId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
   } catch (err) {
+    // Not stored (or a concurrent submission under the same id made its batch first): this one keeps nothing.
+    await forget();
     if (!(err instanceof RequestIdTaken)) throw err;
-    // A concurrent submission under the same id made its batch first: this one keeps nothing.
-    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
     const winner = await boundTo();
     if (winner) return winner;
     throw new AppError('SERVICE_UNAVAILABLE', 'A submission under the same x-request-id was being started; try again shortly', { cause: err });
   }
+  // The batch is `starting` until its workflow started: nobody is shown it before.
   try {
     await startBatchWorkflow(deps, { batchId, userId, kind, spec, itemCount: items.length });
   } catch (err) {
-    // Without its workflow the batch would never run: it is taken back whole, images included.
-    await deps.db.query('DELETE FROM batches WHERE id = $1', [batchId]);
-    await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
-    throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err });
+    // Without its workflow the batch would never run: it is taken back whole, images included
+    // (unless its workflow did start and moved it on: then it is the caller's).
+    if (!(await takeBackStartingBatch(deps.db, batchId))) {
+      await releaseLeases(deps.db, holder);
+      return batchSummary(deps.db, userId, batchId);
+    }
+    await forget();
+    throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err, headers: { 'retry-after': '5' } });
   }
+  await markBatchStarted(deps.db, batchId);
+  // Its pending items hold the photos now.
+  await releaseLeases(deps.db, holder);
   return batchSummary(deps.db, userId, batchId);
 }
 

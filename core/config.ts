@@ -32,10 +32,10 @@ export const configSchema = z.object({
   TEMPORAL_TASK_QUEUE: z.string().default('lenstack-analyze'),
   /** Shared secret for server-to-server calls (x-internal-secret). Unset = internal auth disabled. */
   INTERNAL_SECRET: z.string().min(32, 'INTERNAL_SECRET must be at least 32 characters').optional(),
+  /** Where `npm start` keeps its local state: the Temporal dev server's SQLite file and log, the secrets it generates. */
+  DATA_DIR: z.string().default('.data'),
   BLOB_DIR: z.string().default('.data/blobs'),
-  /** Where the console keeps batch uploads until the batch takes them (resumable, tus). */
-  UPLOAD_DIR: z.string().default('.data/uploads'),
-  /** Bytes of unfinished or untaken uploads one person may hold at once. */
+  /** Bytes of unfinished or untaken console uploads one person may hold at once (over the account's own quota). */
   UPLOAD_QUOTA_BYTES: z.coerce.number().int().min(1).default(2 * 1024 ** 3),
   /**
    * Bytes of uploads one account may hold over the API at once (POST /v1/uploads: unfinished ones

@@ -20,8 +20,8 @@ export interface UprightPixels {
 }
 
 /** `maxPixels`: the configured IMAGE_MAX_PIXELS, which the HEIC/BMP decoder enforces as it decodes. */
-export async function decodeUpright(bytes: Buffer, opts: { maxPixels: number }): Promise<UprightPixels> {
-  const { data, info } = await (await openImage(bytes, { maxPixels: opts.maxPixels }))
+export async function decodeUpright(bytes: Buffer, opts: { maxPixels: number; signal?: AbortSignal }): Promise<UprightPixels> {
+  const { data, info } = await (await openImage(bytes, opts))
     .autoOrient() // same as .rotate() without arguments
     .flatten({ background: '#ffffff' }) // transparent pixels have arbitrary colour underneath
     .resize(INTERMEDIATE.width, INTERMEDIATE.height, { fit: 'fill' })

@@ -10,11 +10,14 @@ import { probeImage } from './probe.ts';
  */
 
 /** IMAGE_MAX_BYTES, IMAGE_MAX_PIXELS and fetcher overrides, as for intake. */
-export type FingerprintInputDeps = Omit<IntakeDeps, 'blobs'>;
+export type FingerprintInputDeps = Omit<IntakeDeps, 'blobs'> & {
+  /** The caller's connection: a HEIC/BMP decode still queued leaves when it aborts. */
+  signal?: AbortSignal;
+};
 
 export async function fingerprintInput(input: IntakeInput, deps: FingerprintInputDeps): Promise<Fingerprint> {
   const bytes = await readInput(input, deps);
   // Header checks (format, pixel cap) first; then fingerprint()'s one decode is the decode check.
   await probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
-  return checkedFingerprint(bytes, deps.maxPixels);
+  return checkedFingerprint(bytes, deps.maxPixels, deps.signal ? { signal: deps.signal } : {});
 }

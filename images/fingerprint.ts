@@ -32,6 +32,8 @@ export interface FingerprintOptions {
   embedding?: boolean;
   /** The pixel limit the decode holds to: the configured IMAGE_MAX_PIXELS (its default when unset). */
   maxPixels?: number;
+  /** The caller's connection: a HEIC/BMP decode still queued leaves when it aborts (images/foreign-decode.ts). */
+  signal?: AbortSignal;
 }
 
 export async function fingerprint(bytes: Buffer, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
@@ -53,7 +55,8 @@ export type PerceptualHashes = Pick<Fingerprint, 'pHash' | 'dHash'> & { embeddin
  */
 export async function perceptualHashes(bytes: Buffer, opts: FingerprintOptions = {}): Promise<PerceptualHashes> {
   // A decode failure is deterministic: a non-retryable domain error, not something to retry.
-  const px = await decodeUpright(bytes, { maxPixels: opts.maxPixels ?? DEFAULT_IMAGE_MAX_PIXELS }).catch((err: unknown) => {
+  const px = await decodeUpright(bytes, { maxPixels: opts.maxPixels ?? DEFAULT_IMAGE_MAX_PIXELS, ...(opts.signal ? { signal: opts.signal } : {}) }).catch((err: unknown) => {
+    if (opts.signal?.aborted) throw err; // the caller left: nothing to word
     throw undecodable(err);
   });
   const [grey, embedding] = await Promise.all([greyscale(px), opts.embedding ? embedPixels(px) : undefined]);

@@ -51,7 +51,28 @@ const slots = new Limiter(MAX_CONCURRENT, {
   full: () => busy('Too many images are waiting to be decoded on this server; send the request again in a moment', 2),
 });
 
-/** Test overrides of the waits, and a caller's signal: a decode still waiting for a slot leaves when it aborts. */
+let workersStarted = 0;
+/**
+ * The process's decode queue as it stands: decodes running and waiting for a slot, decode workers
+ * started since the process began, and the queue itself (tests hold its slots to fill it).
+ */
+export const decodeQueue = {
+  get active(): number {
+    return slots.active;
+  },
+  get waiting(): number {
+    return slots.waiting;
+  },
+  get started(): number {
+    return workersStarted;
+  },
+  slots,
+};
+
+/**
+ * Test overrides of the waits, and a caller's signal (its client's connection): the caller stops
+ * waiting when it aborts, and the decode leaves the queue (or its worker ends) once no caller waits.
+ */
 export interface DecodeOptions {
   signal?: AbortSignal;
   queueWaitMs?: number;
@@ -78,18 +99,64 @@ function refuse(err: AppError): never {
 /**
  * Identical bytes decoding at the same time share one decode (a client retrying an upload, the
  * same photo twice in a request, or analyze and lookup of one photo at once): each costs seconds.
+ * A caller whose signal aborts (its client disconnected) stops waiting at once; the shared decode
+ * leaves the queue, or its worker is ended, only when no caller is left waiting for it.
  */
-const inFlight = new Map<string, Promise<DecodedRgb>>();
+interface Shared {
+  decode: Promise<DecodedRgb>;
+  /** Callers still waiting that may abort. */
+  waiting: number;
+  /** A caller without a signal joined: the decode runs whatever the others do. */
+  pinned: boolean;
+  /** Aborted when the last caller that may abort left, and no pinned one joined. */
+  nobodyWaits: AbortController;
+}
+const inFlight = new Map<string, Shared>();
 
 export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions = {}): Promise<DecodedRgb> {
-  // A decode its caller may abort is not shared: the abort would fail the other callers too.
-  if (opts.signal) return decodeOnce(kind, bytes, maxPixels, opts);
+  if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
   const key = `${kind}:${maxPixels}:${createHash('sha256').update(bytes).digest('hex')}`;
-  const running = inFlight.get(key);
-  if (running) return running;
-  const decode = decodeOnce(kind, bytes, maxPixels, opts).finally(() => inFlight.delete(key));
-  inFlight.set(key, decode);
-  return decode;
+  let shared = inFlight.get(key);
+  if (!shared) {
+    const nobodyWaits = new AbortController();
+    const decode = decodeOnce(kind, bytes, maxPixels, { ...opts, signal: nobodyWaits.signal }).finally(() => {
+      if (inFlight.get(key) === shared) inFlight.delete(key);
+    });
+    decode.catch(() => undefined); // each caller handles the outcome; nobody may be left to
+    shared = { decode, waiting: 0, pinned: false, nobodyWaits };
+    inFlight.set(key, shared);
+  }
+  return join(shared, key, opts.signal);
+}
+
+function join(shared: Shared, key: string, signal: AbortSignal | undefined): Promise<DecodedRgb> {
+  if (!signal) {
+    shared.pinned = true;
+    return shared.decode;
+  }
+  shared.waiting += 1;
+  return new Promise<DecodedRgb>((resolve, reject) => {
+    const leave = () => {
+      shared.waiting -= 1;
+      if (shared.waiting === 0 && !shared.pinned) {
+        // Nobody wants these pixels: the next caller of the same bytes starts afresh.
+        if (inFlight.get(key) === shared) inFlight.delete(key);
+        shared.nobodyWaits.abort(signal.reason);
+      }
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', leave, { once: true });
+    shared.decode.then(
+      (value) => {
+        signal.removeEventListener('abort', leave);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', leave);
+        reject(err);
+      },
+    );
+  });
 }
 
 async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions): Promise<DecodedRgb> {
@@ -100,7 +167,7 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
   return slots
     .run(async () => {
       started = true;
-      const answer = await runWorker(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS);
+      const answer = await runWorker(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS, opts.signal);
       if (!answer.ok) {
         // Only what the decoder found wrong with the image is the image's fault, and final.
         if (answer.reason === 'failed') throw new AppError('INTERNAL_ERROR', `Image decoder failed: ${answer.message}`);
@@ -117,7 +184,9 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
     });
 }
 
-function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number): Promise<WorkerAnswer> {
+function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number, signal?: AbortSignal): Promise<WorkerAnswer> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  workersStarted += 1;
   return new Promise((resolve, reject) => {
     let worker: Worker;
     try {
@@ -131,9 +200,13 @@ function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutM
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      signal?.removeEventListener('abort', gone);
       void worker.terminate();
       fn();
     };
+    // Every caller of this decode went away: its core goes back to the others.
+    const gone = () => finish(() => reject(signal!.reason));
+    signal?.addEventListener('abort', gone, { once: true });
     // Server-side failures are not the image's fault: 503, retryable (workflows/steps.ts retries
     // it), never IMAGE_INVALID. A timeout is most often a starved CPU.
     const timer = setTimeout(() => finish(() => reject(busy(`Image took over ${timeoutMs / 1000} s to decode on a busy server`, 5))), timeoutMs);

@@ -33,6 +33,13 @@ export interface IntakeDeps {
    * decoded then, so its hashes are reused and a header read is enough.
    */
   knownFingerprint?: (sha256: string) => Promise<Pick<Fingerprint, 'pHash' | 'dHash'> | null>;
+  /**
+   * The caller's hold on the blob (registry/blob-leases.ts): `take` before it is stored, so no
+   * other request's clean-up or the collector deletes bytes this intake found stored; `forget` to
+   * give back what an image refused at decode stored (deleted unless someone else holds it).
+   * Without it (tests of intake alone) a refused image's blob is deleted outright.
+   */
+  lease?: { take(sha256: string): Promise<void>; forget(sha256: string): Promise<void> };
 }
 
 export interface ImageIntake {
@@ -57,6 +64,8 @@ export interface ImageIntake {
 export interface IntakeOptions {
   /** Compute the embedding (options.includeEmbedding) with the decode that fingerprints. */
   embedding?: boolean;
+  /** The caller's connection: when it aborts, a HEIC/BMP decode still queued is dropped. */
+  signal?: AbortSignal;
 }
 
 export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: IntakeOptions = {}): Promise<ImageIntake> {
@@ -70,15 +79,16 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
     opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
   ]);
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+  await deps.lease?.take(sha256);
   if (known) {
     const stored = await deps.blobs.put(sha256, bytes);
     return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };
   }
   // The blob is written while the image decodes; an image that fails the decode check takes back
-  // the blob it wrote (a crash in between leaves it to the blob collector).
+  // the blob it wrote unless another request holds it (a crash in between leaves it to the blob collector).
   const [hashes, put] = await Promise.allSettled([checkedHashes(bytes, deps.maxPixels, opts), deps.blobs.put(sha256, bytes)]);
   if (hashes.status === 'rejected') {
-    if (put.status === 'fulfilled' && put.value) await deps.blobs.delete(sha256);
+    if (put.status === 'fulfilled' && put.value) await (deps.lease ? deps.lease.forget(sha256) : deps.blobs.delete(sha256));
     throw hashes.reason;
   }
   if (put.status === 'rejected') throw put.reason;
@@ -98,18 +108,20 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
  * decode check: it rejects corrupt or truncated data, and yields the hashes.
  */
 export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts: FingerprintOptions = {}): Promise<Fingerprint & { embedding?: number[] }> {
-  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, { ...opts, maxPixels }));
+  return decodeChecked(bytes, maxPixels, () => fingerprint(bytes, { ...opts, maxPixels }), opts.signal);
 }
 
 /** `checkedFingerprint` without the SHA-256 and header the caller already has. */
 function checkedHashes(bytes: Buffer, maxPixels: number, opts: FingerprintOptions): Promise<PerceptualHashes> {
-  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }));
+  return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }), opts.signal);
 }
 
-async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>): Promise<T> {
+async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   try {
     return await decode();
   } catch (err) {
+    // The caller went away: no second decode to word a refusal nobody reads.
+    if (signal?.aborted) throw err;
     // The HEIC/BMP decoder's refusals are already precise, and decoding again costs seconds; a
     // server-side failure (busy, decoder down: retryable) is not the image's, nor worth a second decode.
     if (isDecoderRefusal(err) || (err instanceof AppError && err.retryable)) throw err;

@@ -66,7 +66,7 @@ export async function readHeader(bytes: Buffer): Promise<ImageHeader> {
  * caller's probe already checked the limit). Native formats decode lazily in libvips (JPEG/WebP
  * shrink on load); HEVC-HEIF and BMP are decoded in full first, off the event loop.
  */
-export async function openImage(bytes: Buffer, opts: { maxPixels?: number } = {}): Promise<Sharp> {
+export async function openImage(bytes: Buffer, opts: { maxPixels?: number; signal?: AbortSignal } = {}): Promise<Sharp> {
   const maxPixels = opts.maxPixels ?? SHARP_DEFAULT_MAX_PIXELS;
   const kind = await foreignKind(bytes);
   if (kind === null) return sharp(bytes, { limitInputPixels: maxPixels, failOn: DECODE_FAIL_ON });
@@ -78,7 +78,8 @@ export async function openImage(bytes: Buffer, opts: { maxPixels?: number } = {}
       throw imageInvalid(`Image is corrupt or truncated: BMP declares ${width}×${height} pixels, more than its ${bytes.length} bytes hold`);
     }
   }
-  const { pixels, width, height } = await decodeForeign(kind, kind === 'bmp' ? bmpForDecoder(bytes) : bytes, maxPixels);
+  // The caller's signal (its client's connection): a decode nobody waits for leaves the queue.
+  const { pixels, width, height } = await decodeForeign(kind, kind === 'bmp' ? bmpForDecoder(bytes) : bytes, maxPixels, opts.signal ? { signal: opts.signal } : {});
   return sharp(pixels, { raw: { width, height, channels: 3 } });
 }
 

@@ -3,6 +3,7 @@ import { VEHICLE_SHA256S } from '../batches/repository.ts';
 import type { Db, DbClient } from '../db/pool.ts';
 import { inTransaction } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
+import { lockBlobs } from './blob-leases.ts';
 import { hashChunks, hexToSigned64, signed64ToHex } from './hashes.ts';
 
 /** Latest output of one lens on one photo (docs/contract.md "Resources": photo record → lens record). */
@@ -60,15 +61,17 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
   return row ? { pHash: signed64ToHex(row.phash), dHash: signed64ToHex(row.dhash) } : null;
 }
 
-/** Which of `sha256s` some account's registry holds (their blobs must be kept). */
-async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
+/** Which of `sha256s` some account's registry holds, or a live intake lease (their blobs must be kept). */
+async function referencedPhotos(db: Db | DbClient, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
   // A registry entry of any account, a finished upload not expired (uploads/service.ts), or a batch photo (alone or of a vehicle) still waiting to be
   // analyzed in a batch that may still run it: a cancelled batch's photos never will (a cancelled
-  // or expired batch fails them too, batches/repository.ts setBatchStatus).
+  // or expired batch fails them too, batches/repository.ts setBatchStatus); or a request's intake
+  // holding it (registry/blob-leases.ts).
   const r = await db.query<{ sha256: string }>(
     `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
      UNION SELECT sha256 FROM uploads WHERE expired_at IS NULL AND sha256 = ANY($1)
+     UNION SELECT sha256 FROM blob_leases WHERE expires_at > now() AND sha256 = ANY($1)
      UNION SELECT i.ref->>'sha256' FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled'
             WHERE i.status = 'pending' AND i.ref->>'sha256' = ANY($1)
      UNION SELECT s FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled', jsonb_array_elements_text(${VEHICLE_SHA256S}) s
@@ -78,12 +81,20 @@ async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>>
   return new Set(r.rows.map((row) => row.sha256));
 }
 
-/** Delete the blobs of those of `sha256s` no account's registry holds; returns the ones deleted. */
+/**
+ * Delete the blobs of those of `sha256s` nothing holds (no registry, upload, pending batch photo
+ * or intake lease); returns the ones deleted. The check and the deletes happen under each blob's
+ * lock (registry/blob-leases.ts), so a lease or an upload committed meanwhile is never outrun.
+ */
 export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'delete'>, sha256s: string[]): Promise<string[]> {
-  const kept = await referencedPhotos(db, sha256s);
-  const gone = sha256s.filter((sha) => !kept.has(sha));
-  await Promise.all(gone.map((sha) => blobs.delete(sha)));
-  return gone;
+  if (!sha256s.length) return [];
+  return inTransaction(db, async (c) => {
+    await lockBlobs(c, sha256s);
+    const kept = await referencedPhotos(c, sha256s);
+    const gone = [...new Set(sha256s)].filter((sha) => !kept.has(sha));
+    await Promise.all(gone.map((sha) => blobs.delete(sha)));
+    return gone;
+  });
 }
 
 /** A photo of the registry projection with the vendor and model behind each lens record. */

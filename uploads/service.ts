@@ -10,7 +10,8 @@ import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
-import { callerOf, mountTus, tusServer, uploadDatastore } from './tus.ts';
+import { lockBlobs } from '../registry/blob-leases.ts';
+import { callerOf, metadataValue, mountTus, tusServer, uploadDatastore } from './tus.ts';
 
 /** Where the API's uploads are created (tus 1.0); each lives at UPLOADS_ROUTE/{id}. */
 export const UPLOADS_ROUTE = '/v1/uploads';
@@ -38,9 +39,31 @@ type UploadsConfig = Pick<
   'IMAGE_MAX_BYTES' | 'IMAGE_MAX_PIXELS' | 'ACCOUNT_UPLOAD_QUOTA_BYTES' | 'ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES' | 'UPLOAD_TTL_MS' | 'UPLOAD_MAX_AGE_MS'
 >;
 
+/** Who may use the console's door (web/app.ts): the signed-in person, and whether they may start batches in a workspace (throws otherwise). */
+export interface ConsoleDoor {
+  path: string;
+  signedIn: (request: FastifyRequest) => Promise<{ id: string }>;
+  mayStart: (personId: string, workspaceId: string) => Promise<unknown>;
+  /** Bytes of unfinished and untaken uploads one person may hold over all their workspaces (UPLOAD_QUOTA_BYTES). */
+  personQuotaBytes: number;
+}
+
 export interface Uploads {
   /** Serve the tus protocol at UPLOADS_ROUTE for Bearer keys (the API's auth plugin has run). */
   register(app: FastifyInstance, accountOf: (request: FastifyRequest) => string, schemas?: Parameters<typeof mountTus>[2]['schemas']): void;
+  /**
+   * Serve the same uploads to the console's pages (session cookie): an upload is made in a
+   * workspace the person may start batches in (Upload-Metadata `workspace`) and is that person's
+   * alone: anyone else, another admin of the workspace included, gets 404 for it.
+   */
+  registerConsole(app: FastifyInstance, door: ConsoleDoor): void;
+  /**
+   * Claim a person's finished console uploads for one batch of the workspace: 400 naming the first
+   * that is not one of theirs there, untaken and finished (none stays claimed then).
+   */
+  claim(workspaceId: string, personId: string, refs: Array<{ id: string; at: string }>): Promise<void>;
+  /** Give claimed uploads back (the batch could not be made). */
+  release(ids: string[]): Promise<void>;
   /**
    * The account's finished uploads by id, in the order asked: 404 NOT_FOUND for an id this account
    * does not hold (another account's included), 404 saying so for one that expired,
@@ -90,11 +113,24 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
   const store = deps.datastore ?? uploadDatastore(config, config.UPLOAD_TTL_MS);
   if (store instanceof FileStore) mkdirSync((store as unknown as { directory: string }).directory, { recursive: true });
 
-  /** The quota check and the row are one statement per account at a time (advisory lock). */
-  async function reserve(userId: string, id: string, size: number): Promise<void> {
+  /**
+   * The quota check and the row are one statement per account at a time (advisory lock). A console
+   * upload also counts against its person's own quota, over all their workspaces (their lock first).
+   */
+  async function reserve(userId: string, id: string, size: number, person?: { id: string; quotaBytes: number }): Promise<void> {
     const c = await db.connect();
     try {
       await c.query('BEGIN');
+      if (person) {
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`console-uploads:${person.id}`]);
+        const mine = await c.query<{ n: string }>(
+          'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n FROM uploads WHERE person_id = $1 AND expired_at IS NULL AND taken_at IS NULL',
+          [person.id, MIN_CHARGE],
+        );
+        if (Number(mine.rows[0]!.n) + Math.max(size, MIN_CHARGE) > person.quotaBytes) {
+          throw new AppError('PAYLOAD_TOO_LARGE', `Your unfinished and untaken uploads would pass ${Math.round(person.quotaBytes / 1024 ** 2)} MiB: start a batch with the finished ones first`);
+        }
+      }
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`api-uploads:${userId}`]);
       const used = await c.query<{ n: string; held: number }>(
         'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n, count(*)::int AS held FROM uploads WHERE user_id = $1 AND expired_at IS NULL',
@@ -109,7 +145,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
           `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads${paid.rows[0]?.paid ? '' : '; an account that has bought credits gets more'}): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
         );
       }
-      await c.query('INSERT INTO uploads (id, user_id, size) VALUES ($1, $2, $3)', [id, userId, size]);
+      await c.query('INSERT INTO uploads (id, user_id, size, person_id) VALUES ($1, $2, $3, $4)', [id, userId, size, person?.id ?? null]);
       await c.query('COMMIT');
     } catch (err) {
       await c.query('ROLLBACK').catch(() => undefined);
@@ -170,7 +206,10 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       const sha256 = createHash('sha256').update(bytes).digest('hex');
       // The row names the hash before the blob is written (in this transaction; the blob collector's
       // grace covers the moment until it commits): the collector never takes the blob unnamed, and
-      // whoever waits on the lock finds the blob there.
+      // whoever waits on the lock finds the blob there. The blob's own lock, held until the commit,
+      // keeps another request's clean-up from deleting bytes this put found stored before the row
+      // naming them is visible (registry/blob-leases.ts).
+      await lockBlobs(c, [sha256]);
       await c.query(
         'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1',
         [id, sha256, probed.format, probed.width, probed.height],
@@ -200,17 +239,19 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
   const expiredSaying = `unused for ${config.UPLOAD_TTL_MS / 3600_000} h, or made over ${config.UPLOAD_MAX_AGE_MS / 3600_000} h ago`;
   const finishedOf = (r: Row): FinishedUpload => ({ id: r.id, sha256: r.sha256!, format: r.format!, width: r.width!, height: r.height!, size: Number(r.size) });
 
-  const tus: Server = tusServer({
-    path: UPLOADS_ROUTE,
+  type Caller = { userId: string; requestId?: string; person?: { id: string; quotaBytes: number }; created?: string };
+  /** One tus server per door (its path makes its Locations); the datastore and the hooks are shared. */
+  const serverAt = (route: string): Server => tusServer({
+    path: route,
     datastore: store,
     maxSize: config.IMAGE_MAX_BYTES,
     namingFunction: () => `upl_${randomBytes(16).toString('hex')}`,
     async onUploadCreate(req, upload) {
-      const caller = callerOf<{ userId: string; created?: string }>(req);
+      const caller = callerOf<Caller>(req);
       if (!caller) throw refusal(req, 'AUTH_FAILED', 401, 'Missing or invalid API key');
       if (upload.size === undefined) throw refusal(req, 'VALIDATION_FAILED', 400, 'Upload-Length is required: say the file size up front');
       try {
-        await reserve(caller.userId, upload.id, upload.size);
+        await reserve(caller.userId, upload.id, upload.size, caller.person);
       } catch (err) {
         if (err instanceof AppError) throw refusal(req, err.code, err.status, err.message);
         throw err;
@@ -234,22 +275,50 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       return undefined;
     },
   });
+  const tus = serverAt(UPLOADS_ROUTE);
+
+  /** tus's own refusals (no Tus-Resumable, a malformed header, an offset mismatch …) in the envelope, on `route`. */
+  const errorBodyAt = (route: string) => (status: number, message: string, requestId: string) => {
+    const code = TUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_FAILED');
+    // Each answers with its code's status, except the tus statuses a tus client acts on (409
+    // offset mismatch, 460 checksum mismatch), which keep theirs.
+    const kept = status === 409 || status === 460;
+    return {
+      status: kept ? status : ERROR_STATUS[code as keyof typeof ERROR_STATUS],
+      body: JSON.stringify({ error: { code, message: `${message} (tus 1.0: ${route})`, retryable: status === 503, requestId } }),
+    };
+  };
+
+  /**
+   * What every door does for an existing upload once it knows whose it is: termination (the row
+   * first, so its quota is free when the answer arrives, then the datastore's bytes; a finished
+   * upload's blob is the collector's), and HEAD/PATCH of a finished one answered here (its bytes are
+   * in the blob store now). True when it answered.
+   */
+  async function answeredForExisting(request: FastifyRequest, reply: FastifyReply, row: Row): Promise<boolean> {
+    if (request.method === 'DELETE') {
+      await db.query('DELETE FROM uploads WHERE id = $1', [row.id]);
+      if (row.sha256 === null) await store.remove(row.id).catch(() => undefined);
+      reply.header('tus-resumable', '1.0.0').code(204).send();
+      return true;
+    }
+    if (row.sha256 !== null) {
+      reply.header('tus-resumable', '1.0.0').header('cache-control', 'no-store');
+      if (request.method === 'HEAD') {
+        reply.header('upload-offset', row.size).header('upload-length', row.size).code(200).send();
+      } else {
+        throw new AppError('VALIDATION_FAILED', `Upload ${row.id} is finished: nothing more can be appended`);
+      }
+      return true;
+    }
+    return false;
+  }
 
   return {
     register(app, accountOf, schemas) {
       mountTus(app, tus, {
         ...(schemas ? { schemas } : {}),
-        // tus's own refusals (no Tus-Resumable, a malformed header, an offset mismatch …) in the envelope.
-        // Each answers with its code's status, except the tus statuses a tus client acts on (409
-        // offset mismatch, 460 checksum mismatch), which keep theirs.
-        errorBody: (status, message, requestId) => {
-          const code = TUS_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_FAILED');
-          const kept = status === 409 || status === 460;
-          return {
-            status: kept ? status : ERROR_STATUS[code as keyof typeof ERROR_STATUS],
-            body: JSON.stringify({ error: { code, message: `${message} (tus 1.0: ${UPLOADS_ROUTE})`, retryable: status === 503, requestId } }),
-          };
-        },
+        errorBody: errorBodyAt(UPLOADS_ROUTE),
         path: UPLOADS_ROUTE,
         routeConfig: { auth: 'key' },
         async authorize(request: FastifyRequest, reply: FastifyReply, id: string | null) {
@@ -259,27 +328,65 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
           const row = (await rowsOf([id])).get(id);
           if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
           if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `Upload ${id} expired (${expiredSaying}): upload the photo again`);
-          // Termination, finished or not: the row goes first (its quota is free when the answer
-          // arrives), then the datastore's bytes; a finished upload's blob is the collector's.
-          if (request.method === 'DELETE') {
-            await db.query('DELETE FROM uploads WHERE id = $1', [id]);
-            if (row.sha256 === null) await store.remove(id).catch(() => undefined);
-            reply.header('tus-resumable', '1.0.0').code(204).send();
-            return null;
-          }
-          if (row.sha256 !== null) {
-            // Finished: its bytes are in the blob store now, so this door answers for it.
-            reply.header('tus-resumable', '1.0.0').header('cache-control', 'no-store');
-            if (request.method === 'HEAD') {
-              reply.header('upload-offset', row.size).header('upload-length', row.size).code(200).send();
-            } else {
-              throw new AppError('VALIDATION_FAILED', `Upload ${id} is finished: nothing more can be appended`);
-            }
-            return null;
-          }
+          if (await answeredForExisting(request, reply, row)) return null;
           return { userId, requestId: request.id };
         },
       });
+    },
+
+    registerConsole(app, door) {
+      const server = serverAt(door.path);
+      mountTus(app, server, {
+        errorBody: errorBodyAt(door.path),
+        path: door.path,
+        async authorize(request: FastifyRequest, reply: FastifyReply, id: string | null) {
+          const person = await door.signedIn(request);
+          // tus reads the id from the URL its own way: a second id hidden in the query string must not slip through.
+          if (request.url.includes('?')) throw new AppError('NOT_FOUND', 'No such upload');
+          if (id === null) {
+            const workspaceId = metadataValue(request.headers['upload-metadata'] as string | undefined, 'workspace');
+            if (!workspaceId || !/^usr_[A-Za-z0-9_-]{1,80}$/.test(workspaceId)) throw validationFailed('Upload-Metadata: workspace is required');
+            await door.mayStart(person.id, workspaceId);
+            return { userId: workspaceId, requestId: request.id, person: { id: person.id, quotaBytes: door.personQuotaBytes } };
+          }
+          // An upload is its maker's: another person, another admin of the same workspace included,
+          // cannot read its offset, write into it or end it (404, as for anyone else).
+          const row = UPLOAD_ID.test(id) ? (await db.query<Row & { person_id: string | null; taken_at: Date | null }>(
+            'SELECT id, user_id, person_id, taken_at, size::text, sha256, format, width, height, expired_at, created_at < now() - make_interval(secs => $2) AS too_old FROM uploads WHERE id = $1',
+            [id, config.UPLOAD_MAX_AGE_MS / 1000],
+          )).rows[0] : undefined;
+          if (!row || row.person_id !== person.id) throw new AppError('NOT_FOUND', 'No such upload');
+          await door.mayStart(person.id, row.user_id);
+          if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `Upload ${id} expired (${expiredSaying}): upload the photo again`);
+          if (row.taken_at && request.method === 'DELETE') throw new AppError('VALIDATION_FAILED', `Upload ${id} is being taken by a batch`);
+          if (await answeredForExisting(request, reply, row)) return null;
+          return { userId: row.user_id, requestId: request.id, person: { id: person.id, quotaBytes: door.personQuotaBytes } };
+        },
+      });
+    },
+
+    async claim(workspaceId, personId, refs) {
+      const ids = [...new Set(refs.map((r) => r.id))];
+      if (ids.length !== refs.length) {
+        const seen = new Set<string>();
+        const twice = refs.find((r) => (seen.has(r.id) ? true : (seen.add(r.id), false)))!;
+        throw validationFailed(`${twice.at}: upload ${JSON.stringify(twice.id.slice(0, 100))} is named twice; each photo is uploaded once`);
+      }
+      const claimed = await db.query<{ id: string }>(
+        `UPDATE uploads SET taken_at = now() WHERE user_id = $1 AND person_id = $2 AND id = ANY($3) AND taken_at IS NULL AND expired_at IS NULL
+          RETURNING id`,
+        [workspaceId, personId, ids],
+      );
+      const mine = new Set(claimed.rows.map((r) => r.id));
+      const missing = refs.find((r) => !mine.has(r.id));
+      if (missing) {
+        await this.release([...mine]);
+        throw validationFailed(`${missing.at}: no upload ${JSON.stringify(missing.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
+      }
+    },
+
+    async release(ids) {
+      if (ids.length) await db.query('UPDATE uploads SET taken_at = NULL WHERE id = ANY($1)', [ids]);
     },
 
     async resolve(userId, refs) {

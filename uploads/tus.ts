@@ -9,10 +9,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../core/config.ts';
 
 /**
- * The one tus 1.0 server of the product (@tus/server), for both doors: the API's uploads for
- * Bearer keys (uploads/service.ts) and the console's batch uploads (web/uploads.ts). Each door
- * names its path, its datastore and its hooks; the fastify glue (bytes left unparsed for tus to
- * stream, the caller handed to tus's hooks, the hijack) is here once.
+ * The tus 1.0 glue of the product (@tus/server), for both doors of the upload service
+ * (uploads/service.ts): the API's uploads for Bearer keys and the console's batch uploads for
+ * signed-in people. Each door names its path and its authorization; the fastify glue (bytes left
+ * unparsed for tus to stream, the caller handed to tus's hooks, the hijack) is here once.
  */
 
 type TusMethod = 'POST' | 'HEAD' | 'PATCH' | 'DELETE';

@@ -2,11 +2,10 @@ import { existsSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { ExportSlots, prepareBatchExport, sendBatchExport } from '../batches/export.ts';
 import { recentBatches } from '../batches/repository.ts';
-import { batchBodySchema, MAX_BATCH_ITEMS, submitBatch } from '../batches/submit.ts';
 import type { AnalyzeDeps } from '../analysis/service.ts';
 import type { Client } from '@temporalio/client';
-import type { Uploads } from './uploads.ts';
-import { STACKS } from '../lenses/stacks.ts';
+import type { Uploads } from '../uploads/service.ts';
+import { registerConsoleBatches } from './batch-routes.ts';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { fromNodeHeaders } from 'better-auth/node';
@@ -61,8 +60,8 @@ export interface WebDeps {
   /** Pack purchases: Stripe Checkout when configured (webhooks grant), else the development gateway, else none. */
   stripe?: Stripe | null;
   payments?: PaymentGateway | null;
-  /** Batches submitted from the console: resumable uploads, then the same submission as the API's. */
-  batches?: { pipeline: AnalyzeDeps & { temporal: Client }; uploads: Uploads };
+  /** Batches submitted from the console: uploads through the API's upload service, then the same submission as the API's. */
+  batches?: { pipeline: AnalyzeDeps & { temporal: Client; uploads: Uploads } };
 }
 
 /** Stripe's events arrive here, authenticated by their signature (not by cookie or origin). */
@@ -208,7 +207,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     const members = (await listMembers(deps.db, workspaceId)).map((m) => ({ ...m, activeKeysCreated: keys.get(m.personId) ?? 0 }));
     return { members, invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
   });
-  registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}), ...(deps.batches ? { forgetUploads: (ids: string[]) => deps.batches!.uploads.forget(ids) } : {}) }, signedIn);
+  registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, signedIn);
 
   const inviteBody = z.object({ email: z.string().trim().min(3).max(320), role: z.enum(['admin', 'member']).default('member') });
   app.post('/api/v1/workspaces/:workspaceId/invitations', async (request, reply) => {
@@ -448,41 +447,17 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     return reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(body);
   });
 
-  // New batches from the console: the files come by resumable upload (web/uploads.ts), then one
-  // call names them with the lenses; the same submission as POST /v1/batches from there on.
+  // New batches from the console: the files come by resumable upload through the API's upload
+  // service, then one call names them with the lenses; the same submission as POST /v1/batches
+  // from there on. The batch page, its retries and thumbnails (web/batch-routes.ts).
   if (deps.batches) {
-    const { pipeline, uploads } = deps.batches;
-    // A batch spends the workspace's credits: owners and admins, as for keys and purchases.
-    const mayStart = (personId: string, workspaceId: string) => requireMember(deps.db, personId, workspaceId, ['owner', 'admin']);
-    uploads.register(app, signedIn, mayStart);
-    const newBatch = batchBodySchema.pick({ preset: true, modules: true, columns: true }).extend({
-      uploads: z.array(z.strictObject({ id: z.string().min(1).max(200), name: z.string().min(1).max(500) })).min(1).max(MAX_BATCH_ITEMS),
-    });
-    app.post('/api/v1/workspaces/:workspaceId/batches', { bodyLimit: 4 * 1024 * 1024 }, async (request, reply) => {
-      const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
-      await mayStart(person.id, workspaceId);
-      const body = parseBody(newBatch, request.body);
-      const photos = await uploads.take(workspaceId, body.uploads, person.id);
-      const { uploads: taken, ...rest } = body;
-      const summary = await submitBatch(pipeline, workspaceId, { ...rest, items: photos }).catch(async (err: unknown) => {
-        await uploads.release(taken.map((u) => u.id));
-        throw err;
-      });
-      // The bytes are in the blob store now (or refused, with the reason, in the batch).
-      await uploads.forget(taken.map((u) => u.id));
-      return reply.code(202).send(summary);
+    registerConsoleBatches(app, { pipeline: deps.batches.pipeline, personQuotaBytes: deps.config.UPLOAD_QUOTA_BYTES }, signedIn, parseBody);
+  } else {
+    app.get('/api/v1/catalog', async (request) => {
+      await signedIn(request);
+      return { stacks: [], vehicles: null, batches: false };
     });
   }
-  // What a batch can run, for the console's picker: the stacks, and the lenses by name.
-  app.get('/api/v1/catalog', async (request) => {
-    await signedIn(request);
-    return {
-      // The vehicle stack groups photos by vehicle, which a folder of files does not say: API only.
-      stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description })),
-      batches: deps.batches !== undefined,
-    };
-  });
 
   // The spec's batch export: the batch belongs to a workspace; a person who is not its member gets
   // 404, as for anything else of another workspace.

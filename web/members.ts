@@ -27,8 +27,6 @@ export interface MemberDeps {
   db: Db;
   keyCache: KeyCache;
   evictionBus?: EvictionBus;
-  /** Forgets uploads (rows and files); absent when the console takes no batches. */
-  forgetUploads?: (ids: string[]) => Promise<void>;
 }
 
 const noSuchMember = () => new AppError('NOT_FOUND', 'No such member in this workspace');
@@ -87,7 +85,8 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
     await c.query('DELETE FROM workspace_members WHERE workspace_id = $1 AND console_user_id = $2', [args.workspaceId, args.personId]);
     // Invitations they sent and nobody accepted yet stop working: the workspace did not choose those people.
     const withdrawn = await c.query('DELETE FROM workspace_invitations WHERE workspace_id = $1 AND invited_by = $2 AND accepted_at IS NULL', [args.workspaceId, args.personId]);
-    const uploads = await c.query<{ id: string }>('SELECT id FROM console_uploads WHERE workspace_id = $1 AND person_id = $2 AND taken_at IS NULL', [args.workspaceId, args.personId]);
+    // Their console uploads no batch took go with them (unfinished bytes expire in the upload datastore, finished ones' blobs go to the collector).
+    const uploads = await c.query<{ id: string }>('DELETE FROM uploads WHERE user_id = $1 AND person_id = $2 AND taken_at IS NULL RETURNING id', [args.workspaceId, args.personId]);
     const keys = await c.query<{ id: string }>('SELECT id FROM api_keys WHERE user_id = $1 AND created_by = $2 AND revoked_at IS NULL ORDER BY created_at', [args.workspaceId, args.personId]);
     return { withdrawn: withdrawn.rowCount ?? 0, uploads: uploads.rows.map((u) => u.id), keys: keys.rows.map((k) => k.id) };
   });
@@ -99,7 +98,6 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
       await revokeAccountKey({ db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, { userId: args.workspaceId, keyId });
     }
   }
-  if (done.uploads.length && deps.forgetUploads) await deps.forgetUploads(done.uploads);
   return {
     personId: args.personId,
     keysRevoked: revoke ? done.keys : [],

@@ -17,7 +17,7 @@ import { Client, Connection } from '@temporalio/client';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
-import { createUploads } from './uploads.ts';
+import { createUploads } from '../uploads/service.ts';
 
 export const UI_DIST = fileURLToPath(new URL('./ui/dist', import.meta.url));
 
@@ -61,18 +61,17 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
       await ensurePersonalWorkspace(db, { id: user.id, email: user.email });
     },
   });
-  // Batches from the console: uploads on this host's disk, then the same submission as the API's.
+  // Batches from the console: uploads through the API's upload service (the shared datastore and
+  // blob store, so any console process continues any upload; the worker expires them), then the
+  // same submission as the API's.
   const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  const uploads = createUploads({ db, dir: config.UPLOAD_DIR, maxBytes: config.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
-  // Swept at start (a console restarted often would otherwise never sweep) and every hour.
-  void uploads.sweep().catch(() => undefined);
-  const sweep = setInterval(() => void uploads.sweep().catch(() => undefined), 3600_000);
-  sweep.unref();
+  const blobs = blobStoreFromConfig(config);
+  const uploads = createUploads({ db, blobs, config });
   const app = await buildWebApp({
     config,
     db,
-    batches: { pipeline: { config, db, blobs: blobStoreFromConfig(config), temporal, fetchPolicy: PUBLIC_INTERNET }, uploads },
+    batches: { pipeline: { config, db, blobs, temporal, fetchPolicy: PUBLIC_INTERNET, uploads } },
     auth,
     mailer,
     keyCache,
@@ -91,7 +90,6 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
     url: webUrl(config),
     devMailbox,
     async close() {
-      clearInterval(sweep);
       await app.close();
       await connection.close();
       smtp.close();

@@ -1,13 +1,16 @@
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
+import { cancelNeverStarted } from '../batches/repository.ts';
+import { dropExpiredLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 
 /** Blobs checked against the registry per query. */
 const BATCH = 500;
 
 /**
- * One collector pass: delete every stored image that no account's registry holds and that was
+ * One collector pass: delete every stored image that no account's registry (nor an upload, a
+ * pending batch photo or a request's intake lease) holds and that was
  * written more than `graceMs` ago (longer than any analysis may run, so a blob an analysis in
  * flight still reads is never taken). Returns how many blobs and bytes it deleted.
  */
@@ -17,6 +20,11 @@ export async function collectBlobs(
   opts: { graceMs: number; metrics?: WorkerMetrics; log?: (msg: string) => void; now?: Date },
 ): Promise<{ deleted: number; bytes: number }> {
   const cutoff = (opts.now ?? new Date()).getTime() - opts.graceMs;
+  // Leases whose holder died (registry/blob-leases.ts) hold nothing once expired; batches still
+  // starting after the grace never will start (their API died): their photos stop being kept.
+  await dropExpiredLeases(db);
+  const neverStarted = await cancelNeverStarted(db, opts.graceMs);
+  if (neverStarted) opts.log?.(`blob collector cancelled ${neverStarted} batch(es) whose workflow never started`);
   const out = { deleted: 0, bytes: 0 };
   let batch: Array<{ sha256: string; bytes: number }> = [];
   const flush = async () => {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { analyze } from '../../analysis/service.ts';
+import { connectionSignal } from '../connection.ts';
 import type { AppDeps } from '../deps.ts';
 import { toAppError } from '../plugins/errors.ts';
 import { principalOf } from '../plugins/auth.ts';
@@ -44,7 +45,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
             response: { 200: analysisSchema, ...errorResponses(...(version === 'v1' ? [400, 401, 402, 409, 413, 415, 422, 429, 502, 503] : [400, 401, 402, 404, 409, 413, 415, 422, 429, 502, 503])) },
           },
         },
-        async (request) => {
+        async (request, reply) => {
           const startedAt = performance.now();
           const result = await analyze(
             {
@@ -57,6 +58,8 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               ...(deps.metrics ? { metrics: deps.metrics } : {}),
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
               ...(deps.uploads ? { uploads: deps.uploads } : {}),
+              // A client that disconnects before its answer takes its image decodes out of the queue.
+              signal: connectionSignal(reply),
             },
             principalOf(request),
             request.body,

@@ -5,14 +5,15 @@ import { z } from 'zod';
 import { EXPORT_CONTENT_TYPES, EXPORT_FORMATS, ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchSummary, getBatch, itemSha256s, retryItem, setBatchStatus } from '../../batches/repository.ts';
 import { MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_PERSON, keyCreatorOf, Slots, slotsFull } from '../../batches/slots.ts';
+import { retryBatchItem } from '../../batches/retry.ts';
 import { batchBodySchema, batchWorkflowId, startBatchWorkflow, submitBatch } from '../../batches/submit.ts';
-import { batchItemOutputSchema } from '../../analysis/contract.ts';
+import { batchItemOutputSchema, timestampSchema } from '../../analysis/contract.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
-import { AppError, validationFailed } from '../../core/errors.ts';
+import { AppError, validationFailed, type ErrorCode } from '../../core/errors.ts';
 import { cancelBatch, pauseBatch, resumeBatch } from '../../workflows/batch.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
-import { errorResponses } from '../schemas/common.ts';
+import { errorCodeSchema, errorResponses } from '../schemas/common.ts';
 
 const batchSchema = z
   .object({
@@ -26,9 +27,9 @@ const batchSchema = z
     counts: z.object({ total: z.int(), done: z.int(), failed: z.int(), pending: z.int() }),
     creditsCharged: z.int(),
     etaSeconds: z.int().nullable().describe('Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending'),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-    completedAt: z.string().nullable(),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+    completedAt: timestampSchema.nullable(),
   })
   .meta({ id: 'Batch' });
 
@@ -38,7 +39,7 @@ const itemSchema = z
   source: z.string(),
   sha256: z.string().nullable(),
   status: z.enum(['pending', 'done', 'failed']),
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  error: z.object({ code: errorCodeSchema, message: z.string() }).nullable(),
   creditsCharged: z.int(),
   output: batchItemOutputSchema.nullable().describe('A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output)'),
   photos: z.array(z.object({ source: z.string(), sha256: z.string().nullable() })).nullable().describe('A vehicle’s photos in submission order; null for a photo item'),
@@ -151,22 +152,8 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       },
       async (request, reply) => {
         const userId = liveUser(request);
-        const batch = await getBatch(deps.db, userId, request.params.batchId);
-        if (batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', 'The batch is cancelled; its photos do not run again');
-        for (const sha256 of await itemSha256s(deps.db, { batchId: batch.id, index: request.params.index })) {
-          if (!(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
-        }
-        const outcome = await retryItem(deps.db, { batchId: batch.id, index: request.params.index });
-        if (outcome === 'not-failed') throw new AppError('ITEM_NOT_RETRYABLE', 'Only a failed photo runs again');
-        if (outcome === 'no-image') throw new AppError('ITEM_NOT_RETRYABLE', 'This photo was refused when the batch was submitted (nothing was stored); send a corrected one in a new batch');
-        // A completed batch has no workflow to pick the photo up: a new run starts for it.
-        const now = await getBatch(deps.db, userId, batch.id);
-        if (now.status === 'completed') {
-          await setBatchStatus(deps.db, { batchId: batch.id, status: 'running' });
-          const total = (await batchSummary(deps.db, userId, batch.id)).counts.total;
-          await startBatchWorkflow(pipeline(), { batchId: batch.id, userId, kind: batch.kind, spec: batch.spec, itemCount: total });
-        }
-        return reply.code(202).send({ object: 'batch' as const, ...(await batchSummary(deps.db, userId, batch.id)) });
+        const summary = await retryBatchItem(pipeline(), userId, request.params.batchId, request.params.index);
+        return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
     );
 
@@ -258,7 +245,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           security: [{ bearer: [] }],
           params,
           querystring: z.object({ after: z.coerce.number().int().min(-1).default(-1).describe('Index of the last item of the previous page'), limit: z.coerce.number().int().min(1).max(500).default(100) }),
-          response: { 200: z.object({ items: z.array(itemSchema), nextAfter: z.int().nullable() }), ...errorResponses(400, 401, 404) },
+          response: { 200: z.object({ items: z.array(itemSchema), nextAfter: z.int().nullable().describe('Pass as `after` for the next page; null on the last page') }).meta({ id: 'BatchItemsPage' }), ...errorResponses(400, 401, 404) },
         },
       },
       async (request) => {
@@ -271,7 +258,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
             source: it.source,
             sha256: it.sha256,
             status: it.status,
-            error: it.errorCode ? { code: it.errorCode, message: it.error ?? '' } : null,
+            error: it.errorCode ? { code: it.errorCode as ErrorCode, message: it.error ?? '' } : null,
             creditsCharged: it.credits,
             output: it.output,
             photos: it.photos,

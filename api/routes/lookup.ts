@@ -8,6 +8,7 @@ import { lookupFingerprints, type LookupMatch, type LookupQuery } from '../../re
 import type { AppDeps } from '../deps.ts';
 import type { ImageInput } from '../../analysis/request.ts';
 import { resolveUploadInputs } from '../../analysis/service.ts';
+import { connectionSignal } from '../connection.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { lookupBodySchema, lookupQuerySchema, lookupResponseSchema, type LookupResponse } from '../schemas/lookup.ts';
@@ -58,7 +59,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
           response: { 200: lookupResponseSchema, ...errorResponses(400, 401, 404, 413, 415, 422, 429) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const startedAt = performance.now();
         const principal = principalOf(request);
         const { images, images_base64: base64s, uploadIds, threshold } = request.body;
@@ -80,6 +81,8 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         // An upload id names the account's own upload (404 otherwise) before any image is read.
         // Lookup is free: it does not restart the uploads' expiry (docs/decisions.md, "No storage without payment").
         await resolveUploadInputs(deps, principal.userId, inputs, 'body.uploadIds');
+        // A client that disconnects takes its queued HEIC/BMP decodes with it.
+        const signal = connectionSignal(reply);
         const fingerprints = await mapBounded(inputs, IMAGE_CONCURRENCY, async (input, i) => {
           try {
             const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : { url: input.url, base64: input.base64 };
@@ -87,6 +90,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
               maxBytes: deps.config.IMAGE_MAX_BYTES,
               maxPixels: deps.config.IMAGE_MAX_PIXELS,
               fetchPolicy: deps.fetchPolicy,
+              signal,
             });
           } catch (err) {
             throw namedItem(err, field, i);

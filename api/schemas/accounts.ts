@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { timestampSchema } from '../../analysis/contract.ts';
 import { PACK_NAMES } from '../../credits/packs.ts';
 import { usageSchema } from '../routes/usage.ts';
 
@@ -7,7 +8,7 @@ export const internalRoute = { config: { auth: 'internal' as const } };
 export const internalDoc = { tags: ['accounts'], security: [{ internalSecret: [] }] };
 
 const id = z.string().min(1).max(128);
-const timestamp = z.string().describe('ISO 8601');
+const timestamp = timestampSchema;
 
 export const userIdParams = z.object({ userId: id });
 export const keyParams = z.object({ userId: id, keyId: id });

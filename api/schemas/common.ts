@@ -4,12 +4,15 @@ import { ERROR_STATUS, type ErrorCode } from '../../core/errors.ts';
 /** Every error code the API answers with: one vocabulary from core/errors.ts to the OpenAPI document. */
 const ERROR_CODES = Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]];
 
+/** An error code, named once in the document: the envelope's and a failed batch item's. */
+export const errorCodeSchema = z.enum(ERROR_CODES).meta({ id: 'ErrorCode' });
+
 /** The error envelope (docs/contract.md "Errors"), used in every route's documented responses. */
 export const errorEnvelopeSchema = z
   .object({
     error: z
       .object({
-        code: z.enum(ERROR_CODES),
+        code: errorCodeSchema,
         message: z.string(),
         retryable: z.boolean(),
         requestId: z.string(),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { THRESHOLD } from '../../registry/lookup.ts';
-import { MAX_BASE64_CHARS, MAX_URL_CHARS, lensOutputRef, uploadIdSchema } from '../../analysis/contract.ts';
+import { MAX_BASE64_CHARS, MAX_URL_CHARS, lensOutputRef, timestampSchema, uploadIdSchema } from '../../analysis/contract.ts';
 import { LENS_NAMES } from '../../lenses/index.ts';
 
 /** Request and response of POST and GET /v2/lookup (docs/contract.md "POST /v2/lookup and GET /v2/lookup"). */
@@ -14,7 +14,7 @@ export const lensRecordSchema = z
     eventId: z.string(),
     output: z.record(z.string(), z.unknown()),
     version: z.string(),
-    producedAt: z.string(),
+    producedAt: timestampSchema,
     coRunHash: z.string(),
     provider: z.string(),
   })
@@ -25,8 +25,8 @@ export const photoRecordSchema = z
     sha256: z.string(),
     pHash: z.string(),
     dHash: z.string(),
-    firstAnalyzedAt: z.string(),
-    lastAnalyzedAt: z.string(),
+    firstAnalyzedAt: timestampSchema,
+    lastAnalyzedAt: timestampSchema,
     totalCreditsSpent: z.number().int(),
     analyzeCallCount: z.number().int(),
     lenses: z.record(z.string(), lensRecordSchema).meta({

@@ -47,13 +47,30 @@ describe('meta endpoints (no auth)', () => {
     const analyzeBody = doc.paths['/v1/analyze'].post.requestBody.content['application/json'].schema;
     const ref = String(analyzeBody.$ref).split('/').pop()!;
     expect(doc.components.schemas[ref].properties.imageBase64.maxLength).toBe(67_000_000);
-    // The error envelope's code is the enum of every code the API answers with (core/errors.ts).
-    expect(doc.components.schemas.ErrorEnvelope.properties.error.properties.code.enum).toEqual(Object.keys(ERROR_STATUS));
-    // Lens and stack names are enums in the document, from the lens modules and stacks.ts.
-    const body = doc.components.schemas[ref].properties;
-    expect(body.modules.items.enum).toEqual(SELECTABLE_LENSES);
-    expect(body.modulesRemove.items.enum).toEqual(LENS_NAMES);
-    expect(body.preset.enum).toEqual(STACKS.map((st) => st.name));
+    // The error envelope's code is the enum of every code the API answers with (core/errors.ts),
+    // one named component that a failed batch item's code names too.
+    expect(doc.components.schemas.ErrorEnvelope.properties.error.properties.code).toEqual({ $ref: '#/components/schemas/ErrorCode' });
+    expect(doc.components.schemas.ErrorCode.enum).toEqual(Object.keys(ERROR_STATUS));
+    expect(doc.components.schemas.BatchItem.properties.error.type).toEqual(['object', 'null']);
+    expect(doc.components.schemas.BatchItem.properties.error.properties.code).toEqual({ $ref: '#/components/schemas/ErrorCode' });
+    // Lens and stack names are named enums, from the lens modules and stacks.ts, in analyze and batches alike.
+    expect(doc.components.schemas.LensName.enum).toEqual(SELECTABLE_LENSES);
+    expect(doc.components.schemas.AnyLensName.enum).toEqual(LENS_NAMES);
+    expect(doc.components.schemas.StackName.enum).toEqual(STACKS.map((st) => st.name));
+    for (const body of [doc.components.schemas[ref].properties, doc.components.schemas.BatchRequest.properties]) {
+      expect(body.modules.items).toEqual({ $ref: '#/components/schemas/LensName' });
+      expect(body.modulesAdd.items).toEqual({ $ref: '#/components/schemas/LensName' });
+      expect(body.modulesRemove.items).toEqual({ $ref: '#/components/schemas/AnyLensName' });
+      expect(body.preset).toEqual({ $ref: '#/components/schemas/StackName' });
+    }
+    // References name whole components only (generators such as oapi-codegen refuse deeper ones),
+    // no integer may be negative, and every moment is a date-time.
+    const text = JSON.stringify(doc);
+    expect(text.match(/"\$ref":"#\/components\/schemas\/[^"]*\//g) ?? []).toEqual([]);
+    expect(text).not.toContain(String(Number.MIN_SAFE_INTEGER));
+    for (const [name, field] of [['Analysis', 'createdAt'], ['Batch', 'createdAt'], ['Batch', 'completedAt'], ['PhotoRecord', 'firstAnalyzedAt'], ['LensRecord', 'producedAt']] as const) {
+      expect(doc.components.schemas[name].properties[field].format, `${name}.${field}`).toBe('date-time');
+    }
     // Every lens's output is a component, with exactly the lens's fields; output is one of the three shapes.
     for (const lens of LENSES) {
       const name = `${lens.name.split('-').map((w) => w[0]!.toUpperCase() + w.slice(1)).join('')}Output`;
@@ -64,8 +81,17 @@ describe('meta endpoints (no auth)', () => {
     expect(doc.components.schemas[analysisRef].properties.output.anyOf).toEqual(
       ['PhotoOutput', 'MultiPhotoOutput', 'VehicleReportOutput'].map((c) => ({ $ref: `#/components/schemas/${c}` })),
     );
-    // Each field of the merged outputs is the lens component's own definition, by reference.
-    expect(doc.components.schemas.PhotoOutput.properties.estimatedDate).toEqual({ $ref: '#/components/schemas/DatingOutput/properties/estimatedDate' });
+    // Each field of the merged outputs is a component of its own, which the lens's component names too.
+    expect(doc.components.schemas.PhotoOutput.properties.estimatedDate).toEqual({ $ref: '#/components/schemas/DatingEstimatedDate' });
+    expect(doc.components.schemas.DatingOutput.properties.estimatedDate).toEqual({ $ref: '#/components/schemas/DatingEstimatedDate' });
+    expect(doc.components.schemas.DatingEstimatedDate.properties.year).toBeDefined();
+    // A batch item's output: one flat union, null included.
+    expect(doc.components.schemas.BatchItem.properties.output.anyOf).toEqual([
+      { $ref: '#/components/schemas/PhotoOutput' },
+      { $ref: '#/components/schemas/VehicleReportOutput' },
+      { type: 'null' },
+    ]);
+    expect(doc.components.schemas.BatchItem.properties.photos.type).toEqual(['array', 'null']);
     expect(doc.components.schemas.VehicleReportOutput.required).toContain('reportId');
     // A lens component's example is the lens's own fixture.
     expect(doc.components.schemas.DatingOutput.examples).toEqual([getLens('dating').fixture]);
@@ -99,7 +125,9 @@ describe('meta endpoints (no auth)', () => {
     // A client can send its own x-request-id (the idempotency key of analyze) on every operation.
     expect(doc.paths['/v1/analyze'].post.parameters).toContainEqual({ $ref: '#/components/parameters/RequestId' });
     expect(doc.components.parameters.RequestId).toMatchObject({ name: 'x-request-id', in: 'header', required: false });
-    expect(doc.servers.map((s: { url: string }) => s.url)).toEqual(['/']);
+    // A template generated clients fill in, then the relative form the docs page's "Try it out" uses.
+    expect(doc.servers.map((s: { url: string }) => s.url)).toEqual(['{origin}', '/']);
+    expect(doc.servers[0].variables.origin.default).toBe('http://localhost:8080');
   });
 
   it('the internal document is served only with the internal secret, and holds exactly the internal-secret operations', async () => {

@@ -208,10 +208,20 @@ describe('a batch over the API', () => {
     const other = await send({ ...body, modules: ['location'] }, 'submit-once-1');
     expect(other.statusCode).toBe(409);
     expect(other.json().error.code).toBe('REQUEST_ID_CONFLICT');
-    // Two identical submissions racing under a fresh id make one batch.
-    const [r1, r2] = await Promise.all([send(body, 'submit-once-2'), send(body, 'submit-once-2')]);
-    expect([r1.statusCode, r2.statusCode]).toEqual([202, 202]);
-    expect(r1.json().id).toBe(r2.json().id);
+    // Two identical submissions racing under a fresh id make one batch: the one that finds it
+    // still starting is told to send again (503, Retry-After: 1; docs/decisions.md "Batches:
+    // starting"), or gets it (202) when its start was already done.
+    const pair = await Promise.all([send(body, 'submit-once-2'), send(body, 'submit-once-2')]);
+    const r1 = pair.find((r) => r.statusCode === 202)!;
+    expect(r1, pair.map((r) => r.body).join('\n')).toBeDefined();
+    for (const r of pair.filter((r) => r.statusCode !== 202)) {
+      expect(r.statusCode, r.body).toBe(503);
+      expect(r.json().error.message).toMatch(/still starting/);
+      expect(r.headers['retry-after']).toBe('1');
+    }
+    const r2 = await send(body, 'submit-once-2');
+    expect(r2.statusCode, r2.body).toBe(202);
+    expect(r2.json().id).toBe(r1.json().id);
     const rows = await p.db.query('SELECT id FROM batches WHERE user_id = $1', [user.userId]);
     expect(rows.rowCount).toBe(2);
     await until(user.liveKey, first.json().id, (b) => b.status === 'completed');

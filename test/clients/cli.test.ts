@@ -284,7 +284,8 @@ describe('lenstack CLI', () => {
     await copyFile(photo('Nikon_D70.jpg'), join(fleet, 'van-2', 'front.jpg'));
     await writeFile(join(fleet, 'vehicles.csv'), 'folder,vin,mileage\nvan-1,WVWZZZ1JZ3W386752,1000\nvan-2,WVWZZZ1JZ3W38675O,12 000\nvan-9,,\n');
     const uploadsBefore = await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId]);
-    const batchesBefore = await p.db.query('SELECT count(*)::int AS n FROM batches');
+    // This workspace's batches only: other test files share the database and make batches of their own.
+    const batchesBefore = await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId]);
     const refused = await lenstack(['batch', '--vehicles', fleet]);
     expect(refused.code, refused.stderr).toBe(2);
     expect(refused.stderr).toContain('refused before uploading anything');
@@ -304,7 +305,7 @@ describe('lenstack CLI', () => {
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain('unknown: "vim"');
     expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(uploadsBefore.rows[0].n);
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches')).rows[0].n).toBe(batchesBefore.rows[0].n);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(batchesBefore.rows[0].n);
     // Nothing was kept for a run that never started.
     expect(await readdir(fleet)).not.toContain('.lenstack-batch.json');
     const before = batchesBefore;
@@ -315,7 +316,7 @@ describe('lenstack CLI', () => {
     expect(exists.code).toBe(2);
     expect(exists.stderr).toContain(`${existing} exists; pass --force`);
     expect(await readFile(existing, 'utf8')).toBe('keep me');
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches')).rows[0].n).toBe(before.rows[0].n);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(before.rows[0].n);
     expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(uploadsBefore.rows[0].n);
 
     const forced = await lenstack(['batch', photo('Canon_40D.jpg'), '--lens', 'dating', '--export', existing, '--force']);

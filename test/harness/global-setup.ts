@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { ensureGoTool, goToolBuilt, goToolPath } from '../../tools/scripts/go-tool.ts';
 import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
-import { PROMTOOL } from '../../tools/scripts/promtool.ts';
+import { PROMTOOL, systemPromtool } from '../../tools/scripts/promtool.ts';
+import { OAPI_CODEGEN } from '../../tools/scripts/go-client.ts';
 import { VERSITYGW } from '../../tools/scripts/s3-server.ts';
 import { STRIPE_MOCK } from '../../tools/scripts/stripe-mock.ts';
 import { tmpdir } from 'node:os';
@@ -64,8 +65,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // promtool alone takes 10-20 minutes on 2 cores); a warm cache answers at once. Only for the
     // whole suite (`npm test`): a run of a few files builds only what its tests ask for.
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
-    for (const tool of wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF] : []) {
+    for (const tool of wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF, OAPI_CODEGEN] : []) {
       if (await goToolBuilt(tool)) continue;
+      if (tool === PROMTOOL && (await systemPromtool())) continue;
       process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
       const t0 = Date.now();
       try {

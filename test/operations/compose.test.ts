@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ConfigError, loadConfig } from '../../core/config.ts';
 import { simulatorNotice, vendorSetup } from '../../vendors/index.ts';
+import { LOW_LATENCY_DYNAMIC_CONFIG } from '../../tools/scripts/temporal.ts';
+import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 
 // docker-compose.yml's application services read with compose's interpolation rules, then parsed
 // by the real loadConfig: what each container would run with, keys or no keys. (No Docker engine
@@ -70,13 +72,14 @@ describe('docker-compose.yml', () => {
       cwd: new URL('../..', import.meta.url),
       env: { PATH: process.env.PATH, HOME: process.env.HOME, STRIPE_SECRET_KEY: 'sk_live_abc', ...payments, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/never' },
       encoding: 'utf8',
-      timeout: 30_000,
+      // A safety net for a hung start, not a speed figure: a loaded machine takes a while to load tsx.
+      timeout: 120_000,
     });
     expect(started.status).toBe(2);
     expect(started.stderr).toMatch(/live key; customers would pay real money/);
     // Stripe's test mode (and stripe-mock) with the simulator is development: allowed.
     expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim-vendor:4010', STRIPE_SECRET_KEY: 'sk_test_abc', ...payments }).SIM_VENDOR_URL).toBe('http://sim-vendor:4010');
-  });
+  }, 150_000);
 
   it('keeps API and worker replicas on one shared S3 bucket, and refuses to start without the secrets', () => {
     for (const service of ['api', 'api-2', 'worker']) {
@@ -86,14 +89,72 @@ describe('docker-compose.yml', () => {
     expect(() => containerConfig('api', { AUTH_SECRET: SECRETS.AUTH_SECRET })).toThrow(/compose would stop: set INTERNAL_SECRET/);
   });
 
-  it('documents in .env.example every variable docker-compose.yml reads from .env', () => {
-    const text = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
+  it('documents in .env.example every variable the compose files read from .env', () => {
+    const text = ['../../docker-compose.yml', '../../deploy/compose.temporal-server.yml'].map((f) => readFileSync(new URL(f, import.meta.url), 'utf8')).join('\n');
     const example = readFileSync(new URL('../../.env.example', import.meta.url), 'utf8');
     const documented = new Set([...example.matchAll(/^([A-Z0-9_]+)=/gm)].map((m) => m[1]));
     const read = new Set([...text.matchAll(/\$\{([A-Z0-9_]+)/g)].map((m) => m[1]!));
-    // S3_* and TRUSTED_PROXIES have working defaults for the bundled services; documented in README.
-    const undocumented = [...read].filter((v) => !documented.has(v) && !v.startsWith('S3_') && v !== 'TRUSTED_PROXIES');
-    expect(undocumented).toEqual([]);
-    for (const key of ['INTERNAL_SECRET', 'AUTH_SECRET', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY']) expect(documented.has(key)).toBe(true);
+    expect([...read].filter((v) => !documented.has(v))).toEqual([]);
+    for (const key of ['INTERNAL_SECRET', 'AUTH_SECRET', 'OPENAI_API_KEY', 'STRIPE_SECRET_KEY', 'GITHUB_CLIENT_ID', 'GOOGLE_CLIENT_ID', 'SMTP_URL', 'S3_ENDPOINT', 'TEMPORAL_ADDRESS']) expect(documented.has(key)).toBe(true);
+  });
+
+  it('passes the payment, sign-in and mail settings to the console, and them only to it', () => {
+    const operator = {
+      ...SECRETS,
+      STRIPE_SECRET_KEY: 'sk_test_abc',
+      STRIPE_WEBHOOK_SECRET: 'whsec_abc',
+      GITHUB_CLIENT_ID: 'gh-id',
+      GITHUB_CLIENT_SECRET: 'gh-secret',
+      GOOGLE_CLIENT_ID: 'google-id',
+      GOOGLE_CLIENT_SECRET: 'google-secret',
+      SMTP_URL: 'smtps://mailer:pw@smtp.example.com:465',
+      MAIL_FROM: 'Fleet <fleet@example.com>',
+      WEB_URL: 'https://console.example.com',
+      TEMPORAL_ADDRESS: 'temporal.example.com:7233',
+      TEMPORAL_NAMESPACE: 'lenstack-prod',
+    };
+    const web = containerConfig('web', operator);
+    expect(web).toMatchObject({
+      STRIPE_SECRET_KEY: 'sk_test_abc',
+      STRIPE_WEBHOOK_SECRET: 'whsec_abc',
+      GITHUB_CLIENT_ID: 'gh-id',
+      GITHUB_CLIENT_SECRET: 'gh-secret',
+      GOOGLE_CLIENT_ID: 'google-id',
+      GOOGLE_CLIENT_SECRET: 'google-secret',
+      SMTP_URL: 'smtps://mailer:pw@smtp.example.com:465',
+      MAIL_FROM: 'Fleet <fleet@example.com>',
+      WEB_URL: 'https://console.example.com',
+      TEMPORAL_ADDRESS: 'temporal.example.com:7233',
+      TEMPORAL_NAMESPACE: 'lenstack-prod',
+    });
+    // Unset, they stay unset: no purchase and no provider button, rather than empty strings.
+    const bare = containerConfig('web', SECRETS);
+    expect([bare.STRIPE_SECRET_KEY, bare.STRIPE_WEBHOOK_SECRET, bare.GITHUB_CLIENT_ID, bare.GOOGLE_CLIENT_ID, bare.SMTP_URL]).toEqual([undefined, undefined, undefined, undefined, 'smtp://mailpit:1025']);
+    // The secrets of payments and sign-in do not reach processes that never use them.
+    for (const service of ['api', 'api-2', 'worker']) {
+      const config = containerConfig(service, operator);
+      expect([config.STRIPE_SECRET_KEY, config.GITHUB_CLIENT_SECRET, config.GOOGLE_CLIENT_SECRET, config.TEMPORAL_ADDRESS]).toEqual([undefined, undefined, undefined, 'temporal.example.com:7233']);
+    }
+  });
+
+  it('has a Temporal server file that replaces the development server with the same namespace set-up', () => {
+    const override = parse(readFileSync(new URL('../../deploy/compose.temporal-server.yml', import.meta.url), 'utf8')) as { services: Record<string, Service & { image?: string; environment?: Record<string, string>; entrypoint?: string[]; volumes?: string[] }> };
+    const temporal = override.services.temporal!;
+    expect(temporal.image).toMatch(/^temporalio\/server:/);
+    expect(temporal.environment).toMatchObject({ DB: 'postgres12', POSTGRES_SEEDS: 'temporal-postgres', DYNAMIC_CONFIG_FILE_PATH: '/lenstack/dynamicconfig.yaml' });
+    expect(temporal.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
+    // Paths in a second compose file are relative to the first file's folder (the repository's root).
+    for (const name of ['temporal', 'temporal-schema', 'temporal-namespace']) expect(override.services[name]!.volumes).toEqual(['./deploy/temporal:/lenstack:ro']);
+    expect(override.services.migrate!.depends_on).toEqual({ 'temporal-namespace': { condition: 'service_completed_successfully' } });
+    // The search attributes the workflows need, registered as the dev server's flags do.
+    const setup = readFileSync(new URL('../../deploy/temporal/setup.sh', import.meta.url), 'utf8');
+    const registered = setup.match(/for attribute in ([^;]+);/)![1]!.trim().split(/\s+/);
+    const devServer = compose.services.temporal!.command!.filter((a) => a.startsWith('--search-attribute=')).map((a) => a.slice('--search-attribute='.length));
+    const needed = Object.values(SEARCH_ATTRIBUTES).map((k) => `${k.name}=${{ KEYWORD: 'Keyword', INT: 'Int' }[k.type as 'KEYWORD' | 'INT']}`);
+    expect(registered.sort()).toEqual([...needed].sort());
+    expect(devServer.sort()).toEqual([...needed].sort());
+    // The low-latency settings, the same as the dev server's.
+    const dynamic = parse(readFileSync(new URL('../../deploy/temporal/dynamicconfig.yaml', import.meta.url), 'utf8')) as Record<string, { value: unknown }[]>;
+    expect(Object.fromEntries(Object.entries(dynamic).map(([k, v]) => [k, v[0]!.value]))).toEqual(LOW_LATENCY_DYNAMIC_CONFIG);
   });
 });

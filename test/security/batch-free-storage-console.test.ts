@@ -1,7 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyCache } from '../../auth/cache.ts';
@@ -12,7 +9,7 @@ import { freePort } from '../../tools/scripts/temporal.ts';
 import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
-import { createUploads } from '../../web/uploads.ts';
+import { createUploads } from '../../uploads/service.ts';
 import { ensurePersonalWorkspace, MAX_OWNED_TEAM_WORKSPACES } from '../../web/workspaces.ts';
 import { bearer, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
@@ -45,8 +42,8 @@ beforeAll(async () => {
   const mailer = smtpMailer(mail.url, config.MAIL_FROM);
   closeMailer = () => mailer.close();
   const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
-  const uploads = createUploads({ db: p.db, dir: mkdtempSync(path.join(tmpdir(), 'lenstack-uploads-')), maxBytes: p.config.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
-  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET }, uploads } });
+  const uploads = createUploads({ db: p.db, blobs, config: p.config });
+  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, uploads } } });
   await web.listen({ host: '127.0.0.1', port });
 }, 120_000);
 afterAll(async () => {
@@ -102,7 +99,7 @@ describe('team workspaces per person', () => {
 });
 
 describe('a new team workspace (0 credits) cannot take a batch in', () => {
-  it('its own live key on POST /v1/batches, and the console’s batch route with a finished upload: 402 before intake; no batch, no blob, the upload given back', async () => {
+  it('its own live key on POST /v1/batches, and the console’s batch route with a finished upload: 402 before intake; no batch, no photo in the registry, the upload given back', async () => {
     const cookie = await signIn(`team-${randomBytes(5).toString('hex')}@example.test`);
     const team = (await (await post(cookie, '/api/v1/workspaces', { name: 'Free storage' })).json()) as { id: string };
     expect(await getBalance(p.db, team.id)).toMatchObject({ community: 0, purchased: 0 });
@@ -129,11 +126,12 @@ describe('a new team workspace (0 credits) cannot take a batch in', () => {
     const err = expectEnvelope(await consoleBatch.json());
     expect(err).toMatchObject({ code: 'PLAN_LIMIT_EXCEEDED', credits: { needed: expect.any(Number), total: 0 } });
 
-    // Nothing taken in: no batch, the photo's bytes not in the blob store, the upload still the person's to use.
+    // Nothing taken in: no batch, no photo in the registry; the bytes are only the upload's (kept
+    // once in the blob store under its hash, as every finished upload), still the person's to use.
     expect((await p.db.query('SELECT 1 FROM batches WHERE user_id = $1', [team.id])).rowCount).toBe(0);
-    expect(await blobs.has(createHash('sha256').update(photo).digest('hex'))).toBe(false);
-    const upload = await p.db.query<{ taken_at: Date | null }>('SELECT taken_at FROM console_uploads WHERE id = $1', [uploadId]);
-    expect(upload.rows).toEqual([{ taken_at: null }]);
+    expect((await p.db.query('SELECT 1 FROM photos WHERE user_id = $1', [team.id])).rowCount).toBe(0);
+    const upload = await p.db.query<{ taken_at: Date | null; sha256: string }>('SELECT taken_at, sha256 FROM uploads WHERE id = $1', [uploadId]);
+    expect(upload.rows).toEqual([{ taken_at: null, sha256: createHash('sha256').update(photo).digest('hex') }]);
     expect(await getBalance(p.db, team.id)).toMatchObject({ community: 0, purchased: 0, reserved: 0 });
     expect(await checkInvariants(p.db, team.id)).toEqual([{ userId: team.id, ok: true, problems: [] }]);
   }, 60_000);

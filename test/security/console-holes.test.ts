@@ -225,7 +225,7 @@ describe('uploads belong to their creator', () => {
     // The creator's upload is as they left it.
     const head = await fetch(at, { method: 'HEAD', headers: tus(owner.cookie) });
     expect(head.headers.get('upload-offset')).toBe('4');
-    expect((await stack.pipeline.db.query('SELECT taken_at FROM console_uploads WHERE id = $1', [id])).rows).toEqual([{ taken_at: null }]);
+    expect((await stack.pipeline.db.query('SELECT taken_at FROM uploads WHERE id = $1', [id])).rows).toEqual([{ taken_at: null }]);
   });
 });
 

@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../../core/config.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { POLICIES } from '../../ratelimit/policy.ts';
@@ -154,10 +154,12 @@ describe('npm start keeps a generated internal secret off the terminal', () => {
 
   it('npm start itself: its terminal output names the file and never shows the secret', async () => {
     // tools/scripts/start.ts as `npm start` runs it, on this run's database, Redis and Temporal, with
-    // its own ports; no INTERNAL_SECRET, so it generates one (into the checkout's .data/, as every
-    // `npm start` without one does, replacing the last).
+    // its own ports; no INTERNAL_SECRET, so it generates one, into a DATA_DIR of this test's own
+    // (the checkout's .data/ is the developer's: a test writes nothing there).
     const [port, webPort] = [await freePort(), await freePort()];
-    const env = serviceEnv(testConfig(), { PORT: port, WEB_PORT: webPort, AUTH_SECRET: 'a'.repeat(64) });
+    const dataDir = await mkdtemp(join(tmpdir(), 'lenstack-start-data-'));
+    onTestFinished(() => rm(dataDir, { recursive: true, force: true }));
+    const env = serviceEnv(testConfig(), { PORT: port, WEB_PORT: webPort, AUTH_SECRET: 'a'.repeat(64), DATA_DIR: dataDir });
     delete env.INTERNAL_SECRET;
     delete env.SIM_VENDOR_URL;
     delete env.PAYMENTS_GATEWAY;
@@ -176,7 +178,7 @@ describe('npm start keeps a generated internal secret off the terminal', () => {
       start.kill('SIGTERM');
       await exited;
     }
-    const file = join(root, '.data', 'internal-secret');
+    const file = join(dataDir, 'internal-secret');
     const secret = readFileSync(file, 'utf8').trim();
     expect(secret).toMatch(/^[0-9a-f]{64}$/);
     expect(out, out.slice(-4000)).toContain(`INTERNAL_SECRET not set: generated one for this run, in ${file}`);

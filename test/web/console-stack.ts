@@ -14,12 +14,9 @@ import { createConsoleAuth } from '../../web/auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
-import { createUploads, type Uploads } from '../../web/uploads.ts';
+import { createUploads, type Uploads } from '../../uploads/service.ts';
 import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
 import { stripeFromConfig } from '../../payments/stripe.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
@@ -43,6 +40,12 @@ export interface ConsoleStack {
    * settings (the development gateway, or none): for `inject`, not listening. Closed with the stack.
    */
   variant(payments: { stripe: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
+  /**
+   * A second console process: its own server on its own port, its own upload service (its own tus
+   * server) over the same database, datastore and blob store, and the same sessions and origin.
+   * Closed with the stack.
+   */
+  replica(): Promise<{ url: string; app: FastifyInstance }>;
   /**
    * Forget the sign-in throttle's per-address counts: every browser of the suite signs up from
    * 127.0.0.1, which one real address would not do; tests late in the file start from zero.
@@ -98,10 +101,11 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const webKeys = new KeyCache();
   const webBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys);
   // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
-  // Batches from the console run on the pipeline's worker, their uploads in a directory of the test's own.
+  // Batches from the console run on the pipeline's worker, their uploads through the upload
+  // service over the pipeline's blob store and upload datastore, as the API's.
   const pc = pipeline.config;
-  const uploads = createUploads({ db, dir: mkdtempSync(path.join(tmpdir(), 'lenstack-uploads-')), maxBytes: pc.IMAGE_MAX_BYTES, quotaBytes: config.UPLOAD_QUOTA_BYTES });
-  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET }, uploads };
+  const uploads = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
+  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads } };
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
   const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST, batches, logger });
@@ -126,6 +130,14 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       } finally {
         await redis.quit();
       }
+    },
+    async replica() {
+      const replicaPort = await freePort();
+      const own = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
+      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, limiter, batches: { pipeline: { ...batches.pipeline, uploads: own } } });
+      await app.listen({ host: '127.0.0.1', port: replicaPort });
+      variants.push(app);
+      return { url: `http://127.0.0.1:${replicaPort}`, app };
     },
     async variant(payments) {
       const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, ...payments });

@@ -181,7 +181,7 @@ describe('removal', () => {
     // The invitation they sent no longer works.
     const pending = await db().query('SELECT 1 FROM workspace_invitations WHERE workspace_id = $1 AND lower(email) = $2', [ws, accomplice]);
     expect(pending.rowCount).toBe(0);
-    expect((await db().query('SELECT 1 FROM console_uploads WHERE workspace_id = $1', [ws])).rowCount).toBe(0);
+    expect((await db().query('SELECT 1 FROM uploads WHERE user_id = $1 AND person_id IS NOT NULL', [ws])).rowCount).toBe(0);
 
     // "keep": the member's key (made while they were an admin) goes on working after they leave the workspace.
     const memberId = await idOf(member);

@@ -13,7 +13,7 @@ process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
 });
 
-export type Kind = 'api' | 'worker';
+export type Kind = 'api' | 'worker' | 'web';
 
 export interface ExitRecord {
   name: string;
@@ -120,13 +120,13 @@ export function waitWorkerReady(p: ServiceProcess, timeoutMs: number): Promise<b
   return pollUntil(() => !p.alive || p.output().includes('polling task queue'), timeoutMs, 50).then((ok) => markReady(p, ok));
 }
 
-/** The API answers GET /v1/health (or died first). */
-export function waitApiReady(p: ServiceProcess, timeoutMs: number): Promise<boolean> {
+/** The API answers GET /v1/health (or died first); the console, `path` (its sign-in service's health). */
+export function waitApiReady(p: ServiceProcess, timeoutMs: number, path = '/v1/health'): Promise<boolean> {
   return pollUntil(
     async () => {
       if (!p.alive) return true;
       try {
-        const res = await fetch(`http://127.0.0.1:${p.port}/v1/health`, { signal: AbortSignal.timeout(1_000) });
+        const res = await fetch(`http://127.0.0.1:${p.port}${path}`, { signal: AbortSignal.timeout(1_000) });
         await res.arrayBuffer();
         return res.status === 200;
       } catch {

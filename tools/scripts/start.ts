@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, refuseLivePaymentsWithSimulator, webUrl } from '../../core/config.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
@@ -32,6 +33,9 @@ try {
   }
   throw err;
 }
+
+/** Local state (DATA_DIR, relative to the checkout unless absolute): Temporal's SQLite file and log, generated secrets. */
+const DATA = resolve(ROOT, config.DATA_DIR);
 
 const stops: Array<() => Promise<void>> = [];
 let stopping = false;
@@ -66,14 +70,14 @@ try {
       uiUrl = 'http://127.0.0.1:8233';
       say(`reusing the Temporal server already running at ${temporalAddress}`);
     } else {
-      mkdirSync(`${ROOT}/.data`, { recursive: true });
+      mkdirSync(DATA, { recursive: true });
       say('starting the Temporal dev server (first run may build the temporal CLI with go, ~5 min)…');
       const server: DevServer = await startTemporalDevServer({
         port: 7233,
         uiPort: 8233,
-        dbFile: `${ROOT}/.data/temporal.sqlite`,
+        dbFile: join(DATA, 'temporal.sqlite'),
         namespace: config.TEMPORAL_NAMESPACE,
-        logFile: `${ROOT}/.data/temporal.log`,
+        logFile: join(DATA, 'temporal.log'),
       });
       stops.push(() => server.stop());
       temporalAddress = server.address;
@@ -103,13 +107,13 @@ try {
   }
 
   if (!config.INTERNAL_SECRET) {
-    const generated = generateInternalSecret(`${ROOT}/.data`);
+    const generated = generateInternalSecret(DATA);
     childEnv.INTERNAL_SECRET = generated.secret;
     say(generated.message);
   }
 
   if (!config.AUTH_SECRET) {
-    const local = localAuthSecret(`${ROOT}/.data`);
+    const local = localAuthSecret(DATA);
     childEnv.AUTH_SECRET = local.secret;
     say(`AUTH_SECRET not set: the console signs sessions with the one in ${local.file}${local.created ? ' (new)' : ''}`);
   }

@@ -67,4 +67,11 @@ export interface LensOutputs {
   automobile: Schemas['AutomobileOutput'];
   'vehicle-condition': Schemas['VehicleConditionOutput'];
 }
-export type LensName = keyof LensOutputs;
+/** Any lens, internal ones included (the keys of a photo record's lenses). */
+export type AnyLensName = keyof LensOutputs;
+/** A lens a request may name in `modules` and `modulesAdd` (GET /v1/modules). */
+export type LensName = Schemas['LensName'];
+/** A stack (curated lens set) a request may name in `preset`. */
+export type StackName = Schemas['StackName'];
+/** A code of the API's error envelope. */
+export type ErrorCode = Schemas['ErrorCode'];

@@ -6,6 +6,7 @@ import { Account } from './pages/Account.tsx';
 import { Dashboard } from './pages/Dashboard.tsx';
 import { DevMailbox } from './pages/DevMailbox.tsx';
 import { AcceptInvitation } from './pages/Invitation.tsx';
+import { BatchPage } from './pages/BatchPage.tsx';
 
 /** Where to go after signing in: a same-site path from ?next=, else home. */
 export function nextPath(): string {
@@ -84,6 +85,11 @@ export function App() {
           </Route>
           <Route path="/check-mail">
             <CheckMail />
+          </Route>
+          <Route path="/batches/:id">
+            {(params) =>
+              session === undefined ? <p aria-live="polite">Loading…</p> : session === null ? <Welcome /> : <BatchPage key={params.id} id={params.id} />
+            }
           </Route>
           <Route path="/dev/mailbox">
             <DevMailbox />

@@ -71,6 +71,7 @@ export interface CaughtMail {
 
 export interface BatchSummary {
   id: string;
+  kind: 'photos' | 'vehicles';
   status: 'running' | 'paused' | 'cancelled' | 'completed';
   pauseReason: 'requested' | 'credits' | null;
   counts: { total: number; done: number; failed: number; pending: number };

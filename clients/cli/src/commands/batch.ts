@@ -116,7 +116,8 @@ async function run(
     hashing.finish();
   }
   const bySha = new Map(hashed.map((p) => [p.sha256, p]));
-  const options = { ...(lenses.length ? { modules: lenses } : {}), ...(args.stack && !vehicles ? { preset: args.stack } : {}) };
+  // Typed as the document's names; the API names an unknown one in its 400.
+  const options = { ...(lenses.length ? { modules: lenses as BatchRequest['modules'] } : {}), ...(args.stack && !vehicles ? { preset: args.stack as BatchRequest['preset'] } : {}) };
   let at = 0;
   const planKey = createHash('sha256')
     .update(JSON.stringify(vehicles
@@ -181,7 +182,7 @@ async function run(
         }
         return [{ name: itemName(v.folder), ...(Object.keys(v.vehicle).length ? { vehicle: v.vehicle } : {}), items: photos.map(item) }];
       });
-      return entries.length ? { vehicles: entries, ...(args.stack ? { preset: args.stack } : {}) } : null;
+      return entries.length ? { vehicles: entries, ...(args.stack ? { preset: args.stack as BatchRequest['preset'] } : {}) } : null;
     }
     const items = hashed.filter((p) => !state.refused.has(p.sha256)).map(item);
     return items.length ? { items, ...options } : null;

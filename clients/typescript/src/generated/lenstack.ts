@@ -405,6 +405,20 @@ export type paths = {
 export type webhooks = Record<string, never>;
 export type components = {
     schemas: {
+        /** @description Concise alt text, about 125 characters, no "image of" prefix */
+        AccessibilityAltText: string;
+        AccessibilityFlags: {
+            /** @description Meaningful text is visible and is included in the descriptions */
+            containsText: boolean;
+            /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
+            colorConveysMeaning: boolean;
+            /** @description Important content has low contrast against its background */
+            lowContrast: boolean;
+            /** @description BCP 47 tag of the language the descriptions are written in */
+            language: string;
+        };
+        /** @description Extended description for screen-reader users: layout, subjects, relevant text, colours that carry meaning */
+        AccessibilityLongDescription: string;
         /**
          * @description Fields the accessibility lens adds to output
          * @example {
@@ -419,26 +433,16 @@ export type components = {
          *     }
          */
         AccessibilityOutput: {
-            /** @description Concise alt text, about 125 characters, no "image of" prefix */
-            altText: string;
-            /** @description Extended description for screen-reader users: layout, subjects, relevant text, colours that carry meaning */
-            longDescription: string;
-            accessibilityFlags: {
-                /** @description Meaningful text is visible and is included in the descriptions */
-                containsText: boolean;
-                /** @description Some information is carried only by colour (charts, signals, colour-coded labels) */
-                colorConveysMeaning: boolean;
-                /** @description Important content has low contrast against its background */
-                lowContrast: boolean;
-                /** @description BCP 47 tag of the language the descriptions are written in */
-                language: string;
-            };
+            altText: components["schemas"]["AccessibilityAltText"];
+            longDescription: components["schemas"]["AccessibilityLongDescription"];
+            accessibilityFlags: components["schemas"]["AccessibilityFlags"];
         };
         Analysis: {
             id: string;
             /** @constant */
             object: "analysis";
             schemaVersion: string;
+            /** Format: date-time */
             createdAt: string;
             output: components["schemas"]["PhotoOutput"] | components["schemas"]["MultiPhotoOutput"] | components["schemas"]["VehicleReportOutput"];
             /** @enum {string} */
@@ -496,17 +500,13 @@ export type components = {
             /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
             imageBase64?: string;
             images?: components["schemas"]["ImageItem"][];
-            /**
-             * @description A stack (curated lens set) from GET /v1/modules
-             * @enum {string}
-             */
-            preset?: "full-analysis" | "quick-scan" | "automobile" | "claims" | "property" | "ecommerce" | "memorial" | "vehicle-condition";
+            preset?: components["schemas"]["StackName"];
             /** @description Lenses to run (instead of a stack) */
-            modules?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
+            modules?: components["schemas"]["LensName"][];
             /** @description Lenses added to the stack */
-            modulesAdd?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
+            modulesAdd?: components["schemas"]["LensName"][];
             /** @description Lenses taken out of the stack (moderation always runs) */
-            modulesRemove?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile" | "vehicle-condition")[];
+            modulesRemove?: components["schemas"]["AnyLensName"][];
             moduleOptions?: {
                 [key: string]: {
                     [key: string]: unknown;
@@ -553,17 +553,13 @@ export type components = {
             /** @description An image as base64 (plain or data URI): JPEG, PNG, WebP, GIF (first frame), TIFF (first page), AVIF, HEIC/HEIF or BMP */
             imageBase64?: string;
             images?: components["schemas"]["ImageItem"][];
-            /**
-             * @description A stack (curated lens set) from GET /v1/modules
-             * @enum {string}
-             */
-            preset?: "full-analysis" | "quick-scan" | "automobile" | "claims" | "property" | "ecommerce" | "memorial" | "vehicle-condition";
+            preset?: components["schemas"]["StackName"];
             /** @description Lenses to run (instead of a stack) */
-            modules?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
+            modules?: components["schemas"]["LensName"][];
             /** @description Lenses added to the stack */
-            modulesAdd?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile")[];
+            modulesAdd?: components["schemas"]["LensName"][];
             /** @description Lenses taken out of the stack (moderation always runs) */
-            modulesRemove?: ("dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile" | "vehicle-condition")[];
+            modulesRemove?: components["schemas"]["AnyLensName"][];
             moduleOptions?: {
                 [key: string]: {
                     [key: string]: unknown;
@@ -611,6 +607,29 @@ export type components = {
             };
         };
         /**
+         * @description Any lens, including those only a stack runs (`modulesRemove`)
+         * @enum {string}
+         */
+        AnyLensName: "dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile" | "vehicle-condition";
+        AtmosphereLighting: {
+            /** @enum {string} */
+            source: "natural" | "artificial" | "mixed" | "flash";
+            /** @enum {string} */
+            quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
+            /** @enum {string} */
+            colorTemperature: "warm" | "neutral" | "cool";
+        };
+        AtmosphereMood: {
+            /** @enum {string} */
+            primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
+            /** @description Up to 5 lower-case mood words */
+            descriptors: string[];
+            /** @description How strongly the mood comes across */
+            intensity: number;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        };
+        /**
          * @description Fields the atmosphere lens adds to output
          * @example {
          *       "mood": {
@@ -641,37 +660,55 @@ export type components = {
          *     }
          */
         AtmosphereOutput: {
-            mood: {
+            mood: components["schemas"]["AtmosphereMood"];
+            weather: components["schemas"]["AtmosphereWeather"];
+            lighting: components["schemas"]["AtmosphereLighting"];
+            timeOfDay: components["schemas"]["AtmosphereTimeOfDay"];
+        };
+        AtmosphereTimeOfDay: {
+            /**
+             * @description Null indoors without windows or when undecidable
+             * @enum {string|null}
+             */
+            period: "dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night" | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        };
+        AtmosphereWeather: {
+            /**
+             * @description Null indoors or when the sky and ground give no evidence
+             * @enum {string|null}
+             */
+            condition: "clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy" | null;
+            evidence: string | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        };
+        AuthenticityAiGeneration: {
+            /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
+            likelihood: number;
+            /** @enum {string} */
+            verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
+        };
+        AuthenticityCaptureMedium: {
+            /** @enum {string} */
+            type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        };
+        AuthenticityManipulation: {
+            /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
+            likelihood: number;
+            /** @enum {string} */
+            verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
+            suspectedEdits: {
                 /** @enum {string} */
-                primary: "joyful" | "calm" | "romantic" | "nostalgic" | "melancholic" | "solemn" | "tense" | "dramatic" | "mysterious" | "energetic" | "festive" | "neutral";
-                /** @description Up to 5 lower-case mood words */
-                descriptors: string[];
-                /** @description How strongly the mood comes across */
-                intensity: number;
+                type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
+                /** @description Where in the frame */
+                region: string;
                 /** @description Calibrated probability 0..1 that this estimate is correct */
                 confidence: number;
-            };
-            weather: {
-                /** @description Null indoors or when the sky and ground give no evidence */
-                condition: ("clear" | "partly-cloudy" | "overcast" | "rain" | "drizzle" | "snow" | "fog" | "storm" | "hail" | "windy") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            lighting: {
-                /** @enum {string} */
-                source: "natural" | "artificial" | "mixed" | "flash";
-                /** @enum {string} */
-                quality: "hard" | "soft" | "diffuse" | "dramatic" | "low-light" | "backlit";
-                /** @enum {string} */
-                colorTemperature: "warm" | "neutral" | "cool";
-            };
-            timeOfDay: {
-                /** @description Null indoors without windows or when undecidable */
-                period: ("dawn" | "morning" | "midday" | "afternoon" | "golden-hour" | "dusk" | "blue-hour" | "night") | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
+            }[];
         };
         /**
          * @description Fields the authenticity lens adds to output
@@ -704,41 +741,19 @@ export type components = {
          *     }
          */
         AuthenticityOutput: {
-            aiGeneration: {
-                /** @description Probability 0..1 that the image was generated (fully or largely) by AI */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-authentic" | "uncertain" | "likely-ai-generated";
-            };
-            manipulation: {
-                /** @description Probability 0..1 that a camera photo was materially edited (content added, removed or altered) */
-                likelihood: number;
-                /** @enum {string} */
-                verdict: "likely-unedited" | "uncertain" | "likely-manipulated";
-                suspectedEdits: {
-                    /** @enum {string} */
-                    type: "splice" | "clone" | "object-removal" | "retouch" | "face-swap" | "text-edit" | "virtual-staging" | "sky-replacement" | "other";
-                    /** @description Where in the frame */
-                    region: string;
-                    /** @description Calibrated probability 0..1 that this estimate is correct */
-                    confidence: number;
-                }[];
-            };
-            /** @description Observable evidence behind both verdicts, for and against */
-            authenticitySignals: {
-                /** @enum {string} */
-                indicates: "ai-generated" | "manipulated" | "authentic";
-                description: string;
-                /** @enum {string} */
-                strength: "weak" | "moderate" | "strong";
-            }[];
-            captureMedium: {
-                /** @enum {string} */
-                type: "camera-photo" | "scanned-print" | "scanned-film" | "photo-of-print" | "photo-of-screen" | "screenshot" | "digital-render" | "illustration" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
+            aiGeneration: components["schemas"]["AuthenticityAiGeneration"];
+            manipulation: components["schemas"]["AuthenticityManipulation"];
+            authenticitySignals: components["schemas"]["AuthenticitySignals"];
+            captureMedium: components["schemas"]["AuthenticityCaptureMedium"];
         };
+        /** @description Observable evidence behind both verdicts, for and against */
+        AuthenticitySignals: {
+            /** @enum {string} */
+            indicates: "ai-generated" | "manipulated" | "authentic";
+            description: string;
+            /** @enum {string} */
+            strength: "weak" | "moderate" | "strong";
+        }[];
         /**
          * @description Fields the automobile lens adds to output
          * @example {
@@ -768,38 +783,41 @@ export type components = {
          *     }
          */
         AutomobileOutput: {
-            /** @description Motor vehicles visible, including background ones */
-            vehicleCount: number;
-            /** @description Most prominent vehicle first, at most 10 */
-            vehicles: {
-                make: string | null;
-                model: string | null;
-                /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
-                trim: string | null;
-                /** @description First model year consistent with what is visible */
-                yearFrom: number | null;
-                /** @description Last model year consistent with what is visible */
-                yearTo: number | null;
-                /** @enum {string} */
-                bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
-                color: {
-                    name: string;
-                    hex: string | null;
-                };
-                /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
-                plate: {
-                    visible: boolean;
-                    legible: boolean;
-                    /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
-                    region: string | null;
-                };
-                /** @description Probability that make and model are both right */
-                confidence: number;
-                /** @description Badges, grille, lights or body lines that support the identification */
-                evidence: string;
-            }[];
+            vehicleCount: components["schemas"]["AutomobileVehicleCount"];
+            vehicles: components["schemas"]["AutomobileVehicles"];
         };
+        /** @description Motor vehicles visible, including background ones */
+        AutomobileVehicleCount: number;
+        /** @description Most prominent vehicle first, at most 10 */
+        AutomobileVehicles: {
+            make: string | null;
+            model: string | null;
+            /** @description Trim, variant or generation when identifiable, e.g. "GTI", "Mk7" */
+            trim: string | null;
+            /** @description First model year consistent with what is visible */
+            yearFrom: number | null;
+            /** @description Last model year consistent with what is visible */
+            yearTo: number | null;
+            /** @enum {string} */
+            bodyType: "sedan" | "hatchback" | "wagon" | "suv" | "crossover" | "coupe" | "convertible" | "pickup" | "van" | "minivan" | "truck" | "bus" | "motorcycle" | "other";
+            color: {
+                name: string;
+                /** @description sRGB colour as #rrggbb */
+                hex: string | null;
+            };
+            /** @enum {string} */
+            view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "top" | "partial";
+            plate: {
+                visible: boolean;
+                legible: boolean;
+                /** @description Country or state the plate format suggests, e.g. "DE", "US-CA" */
+                region: string | null;
+            };
+            /** @description Probability that make and model are both right */
+            confidence: number;
+            /** @description Badges, grille, lights or body lines that support the identification */
+            evidence: string;
+        }[];
         Batch: {
             /** @constant */
             object: "batch";
@@ -811,8 +829,11 @@ export type components = {
             kind: "photos" | "vehicles";
             /** @enum {string} */
             status: "running" | "paused" | "cancelled" | "completed";
-            /** @description Why a paused batch waits; `credits`: buy credits, then resume */
-            pauseReason: ("requested" | "credits") | null;
+            /**
+             * @description Why a paused batch waits; `credits`: buy credits, then resume
+             * @enum {string|null}
+             */
+            pauseReason: "requested" | "credits" | null;
             stack: string | null;
             lenses: string[];
             counts: {
@@ -824,8 +845,11 @@ export type components = {
             creditsCharged: number;
             /** @description Seconds until the pending photos are done at the pace so far; null while paused, before the first photo finished, or when nothing is pending */
             etaSeconds: number | null;
+            /** Format: date-time */
             createdAt: string;
+            /** Format: date-time */
             updatedAt: string;
+            /** Format: date-time */
             completedAt: string | null;
         };
         BatchExportRow: {
@@ -848,53 +872,44 @@ export type components = {
             /** @enum {string} */
             status: "pending" | "done" | "failed";
             error: {
-                code: string;
+                code: components["schemas"]["ErrorCode"];
                 message: string;
             } | null;
             creditsCharged: number;
             /** @description A photo: its lens outputs merged. A vehicle: its report (`reportId` and the vehicle-condition output) */
-            output: (components["schemas"]["PhotoOutput"] | components["schemas"]["VehicleReportOutput"]) | null;
+            output: components["schemas"]["PhotoOutput"] | components["schemas"]["VehicleReportOutput"] | null;
             /** @description A vehicle’s photos in submission order; null for a photo item */
             photos: {
                 source: string;
                 sha256: string | null;
             }[] | null;
         };
+        BatchItemsPage: {
+            items: components["schemas"]["BatchItem"][];
+            /** @description Pass as `after` for the next page; null on the last page */
+            nextAfter: number | null;
+        };
+        /** @description One photo of a batch: `url`, `base64` or `uploadId`, and the name its results and exports show */
+        BatchPhoto: {
+            /** Format: uri */
+            url?: string;
+            base64?: string;
+            /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+            uploadId?: string;
+            name?: string;
+        };
         BatchRequest: {
             /** @description The photos, each a URL, base64 bytes or an `uploadId` (POST /v1/uploads); up to 10,000. Or `vehicles` */
-            items?: {
-                /** Format: uri */
-                url?: string;
-                base64?: string;
-                /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
-                uploadId?: string;
-                name?: string;
-            }[];
+            items?: components["schemas"]["BatchPhoto"][];
             /** @description A vehicle batch (the vehicle-condition stack): up to 1,000 vehicles of 1 to 50 photos each, 10,000 photos in all; one report per vehicle. Or `items` */
-            vehicles?: {
-                name?: string;
-                /** @description This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch */
-                vehicle?: {
-                    vin?: string;
-                    mileage?: number;
-                    year?: number;
-                    make?: string;
-                    model?: string;
-                };
-                /** @description The vehicle’s photos, 1 to 50, in the order its report numbers them */
-                items: {
-                    /** Format: uri */
-                    url?: string;
-                    base64?: string;
-                    /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
-                    uploadId?: string;
-                    name?: string;
-                }[];
-            }[];
-            preset?: string;
-            modules?: string[];
-            modulesAdd?: string[];
-            modulesRemove?: string[];
+            vehicles?: components["schemas"]["BatchVehicle"][];
+            preset?: components["schemas"]["StackName"];
+            /** @description Lenses to run (instead of a stack) */
+            modules?: components["schemas"]["LensName"][];
+            /** @description Lenses added to the stack */
+            modulesAdd?: components["schemas"]["LensName"][];
+            /** @description Lenses taken out of the stack (moderation always runs) */
+            modulesRemove?: components["schemas"]["AnyLensName"][];
             moduleOptions?: {
                 [key: string]: {
                     [key: string]: unknown;
@@ -924,6 +939,53 @@ export type components = {
                 format?: "string" | "number" | "date" | "percentage" | "tags" | "hex";
             }[];
         };
+        /** @description One vehicle of a vehicle batch: its photos and its context */
+        BatchVehicle: {
+            name?: string;
+            /** @description This vehicle’s context (VIN, mileage, year, make, model), over any `context.vehicle` of the batch */
+            vehicle?: {
+                vin?: string;
+                mileage?: number;
+                year?: number;
+                make?: string;
+                model?: string;
+            };
+            /** @description The vehicle’s photos, 1 to 50, in the order its report numbers them */
+            items: components["schemas"]["BatchPhoto"][];
+        };
+        /** @description Small but visually prominent colours, at most 4 */
+        ColorPaletteAccentColors: {
+            /** @description sRGB colour as #rrggbb */
+            hex: string;
+            name: string;
+        }[];
+        /** @description sRGB colour as #rrggbb */
+        ColorPaletteBackgroundColor: string | null;
+        ColorPaletteColorProperties: {
+            /** @enum {string} */
+            temperature: "warm" | "neutral" | "cool";
+            /** @enum {string} */
+            saturation: "monochrome" | "muted" | "moderate" | "vibrant";
+            /** @enum {string} */
+            brightness: "dark" | "balanced" | "bright";
+            /** @enum {string} */
+            contrast: "low" | "medium" | "high";
+            blackAndWhite: boolean;
+            /**
+             * @description Relationship between the dominant hues
+             * @enum {string}
+             */
+            harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
+        };
+        /** @description 3 to 8 colours, largest share first; shares sum to at most 1 */
+        ColorPaletteDominantColors: {
+            /** @description sRGB colour as #rrggbb */
+            hex: string;
+            /** @description Plain colour name, e.g. "burnt orange" */
+            name: string;
+            /** @description Approximate fraction of the image area */
+            share: number;
+        }[];
         /**
          * @description Fields the color-palette lens adds to output
          * @example {
@@ -976,39 +1038,35 @@ export type components = {
          *     }
          */
         ColorPaletteOutput: {
-            /** @description 3 to 8 colours, largest share first; shares sum to at most 1 */
-            dominantColors: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                /** @description Plain colour name, e.g. "burnt orange" */
-                name: string;
-                /** @description Approximate fraction of the image area */
-                share: number;
-            }[];
-            /** @description Small but visually prominent colours, at most 4 */
-            accentColors: {
-                /** @description sRGB colour as #rrggbb */
-                hex: string;
-                name: string;
-            }[];
-            /** @description Colour of a uniform background (product shots); null when there is none */
-            backgroundColor: string | null;
-            colorProperties: {
-                /** @enum {string} */
-                temperature: "warm" | "neutral" | "cool";
-                /** @enum {string} */
-                saturation: "monochrome" | "muted" | "moderate" | "vibrant";
-                /** @enum {string} */
-                brightness: "dark" | "balanced" | "bright";
-                /** @enum {string} */
-                contrast: "low" | "medium" | "high";
-                blackAndWhite: boolean;
-                /**
-                 * @description Relationship between the dominant hues
-                 * @enum {string}
-                 */
-                harmony: "monochromatic" | "analogous" | "complementary" | "triadic" | "split-complementary" | "mixed";
-            };
+            dominantColors: components["schemas"]["ColorPaletteDominantColors"];
+            accentColors: components["schemas"]["ColorPaletteAccentColors"];
+            backgroundColor: components["schemas"]["ColorPaletteBackgroundColor"];
+            colorProperties: components["schemas"]["ColorPaletteColorProperties"];
+        };
+        CompositionAssessment: {
+            /** @description Aesthetic composition score 0..1 */
+            score: number;
+            /** @enum {string} */
+            balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
+            /** @description Up to 3 concrete improvements */
+            suggestions: string[];
+            /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
+            suggestedCrop: {
+                x: number;
+                y: number;
+                width: number;
+                height: number;
+            } | null;
+        };
+        CompositionFraming: {
+            /** @enum {string} */
+            shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
+            /** @enum {string} */
+            cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
+            /** @enum {string} */
+            orientation: "landscape" | "portrait" | "square";
+            /** @enum {string} */
+            depthOfField: "shallow" | "moderate" | "deep";
         };
         /**
          * @description Fields the composition lens adds to output
@@ -1052,47 +1110,52 @@ export type components = {
          *     }
          */
         CompositionOutput: {
-            framing: {
-                /** @enum {string} */
-                shotType: "extreme-close-up" | "close-up" | "medium" | "medium-wide" | "wide" | "extreme-wide";
-                /** @enum {string} */
-                cameraAngle: "eye-level" | "high-angle" | "low-angle" | "overhead" | "worms-eye" | "dutch-tilt";
-                /** @enum {string} */
-                orientation: "landscape" | "portrait" | "square";
-                /** @enum {string} */
-                depthOfField: "shallow" | "moderate" | "deep";
-            };
-            compositionTechniques: {
-                /** @enum {string} */
-                technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            subjectPlacement: {
-                primarySubject: string;
-                /** @enum {string} */
-                position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
-                /** @description Fraction of the frame the primary subject occupies */
-                frameCoverage: number;
-                /** @enum {string} */
-                clutter: "minimal" | "moderate" | "busy";
-            };
-            compositionAssessment: {
-                /** @description Aesthetic composition score 0..1 */
-                score: number;
-                /** @enum {string} */
-                balance: "balanced" | "left-heavy" | "right-heavy" | "top-heavy" | "bottom-heavy";
-                /** @description Up to 3 concrete improvements */
-                suggestions: string[];
-                /** @description Crop rectangle (fractions of width/height, top-left origin) that improves the composition; null if none helps */
-                suggestedCrop: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-            };
+            framing: components["schemas"]["CompositionFraming"];
+            compositionTechniques: components["schemas"]["CompositionTechniques"];
+            subjectPlacement: components["schemas"]["CompositionSubjectPlacement"];
+            compositionAssessment: components["schemas"]["CompositionAssessment"];
         };
+        CompositionSubjectPlacement: {
+            primarySubject: string;
+            /** @enum {string} */
+            position: "center" | "left-third" | "right-third" | "upper-third" | "lower-third" | "off-frame-edge" | "spread";
+            /** @description Fraction of the frame the primary subject occupies */
+            frameCoverage: number;
+            /** @enum {string} */
+            clutter: "minimal" | "moderate" | "busy";
+        };
+        CompositionTechniques: {
+            /** @enum {string} */
+            technique: "rule-of-thirds" | "centered" | "symmetry" | "leading-lines" | "frame-within-frame" | "negative-space" | "patterns-repetition" | "diagonals" | "layering-depth" | "golden-ratio" | "fill-the-frame";
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
+        ConditionDefects: {
+            /** @enum {string} */
+            type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
+            /** @description Where on the subject, e.g. "front left leg" */
+            location: string;
+            /** @enum {string} */
+            severity: "cosmetic" | "moderate" | "structural";
+            description: string;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
+        ConditionItemCondition: {
+            /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
+            subject: string;
+            /** @enum {string} */
+            subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
+            /** @enum {string} */
+            grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
+            /** @description 1 = flawless, 0 = destroyed */
+            score: number;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+            summary: string;
+        };
+        /** @description What the photo cannot show (hidden sides, function, smell, scale) so the grade is read with care */
+        ConditionLimitations: string[];
         /**
          * @description Fields the condition lens adds to output
          * @example {
@@ -1127,32 +1190,9 @@ export type components = {
          *     }
          */
         ConditionOutput: {
-            itemCondition: {
-                /** @description The item, object or structure that was assessed, e.g. "leather armchair", "bathroom", "roof" */
-                subject: string;
-                /** @enum {string} */
-                subjectCategory: "furniture" | "electronics" | "clothing" | "footwear" | "jewellery-watch" | "collectible" | "appliance" | "vehicle" | "building-interior" | "building-exterior" | "tool-equipment" | "document-artwork" | "other";
-                /** @enum {string} */
-                grade: "new" | "like-new" | "excellent" | "good" | "fair" | "poor" | "damaged";
-                /** @description 1 = flawless, 0 = destroyed */
-                score: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                summary: string;
-            };
-            defects: {
-                /** @enum {string} */
-                type: "scratch" | "dent" | "chip" | "crack" | "break" | "tear" | "stain" | "discoloration" | "fading" | "wear" | "rust-corrosion" | "water-damage" | "mold" | "fire-smoke-damage" | "missing-part" | "other";
-                /** @description Where on the subject, e.g. "front left leg" */
-                location: string;
-                /** @enum {string} */
-                severity: "cosmetic" | "moderate" | "structural";
-                description: string;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            /** @description What the photo cannot show (hidden sides, function, smell, scale) so the grade is read with care */
-            conditionLimitations: string[];
+            itemCondition: components["schemas"]["ConditionItemCondition"];
+            defects: components["schemas"]["ConditionDefects"];
+            conditionLimitations: components["schemas"]["ConditionLimitations"];
         };
         CreditBalance: {
             /** @constant */
@@ -1176,6 +1216,37 @@ export type components = {
             total: number;
             /** @description Relative, never a timestamp; 0 since the monthly refill was retired */
             resetsInDays: number;
+        };
+        /** @description Visible evidence for the date, strongest first */
+        DatingDateAnchors: {
+            /** @enum {string} */
+            type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
+            description: string;
+            earliestYear: number | null;
+            latestYear: number | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
+        DatingEstimatedDate: {
+            /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
+            date: string | null;
+            /** @description Single most likely year */
+            year: number | null;
+            earliestYear: number | null;
+            latestYear: number | null;
+            /** @enum {string} */
+            precision: "day" | "month" | "year" | "decade" | "era";
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+            /** @description One or two sentences naming the anchors that drive the estimate */
+            reasoning: string;
+        };
+        DatingHoliday: {
+            /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
+            name: string | null;
+            evidence: string | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
         };
         /**
          * @description Fields the dating lens adds to output
@@ -1225,44 +1296,22 @@ export type components = {
          *     }
          */
         DatingOutput: {
-            estimatedDate: {
-                /** @description ISO 8601 at the precision actually supported: YYYY, YYYY-MM or YYYY-MM-DD; null if no year can be given */
-                date: string | null;
-                /** @description Single most likely year */
-                year: number | null;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @enum {string} */
-                precision: "day" | "month" | "year" | "decade" | "era";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description One or two sentences naming the anchors that drive the estimate */
-                reasoning: string;
-            };
-            /** @description Visible evidence for the date, strongest first */
-            dateAnchors: {
-                /** @enum {string} */
-                type: "printed-date" | "photo-process" | "vehicle" | "clothing" | "hairstyle" | "technology" | "architecture" | "signage" | "product-packaging" | "event" | "known-person-age" | "other";
-                description: string;
-                earliestYear: number | null;
-                latestYear: number | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            season: {
-                name: ("spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season") | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
-            holiday: {
-                /** @description Holiday or occasion, e.g. Christmas, Diwali, a birthday; null if none is evident */
-                name: string | null;
-                evidence: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            };
+            estimatedDate: components["schemas"]["DatingEstimatedDate"];
+            dateAnchors: components["schemas"]["DatingDateAnchors"];
+            season: components["schemas"]["DatingSeason"];
+            holiday: components["schemas"]["DatingHoliday"];
         };
+        DatingSeason: {
+            /** @enum {string|null} */
+            name: "spring" | "summer" | "autumn" | "winter" | "dry-season" | "wet-season" | null;
+            evidence: string | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        };
+        /** @description One sentence, at most 200 characters (IPTC Caption-Abstract) */
+        DescribeCaption: string;
+        /** @description One paragraph, 3 to 6 sentences */
+        DescribeDescription: string;
         /**
          * @description Fields the describe lens adds to output
          * @example {
@@ -1285,15 +1334,15 @@ export type components = {
          *     }
          */
         DescribeOutput: {
-            /** @description Headline of at most 8 words (IPTC Headline / XMP dc:title) */
-            title: string;
-            /** @description One sentence, at most 200 characters (IPTC Caption-Abstract) */
-            caption: string;
-            /** @description One paragraph, 3 to 6 sentences */
-            description: string;
-            /** @description 5 to 25 lower-case keywords, most relevant first, no duplicates (IPTC Keywords) */
-            tags: string[];
+            title: components["schemas"]["DescribeTitle"];
+            caption: components["schemas"]["DescribeCaption"];
+            description: components["schemas"]["DescribeDescription"];
+            tags: components["schemas"]["DescribeTags"];
         };
+        /** @description 5 to 25 lower-case keywords, most relevant first, no duplicates (IPTC Keywords) */
+        DescribeTags: string[];
+        /** @description Headline of at most 8 words (IPTC Headline / XMP dc:title) */
+        DescribeTitle: string;
         Discovery: {
             name: string;
             description: string;
@@ -1389,6 +1438,43 @@ export type components = {
                 ai_generated: true;
             };
         };
+        EntitiesAnimals: {
+            commonName: string;
+            /** @description Scientific name when identifiable */
+            species: string | null;
+            count: number;
+            domestic: boolean;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
+        EntitiesBrands: {
+            name: string;
+            /** @enum {string} */
+            evidence: "logo" | "text" | "distinctive-design" | "packaging";
+            /** @description Name of the object carrying the brand */
+            onObject: string | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
+        /** @description Distinct object kinds, most prominent first, at most 30 */
+        EntitiesObjects: {
+            /** @description Singular, lower-case common noun, e.g. "bicycle" */
+            name: string;
+            /** @enum {string} */
+            category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
+            count: number;
+            /** @enum {string} */
+            prominence: "primary" | "secondary" | "background";
+            /** @description Box of the most prominent instance; null if unsure */
+            boundingBox: {
+                x: number;
+                y: number;
+                width: number;
+                height: number;
+            } | null;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
         /**
          * @description Fields the entities lens adds to output
          * @example {
@@ -1474,48 +1560,15 @@ export type components = {
          *     }
          */
         EntitiesOutput: {
-            /** @description Distinct object kinds, most prominent first, at most 30 */
-            objects: {
-                /** @description Singular, lower-case common noun, e.g. "bicycle" */
-                name: string;
-                /** @enum {string} */
-                category: "furniture" | "electronics" | "vehicle" | "food-drink" | "clothing-accessory" | "tool" | "sports-equipment" | "toy" | "document" | "artwork" | "plant" | "building-structure" | "kitchenware" | "musical-instrument" | "other";
-                count: number;
-                /** @enum {string} */
-                prominence: "primary" | "secondary" | "background";
-                /** @description Box of the most prominent instance; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            brands: {
-                name: string;
-                /** @enum {string} */
-                evidence: "logo" | "text" | "distinctive-design" | "packaging";
-                /** @description Name of the object carrying the brand */
-                onObject: string | null;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            animals: {
-                commonName: string;
-                /** @description Scientific name when identifiable */
-                species: string | null;
-                count: number;
-                domestic: boolean;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
+            objects: components["schemas"]["EntitiesObjects"];
+            brands: components["schemas"]["EntitiesBrands"];
+            animals: components["schemas"]["EntitiesAnimals"];
         };
+        /** @enum {string} */
+        ErrorCode: "VALIDATION_FAILED" | "AUTH_FAILED" | "PLAN_LIMIT_EXCEEDED" | "SCHEMA_NOT_FOUND" | "PHOTO_NOT_IN_REGISTRY" | "NOT_FOUND" | "FORBIDDEN" | "REQUEST_ID_CONFLICT" | "BATCH_FINISHED" | "ITEM_NOT_RETRYABLE" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IMAGE_INVALID" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "PROVIDER_UNAVAILABLE" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
         ErrorEnvelope: {
             error: {
-                /** @enum {string} */
-                code: "VALIDATION_FAILED" | "AUTH_FAILED" | "PLAN_LIMIT_EXCEEDED" | "SCHEMA_NOT_FOUND" | "PHOTO_NOT_IN_REGISTRY" | "NOT_FOUND" | "FORBIDDEN" | "REQUEST_ID_CONFLICT" | "BATCH_FINISHED" | "ITEM_NOT_RETRYABLE" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IMAGE_INVALID" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "PROVIDER_UNAVAILABLE" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
+                code: components["schemas"]["ErrorCode"];
                 message: string;
                 retryable: boolean;
                 requestId: string;
@@ -1550,16 +1603,58 @@ export type components = {
             /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
             uploadId?: string;
         };
+        /**
+         * @description A lens a request may name (GET /v1/modules)
+         * @enum {string}
+         */
+        LensName: "dating" | "people" | "location" | "atmosphere" | "entities" | "accessibility" | "photo-quality" | "text-content" | "composition" | "moderation" | "describe" | "condition" | "authenticity" | "color-palette" | "automobile";
         LensRecord: {
             eventId: string;
             output: {
                 [key: string]: unknown;
             };
             version: string;
+            /** Format: date-time */
             producedAt: string;
             coRunHash: string;
             provider: string;
         };
+        LocationClues: {
+            /** @enum {string} */
+            type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
+            description: string;
+        }[];
+        /** @description Null unless the place is recognisable enough for a coordinate guess to be useful */
+        LocationCoordinates: {
+            latitude: number;
+            longitude: number;
+            /** @description Radius within which you expect the true spot */
+            uncertaintyKm: number;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        } | null;
+        LocationEstimate: {
+            /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
+            name: string | null;
+            city: string | null;
+            /** @description State, province or region */
+            region: string | null;
+            country: string | null;
+            /** @description ISO 3166-1 alpha-2, upper case */
+            countryCode: string | null;
+            /** @enum {string} */
+            precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+            reasoning: string;
+        };
+        LocationLandmarks: {
+            name: string;
+            /** @enum {string} */
+            type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
         /**
          * @description Fields the location lens adds to output
          * @example {
@@ -1609,49 +1704,18 @@ export type components = {
          *     }
          */
         LocationOutput: {
-            locationEstimate: {
-                /** @description Most specific place you can defend, e.g. "Pont Neuf, Paris" */
-                name: string | null;
-                city: string | null;
-                /** @description State, province or region */
-                region: string | null;
-                country: string | null;
-                /** @description ISO 3166-1 alpha-2, upper case */
-                countryCode: string | null;
-                /** @enum {string} */
-                precision: "exact-place" | "neighbourhood" | "city" | "region" | "country" | "continent" | "unknown";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                reasoning: string;
-            };
-            /** @description Null unless the place is recognisable enough for a coordinate guess to be useful */
-            coordinates: {
-                latitude: number;
-                longitude: number;
-                /** @description Radius within which you expect the true spot */
-                uncertaintyKm: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            } | null;
-            landmarks: {
-                name: string;
-                /** @enum {string} */
-                type: "building" | "monument" | "religious-site" | "bridge" | "tower" | "stadium" | "natural-feature" | "park" | "street" | "other";
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-            }[];
-            locationClues: {
-                /** @enum {string} */
-                type: "signage" | "language" | "architecture" | "vegetation" | "terrain" | "road-markings" | "vehicles" | "license-plates" | "landmark" | "climate" | "other";
-                description: string;
-            }[];
-            sceneSetting: {
-                indoor: boolean;
-                /** @enum {string} */
-                environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
-                /** @description e.g. kitchen, beach, train station, church */
-                placeType: string | null;
-            };
+            locationEstimate: components["schemas"]["LocationEstimate"];
+            coordinates: components["schemas"]["LocationCoordinates"];
+            landmarks: components["schemas"]["LocationLandmarks"];
+            locationClues: components["schemas"]["LocationClues"];
+            sceneSetting: components["schemas"]["LocationSceneSetting"];
+        };
+        LocationSceneSetting: {
+            indoor: boolean;
+            /** @enum {string} */
+            environment: "urban" | "suburban" | "rural" | "wilderness" | "coastal" | "mountain" | "desert" | "waterside" | "indoor" | "other";
+            /** @description e.g. kitchen, beach, train station, church */
+            placeType: string | null;
         };
         Lookup: {
             /** @constant */
@@ -1702,6 +1766,35 @@ export type components = {
             /** @description Absent when `matchType` is `none`. */
             photo?: components["schemas"]["PhotoRecord"];
         };
+        Moderation: {
+            /** @description True when any category warrants review or blocking */
+            flagged: boolean;
+            /** @enum {string} */
+            action: "allow" | "review" | "block";
+            categories: {
+                /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
+                sexual: number;
+                /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
+                suggestive: number;
+                /** @description Likelihood 0..1 that the image contains violence or threats */
+                violence: number;
+                /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
+                gore: number;
+                /** @description Likelihood 0..1 that the image contains self-harm */
+                selfHarm: number;
+                /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
+                hateSymbols: number;
+                /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
+                drugs: number;
+                /** @description Likelihood 0..1 that the image contains weapons */
+                weapons: number;
+            };
+            flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
+            /** @description Someone who appears under 18 is visible; null if undecidable */
+            minorsPresent: boolean | null;
+            /** @description Short reason when flagged; null otherwise */
+            reason: string | null;
+        };
         /**
          * @description Fields the moderation lens adds to output
          * @example {
@@ -1725,90 +1818,62 @@ export type components = {
          *     }
          */
         ModerationOutput: {
-            moderation: {
-                /** @description True when any category warrants review or blocking */
-                flagged: boolean;
-                /** @enum {string} */
-                action: "allow" | "review" | "block";
-                categories: {
-                    /** @description Likelihood 0..1 that the image contains nudity or sexual activity */
-                    sexual: number;
-                    /** @description Likelihood 0..1 that the image contains suggestive but non-explicit content */
-                    suggestive: number;
-                    /** @description Likelihood 0..1 that the image contains violence or threats */
-                    violence: number;
-                    /** @description Likelihood 0..1 that the image contains graphic injury, blood or death */
-                    gore: number;
-                    /** @description Likelihood 0..1 that the image contains self-harm */
-                    selfHarm: number;
-                    /** @description Likelihood 0..1 that the image contains hate symbols or extremist imagery */
-                    hateSymbols: number;
-                    /** @description Likelihood 0..1 that the image contains illegal drugs or drug use */
-                    drugs: number;
-                    /** @description Likelihood 0..1 that the image contains weapons */
-                    weapons: number;
-                };
-                flaggedCategories: ("sexual" | "suggestive" | "violence" | "gore" | "selfHarm" | "hateSymbols" | "drugs" | "weapons")[];
-                /** @description Someone who appears under 18 is visible; null if undecidable */
-                minorsPresent: boolean | null;
-                /** @description Short reason when flagged; null otherwise */
-                reason: string | null;
-            };
+            moderation: components["schemas"]["Moderation"];
         };
         /** @description Several photos (images): one entry per image, in request order */
         MultiPhotoOutput: {
             images: {
-                estimatedDate?: components["schemas"]["DatingOutput"]["estimatedDate"];
-                dateAnchors?: components["schemas"]["DatingOutput"]["dateAnchors"];
-                season?: components["schemas"]["DatingOutput"]["season"];
-                holiday?: components["schemas"]["DatingOutput"]["holiday"];
-                peopleCount?: components["schemas"]["PeopleOutput"]["peopleCount"];
-                people?: components["schemas"]["PeopleOutput"]["people"];
-                knownPeopleMatches?: components["schemas"]["PeopleOutput"]["knownPeopleMatches"];
-                groupContext?: components["schemas"]["PeopleOutput"]["groupContext"];
-                locationEstimate?: components["schemas"]["LocationOutput"]["locationEstimate"];
-                coordinates?: components["schemas"]["LocationOutput"]["coordinates"];
-                landmarks?: components["schemas"]["LocationOutput"]["landmarks"];
-                locationClues?: components["schemas"]["LocationOutput"]["locationClues"];
-                sceneSetting?: components["schemas"]["LocationOutput"]["sceneSetting"];
-                mood?: components["schemas"]["AtmosphereOutput"]["mood"];
-                weather?: components["schemas"]["AtmosphereOutput"]["weather"];
-                lighting?: components["schemas"]["AtmosphereOutput"]["lighting"];
-                timeOfDay?: components["schemas"]["AtmosphereOutput"]["timeOfDay"];
-                objects?: components["schemas"]["EntitiesOutput"]["objects"];
-                brands?: components["schemas"]["EntitiesOutput"]["brands"];
-                animals?: components["schemas"]["EntitiesOutput"]["animals"];
-                altText?: components["schemas"]["AccessibilityOutput"]["altText"];
-                longDescription?: components["schemas"]["AccessibilityOutput"]["longDescription"];
-                accessibilityFlags?: components["schemas"]["AccessibilityOutput"]["accessibilityFlags"];
-                qualityScores?: components["schemas"]["PhotoQualityOutput"]["qualityScores"];
-                qualityIssues?: components["schemas"]["PhotoQualityOutput"]["qualityIssues"];
-                qualityVerdict?: components["schemas"]["PhotoQualityOutput"]["qualityVerdict"];
-                textBlocks?: components["schemas"]["TextContentOutput"]["textBlocks"];
-                fullText?: components["schemas"]["TextContentOutput"]["fullText"];
-                primaryLanguage?: components["schemas"]["TextContentOutput"]["primaryLanguage"];
-                framing?: components["schemas"]["CompositionOutput"]["framing"];
-                compositionTechniques?: components["schemas"]["CompositionOutput"]["compositionTechniques"];
-                subjectPlacement?: components["schemas"]["CompositionOutput"]["subjectPlacement"];
-                compositionAssessment?: components["schemas"]["CompositionOutput"]["compositionAssessment"];
-                moderation?: components["schemas"]["ModerationOutput"]["moderation"];
-                title?: components["schemas"]["DescribeOutput"]["title"];
-                caption?: components["schemas"]["DescribeOutput"]["caption"];
-                description?: components["schemas"]["DescribeOutput"]["description"];
-                tags?: components["schemas"]["DescribeOutput"]["tags"];
-                itemCondition?: components["schemas"]["ConditionOutput"]["itemCondition"];
-                defects?: components["schemas"]["ConditionOutput"]["defects"];
-                conditionLimitations?: components["schemas"]["ConditionOutput"]["conditionLimitations"];
-                aiGeneration?: components["schemas"]["AuthenticityOutput"]["aiGeneration"];
-                manipulation?: components["schemas"]["AuthenticityOutput"]["manipulation"];
-                authenticitySignals?: components["schemas"]["AuthenticityOutput"]["authenticitySignals"];
-                captureMedium?: components["schemas"]["AuthenticityOutput"]["captureMedium"];
-                dominantColors?: components["schemas"]["ColorPaletteOutput"]["dominantColors"];
-                accentColors?: components["schemas"]["ColorPaletteOutput"]["accentColors"];
-                backgroundColor?: components["schemas"]["ColorPaletteOutput"]["backgroundColor"];
-                colorProperties?: components["schemas"]["ColorPaletteOutput"]["colorProperties"];
-                vehicleCount?: components["schemas"]["AutomobileOutput"]["vehicleCount"];
-                vehicles?: components["schemas"]["AutomobileOutput"]["vehicles"];
+                estimatedDate?: components["schemas"]["DatingEstimatedDate"];
+                dateAnchors?: components["schemas"]["DatingDateAnchors"];
+                season?: components["schemas"]["DatingSeason"];
+                holiday?: components["schemas"]["DatingHoliday"];
+                peopleCount?: components["schemas"]["PeopleCount"];
+                people?: components["schemas"]["People"];
+                knownPeopleMatches?: components["schemas"]["PeopleKnownPeopleMatches"];
+                groupContext?: components["schemas"]["PeopleGroupContext"];
+                locationEstimate?: components["schemas"]["LocationEstimate"];
+                coordinates?: components["schemas"]["LocationCoordinates"];
+                landmarks?: components["schemas"]["LocationLandmarks"];
+                locationClues?: components["schemas"]["LocationClues"];
+                sceneSetting?: components["schemas"]["LocationSceneSetting"];
+                mood?: components["schemas"]["AtmosphereMood"];
+                weather?: components["schemas"]["AtmosphereWeather"];
+                lighting?: components["schemas"]["AtmosphereLighting"];
+                timeOfDay?: components["schemas"]["AtmosphereTimeOfDay"];
+                objects?: components["schemas"]["EntitiesObjects"];
+                brands?: components["schemas"]["EntitiesBrands"];
+                animals?: components["schemas"]["EntitiesAnimals"];
+                altText?: components["schemas"]["AccessibilityAltText"];
+                longDescription?: components["schemas"]["AccessibilityLongDescription"];
+                accessibilityFlags?: components["schemas"]["AccessibilityFlags"];
+                qualityScores?: components["schemas"]["PhotoQualityQualityScores"];
+                qualityIssues?: components["schemas"]["PhotoQualityQualityIssues"];
+                qualityVerdict?: components["schemas"]["PhotoQualityQualityVerdict"];
+                textBlocks?: components["schemas"]["TextContentTextBlocks"];
+                fullText?: components["schemas"]["TextContentFullText"];
+                primaryLanguage?: components["schemas"]["TextContentPrimaryLanguage"];
+                framing?: components["schemas"]["CompositionFraming"];
+                compositionTechniques?: components["schemas"]["CompositionTechniques"];
+                subjectPlacement?: components["schemas"]["CompositionSubjectPlacement"];
+                compositionAssessment?: components["schemas"]["CompositionAssessment"];
+                moderation?: components["schemas"]["Moderation"];
+                title?: components["schemas"]["DescribeTitle"];
+                caption?: components["schemas"]["DescribeCaption"];
+                description?: components["schemas"]["DescribeDescription"];
+                tags?: components["schemas"]["DescribeTags"];
+                itemCondition?: components["schemas"]["ConditionItemCondition"];
+                defects?: components["schemas"]["ConditionDefects"];
+                conditionLimitations?: components["schemas"]["ConditionLimitations"];
+                aiGeneration?: components["schemas"]["AuthenticityAiGeneration"];
+                manipulation?: components["schemas"]["AuthenticityManipulation"];
+                authenticitySignals?: components["schemas"]["AuthenticitySignals"];
+                captureMedium?: components["schemas"]["AuthenticityCaptureMedium"];
+                dominantColors?: components["schemas"]["ColorPaletteDominantColors"];
+                accentColors?: components["schemas"]["ColorPaletteAccentColors"];
+                backgroundColor?: components["schemas"]["ColorPaletteBackgroundColor"];
+                colorProperties?: components["schemas"]["ColorPaletteColorProperties"];
+                vehicleCount?: components["schemas"]["AutomobileVehicleCount"];
+                vehicles?: components["schemas"]["AutomobileVehicles"];
                 /** @description /v2/analyze with `extract` only: the bespoke extraction */
                 bespoke?: {
                     /** @description The saved schema the extraction used (`bsk_…`); null in the sandbox */
@@ -1830,6 +1895,60 @@ export type components = {
                 embedding?: number[];
             }[];
         };
+        /** @description Prominent people only (at most 20) */
+        People: {
+            /** @description 0-based, left to right among prominent people */
+            index: number;
+            /** @description Where in the frame, e.g. "left foreground" */
+            position: string;
+            /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
+            boundingBox: {
+                x: number;
+                y: number;
+                width: number;
+                height: number;
+            } | null;
+            /** @description Apparent age range; null when the person is too small or turned away */
+            apparentAgeRange: {
+                min: number;
+                max: number;
+            } | null;
+            /** @enum {string} */
+            expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
+            faceVisible: boolean;
+            lookingAtCamera: boolean;
+            /** @enum {string} */
+            pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
+            /** @description Short description of clothing and accessories */
+            clothing: string;
+            activity: string | null;
+        }[];
+        PeopleCount: {
+            /** @description People visible, including partial and background figures */
+            total: number;
+            /** @description People who are a subject of the photo, not background */
+            prominent: number;
+            /** @description True for crowds where the total is an estimate */
+            isEstimate: boolean;
+        };
+        PeopleGroupContext: {
+            /** @enum {string} */
+            type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
+            /** @description e.g. wedding, graduation, picnic; null if not evident */
+            occasion: string | null;
+            description: string;
+        };
+        /** @description Only names from the supplied knownPeople list; empty when none was supplied */
+        PeopleKnownPeopleMatches: {
+            /** @description Exactly as given in the caller's knownPeople list */
+            name: string;
+            /** @description Index into people */
+            personIndex: number;
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+            /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
+            evidence: string;
+        }[];
         /**
          * @description Fields the people lens adds to output
          * @example {
@@ -1916,60 +2035,10 @@ export type components = {
          *     }
          */
         PeopleOutput: {
-            peopleCount: {
-                /** @description People visible, including partial and background figures */
-                total: number;
-                /** @description People who are a subject of the photo, not background */
-                prominent: number;
-                /** @description True for crowds where the total is an estimate */
-                isEstimate: boolean;
-            };
-            /** @description Prominent people only (at most 20) */
-            people: {
-                /** @description 0-based, left to right among prominent people */
-                index: number;
-                /** @description Where in the frame, e.g. "left foreground" */
-                position: string;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Apparent age range; null when the person is too small or turned away */
-                apparentAgeRange: {
-                    min: number;
-                    max: number;
-                } | null;
-                /** @enum {string} */
-                expression: "smiling" | "laughing" | "neutral" | "serious" | "sad" | "surprised" | "angry" | "not-visible";
-                faceVisible: boolean;
-                lookingAtCamera: boolean;
-                /** @enum {string} */
-                pose: "standing" | "sitting" | "lying" | "walking" | "running" | "kneeling" | "other";
-                /** @description Short description of clothing and accessories */
-                clothing: string;
-                activity: string | null;
-            }[];
-            /** @description Only names from the supplied knownPeople list; empty when none was supplied */
-            knownPeopleMatches: {
-                /** @description Exactly as given in the caller's knownPeople list */
-                name: string;
-                /** @description Index into people */
-                personIndex: number;
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
-                /** @description Why: visible name tag, caption, consistent age and role, resemblance across photos */
-                evidence: string;
-            }[];
-            groupContext: {
-                /** @enum {string} */
-                type: "none" | "individual" | "couple" | "family" | "friends" | "colleagues" | "team" | "class" | "crowd" | "audience" | "other";
-                /** @description e.g. wedding, graduation, picnic; null if not evident */
-                occasion: string | null;
-                description: string;
-            };
+            peopleCount: components["schemas"]["PeopleCount"];
+            people: components["schemas"]["People"];
+            knownPeopleMatches: components["schemas"]["PeopleKnownPeopleMatches"];
+            groupContext: components["schemas"]["PeopleGroupContext"];
         };
         /**
          * @description One photo (imageUrl or imageBase64): the fields of every lens that ran, flat. Each field is defined by its lens’s component (`DatingOutput`, …).
@@ -2509,57 +2578,57 @@ export type components = {
          *     }
          */
         PhotoOutput: {
-            estimatedDate?: components["schemas"]["DatingOutput"]["estimatedDate"];
-            dateAnchors?: components["schemas"]["DatingOutput"]["dateAnchors"];
-            season?: components["schemas"]["DatingOutput"]["season"];
-            holiday?: components["schemas"]["DatingOutput"]["holiday"];
-            peopleCount?: components["schemas"]["PeopleOutput"]["peopleCount"];
-            people?: components["schemas"]["PeopleOutput"]["people"];
-            knownPeopleMatches?: components["schemas"]["PeopleOutput"]["knownPeopleMatches"];
-            groupContext?: components["schemas"]["PeopleOutput"]["groupContext"];
-            locationEstimate?: components["schemas"]["LocationOutput"]["locationEstimate"];
-            coordinates?: components["schemas"]["LocationOutput"]["coordinates"];
-            landmarks?: components["schemas"]["LocationOutput"]["landmarks"];
-            locationClues?: components["schemas"]["LocationOutput"]["locationClues"];
-            sceneSetting?: components["schemas"]["LocationOutput"]["sceneSetting"];
-            mood?: components["schemas"]["AtmosphereOutput"]["mood"];
-            weather?: components["schemas"]["AtmosphereOutput"]["weather"];
-            lighting?: components["schemas"]["AtmosphereOutput"]["lighting"];
-            timeOfDay?: components["schemas"]["AtmosphereOutput"]["timeOfDay"];
-            objects?: components["schemas"]["EntitiesOutput"]["objects"];
-            brands?: components["schemas"]["EntitiesOutput"]["brands"];
-            animals?: components["schemas"]["EntitiesOutput"]["animals"];
-            altText?: components["schemas"]["AccessibilityOutput"]["altText"];
-            longDescription?: components["schemas"]["AccessibilityOutput"]["longDescription"];
-            accessibilityFlags?: components["schemas"]["AccessibilityOutput"]["accessibilityFlags"];
-            qualityScores?: components["schemas"]["PhotoQualityOutput"]["qualityScores"];
-            qualityIssues?: components["schemas"]["PhotoQualityOutput"]["qualityIssues"];
-            qualityVerdict?: components["schemas"]["PhotoQualityOutput"]["qualityVerdict"];
-            textBlocks?: components["schemas"]["TextContentOutput"]["textBlocks"];
-            fullText?: components["schemas"]["TextContentOutput"]["fullText"];
-            primaryLanguage?: components["schemas"]["TextContentOutput"]["primaryLanguage"];
-            framing?: components["schemas"]["CompositionOutput"]["framing"];
-            compositionTechniques?: components["schemas"]["CompositionOutput"]["compositionTechniques"];
-            subjectPlacement?: components["schemas"]["CompositionOutput"]["subjectPlacement"];
-            compositionAssessment?: components["schemas"]["CompositionOutput"]["compositionAssessment"];
-            moderation?: components["schemas"]["ModerationOutput"]["moderation"];
-            title?: components["schemas"]["DescribeOutput"]["title"];
-            caption?: components["schemas"]["DescribeOutput"]["caption"];
-            description?: components["schemas"]["DescribeOutput"]["description"];
-            tags?: components["schemas"]["DescribeOutput"]["tags"];
-            itemCondition?: components["schemas"]["ConditionOutput"]["itemCondition"];
-            defects?: components["schemas"]["ConditionOutput"]["defects"];
-            conditionLimitations?: components["schemas"]["ConditionOutput"]["conditionLimitations"];
-            aiGeneration?: components["schemas"]["AuthenticityOutput"]["aiGeneration"];
-            manipulation?: components["schemas"]["AuthenticityOutput"]["manipulation"];
-            authenticitySignals?: components["schemas"]["AuthenticityOutput"]["authenticitySignals"];
-            captureMedium?: components["schemas"]["AuthenticityOutput"]["captureMedium"];
-            dominantColors?: components["schemas"]["ColorPaletteOutput"]["dominantColors"];
-            accentColors?: components["schemas"]["ColorPaletteOutput"]["accentColors"];
-            backgroundColor?: components["schemas"]["ColorPaletteOutput"]["backgroundColor"];
-            colorProperties?: components["schemas"]["ColorPaletteOutput"]["colorProperties"];
-            vehicleCount?: components["schemas"]["AutomobileOutput"]["vehicleCount"];
-            vehicles?: components["schemas"]["AutomobileOutput"]["vehicles"];
+            estimatedDate?: components["schemas"]["DatingEstimatedDate"];
+            dateAnchors?: components["schemas"]["DatingDateAnchors"];
+            season?: components["schemas"]["DatingSeason"];
+            holiday?: components["schemas"]["DatingHoliday"];
+            peopleCount?: components["schemas"]["PeopleCount"];
+            people?: components["schemas"]["People"];
+            knownPeopleMatches?: components["schemas"]["PeopleKnownPeopleMatches"];
+            groupContext?: components["schemas"]["PeopleGroupContext"];
+            locationEstimate?: components["schemas"]["LocationEstimate"];
+            coordinates?: components["schemas"]["LocationCoordinates"];
+            landmarks?: components["schemas"]["LocationLandmarks"];
+            locationClues?: components["schemas"]["LocationClues"];
+            sceneSetting?: components["schemas"]["LocationSceneSetting"];
+            mood?: components["schemas"]["AtmosphereMood"];
+            weather?: components["schemas"]["AtmosphereWeather"];
+            lighting?: components["schemas"]["AtmosphereLighting"];
+            timeOfDay?: components["schemas"]["AtmosphereTimeOfDay"];
+            objects?: components["schemas"]["EntitiesObjects"];
+            brands?: components["schemas"]["EntitiesBrands"];
+            animals?: components["schemas"]["EntitiesAnimals"];
+            altText?: components["schemas"]["AccessibilityAltText"];
+            longDescription?: components["schemas"]["AccessibilityLongDescription"];
+            accessibilityFlags?: components["schemas"]["AccessibilityFlags"];
+            qualityScores?: components["schemas"]["PhotoQualityQualityScores"];
+            qualityIssues?: components["schemas"]["PhotoQualityQualityIssues"];
+            qualityVerdict?: components["schemas"]["PhotoQualityQualityVerdict"];
+            textBlocks?: components["schemas"]["TextContentTextBlocks"];
+            fullText?: components["schemas"]["TextContentFullText"];
+            primaryLanguage?: components["schemas"]["TextContentPrimaryLanguage"];
+            framing?: components["schemas"]["CompositionFraming"];
+            compositionTechniques?: components["schemas"]["CompositionTechniques"];
+            subjectPlacement?: components["schemas"]["CompositionSubjectPlacement"];
+            compositionAssessment?: components["schemas"]["CompositionAssessment"];
+            moderation?: components["schemas"]["Moderation"];
+            title?: components["schemas"]["DescribeTitle"];
+            caption?: components["schemas"]["DescribeCaption"];
+            description?: components["schemas"]["DescribeDescription"];
+            tags?: components["schemas"]["DescribeTags"];
+            itemCondition?: components["schemas"]["ConditionItemCondition"];
+            defects?: components["schemas"]["ConditionDefects"];
+            conditionLimitations?: components["schemas"]["ConditionLimitations"];
+            aiGeneration?: components["schemas"]["AuthenticityAiGeneration"];
+            manipulation?: components["schemas"]["AuthenticityManipulation"];
+            authenticitySignals?: components["schemas"]["AuthenticitySignals"];
+            captureMedium?: components["schemas"]["AuthenticityCaptureMedium"];
+            dominantColors?: components["schemas"]["ColorPaletteDominantColors"];
+            accentColors?: components["schemas"]["ColorPaletteAccentColors"];
+            backgroundColor?: components["schemas"]["ColorPaletteBackgroundColor"];
+            colorProperties?: components["schemas"]["ColorPaletteColorProperties"];
+            vehicleCount?: components["schemas"]["AutomobileVehicleCount"];
+            vehicles?: components["schemas"]["AutomobileVehicles"];
             /** @description /v2/analyze with `extract` only: the bespoke extraction */
             bespoke?: {
                 /** @description The saved schema the extraction used (`bsk_…`); null in the sandbox */
@@ -2610,40 +2679,45 @@ export type components = {
          *     }
          */
         PhotoQualityOutput: {
-            qualityScores: {
-                /** @description Overall technical quality 0..1 */
-                overall: number;
-                /** @description 1 = critically sharp on the subject */
-                sharpness: number;
-                /** @description 1 = well exposed, no clipped highlights or crushed shadows */
-                exposure: number;
-                /** @description 1 = clean, 0 = heavy noise or grain */
-                noise: number;
-                /** @description 1 = neutral white balance, no colour cast or fading */
-                colorAccuracy: number;
-            };
-            qualityIssues: {
-                /** @enum {string} */
-                type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
-                description: string;
-            }[];
-            qualityVerdict: {
-                /** @enum {string} */
-                rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
-                suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
-                /** @description Damage or fading that restoration would fix */
-                restorationRecommended: boolean;
-                summary: string;
-            };
+            qualityScores: components["schemas"]["PhotoQualityQualityScores"];
+            qualityIssues: components["schemas"]["PhotoQualityQualityIssues"];
+            qualityVerdict: components["schemas"]["PhotoQualityQualityVerdict"];
+        };
+        PhotoQualityQualityIssues: {
+            /** @enum {string} */
+            type: "motion-blur" | "out-of-focus" | "camera-shake" | "overexposed" | "underexposed" | "noise" | "compression-artifacts" | "low-resolution" | "color-cast" | "fading" | "scratches-dust" | "tear-crease" | "lens-flare" | "tilted-horizon" | "obstruction" | "red-eye" | "chromatic-aberration" | "other";
+            /** @enum {string} */
+            severity: "minor" | "moderate" | "severe";
+            description: string;
+        }[];
+        PhotoQualityQualityScores: {
+            /** @description Overall technical quality 0..1 */
+            overall: number;
+            /** @description 1 = critically sharp on the subject */
+            sharpness: number;
+            /** @description 1 = well exposed, no clipped highlights or crushed shadows */
+            exposure: number;
+            /** @description 1 = clean, 0 = heavy noise or grain */
+            noise: number;
+            /** @description 1 = neutral white balance, no colour cast or fading */
+            colorAccuracy: number;
+        };
+        PhotoQualityQualityVerdict: {
+            /** @enum {string} */
+            rating: "excellent" | "good" | "acceptable" | "poor" | "unusable";
+            suitableFor: ("print" | "web" | "social" | "listing" | "evidence" | "archive")[];
+            /** @description Damage or fading that restoration would fix */
+            restorationRecommended: boolean;
+            summary: string;
         };
         /** @description Registry projection of one photo of the caller, keyed by lens. */
         PhotoRecord: {
             sha256: string;
             pHash: string;
             dHash: string;
+            /** Format: date-time */
             firstAnalyzedAt: string;
+            /** Format: date-time */
             lastAnalyzedAt: string;
             totalCreditsSpent: number;
             analyzeCallCount: number;
@@ -2701,6 +2775,13 @@ export type components = {
             };
         };
         /**
+         * @description A stack (curated lens set) from GET /v1/modules
+         * @enum {string}
+         */
+        StackName: "full-analysis" | "quick-scan" | "automobile" | "claims" | "property" | "ecommerce" | "memorial" | "vehicle-condition";
+        /** @description All transcribed text in reading order, blocks separated by newlines; empty string if none */
+        TextContentFullText: string;
+        /**
          * @description Fields the text-content lens adds to output
          * @example {
          *       "textBlocks": [
@@ -2736,30 +2817,65 @@ export type components = {
          *     }
          */
         TextContentOutput: {
-            /** @description In natural reading order, at most 50 blocks */
-            textBlocks: {
-                /** @description Verbatim, original spelling; [?] marks an illegible character */
-                text: string;
-                /** @enum {string} */
-                kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
-                /** @description BCP 47 tag; null for numbers or codes */
-                language: string | null;
-                handwritten: boolean;
-                /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
-                boundingBox: {
-                    x: number;
-                    y: number;
-                    width: number;
-                    height: number;
-                } | null;
-                /** @description Probability that the transcription is exact */
-                confidence: number;
-            }[];
-            /** @description All transcribed text in reading order, blocks separated by newlines; empty string if none */
-            fullText: string;
-            /** @description BCP 47 tag of the dominant language; null when there is no text */
-            primaryLanguage: string | null;
+            textBlocks: components["schemas"]["TextContentTextBlocks"];
+            fullText: components["schemas"]["TextContentFullText"];
+            primaryLanguage: components["schemas"]["TextContentPrimaryLanguage"];
         };
+        /** @description BCP 47 tag of the dominant language; null when there is no text */
+        TextContentPrimaryLanguage: string | null;
+        /** @description In natural reading order, at most 50 blocks */
+        TextContentTextBlocks: {
+            /** @description Verbatim, original spelling; [?] marks an illegible character */
+            text: string;
+            /** @enum {string} */
+            kind: "sign" | "label" | "document" | "caption" | "handwriting" | "screen" | "product-packaging" | "clothing" | "license-plate" | "date-stamp" | "watermark" | "other";
+            /** @description BCP 47 tag; null for numbers or codes */
+            language: string | null;
+            handwritten: boolean;
+            /** @description Box as fractions of image width/height from the top-left corner; null if unsure */
+            boundingBox: {
+                x: number;
+                y: number;
+                width: number;
+                height: number;
+            } | null;
+            /** @description Probability that the transcription is exact */
+            confidence: number;
+        }[];
+        VehicleConditionAccidentIndicators: {
+            /** @description Probability 0..1 of a past collision or structural repair */
+            likelihood: number;
+            indicators: {
+                /** @enum {string} */
+                type: "uneven-panel-gaps" | "paint-mismatch" | "overspray" | "replaced-panel" | "deployed-airbag" | "crumple-damage" | "frame-damage" | "misaligned-lights-or-panels" | "broken-glass" | "fresh-repair" | "other";
+                description: string;
+                /** @description 0-based positions in the request's images array */
+                photoIndexes: number[];
+            }[];
+        };
+        VehicleConditionComponentGrades: {
+            /** @enum {string} */
+            component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
+            /** @enum {string} */
+            grade: "good" | "fair" | "poor" | "damaged" | "not-visible";
+            notes: string | null;
+        }[];
+        /** @description Standard views no usable photo covers */
+        VehicleConditionMissingViews: ("front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay")[];
+        /** @description Damage de-duplicated across photos: the same dent seen twice is one observation */
+        VehicleConditionObservations: {
+            /** @enum {string} */
+            component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
+            /** @enum {string} */
+            type: "scratch" | "scuff" | "dent" | "crack" | "chip" | "broken" | "missing-part" | "rust" | "paint-damage" | "glass-damage" | "tyre-wear" | "misalignment" | "interior-wear" | "stain" | "tear" | "fluid-leak" | "other";
+            /** @enum {string} */
+            severity: "minor" | "moderate" | "severe";
+            description: string;
+            /** @description 0-based positions in the request's images array */
+            photoIndexes: number[];
+            /** @description Calibrated probability 0..1 that this estimate is correct */
+            confidence: number;
+        }[];
         /**
          * @description Fields the vehicle-condition lens adds to output
          * @example {
@@ -2927,113 +3043,88 @@ export type components = {
          *     }
          */
         VehicleConditionOutput: {
-            photos: {
-                /** @description 0-based position in the request's images array */
-                index: number;
+            photos: components["schemas"]["VehicleConditionPhotos"];
+            overallCondition: components["schemas"]["VehicleConditionOverallCondition"];
+            observations: components["schemas"]["VehicleConditionObservations"];
+            componentGrades: components["schemas"]["VehicleConditionComponentGrades"];
+            accidentIndicators: components["schemas"]["VehicleConditionAccidentIndicators"];
+            photoQuality: components["schemas"]["VehicleConditionPhotoQuality"];
+            missingViews: components["schemas"]["VehicleConditionMissingViews"];
+            vehicleContext: components["schemas"]["VehicleConditionVehicleContext"];
+        };
+        VehicleConditionOverallCondition: {
+            /** @enum {string} */
+            grade: "excellent" | "good" | "fair" | "poor" | "salvage";
+            /** @description 1 = showroom, 0 = write-off */
+            score: number;
+            /** @description Lower when views are missing or photos are poor */
+            confidence: number;
+            summary: string;
+        };
+        VehicleConditionPhotoQuality: {
+            /** @enum {string} */
+            rating: "good" | "acceptable" | "poor";
+            usablePhotoCount: number;
+            issues: {
+                photoIndex: number;
                 /** @enum {string} */
-                view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay" | "trunk" | "roof" | "undercarriage" | "wheel-detail" | "damage-close-up" | "document" | "other";
-                angle: {
-                    /** @enum {string} */
-                    elevation: "low" | "eye-level" | "high" | "overhead";
-                    /** @enum {string} */
-                    distance: "close-up" | "medium" | "full-vehicle";
-                };
-                usable: boolean;
-                /** @description Short findings from this photo */
-                observations: string[];
-            }[];
-            overallCondition: {
-                /** @enum {string} */
-                grade: "excellent" | "good" | "fair" | "poor" | "salvage";
-                /** @description 1 = showroom, 0 = write-off */
-                score: number;
-                /** @description Lower when views are missing or photos are poor */
-                confidence: number;
-                summary: string;
-            };
-            /** @description Damage de-duplicated across photos: the same dent seen twice is one observation */
-            observations: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                type: "scratch" | "scuff" | "dent" | "crack" | "chip" | "broken" | "missing-part" | "rust" | "paint-damage" | "glass-damage" | "tyre-wear" | "misalignment" | "interior-wear" | "stain" | "tear" | "fluid-leak" | "other";
-                /** @enum {string} */
-                severity: "minor" | "moderate" | "severe";
+                issue: "blurry" | "too-dark" | "overexposed" | "glare-reflections" | "obstructed" | "too-far" | "cropped" | "wet-or-dirty-surface" | "low-resolution";
                 description: string;
+            }[];
+        };
+        VehicleConditionPhotos: {
+            /** @description 0-based position in the request's images array */
+            index: number;
+            /** @enum {string} */
+            view: "front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay" | "trunk" | "roof" | "undercarriage" | "wheel-detail" | "damage-close-up" | "document" | "other";
+            angle: {
+                /** @enum {string} */
+                elevation: "low" | "eye-level" | "high" | "overhead";
+                /** @enum {string} */
+                distance: "close-up" | "medium" | "full-vehicle";
+            };
+            usable: boolean;
+            /** @description Short findings from this photo */
+            observations: string[];
+        }[];
+        VehicleConditionVehicleContext: {
+            make: string | null;
+            model: string | null;
+            year: number | null;
+            vin: string | null;
+            mileage: number | null;
+            /** @enum {string|null} */
+            mileageUnit: "km" | "mi" | null;
+            color: string | null;
+            /** @description Where each non-null value came from */
+            sources: {
+                /** @enum {string} */
+                field: "make" | "model" | "year" | "vin" | "mileage" | "color";
+                /** @enum {string} */
+                source: "context" | "photos" | "context-confirmed";
+            }[];
+            /** @description Caller-supplied values the photos contradict */
+            mismatches: {
+                /** @enum {string} */
+                field: "make" | "model" | "year" | "vin" | "mileage" | "color";
+                contextValue: string;
+                observedValue: string;
                 /** @description 0-based positions in the request's images array */
                 photoIndexes: number[];
-                /** @description Calibrated probability 0..1 that this estimate is correct */
-                confidence: number;
             }[];
-            componentGrades: {
-                /** @enum {string} */
-                component: "front-bumper" | "rear-bumper" | "grille" | "hood" | "roof" | "trunk-tailgate" | "front-left-fender" | "front-right-fender" | "rear-left-quarter-panel" | "rear-right-quarter-panel" | "front-left-door" | "front-right-door" | "rear-left-door" | "rear-right-door" | "left-sill" | "right-sill" | "windshield" | "rear-window" | "side-windows" | "headlights" | "taillights" | "mirrors" | "wheels-tyres" | "seats-upholstery" | "dashboard-controls" | "engine-bay" | "undercarriage" | "other";
-                /** @enum {string} */
-                grade: "good" | "fair" | "poor" | "damaged" | "not-visible";
-                notes: string | null;
-            }[];
-            accidentIndicators: {
-                /** @description Probability 0..1 of a past collision or structural repair */
-                likelihood: number;
-                indicators: {
-                    /** @enum {string} */
-                    type: "uneven-panel-gaps" | "paint-mismatch" | "overspray" | "replaced-panel" | "deployed-airbag" | "crumple-damage" | "frame-damage" | "misaligned-lights-or-panels" | "broken-glass" | "fresh-repair" | "other";
-                    description: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-            };
-            photoQuality: {
-                /** @enum {string} */
-                rating: "good" | "acceptable" | "poor";
-                usablePhotoCount: number;
-                issues: {
-                    photoIndex: number;
-                    /** @enum {string} */
-                    issue: "blurry" | "too-dark" | "overexposed" | "glare-reflections" | "obstructed" | "too-far" | "cropped" | "wet-or-dirty-surface" | "low-resolution";
-                    description: string;
-                }[];
-            };
-            /** @description Standard views no usable photo covers */
-            missingViews: ("front" | "rear" | "left" | "right" | "front-left" | "front-right" | "rear-left" | "rear-right" | "interior" | "odometer" | "vin-plate" | "engine-bay")[];
-            vehicleContext: {
-                make: string | null;
-                model: string | null;
-                year: number | null;
-                vin: string | null;
-                mileage: number | null;
-                mileageUnit: ("km" | "mi") | null;
-                color: string | null;
-                /** @description Where each non-null value came from */
-                sources: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    /** @enum {string} */
-                    source: "context" | "photos" | "context-confirmed";
-                }[];
-                /** @description Caller-supplied values the photos contradict */
-                mismatches: {
-                    /** @enum {string} */
-                    field: "make" | "model" | "year" | "vin" | "mileage" | "color";
-                    contextValue: string;
-                    observedValue: string;
-                    /** @description 0-based positions in the request's images array */
-                    photoIndexes: number[];
-                }[];
-                /** @description False if the photos show more than one vehicle; null if undecidable */
-                sameVehicleInAllPhotos: boolean | null;
-            };
+            /** @description False if the photos show more than one vehicle; null if undecidable */
+            sameVehicleInAllPhotos: boolean | null;
         };
         /** @description The vehicle-condition stack (outputSchema "vehicle"): one report over all photos; each field is defined by `VehicleConditionOutput` */
         VehicleReportOutput: {
-            photos: components["schemas"]["VehicleConditionOutput"]["photos"];
-            overallCondition: components["schemas"]["VehicleConditionOutput"]["overallCondition"];
-            observations: components["schemas"]["VehicleConditionOutput"]["observations"];
-            componentGrades: components["schemas"]["VehicleConditionOutput"]["componentGrades"];
-            accidentIndicators: components["schemas"]["VehicleConditionOutput"]["accidentIndicators"];
-            photoQuality: components["schemas"]["VehicleConditionOutput"]["photoQuality"];
-            missingViews: components["schemas"]["VehicleConditionOutput"]["missingViews"];
-            vehicleContext: components["schemas"]["VehicleConditionOutput"]["vehicleContext"];
+            photos: components["schemas"]["VehicleConditionPhotos"];
+            overallCondition: components["schemas"]["VehicleConditionOverallCondition"];
+            observations: components["schemas"]["VehicleConditionObservations"];
+            componentGrades: components["schemas"]["VehicleConditionComponentGrades"];
+            accidentIndicators: components["schemas"]["VehicleConditionAccidentIndicators"];
+            photoQuality: components["schemas"]["VehicleConditionPhotoQuality"];
+            missingViews: components["schemas"]["VehicleConditionMissingViews"];
+            vehicleContext: components["schemas"]["VehicleConditionVehicleContext"];
             reportId: string;
         };
     };
@@ -4702,10 +4793,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["BatchItem"][];
-                        nextAfter: number | null;
-                    };
+                    "application/json": components["schemas"]["BatchItemsPage"];
                 };
             };
             /** @description Error: `VALIDATION_FAILED` */

@@ -1,5 +1,6 @@
 import { lazy, Suspense, useCallback, useEffect, useState, type FormEvent } from 'react';
 import { call, ConsoleError, type BatchSummary, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
+import { Link } from 'wouter';
 
 const fmt = new Intl.NumberFormat('en');
 const day = (iso: string) => new Date(iso).toISOString().slice(0, 10);
@@ -583,13 +584,15 @@ function BatchesPanel({ workspaceId, canStart }: { workspaceId: string; canStart
           return (
             <li key={b.id} data-testid={`batch-${b.id}`}>
               <div className="bar">
-                <strong>{b.id}</strong>
+                <strong>
+                  <Link href={`/batches/${b.id}`}>{b.id}</Link>
+                </strong>
                 <span>
                   {b.status === 'paused' && b.pauseReason === 'credits' ? 'paused: out of credits' : b.status}
                   {b.etaSeconds !== null && ` · about ${Math.max(1, Math.round(b.etaSeconds / 60))} min left`}
                 </span>
               </div>
-              <progress max={b.counts.total} value={finished} aria-label={`${b.id}: ${finished} of ${b.counts.total} photos finished`}>
+              <progress max={b.counts.total} value={finished} aria-label={`${b.id}: ${finished} of ${b.counts.total} ${b.kind === 'vehicles' ? 'vehicles' : 'photos'} finished`}>
                 {pct}%
               </progress>
               <p className="hint">
