@@ -13,6 +13,8 @@ import { collectPhotos, hashFile, PHOTO_EXTENSIONS } from '../../clients/cli/src
 import { itemName } from '../../clients/cli/src/commands/batch.ts';
 import { defaultOutput } from '../../clients/cli/src/commands/enrich.ts';
 import { main } from '../../clients/cli/src/main.ts';
+import { checkNames, nearest } from '../../clients/cli/src/names.ts';
+import { LENS_NAMES, STACK_NAMES } from '@lenstack/client';
 import { PHOTOS_DIR } from '../helpers/photos.ts';
 import { Progress, progressLine } from '../../clients/cli/src/progress.ts';
 import { formatCell, readPath } from '../../clients/cli/src/render.ts';
@@ -229,5 +231,29 @@ describe('lenstack CLI parts', () => {
     } finally {
       await new Promise((r) => server.close(r));
     }
+  });
+});
+
+describe('lens and stack names, checked before sending', () => {
+  it('suggests the nearest valid name for a typo, and none for another word', () => {
+    expect(nearest('datng', LENS_NAMES)).toBe('dating');
+    expect(nearest('Colour-palette', LENS_NAMES)).toBe('color-palette');
+    expect(nearest('full-analysys', STACK_NAMES)).toBe('full-analysis');
+    expect(nearest('weather', LENS_NAMES)).toBeNull();
+  });
+
+  it('accepts every name the API document lists, refuses the rest with exit 2, and the internal lens too', () => {
+    expect(() => checkNames([...LENS_NAMES], STACK_NAMES[0])).not.toThrow();
+    const refused = (() => {
+      try {
+        checkNames(['vehicle-condition'], undefined);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(refused).toBeInstanceOf(CliError);
+    expect(exitCodeOf(refused)).toBe(EXIT.USAGE);
+    expect(String((refused as Error).message)).toContain('unknown lens "vehicle-condition"');
+    expect(() => checkNames([], 'nope')).toThrow(/unknown stack "nope" \(lenstack catalog lists them\)/);
   });
 });

@@ -380,6 +380,15 @@ describe('lenstack CLI', () => {
     expect(missing.stderr).toContain('no-such-photo.jpg: no such file');
     expect((await lenstack(['analyze', photo('Canon_40D.jpg'), '--export', 'x.xlsx'])).code).toBe(2);
     expect((await lenstack(['frobnicate'])).code).toBe(2);
+    // A misspelled lens or stack is a usage error found before any request: nothing is analysed.
+    const requestsBefore = (await p.db.query('SELECT (SELECT count(*) FROM credit_ledger WHERE user_id = $1) + (SELECT count(*) FROM batches WHERE user_id = $1) AS n', [user.userId])).rows[0].n;
+    const typo = await lenstack(['analyze', photo('Canon_40D.jpg'), '--lens', 'dating,locaton']);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('unknown lens "locaton"; did you mean "location"?');
+    const stackTypo = await lenstack(['batch', photo('Canon_40D.jpg'), '--stack', 'quickscan']);
+    expect(stackTypo.code).toBe(2);
+    expect(stackTypo.stderr).toContain('unknown stack "quickscan"; did you mean "quick-scan"?');
+    expect((await p.db.query('SELECT (SELECT count(*) FROM credit_ledger WHERE user_id = $1) + (SELECT count(*) FROM batches WHERE user_id = $1) AS n', [user.userId])).rows[0].n).toBe(requestsBefore);
 
     const poor = await createTestUser(p.db, { community: 1 });
     const broke = await lenstack(['analyze', photo('Canon_40D.jpg'), '--stack', 'full-analysis'], { LENSTACK_API_KEY: poor.liveKey });

@@ -36,7 +36,7 @@ Batches:
   --manifest) with the columns folder,vin,mileage,make,model,year gives each folder its data.
 
 Exit codes:
-  0 ok   2 usage (bad arguments, unreadable file)   3 auth (no key, key refused)
+  0 ok   2 usage (bad arguments, unreadable file, an unknown lens or stack: checked before sending)   3 auth (no key, key refused)
   4 not enough credits (or a batch paused for them)   5 other API error, or a batch with failed
   photos or cancelled   6 network (no answer)   1 a fault of the CLI   130 interrupted (run again)
 

@@ -23,6 +23,9 @@ export async function generateTypes(): Promise<string> {
     exportType: true,
     // A field with a default is optional in a request (openapi-typescript would require `refresh`).
     defaultNonNullable: false,
+    // Every enum's values as a constant too (lensNameValues, stackNameValues, …): callers such as
+    // the CLI check a name before a round trip.
+    enumValues: true,
   });
   return HEADER + astToString(ast);
 }

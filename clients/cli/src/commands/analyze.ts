@@ -1,4 +1,5 @@
 import { LenstackError, type Analysis, type AnalyzeRequest } from '@lenstack/client';
+import { checkNames } from '../names.ts';
 import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT, exitCodeOf } from '../exit-codes.ts';
 import { imageField, photoInput, readPhoto, type PhotoInput } from '../files.ts';
@@ -23,8 +24,9 @@ const VEHICLE_STACK = 'vehicle-condition';
 export async function analyzeCommand(ctx: Context, args: AnalyzeArgs): Promise<number> {
   if (args.photos.length === 0) throw new CliError('analyze needs at least one photo (a file or an http(s) URL)', EXIT.USAGE);
   const lenses = listOption(args.lens);
+  checkNames(lenses, args.stack);
   const selection: Pick<AnalyzeRequest, 'preset' | 'modules' | 'refresh' | 'options'> = {
-    // Names are checked by the API, which answers an unknown one with the list of known ones.
+    // Checked above against the document's names, and again by the API.
     ...(lenses.length ? { modules: lenses as AnalyzeRequest['modules'] } : {}),
     ...(args.stack ? { preset: args.stack as AnalyzeRequest['preset'] } : {}),
     ...(args.refresh ? { refresh: true } : {}),

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { checkNames } from '../names.ts';
 import { basename, extname, join, resolve } from 'node:path';
 import { LenstackError, type Batch, type BatchItem, type BatchRequest, type ExportFormat } from '@lenstack/client';
 import { BatchState, DEFAULT_STATE_NAME } from '../batch-state.ts';
@@ -60,6 +61,7 @@ export async function batchCommand(ctx: Context, args: BatchArgs): Promise<numbe
   const format = args.export === undefined ? undefined : EXPORT_FORMATS[extname(args.export).toLowerCase()];
   if (args.export !== undefined && !format) throw new CliError(`--export names the format by its extension: ${Object.keys(EXPORT_FORMATS).join(', ')}`, EXIT.USAGE);
   const lenses = listOption(args.lens);
+  checkNames(lenses, args.stack);
   if (args.manifest !== undefined && !args.vehicles) throw new CliError('--manifest goes with --vehicles', EXIT.USAGE);
   if (args.vehicles) {
     if (args.paths.length !== 1) throw new CliError('--vehicles takes one folder, with one sub-folder per vehicle', EXIT.USAGE);
