@@ -10,7 +10,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import ExcelJS from 'exceljs';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getBalance } from '../../credits/ledger.ts';
+import { getBalance, grant } from '../../credits/ledger.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { createMetadataTool, type MetadataTool } from '../../enrich/exiftool.ts';
@@ -258,6 +258,20 @@ describe('lenstack CLI', () => {
     expect(result.batch).toMatchObject({ status: 'paused', pauseReason: 'credits', counts: { total: 2, done: 1, pending: 1 } });
     expect(paused.stderr).toContain(`batch ${result.batch.id} submitted`);
     expect(paused.stderr).toContain(`batch ${result.batch.id} paused: not enough credits`);
+    // After a purchase, `batch resume` continues it and follows it to the end.
+    await grant(p.db, { userId: poor.userId, pool: 'purchased', amount: 5, idempotencyKey: 'cli-resume-purchase' });
+    const resumed = await lenstack(['batch', 'resume', result.batch.id], { LENSTACK_API_KEY: poor.liveKey });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain(`batch ${result.batch.id} resumed`);
+    expect(resumed.stdout).toMatch(new RegExp(`^batch ${result.batch.id} completed: 2 done, 0 failed, 0 pending; 2 credits$`, 'm'));
+    // Again: it is finished; followed, not resumed, and nothing more is charged.
+    const again = await lenstack(['batch', 'resume', result.batch.id], { LENSTACK_API_KEY: poor.liveKey });
+    expect(again.code).toBe(0);
+    expect(again.stderr).not.toContain('resumed');
+    expect(await getBalance(p.db, poor.userId)).toMatchObject({ community: 0, purchased: 4, reserved: 0 });
+    // Another account's batch is not found; a malformed id is a usage error.
+    expect((await lenstack(['batch', 'resume', result.batch.id])).code).toBe(5);
+    expect((await lenstack(['batch', 'resume', 'not-a-batch'])).code).toBe(2);
 
     const mixed = join(work, 'mixed');
     await mkdir(mixed);

@@ -2,7 +2,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { DEFAULT_BASE_URL, Lenstack, LenstackError, type Catalog, type LenstackOptions } from '@lenstack/client';
 import { analyzeCommand } from './commands/analyze.ts';
 import { catalogCommand, usageCommand } from './commands/account.ts';
-import { batchCommand } from './commands/batch.ts';
+import { batchCommand, resumeBatchCommand } from './commands/batch.ts';
 import { enrichCommand } from './commands/enrich.ts';
 import { lookupCommand } from './commands/lookup.ts';
 import type { Context } from './context.ts';
@@ -16,6 +16,7 @@ Usage:
   lenstack enrich <photo|url> [-o <out>] [--formats exif,iptc,xmp] [--force]
   lenstack batch <folder|photo>... [--stack <name>] [--lens <a,b>] [--export <out.xlsx|.csv|.json>] [--force] [--state <file>]
   lenstack batch --vehicles <folder> [--manifest <vehicles.csv>] [--export <out>] [--force] [--state <file>]
+  lenstack batch resume <bat_…> [--export <out>] [--force]   a paused batch (after buying credits), followed to its end
   lenstack catalog                 lenses and stacks
   lenstack usage                   your credits
 
@@ -134,6 +135,11 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
       case 'enrich':
         return await enrichCommand(ctx, { photos: rest, output: values.output, formats: values.formats, force: values.force });
       case 'batch':
+        if (rest[0] === 'resume') {
+          const stray = (['stack', 'lens', 'vehicles', 'manifest', 'state'] as const).filter((k) => values[k] !== undefined);
+          if (stray.length) throw new CliError(`batch resume does not take --${stray.join(', --')}`, EXIT.USAGE);
+          return await resumeBatchCommand(ctx, { id: rest[1], extra: rest.slice(2), export: values.export, force: values.force });
+        }
         return await batchCommand(ctx, {
           paths: rest, stack: values.stack, lens: values.lens, export: values.export, force: values.force,
           vehicles: values.vehicles, manifest: values.manifest, state: values.state,

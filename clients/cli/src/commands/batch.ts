@@ -197,8 +197,6 @@ async function run(
     return EXIT.API;
   }
 
-  let batch: Batch;
-  const failed: BatchItem[] = [];
   let first: Batch | null = null;
   if (!batchId) {
     let requestId = state.submits.get(planKey);
@@ -232,6 +230,38 @@ async function run(
     first = created;
     ctx.stderr.write(`batch ${created.id} submitted (${created.counts.total} ${vehicles ? 'vehicle' : 'photo'}${created.counts.total === 1 ? '' : 's'})\n`);
   }
+  return follow(ctx, batchId, first, {
+    vehicles: vehicles !== null,
+    format,
+    output,
+    refusedPhotos,
+    leftOut,
+    json: { ...failedAtUpload, uploads: uploadsSummary, state: state.path },
+  });
+}
+
+interface FollowOptions {
+  /** A vehicle batch (the words of the summary). */
+  vehicles: boolean;
+  format: ExportFormat | undefined;
+  output: OutputFile | undefined;
+  /** Photos the API refused when their upload finished (not in the batch). */
+  refusedPhotos: Array<{ source: string; code: string; message: string }>;
+  leftOut: string[];
+  /** More for the --json answer. */
+  json: Record<string, unknown>;
+}
+
+/**
+ * Follows a batch to its end (a progress bar on a terminal), exports it when asked, prints the
+ * summary and returns the exit code: 0 all done, 4 paused for credits, 5 failed photos, a
+ * cancellation or a pause by request.
+ */
+async function follow(ctx: Context, batchId: string, first: Batch | null, o: FollowOptions): Promise<number> {
+  const { output, format, refusedPhotos, leftOut } = o;
+  const vehicles = o.vehicles;
+  let batch: Batch;
+  const failed: BatchItem[] = [];
   ctx.errorContext.batchId = batchId;
   const progress = new Progress(ctx.stderr, 'batch');
   try {
@@ -246,7 +276,7 @@ async function run(
   if (output && format && batch.status !== 'paused') await output.commit(await ctx.client.batches.export(batch.id, format));
   const exported = output && batch.status !== 'paused' ? output.target : null;
 
-  if (ctx.json) printJson(ctx, { batch, failed, ...failedAtUpload, uploads: uploadsSummary, state: state.path, export: exported });
+  if (ctx.json) printJson(ctx, { batch, failed, ...o.json, export: exported });
   else {
     const c = batch.counts;
     const lines = [`batch ${batch.id} ${batch.status}${batch.pauseReason ? ` (${batch.pauseReason})` : ''}: ${c.done} done, ${c.failed} failed, ${c.pending} pending; ${batch.creditsCharged} credits`];
@@ -277,6 +307,39 @@ async function run(
     return EXIT.API;
   }
   return EXIT.OK;
+}
+
+const RESUME_POLLS = 40;
+const RESUME_POLL_MS = 250;
+
+/**
+ * `lenstack batch resume <bat_…> [--export out] [--force]`: resumes a paused batch (after buying
+ * credits, or one paused by request) and follows it to the end like `batch` does, with the same
+ * exit codes. A batch that is running already is followed; a finished one is refused (exit 5).
+ */
+export async function resumeBatchCommand(ctx: Context, args: { id: string | undefined; extra: string[]; export: string | undefined; force: boolean | undefined }): Promise<number> {
+  if (!args.id || args.extra.length > 0 || !/^bat_[A-Za-z0-9_-]{1,100}$/.test(args.id)) throw new CliError('usage: lenstack batch resume <bat_…> [--export out.xlsx] [--force]', EXIT.USAGE);
+  const format = args.export === undefined ? undefined : EXPORT_FORMATS[extname(args.export).toLowerCase()];
+  if (args.export !== undefined && !format) throw new CliError(`--export names the format by its extension: ${Object.keys(EXPORT_FORMATS).join(', ')}`, EXIT.USAGE);
+  const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true) : undefined;
+  try {
+    ctx.errorContext.batchId = args.id;
+    const current = await ctx.client.batches.get(args.id);
+    let resumed = current.status === 'paused' ? await ctx.client.batches.resume(args.id) : current;
+    if (current.status === 'paused') {
+      ctx.stderr.write(`batch ${args.id} resumed\n`);
+      // The resume reaches the batch's workflow as a signal: until the workflow acts on it, the
+      // batch still reads paused. Give it a moment (bounded) before following, else the follow
+      // would end at once on the old status; one that pauses again for credits is reported so.
+      for (let i = 0; resumed.status === 'paused' && i < RESUME_POLLS; i++) {
+        await new Promise((r) => setTimeout(r, RESUME_POLL_MS));
+        resumed = await ctx.client.batches.get(args.id);
+      }
+    }
+    return await follow(ctx, args.id, resumed, { vehicles: resumed.kind === 'vehicles', format, output, refusedPhotos: [], leftOut: [], json: {} });
+  } finally {
+    await output?.abandon();
+  }
 }
 
 /** Bytes as a person reads them: KiB, MiB or GiB. */
