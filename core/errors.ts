@@ -78,6 +78,13 @@ export class AppError extends Error {
 
 export const validationFailed = (message: string) => new AppError('VALIDATION_FAILED', message);
 export const imageInvalid = (message: string) => new AppError('IMAGE_INVALID', message);
+/**
+ * A photo that cannot be read or decoded, in Lenstack's words, the same every time: the decoder's
+ * own (libvips words one file differently from run to run) stay with the cause, which the logs keep.
+ */
+export const CORRUPT_IMAGE = 'Image is corrupt or truncated: its pixels could not be decoded';
+export const UNREADABLE_IMAGE = 'Image could not be read: its header is damaged, or it is not one of the formats accepted';
+export const corruptImage = (cause: unknown, message = CORRUPT_IMAGE) => (cause instanceof AppError ? cause : new AppError('IMAGE_INVALID', message, { cause }));
 export const imageTooLarge = (message: string) => new AppError('IMAGE_TOO_LARGE', message);
 export const authFailed = (message = 'Missing or invalid API key') => new AppError('AUTH_FAILED', message);
 

@@ -1,6 +1,6 @@
 import { DEFAULT_IMAGE_MAX_PIXELS } from '../core/config.ts';
 import sharp from 'sharp';
-import { imageInvalid } from '../core/errors.ts';
+import { corruptImage } from '../core/errors.ts';
 import { decodeUpright, type UprightPixels } from './decode.ts';
 
 /**
@@ -25,7 +25,7 @@ const SIDE = 64;
 /** The embedding of an image's bytes: one decode (images/decode.ts), as intake makes it. */
 export async function embedImage(bytes: Buffer, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<number[]> {
   const px = await decodeUpright(bytes, { maxPixels }).catch((err: unknown) => {
-    throw imageInvalid(`Image could not be decoded for the embedding: ${err instanceof Error ? err.message : String(err)}`);
+    throw corruptImage(err);
   });
   return embedPixels(px);
 }

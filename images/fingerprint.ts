@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_IMAGE_MAX_PIXELS } from '../core/config.ts';
-import { AppError, imageInvalid } from '../core/errors.ts';
+import { AppError, corruptImage } from '../core/errors.ts';
 import { decodeUpright, greyscale } from './decode.ts';
 import { embedPixels } from './embedding.ts';
 import { readHeader } from './open.ts';
@@ -66,6 +66,5 @@ export async function perceptualHashes(bytes: Buffer, opts: FingerprintOptions =
 }
 
 function undecodable(err: unknown): Error {
-  if (err instanceof AppError) return err;
-  return imageInvalid(`Image could not be decoded for fingerprinting: ${err instanceof Error ? err.message.split('\n').at(-1) : String(err)}`);
+  return corruptImage(err);
 }

@@ -1,4 +1,4 @@
-import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
+import { AppError, corruptImage, imageInvalid, imageTooLarge, UNREADABLE_IMAGE } from '../core/errors.ts';
 import { openImage, readHeader, type ImageHeader } from './open.ts';
 import { sniffContainer } from './sniff.ts';
 
@@ -51,7 +51,7 @@ export async function probeImage(bytes: Buffer, opts: { maxPixels: number; decod
     // Header only, nothing decoded; our own pixel check below gives the clearer error.
     header = await readHeader(bytes);
   } catch (err) {
-    throw imageInvalid(`Image could not be read: ${reason(err)}`);
+    throw corruptImage(err, UNREADABLE_IMAGE);
   }
   const format = formatOf(header);
   if (format === null) throw imageInvalid(`Image content does not match its ${container} signature`);
@@ -96,14 +96,7 @@ async function decodeCheck(bytes: Buffer, maxPixels: number): Promise<void> {
     if (err instanceof AppError) throw err;
     const message = err instanceof Error ? err.message : String(err);
     if (/exceeds pixel limit/i.test(message)) throw imageTooLarge(`Image is over the ${maxPixels}-pixel limit`);
-    throw imageInvalid(`Image is corrupt or truncated: ${reason(err)}`);
+    throw corruptImage(err);
   }
 }
 
-function reason(err: unknown): string {
-  if (err instanceof AppError) return err.message;
-  const message = err instanceof Error ? err.message : String(err);
-  // libvips prepends noise lines ("source: bad seek to …"); the last line names the cause.
-  const lines = message.split('\n').filter((l) => l.trim() !== '');
-  return (lines.at(-1) ?? 'unknown error').slice(0, 200);
-}

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { AppError } from '../core/errors.ts';
+import { AppError, corruptImage } from '../core/errors.ts';
 import { openImage, readHeader } from './open.ts';
 
 /**
@@ -18,10 +18,7 @@ export interface RawPixels extends Size {
   pixels: Buffer;
 }
 
-function invalid(e: unknown): AppError {
-  if (e instanceof AppError) return e;
-  return new AppError('IMAGE_INVALID', `Image cannot be decoded: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
-}
+const invalid = (e: unknown): AppError => corruptImage(e);
 
 /** Decoded size after EXIF auto-orientation (what a viewer shows). */
 export async function uprightSize(input: Buffer): Promise<Size> {

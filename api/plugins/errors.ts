@@ -63,7 +63,11 @@ export function registerErrorHandling(app: FastifyInstance, opts: { notFound?: (
     if (appErr.status >= 500) {
       request.log.error({ err, code: appErr.code, serialization: isResponseSerializationError(err) }, 'request failed');
     } else {
-      request.log.info({ code: appErr.code, msg: appErr.message }, 'request rejected');
+      // The cause (a decoder's own words, say) is for operators; the caller reads the message.
+      let root: unknown = appErr.cause;
+      while (root instanceof Error && root.cause !== undefined) root = root.cause;
+      const cause = root instanceof Error ? root.message : root === undefined ? undefined : String(root);
+      request.log.info({ code: appErr.code, msg: appErr.message, ...(cause ? { cause } : {}) }, 'request rejected');
     }
     return sendError(reply, request, appErr);
   });

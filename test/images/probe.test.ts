@@ -1,3 +1,4 @@
+import { UNREADABLE_IMAGE } from '../../core/errors.ts';
 import { readdirSync } from 'node:fs';
 import sharp, { type Sharp } from 'sharp';
 import { describe, expect, it } from 'vitest';
@@ -105,7 +106,8 @@ describe('probeImage on other formats and broken files', () => {
     const corrupt = Buffer.from(source);
     const dht = jpegSegmentOffset(corrupt, 0xc4);
     corrupt.fill(0xff, dht + 5, dht + 21); // code-length counts that cannot form a Huffman code
-    await expect(probeImage(corrupt, limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/Huffman/) });
+    // Lenstack's sentence for the caller; libvips's own words kept as the cause, for the logs.
+    await expect(probeImage(corrupt, limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: UNREADABLE_IMAGE, cause: expect.objectContaining({ message: expect.stringMatching(/Huffman/) }) });
   });
 
   it('accepts a complete JPEG whose scan data libjpeg only warns about (policy: fail on errors, not warnings)', async () => {
