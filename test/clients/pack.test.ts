@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { packClient } from '../../tools/scripts/pack-client.ts';
+import { packCli, packClient } from '../../tools/scripts/pack-client.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -30,7 +30,7 @@ afterAll(async () => {
   if (project) await rm(project, { recursive: true, force: true });
 });
 
-describe('the @lenstack/client tarball', () => {
+describe('the @lenstack/client and @lenstack/cli tarballs', () => {
   it('installs into an empty project, typechecks there, and runs the README example against the API', async () => {
     const tarball = await packClient(join(project, 'pack'));
     const document = JSON.parse(await readFile(join(ROOT, 'openapi/lenstack.json'), 'utf8')) as { info: { version: string } };
@@ -76,5 +76,27 @@ try {
     const printed = JSON.parse(stdout) as { title: string | null; year: number | null; credits: number };
     expect(printed.credits).toBe(2);
     expect(typeof printed.title).toBe('string');
+  }, 300_000);
+  it('installs the lenstack command with the client, and it runs on node 20 against the API', async () => {
+    const [client, cli] = [await packClient(join(project, 'pack')), await packCli(join(project, 'pack'))];
+    const document = JSON.parse(await readFile(join(ROOT, 'openapi/lenstack.json'), 'utf8')) as { info: { version: string } };
+    const app = join(project, 'cli-user');
+    await run('mkdir', ['-p', app]);
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'fleet-scripts', private: true, type: 'module' }));
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', client, cli], { cwd: app });
+    const node = existsSync('/usr/bin/node') ? '/usr/bin/node' : process.execPath;
+    const lenstack = (args: string[], key = '') =>
+      run(node, [join(app, 'node_modules/.bin/lenstack'), ...args], { cwd: app, env: { PATH: process.env.PATH, LENSTACK_API_KEY: key, LENSTACK_BASE_URL: baseUrl } }).then(
+        (r) => ({ code: 0, ...r }),
+        (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+      );
+    expect((await lenstack(['--version'])).stdout.trim()).toBe(document.info.version);
+    const user = await createTestUser(p.db, { community: 7 });
+    const usage = await lenstack(['usage', '--json'], user.liveKey);
+    expect(usage.code, usage.stderr).toBe(0);
+    expect(JSON.parse(usage.stdout)).toMatchObject({ community: { balance: 7 } });
+    const typo = await lenstack(['analyze', 'photo.jpg', '--lens', 'datng'], user.liveKey);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('did you mean "dating"?');
   }, 300_000);
 });

@@ -177,4 +177,5 @@ function humanMessage(err: unknown): string {
 }
 
 /** The CLI's version (it ships with the client, so it shares its number). */
-const VERSION = '0.1.0';
+/** The CLI's version: the API document's it is built from (tools/scripts/pack-client.ts versions both packages with it). */
+const VERSION = '1.1.0';
