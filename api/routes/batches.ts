@@ -174,7 +174,16 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           response: {
             200: {
               description: 'The event stream: `event: batch` lines whose `data` is the batch (the `Batch` schema) as JSON, then one `event: end`',
-              content: { 'text/event-stream': { schema: z.string() } },
+              content: {
+                'text/event-stream': {
+                  // A stream is text to a generator; its events' payload is named beside it, by reference.
+                  schema: z.string().meta({
+                    id: 'BatchEventStream',
+                    description: 'Server-sent events: `event: batch` with `data` a `Batch` as JSON, at every change; then `event: end`.',
+                    'x-event-data': { batch: { $ref: '#/components/schemas/Batch' } },
+                  }),
+                },
+              },
             },
             ...errorResponses(400, 401, 404, 429),
           },

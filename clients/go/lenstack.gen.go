@@ -3620,6 +3620,9 @@ type BatchPauseReason string
 // BatchStatus defines model for Batch.Status.
 type BatchStatus string
 
+// BatchEventStream Server-sent events: `event: batch` with `data` a `Batch` as JSON, at every change; then `event: end`.
+type BatchEventStream = string
+
 // BatchExportRow defines model for BatchExportRow.
 type BatchExportRow struct {
 	// Error `CODE: message` for a failed photo

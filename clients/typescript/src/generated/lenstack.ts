@@ -852,6 +852,8 @@ export type components = {
             /** Format: date-time */
             completedAt: string | null;
         };
+        /** @description Server-sent events: `event: batch` with `data` a `Batch` as JSON, at every change; then `event: end`. */
+        BatchEventStream: string;
         BatchExportRow: {
             index: number;
             source: string;
@@ -4703,7 +4705,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": components["schemas"]["BatchEventStream"];
                 };
             };
             /** @description Error: `VALIDATION_FAILED` */
