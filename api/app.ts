@@ -85,7 +85,8 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
     uiConfig: { deepLinking: true, tryItOutEnabled: true },
     staticCSP: true,
     // The page shows the public document, as GET /v1/openapi.json serves it.
-    transformSpecification: () => openApiDocuments(app).public,
+    // "Try it out" calls the deployment serving the page: its own origin, not the document's template.
+    transformSpecification: () => ({ ...openApiDocuments(app).public, servers: [{ url: '/', description: 'This deployment' }] }),
     transformSpecificationClone: false,
   });
 

@@ -130,7 +130,7 @@ export function swaggerOptions(): FastifyDynamicSwaggerOptions {
           'Every error is `{ "error": { "code", "message", "retryable", "requestId" } }` (`ErrorEnvelope`); `code` is one of a fixed list. Every response carries `x-request-id`.',
       },
       // A template a generated client fills in with its deployment's address (first: what generators
-      // take), then the relative one /v1/docs' "Try it out" uses to call the deployment serving the page.
+      // take), then the relative form; /v1/docs serves the document with `/` alone (api/app.ts).
       servers: [
         { url: '{origin}', description: 'Your Lenstack deployment', variables: { origin: { default: 'http://localhost:8080', description: 'Scheme, host and port of the API (`npm start`: http://localhost:8080)' } } },
         { url: '/', description: 'The deployment that serves this document' },

@@ -8,12 +8,14 @@
 package lenstack
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"strconv"
@@ -155,6 +157,8 @@ func (r *retrying) Do(req *http.Request) (*http.Response, error) {
 	if req.Header.Get("x-request-id") == "" {
 		req.Header.Set("x-request-id", newRequestID())
 	}
+	// A body that cannot be read again (an io.Reader given to a *WithBody call) is sent once.
+	rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && req.GetBody != nil {
 			body, err := req.GetBody()
@@ -165,7 +169,7 @@ func (r *retrying) Do(req *http.Request) (*http.Response, error) {
 		}
 		res, err := r.next.Do(req)
 		delay, again := r.retryable(res, err, attempt)
-		if !again {
+		if !again || !rewindable {
 			return res, err
 		}
 		if res != nil {
@@ -188,12 +192,45 @@ func (r *retrying) retryable(res *http.Response, err error, attempt int) (time.D
 		return backoff, !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	}
 	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
-		if d := retryAfter(res.Header); d > 0 {
+		// The API's envelope says whether sending again can help (a 503 "no payment processor"
+		// cannot); a gateway's bare 503 carries none and is tried again.
+		if !envelopeRetryable(res) {
+			return 0, false
+		}
+		d := retryAfter(res.Header)
+		if d > maxRetryAfter {
+			// Longer than a caller would wait inside one call: the error (with RetryAfter) is returned.
+			return 0, false
+		}
+		if d > 0 {
 			return d, true
 		}
 		return backoff, true
 	}
 	return 0, false
+}
+
+// maxRetryAfter is the longest Retry-After the client waits out by itself.
+const maxRetryAfter = 60 * time.Second
+
+// envelopeRetryable reads the answer's error envelope (putting the body back for the caller):
+// its `retryable`, or true when the answer is not the API's envelope.
+func envelopeRetryable(res *http.Response) bool {
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return true
+	}
+	var envelope struct {
+		Error *struct {
+			Retryable *bool `json:"retryable"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &envelope) != nil || envelope.Error == nil || envelope.Error.Retryable == nil {
+		return true
+	}
+	return *envelope.Error.Retryable
 }
 
 // Analyze runs lenses on one photo or up to 50 (POST /v1/analyze). A retry of this call (by the
@@ -246,7 +283,8 @@ func (c *Client) GetBatch(ctx context.Context, id string, editors ...RequestEdit
 }
 
 // WaitBatch polls a batch every `every` (at least a second) until it is completed or cancelled,
-// or paused (for credits or by request: a person has to act), and returns it then.
+// or paused (for credits or by request: a person has to act), and returns it then. It waits as
+// long as the batch runs (hours for a large one): bound it with ctx's deadline.
 func (c *Client) WaitBatch(ctx context.Context, id string, every time.Duration) (*Batch, error) {
 	if every < time.Second {
 		every = time.Second

@@ -3,8 +3,10 @@ package lenstack
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,5 +87,60 @@ func TestAPIErrorCarriesTheEnvelope(t *testing.T) {
 func TestNewRefusesNoKey(t *testing.T) {
 	if _, err := New("", ""); err == nil {
 		t.Fatal("a client without a key")
+	}
+}
+
+// A request body given as a plain io.Reader cannot be sent twice: it is not retried (an empty
+// resend would be a misleading 400, or an upload of nothing).
+func TestNoRetryOfABodyThatCannotBeReread(t *testing.T) {
+	var bodies []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer server.Close()
+	c, err := New(server.URL, "svc_test_key", WithWait(func(context.Context, time.Duration) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.AnalyzeV1WithBody(context.Background(), nil, "application/json", io.MultiReader(strings.NewReader(`{"imageUrl":"https://example.com/a.jpg"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(bodies) != 1 || bodies[0] == "" {
+		t.Fatalf("bodies sent %q: want the one body, once", bodies)
+	}
+}
+
+// A 503 whose envelope says retryable:false is not retried; a Retry-After past a minute is
+// returned to the caller rather than slept through.
+func TestRetryOnlyWhatHelps(t *testing.T) {
+	for _, tc := range []struct {
+		name, retryAfter, body string
+	}{
+		{"not retryable", "1", `{"error":{"code":"SERVICE_UNAVAILABLE","message":"no payment processor","retryable":false,"requestId":"r"}}`},
+		{"an hour", "3600", `{"error":{"code":"RATE_LIMITED","message":"slow down","retryable":true,"requestId":"r"}}`},
+	} {
+		calls := 0
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls++
+			w.Header().Set("content-type", "application/json")
+			w.Header().Set("Retry-After", tc.retryAfter)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		c, err := New(server.URL, "svc_test_key", WithWait(func(context.Context, time.Duration) error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.GetBatch(context.Background(), "bat_x")
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != 503 || calls != 1 {
+			t.Fatalf("%s: %d calls, error %v", tc.name, calls, err)
+		}
+		server.Close()
 	}
 }
