@@ -49,11 +49,12 @@ const filled = (what: string, v: unknown) => {
   if (!v || JSON.stringify(v) === '{}') throw new Error(\`\${what} is empty\`);
 };
 async function finished(id: string): Promise<Batch> {
-  for (;;) {
+  for (let polls = 0; polls < 400; polls++) {
     const b = must(await getBatch({ client, path: { batchId: id } }));
     if (b.status !== 'running') return b;
     await new Promise((r) => setTimeout(r, 500));
   }
+  throw new Error(\`batch \${id} still running after 200 s\`);
 }
 async function items(id: string): Promise<BatchItem[]> {
   return must(await listBatchItems({ client, path: { batchId: id }, query: { limit: 100 } })).items;
@@ -99,7 +100,7 @@ describe('@hey-api/openapi-ts on openapi/lenstack.json', () => {
     expect(typecheck.stdout).toBe('');
 
     const user = await createTestUser(p.db, { community: 100 });
-    const { stdout } = await run(join(ROOT, 'node_modules/.bin/tsx'), ['program.ts'], { cwd: dir, env: { ...process.env, LENSTACK_BASE_URL: baseUrl, LENSTACK_API_KEY: user.liveKey, LENSTACK_PHOTOS: PHOTOS_DIR } });
+    const { stdout } = await run(join(ROOT, 'node_modules/.bin/tsx'), ['program.ts'], { cwd: dir, timeout: 240_000, env: { ...process.env, LENSTACK_BASE_URL: baseUrl, LENSTACK_API_KEY: user.liveKey, LENSTACK_PHOTOS: PHOTOS_DIR } });
     expect(JSON.parse(stdout)).toEqual({ analysis: 2, match: 'exact', photoBatch: ['completed', 2], vehicleBatch: ['completed', true], exportHasVin: true });
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 100 - 2 - 2 - VEHICLE_REPORT_CREDITS, reserved: 0 });
   }, 300_000);

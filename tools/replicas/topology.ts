@@ -43,6 +43,8 @@ export interface Topology {
 }
 
 const BETTER_AUTH_HEALTH = '/api/v1/auth/ok';
+/** Settings only the console reads (secrets among them): kept from the API and worker processes. */
+const CONSOLE_ONLY = /^(STRIPE_|GITHUB_|GOOGLE_|SMTP_URL$|MAIL_FROM$|AUTH_SECRET$|WEB_URL$|DEV_MAILBOX$)/;
 
 export async function startTopology(o: TopologyOptions): Promise<Topology> {
   await mkdir(o.logDir, { recursive: true });
@@ -51,15 +53,17 @@ export async function startTopology(o: TopologyOptions): Promise<Topology> {
   // A port of the caller's shell would be shared by every replica.
   for (const k of ['PORT', 'WEB_PORT', 'HOST', 'WORKER_METRICS_PORT', 'TEMPORAL_METRICS_BIND_ADDRESS']) delete base[k];
 
+  // As docker-compose.yml does: payments, sign-in and mail settings reach the consoles only.
+  const backend: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(base).filter(([k]) => !CONSOLE_ONLY.test(k)));
   const spawnOf = (kind: 'api' | 'worker' | 'web', name: string, port: number | undefined) => {
-    if (kind === 'api') return new ServiceProcess(name, kind, 'api/server.ts', [], { ...base, HOST: '127.0.0.1', PORT: String(port) }, o.logDir, port);
+    if (kind === 'api') return new ServiceProcess(name, kind, 'api/server.ts', [], { ...backend, HOST: '127.0.0.1', PORT: String(port) }, o.logDir, port);
     if (kind === 'web') {
       // Each console replica says its own address in mail links unless the operator set one
       // address for all of them (WEB_URL, the load balancer's).
       const env = { ...base, HOST: '127.0.0.1', WEB_PORT: String(port), WEB_URL: base.WEB_URL ?? `http://127.0.0.1:${port}` };
       return new ServiceProcess(name, kind, 'web/server.ts', [], env, o.logDir, port);
     }
-    return new ServiceProcess(name, kind, 'worker/main.ts', [], base, o.logDir);
+    return new ServiceProcess(name, kind, 'worker/main.ts', [], backend, o.logDir);
   };
   const readyOf = (r: Replica) =>
     r.process.kind === 'worker' ? waitWorkerReady(r.process, timeout) : waitApiReady(r.process, timeout, r.process.kind === 'web' ? BETTER_AUTH_HEALTH : '/v1/health');

@@ -8,7 +8,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureGoTool, type GoTool } from './go-tool.ts';
@@ -26,14 +26,26 @@ export interface S3Server {
   stop(): Promise<void>;
 }
 
-/** Starts versitygw on a free loopback port over a fresh directory, and waits until it answers. */
-export async function startS3Server(): Promise<S3Server> {
+/**
+ * Starts versitygw on a free loopback port and waits until it answers: over fresh temporary
+ * directories (removed by stop), or over `keep.dir` (kept: its buckets outlive the process) with
+ * the keys given there.
+ */
+export async function startS3Server(keep?: { dir: string; accessKeyId: string; secretAccessKey: string }): Promise<S3Server> {
   const bin = await ensureGoTool(VERSITYGW);
-  const root = await mkdtemp(join(tmpdir(), 'lenstack-s3-'));
-  const sidecar = await mkdtemp(join(tmpdir(), 'lenstack-s3-meta-'));
+  let root: string;
+  let sidecar: string;
+  if (keep) {
+    [root, sidecar] = [join(keep.dir, 'data'), join(keep.dir, 'meta')];
+    await mkdir(root, { recursive: true });
+    await mkdir(sidecar, { recursive: true });
+  } else {
+    root = await mkdtemp(join(tmpdir(), 'lenstack-s3-'));
+    sidecar = await mkdtemp(join(tmpdir(), 'lenstack-s3-meta-'));
+  }
   const port = await freePort();
-  const accessKeyId = `lenstack${randomBytes(4).toString('hex')}`;
-  const secretAccessKey = randomBytes(24).toString('hex');
+  const accessKeyId = keep?.accessKeyId ?? `lenstack${randomBytes(4).toString('hex')}`;
+  const secretAccessKey = keep?.secretAccessKey ?? randomBytes(24).toString('hex');
   const child: ChildProcess = spawn(bin, ['--port', `127.0.0.1:${port}`, 'posix', '--sidecar', sidecar, root], {
     // Keys through the environment, not argv (which `ps` shows).
     env: { ...process.env, ROOT_ACCESS_KEY_ID: accessKeyId, ROOT_SECRET_ACCESS_KEY: secretAccessKey },
@@ -61,8 +73,10 @@ export async function startS3Server(): Promise<S3Server> {
         child.kill('SIGTERM');
         await exited;
       }
-      await rm(root, { recursive: true, force: true });
-      await rm(sidecar, { recursive: true, force: true });
+      if (!keep) {
+        await rm(root, { recursive: true, force: true });
+        await rm(sidecar, { recursive: true, force: true });
+      }
     },
   };
 }
