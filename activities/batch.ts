@@ -20,7 +20,7 @@ import { takeBatchPhoto } from '../analysis/intake.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { getLens } from '../lenses/index.ts';
-import { recordCacheHit } from '../registry/photos.ts';
+import { recordCacheHit, releaseBlobUses } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
 import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
@@ -96,6 +96,8 @@ export function batchActivities(deps: ActivityDeps) {
         return { error: got.refused };
       }
       await setItemRef(deps.db, { batchId: args.batchId, index: args.index, ref: got.ref });
+      // The pending item keeps the bytes from here (registry/photos.ts referencedPhotos).
+      if (got.useId) await releaseBlobUses(deps.db, [got.useId]);
       return { ref: got.ref };
     },
 
@@ -127,6 +129,7 @@ export function batchActivities(deps: ActivityDeps) {
         }
         refs[at] = got.ref;
         await setVehiclePhotoRef(deps.db, { ...args, at, ref: got.ref });
+        if (got.useId) await releaseBlobUses(deps.db, [got.useId]);
       });
       const first = refused.sort((a, b) => a.at - b.at)[0];
       if (first) {

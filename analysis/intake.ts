@@ -5,7 +5,7 @@ import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import { AppError } from '../core/errors.ts';
 import { intakeImage, type ImageIntake, type IntakeDeps, type IntakeInput } from '../images/intake.ts';
-import { photoFingerprint } from '../registry/photos.ts';
+import { markBlobUse, photoFingerprint, releaseBlobUses } from '../registry/photos.ts';
 import type { ImageRef } from '../workflows/types.ts';
 import type { AnalysisRequest } from './request.ts';
 import type { Progress } from './progress.ts';
@@ -30,6 +30,8 @@ export function intakeDepsFor(deps: { config: Pick<Config, 'IMAGE_MAX_BYTES' | '
     maxPixels: deps.config.IMAGE_MAX_PIXELS,
     fetchPolicy: deps.fetchPolicy,
     knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
+    markUse: (sha256) => markBlobUse(deps.db, sha256),
+    releaseUse: (useId) => releaseBlobUses(deps.db, [useId]),
   };
 }
 
@@ -45,10 +47,10 @@ export async function takeBatchPhoto(
   deps: Parameters<typeof intakeDepsFor>[0],
   userId: string,
   input: IntakeInput,
-): Promise<{ ref: ImageRef; stored: boolean } | { refused: { code: string; message: string } }> {
+): Promise<{ ref: ImageRef; stored: boolean; useId?: string } | { refused: { code: string; message: string } }> {
   try {
     const img = await intakeImage(input, intakeDepsFor(deps, userId));
-    return { ref: refOf(img), stored: img.stored };
+    return { ref: refOf(img), stored: img.stored, ...(img.useId ? { useId: img.useId } : {}) };
   } catch (err) {
     if (err instanceof AppError && err.status < 500) return { refused: { code: err.code, message: err.message } };
     throw err;
@@ -64,6 +66,7 @@ export async function takeImages(deps: AnalyzeDeps, userId: string, request: Ana
     const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : input;
     const img = await intakeImage(source, intakeDepsFor(deps, userId), { embedding: request.includeEmbedding });
     if (img.stored) progress.stored.push(img.sha256);
+    if (img.useId) progress.uses.push(img.useId);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
     if (img.registered === false) allRegistered = false;
     return refOf(img);

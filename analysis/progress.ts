@@ -9,9 +9,11 @@ export interface Progress {
   ended: boolean;
   /** Blobs this request wrote (bytes nobody had stored before). */
   stored: string[];
+  /** Uses of blobs its intake began (registry/photos.ts markBlobUse), ended with its run. */
+  uses: string[];
 }
 
-export const newProgress = (): Progress => ({ started: false, ended: false, stored: [] });
+export const newProgress = (): Progress => ({ started: false, ended: false, stored: [], uses: [] });
 
 /** Await a workflow's answer, noting when its failure means the run has ended. */
 export async function untilEnded<T>(progress: Progress, run: () => Promise<T>): Promise<T> {

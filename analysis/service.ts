@@ -7,7 +7,7 @@ import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
-import { deleteUnreferencedBlobs } from '../registry/photos.ts';
+import { deleteUnreferencedBlobs, releaseBlobUses } from '../registry/photos.ts';
 import { answerFromRegistry } from './cache-hit.ts';
 import type { Analysis, AnalyzeBody } from './contract.ts';
 import { takeImages } from './intake.ts';
@@ -92,6 +92,8 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
         (await runAnalysis(pipeline, userId, request, taken.value, requestId, startedAt, progress)));
     await storeAnswer(deps.db, { userId, requestId, response: answer });
     await deps.uploads?.touch(userId, uploadIds);
+    // The run ended: its bytes are kept by the registry now, or by nothing (docs/privacy.md).
+    await releaseBlobUses(deps.db, progress.uses);
     return answer;
   } catch (err) {
     // Refused before any workflow started (bad image, no credits): nothing ran under this id, so
@@ -114,7 +116,8 @@ function sameBytesSameRequest(body: AnalyzeBody, inputs: ImageInput[]): AnalyzeB
   return { ...body, images: body.images.map((item, i) => (inputs[i]?.upload ? { uploadId: `sha256:${inputs[i].upload.sha256}` } : item)) };
 }
 
-/** Delete the blobs this request wrote that no registry holds. */
+/** End the request's uses of blobs and delete the blobs it wrote that no registry holds. */
 async function forgetImages(deps: AnalyzeDeps, progress: Progress): Promise<void> {
+  await releaseBlobUses(deps.db, progress.uses);
   await deleteUnreferencedBlobs(deps.db, deps.blobs, progress.stored);
 }

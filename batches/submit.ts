@@ -10,7 +10,7 @@ import { mapBounded } from '../core/map-bounded.ts';
 import { parseImageUrl } from '../images/ssrf.ts';
 import { columnSchema } from '../lenses/catalog.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
-import { deleteUnreferencedBlobs } from '../registry/photos.ts';
+import { deleteUnreferencedBlobs, releaseBlobUses } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
 import { VEHICLE_REPORT_CREDITS } from '../workflows/types.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
@@ -124,6 +124,15 @@ export async function submitBatch(
   await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
 
   const stored: string[] = [];
+  // Uses of the bytes taken in end when this submission does: by then the batch's pending items keep them, or nothing should.
+  const uses: string[] = [];
+  try {
+    return await takeAndStart();
+  } finally {
+    await releaseBlobUses(deps.db, uses);
+  }
+
+  async function takeAndStart(): Promise<BatchSummary> {
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
     const source = it.name ?? ('url' in it ? it.url : undefined) ?? ('uploadId' in it ? it.uploadId : undefined) ?? `upload ${i + 1}`;
     const upload = named[i]!.upload;
@@ -139,6 +148,7 @@ export async function submitBatch(
     const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 });
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
+    if (got.useId) uses.push(got.useId);
     return { source, ref: got.ref };
   }).catch(async (err: unknown) => {
     await deleteUnreferencedBlobs(deps.db, deps.blobs, stored);
@@ -174,6 +184,7 @@ export async function submitBatch(
     throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err });
   }
   return batchSummary(deps.db, userId, batchId);
+  }
 }
 
 /**

@@ -33,6 +33,13 @@ export interface IntakeDeps {
    * decoded then, so its hashes are reused and a header read is enough.
    */
   knownFingerprint?: (sha256: string) => Promise<Pick<Fingerprint, 'pHash' | 'dHash'> | null>;
+  /**
+   * Records that this intake uses the bytes, before the blob store is asked (registry/photos.ts
+   * markBlobUse): a photo erased meanwhile keeps its blob for this run.
+   */
+  markUse?: (sha256: string) => Promise<string>;
+  /** Ends a use `markUse` began (an intake that failed after it). */
+  releaseUse?: (useId: string) => Promise<void>;
 }
 
 export interface ImageIntake {
@@ -52,6 +59,8 @@ export interface ImageIntake {
   registered?: boolean;
   /** The visual embedding, from the same decode, when `embedding` was asked for. */
   embedding?: number[];
+  /** The use of the bytes `markUse` began: the caller ends it once its run ended or the bytes are kept otherwise. */
+  useId?: string;
 }
 
 export interface IntakeOptions {
@@ -70,6 +79,23 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
     opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
   ]);
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
+  const useId = await deps.markUse?.(sha256);
+  try {
+    return { ...(await store(bytes, sha256, base, known, deps, opts)), ...(useId ? { useId } : {}) };
+  } catch (err) {
+    if (useId) await deps.releaseUse?.(useId);
+    throw err;
+  }
+}
+
+async function store(
+  bytes: Buffer,
+  sha256: string,
+  base: Pick<ImageIntake, 'sha256' | 'format' | 'width' | 'height' | 'bytes'>,
+  known: Pick<Fingerprint, 'pHash' | 'dHash'> | null | undefined,
+  deps: IntakeDeps,
+  opts: IntakeOptions,
+): Promise<ImageIntake> {
   if (known) {
     const stored = await deps.blobs.put(sha256, bytes);
     return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };

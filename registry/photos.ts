@@ -60,30 +60,77 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
   return row ? { pHash: signed64ToHex(row.phash), dHash: signed64ToHex(row.dhash) } : null;
 }
 
-/** Which of `sha256s` some account's registry holds (their blobs must be kept). */
-async function referencedPhotos(db: Db, sha256s: string[]): Promise<Set<string>> {
+/**
+ * Which of `sha256s` must keep their bytes. A registry entry of a live workspace, within its
+ * retention (users.retention_days: bytes kept that many days after the workspace last sent the
+ * photo; NULL keeps them while the entry exists), a finished upload not expired
+ * (uploads/service.ts), a batch photo (alone or of a vehicle) still waiting to be analyzed in a
+ * batch that may still run it (a cancelled or expired batch fails them, batches/repository.ts
+ * setBatchStatus), and, unless `uses` is false, a use by an intake younger than `graceMs`
+ * (blob_uses: an analysis in flight reads the bytes after its intake).
+ */
+async function referencedPhotos(c: Db | DbClient, sha256s: string[], uses: { graceMs: number } | false): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
-  // A registry entry of any account, a finished upload not expired (uploads/service.ts), or a batch photo (alone or of a vehicle) still waiting to be
-  // analyzed in a batch that may still run it: a cancelled batch's photos never will (a cancelled
-  // or expired batch fails them too, batches/repository.ts setBatchStatus).
-  const r = await db.query<{ sha256: string }>(
-    `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
+  const r = await c.query<{ sha256: string }>(
+    `SELECT p.sha256 FROM photos p JOIN users u ON u.id = p.user_id
+      WHERE p.sha256 = ANY($1) AND u.deleted_at IS NULL
+        AND (u.retention_days IS NULL OR p.last_analyzed_at > now() - make_interval(days => u.retention_days))
      UNION SELECT sha256 FROM uploads WHERE expired_at IS NULL AND sha256 = ANY($1)
      UNION SELECT i.ref->>'sha256' FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled'
             WHERE i.status = 'pending' AND i.ref->>'sha256' = ANY($1)
      UNION SELECT s FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled', jsonb_array_elements_text(${VEHICLE_SHA256S}) s
-            WHERE i.status = 'pending' AND ${VEHICLE_SHA256S} ?| $1::text[] AND s = ANY($1)`,
-    [sha256s],
+            WHERE i.status = 'pending' AND ${VEHICLE_SHA256S} ?| $1::text[] AND s = ANY($1)
+     UNION SELECT sha256 FROM blob_uses WHERE $2::boolean AND sha256 = ANY($1) AND used_at > now() - make_interval(secs => $3)`,
+    [sha256s, uses !== false, uses === false ? 0 : uses.graceMs / 1000],
   );
   return new Set(r.rows.map((row) => row.sha256));
 }
 
-/** Delete the blobs of those of `sha256s` no account's registry holds; returns the ones deleted. */
-export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'delete'>, sha256s: string[]): Promise<string[]> {
-  const kept = await referencedPhotos(db, sha256s);
-  const gone = sha256s.filter((sha) => !kept.has(sha));
-  await Promise.all(gone.map((sha) => blobs.delete(sha)));
-  return gone;
+/** The advisory lock that orders an intake's use of a blob against its deletion (one per blob). */
+const blobLock = (c: DbClient, sha256s: string[]) =>
+  c.query('SELECT pg_advisory_xact_lock(hashtext(\'blob:\' || s)) FROM unnest($1::text[]) AS s ORDER BY s', [[...new Set(sha256s)].sort()]);
+
+/**
+ * An intake is about to use these bytes (store them, or find them stored): recorded before it looks
+ * at the blob store, under the blob's lock. A deletion that holds the lock first has removed the
+ * blob by the time this returns, so the intake stores the bytes again; one that comes after sees
+ * the use and keeps the blob (docs/privacy.md "Races").
+ */
+export async function markBlobUse(db: Db, sha256: string): Promise<string> {
+  const id = `use_${randomBytes(12).toString('hex')}`;
+  await inTransaction(db, async (c) => {
+    await blobLock(c, [sha256]);
+    await c.query('INSERT INTO blob_uses (id, sha256) VALUES ($1, $2)', [id, sha256]);
+  });
+  return id;
+}
+
+/** The run that used these bytes ended (or recorded them where they are kept): its uses end. */
+export async function releaseBlobUses(db: Db, ids: string[]): Promise<void> {
+  if (ids.length) await db.query('DELETE FROM blob_uses WHERE id = ANY($1)', [ids]);
+}
+
+/** Forget uses older than the grace time (the collector, each pass). */
+export async function forgetOldBlobUses(db: Db, graceMs: number): Promise<number> {
+  const r = await db.query('DELETE FROM blob_uses WHERE used_at < now() - make_interval(secs => $1)', [graceMs / 1000]);
+  return r.rowCount ?? 0;
+}
+
+/**
+ * Delete the blobs of those of `sha256s` nothing keeps (referencedPhotos); returns the ones deleted.
+ * The check and the deletion hold each blob's lock, so an intake's use is either seen or comes
+ * after the blob is gone. `uses`: honour recent intake uses (erasure, the collector), or not (a
+ * failed request taking back the bytes it wrote itself).
+ */
+export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'delete'>, sha256s: string[], uses: { graceMs: number } | false = false): Promise<string[]> {
+  if (!sha256s.length) return [];
+  return inTransaction(db, async (c) => {
+    await blobLock(c, sha256s);
+    const kept = await referencedPhotos(c, sha256s, uses);
+    const gone = sha256s.filter((sha) => !kept.has(sha));
+    await Promise.all(gone.map((sha) => blobs.delete(sha)));
+    return gone;
+  });
 }
 
 /** A photo of the registry projection with the vendor and model behind each lens record. */

@@ -11,6 +11,7 @@ import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { callerOf, metadataValue, mountTus, tusServer, uploadDatastore } from './tus.ts';
+import { markBlobUse, releaseBlobUses } from '../registry/photos.ts';
 
 /** Where the API's uploads are created (tus 1.0); each lives at UPLOADS_ROUTE/{id}. */
 export const UPLOADS_ROUTE = '/v1/uploads';
@@ -210,8 +211,11 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
         'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1',
         [id, sha256, probed.format, probed.width, probed.height],
       );
+      // An erasure of these bytes at this moment keeps them (docs/privacy.md); the committed row keeps them after.
+      const use = await markBlobUse(db, sha256);
       await blobs.put(sha256, bytes);
       await c.query('COMMIT');
+      await releaseBlobUses(db, [use]);
       removeAfter = true;
       return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.size) };
     } catch (err) {

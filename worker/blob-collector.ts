@@ -1,15 +1,18 @@
 import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
-import { deleteUnreferencedBlobs } from '../registry/photos.ts';
+import { deleteUnreferencedBlobs, forgetOldBlobUses } from '../registry/photos.ts';
 
 /** Blobs checked against the registry per query. */
 const BATCH = 500;
 
 /**
- * One collector pass: delete every stored image that no account's registry holds and that was
- * written more than `graceMs` ago (longer than any analysis may run, so a blob an analysis in
- * flight still reads is never taken). Returns how many blobs and bytes it deleted.
+ * One collector pass: delete every stored image that nothing keeps (registry/photos.ts
+ * referencedPhotos: a live workspace's registry within its retention, an upload, a pending batch
+ * photo) and that was written more than `graceMs` ago
+ * (longer than any analysis may run, so a blob an analysis in flight still reads is never taken).
+ * A workspace's retention (users.retention_days) is enforced here: its photos stop keeping their
+ * bytes that many days after it last sent them. Returns how many blobs and bytes it deleted.
  */
 export async function collectBlobs(
   db: Db,
@@ -33,6 +36,7 @@ export async function collectBlobs(
     if (batch.length >= BATCH) await flush();
   }
   if (batch.length) await flush();
+  await forgetOldBlobUses(db, opts.graceMs);
   opts.metrics?.blobsCollected.inc(out.deleted);
   opts.metrics?.blobBytesCollected.inc(out.bytes);
   if (out.deleted) opts.log?.(`blob collector deleted ${out.deleted} unreferenced image(s), ${out.bytes} bytes`);
