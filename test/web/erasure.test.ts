@@ -5,6 +5,8 @@ import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
 import { bearer } from '../helpers/app.ts';
+import type { Browser } from 'playwright-core';
+import { launchChromium, seriousA11yViolations } from './browser.ts';
 import { startConsoleStack, type ConsoleStack } from './console-stack.ts';
 import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './people.ts';
 
@@ -15,11 +17,16 @@ import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './peopl
  */
 let stack: ConsoleStack;
 let blobs: FsBlobStore;
+let browser: Browser;
 beforeAll(async () => {
   stack = await startConsoleStack();
   blobs = new FsBlobStore(stack.pipeline.config.BLOB_DIR);
+  browser = await launchChromium();
 }, 120_000);
-afterAll(async () => stack?.close());
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+});
 beforeEach(() => stack.resetSignInThrottle());
 
 let counter = 0;
@@ -209,5 +216,45 @@ describe('retention', () => {
     expect(await blobs.has(sha(old))).toBe(true);
     // Back to keeping them: null.
     expect(await json(await consoleCall(stack, owner, 'PATCH', settings, { retentionDays: null }))).toEqual({ retentionDays: null });
+  }, 180_000);
+});
+
+describe('in the console (Chromium)', () => {
+  it('an owner deletes a team workspace by typing its name; a person deletes their account by typing their address', async () => {
+    const owner = await signUpOverHttp(stack, newEmail());
+    const ws = (await json<{ id: string }>(await consoleCall(stack, owner, 'POST', '/api/v1/workspaces', { name: 'Harbour Survey' }))).id;
+    const key = await liveKey(owner, ws);
+    expect((await analyze(key, await noiseJpeg())).statusCode).toBe(402); // no credits: nothing to erase but keys and the workspace
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await ctx.addCookies(owner.cookie.split('; ').map((c) => ({ name: c.slice(0, c.indexOf('=')), value: c.slice(c.indexOf('=') + 1), url: stack.url })));
+    const page = await ctx.newPage();
+    try {
+      await page.goto(stack.url);
+      await page.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Harbour Survey (owner)' });
+      const form = page.getByRole('form', { name: 'Delete Harbour Survey' });
+      const button = form.getByRole('button', { name: 'Delete workspace' });
+      await form.getByLabel('Type Harbour Survey to confirm').fill('Harbour');
+      expect(await button.isDisabled()).toBe(true);
+      await form.getByLabel('Type Harbour Survey to confirm').fill('Harbour Survey');
+      expect(await seriousA11yViolations(page)).toEqual([]);
+      await button.click();
+      // Back on the remaining (personal) workspace: the deleted one is no longer offered.
+      await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent(), { timeout: 15_000 }).toBe(owner.email);
+      expect(await page.getByLabel('Workspace', { exact: true }).count()).toBe(0);
+      expect((await api().inject({ method: 'GET', url: '/v1/usage', headers: bearer(key) })).statusCode).toBe(401);
+      expect(await count('SELECT count(*)::int AS n FROM users WHERE id = $1 AND deleted_at IS NOT NULL', [ws])).toBe(1);
+      // The personal workspace has no delete form: it goes with the account.
+      expect(await page.getByRole('form', { name: /^Delete / }).count()).toBe(0);
+
+      await page.getByRole('link', { name: 'Account' }).click();
+      const account = page.getByRole('form', { name: 'Delete account' });
+      await account.getByLabel(`Type ${owner.email} to confirm`).fill(owner.email);
+      await account.getByRole('button', { name: 'Delete my account' }).click();
+      await page.waitForURL(/\/sign-in/, { timeout: 15_000 });
+      expect(await count('SELECT count(*)::int AS n FROM console_users WHERE lower(email) = lower($1)', [owner.email])).toBe(0);
+      expect((await consoleCall(stack, owner, 'GET', '/api/v1/session')).status).toBe(401);
+    } finally {
+      await ctx.close();
+    }
   }, 180_000);
 });
