@@ -9,7 +9,7 @@ const BATCH = 500;
 /**
  * One collector pass: delete every stored image that nothing keeps (registry/photos.ts
  * referencedPhotos: a live workspace's registry within its retention, an upload, a pending batch
- * photo) and that was written more than `graceMs` ago
+ * photo, a run in flight that uses it) and that was written more than `graceMs` ago
  * (longer than any analysis may run, so a blob an analysis in flight still reads is never taken).
  * A workspace's retention (users.retention_days) is enforced here: its photos stop keeping their
  * bytes that many days after it last sent them. Returns how many blobs and bytes it deleted.
@@ -24,7 +24,7 @@ export async function collectBlobs(
   let batch: Array<{ sha256: string; bytes: number }> = [];
   const flush = async () => {
     const sizes = new Map(batch.map((b) => [b.sha256, b.bytes]));
-    for (const sha256 of await deleteUnreferencedBlobs(db, blobs, [...sizes.keys()])) {
+    for (const sha256 of await deleteUnreferencedBlobs(db, blobs, [...sizes.keys()], { graceMs: opts.graceMs })) {
       out.deleted += 1;
       out.bytes += sizes.get(sha256)!;
     }

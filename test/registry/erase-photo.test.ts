@@ -4,6 +4,8 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
+import { utimes } from 'node:fs/promises';
+import { collectBlobs } from '../../worker/blob-collector.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -179,5 +181,35 @@ describe('DELETE /v1/photos/{sha256}', () => {
     const found = await lookup(user.liveKey, sha(img));
     expect(Object.keys(found.photo.lenses).sort()).toEqual(['describe']);
     await ledgerOk(user.userId);
+  }, 120_000);
+
+  it('retention never takes the bytes of a run in flight: the collector keeps them until the run answered', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    await p.db.query('UPDATE users SET retention_days = 1 WHERE id = $1', [user.userId]);
+    const img = await noiseJpeg();
+    expect((await analyze(user.liveKey, img, ['dating'])).statusCode).toBe(200);
+    const aged = async () => {
+      await p.db.query(`UPDATE photos SET last_analyzed_at = now() - interval '2 days' WHERE user_id = $1`, [user.userId]);
+      const past = new Date(Date.now() - 2 * 86400_000);
+      await utimes(blobs.pathOf(sha(img)), past, past);
+    };
+    await aged();
+    p.sim.hold();
+    try {
+      const inFlight = analyze(user.liveKey, img, ['describe']);
+      await expect.poll(() => p.sim.held(), { timeout: 60_000, interval: 20 }).toBeGreaterThan(0);
+      // Past its retention and its grace, but used by the run at the vendor: kept.
+      await collectBlobs(p.db, blobs, { graceMs: 3600_000 });
+      expect(await blobs.has(sha(img))).toBe(true);
+      p.sim.release();
+      expect((await inFlight).statusCode).toBe(200);
+    } finally {
+      p.sim.reset();
+    }
+    // The run answered and ended its use: aged again, the collector takes the bytes, the records stay.
+    await aged();
+    await collectBlobs(p.db, blobs, { graceMs: 3600_000 });
+    expect(await blobs.has(sha(img))).toBe(false);
+    expect(Object.keys((await lookup(user.liveKey, sha(img))).photo.lenses).sort()).toEqual(['dating', 'describe', 'moderation']);
   }, 120_000);
 });
