@@ -4,7 +4,9 @@ import type { BlobStore } from '../images/blobstore.ts';
 import { deleteUnreferencedBlobs } from './photos.ts';
 
 /** What a batch item whose photo was erased says in its error, its export row and its JSON (docs/privacy.md). */
-export const ERASED_CODE = 'PHOTO_ERASED';
+// The contract's own code for a photo the registry does not hold: a new value of the ErrorCode enum
+// would be a breaking change of every response that carries it (docs/decisions.md).
+export const ERASED_CODE = 'PHOTO_NOT_IN_REGISTRY';
 export const erasedMessage = (at: Date) =>
   `The photo was erased from the registry on ${at.toISOString()} (DELETE /v1/photos/{sha256}); its results and name are no longer kept`;
 
@@ -23,7 +25,7 @@ export interface ErasedPhoto {
  * One transaction, in this order: the photo row (its lens events and records go with it by
  * cascade), the vehicle reports that included it, the stored answers of earlier requests that
  * carry its results (analysis_requests), the workspace's uploads of the same bytes (expired),
- * and the finished batch items that named it (results, name and URL erased, `PHOTO_ERASED`).
+ * and the finished batch items that named it (results, name and URL erased, `PHOTO_NOT_IN_REGISTRY`, saying it was erased).
  * Then, after the commit, its blob is deleted unless something else keeps it: another
  * workspace's registry, a pending batch item, a live upload, or an intake that used the bytes
  * within `graceMs` (an analysis in flight). Null when the workspace's registry does not hold it.

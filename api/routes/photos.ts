@@ -17,7 +17,7 @@ const erasedSchema = z
     sha256: z.string(),
     lensRecordsDeleted: z.int().describe('Lens records erased with the photo (one per lens ever run on it)'),
     vehicleReportsDeleted: z.int().describe('Vehicle-condition reports that included the photo, erased with it'),
-    batchItemsErased: z.int().describe('Finished batch items that named the photo: their results, name and URL are erased; they now say `PHOTO_ERASED`'),
+    batchItemsErased: z.int().describe('Finished batch items that named the photo: their results, name and URL are erased; they now say `PHOTO_NOT_IN_REGISTRY` with the date of the erasure'),
     requestId: z.string(),
   })
   .meta({ id: 'ErasedPhoto' });
@@ -36,7 +36,7 @@ export function photoRoutes(deps: AppDeps): FastifyPluginAsync {
           operationId: 'deletePhoto',
           summary: 'Erase a photo from your registry',
           description:
-            'Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their exports then say `PHOTO_ERASED`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).',
+            'Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their items and exports then say `PHOTO_NOT_IN_REGISTRY: The photo was erased …`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).',
           tags: ['photos'],
           security: [{ bearer: [] }],
           params,

@@ -77,16 +77,16 @@ describe('DELETE /v1/photos/{sha256}', () => {
 
     // The batch's items and exports say it was erased, without its name; the other photo is untouched.
     const items = (await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}/items`, headers: bearer(user.liveKey) })).json().items;
-    expect(items[0]).toMatchObject({ source: '[erased]', status: 'done', output: null, error: { code: 'PHOTO_ERASED', message: expect.stringContaining('erased') } });
+    expect(items[0]).toMatchObject({ source: '[erased]', status: 'done', output: null, error: { code: 'PHOTO_NOT_IN_REGISTRY', message: expect.stringContaining('The photo was erased') } });
     expect(items[1]).toMatchObject({ source: 'other.jpg', status: 'done', error: null, output: { estimatedDate: expect.any(Object) } });
     const csv = await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}/export?format=csv`, headers: bearer(user.liveKey) });
     expect(csv.statusCode).toBe(200);
     expect(csv.body).not.toContain('Jane Doe');
     const rows = parse(csv.body.replace(/^\uFEFF/, ''), { columns: true }) as Array<Record<string, string>>;
-    expect(Object.values(rows[0]!).some((v) => v.startsWith('PHOTO_ERASED: '))).toBe(true);
+    expect(Object.values(rows[0]!).some((v) => v.startsWith('PHOTO_NOT_IN_REGISTRY: The photo was erased'))).toBe(true);
     const json = await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}/export?format=json`, headers: bearer(user.liveKey) });
     expect(json.body).not.toContain('Jane Doe');
-    expect(json.json()[0]).toMatchObject({ source: '[erased]', output: null, error: expect.stringMatching(/^PHOTO_ERASED: /) });
+    expect(json.json()[0]).toMatchObject({ source: '[erased]', output: null, error: expect.stringMatching(/^PHOTO_NOT_IN_REGISTRY: The photo was erased/) });
 
     // Again: 404 in the envelope, nothing moves; erasing is free and the ledger balances.
     const again = await erase(user.liveKey, sha(photo));
