@@ -129,6 +129,8 @@ export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'de
     const kept = await referencedPhotos(c, sha256s, uses);
     const gone = sha256s.filter((sha) => !kept.has(sha));
     await Promise.all(gone.map((sha) => blobs.delete(sha)));
+    // A thumbnail is a small copy of the photo (images/thumbnail.ts): it goes with the bytes.
+    if (gone.length) await c.query('DELETE FROM thumbnails WHERE sha256 = ANY($1)', [gone]);
     return gone;
   });
 }

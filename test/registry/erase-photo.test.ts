@@ -6,6 +6,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { utimes } from 'node:fs/promises';
 import { collectBlobs } from '../../worker/blob-collector.ts';
+import { thumbnailOf } from '../../images/thumbnail.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -56,6 +57,8 @@ describe('DELETE /v1/photos/{sha256}', () => {
     expect(before[0]).toMatchObject({ source: 'Jane Doe at the lake.jpg', status: 'done', output: { estimatedDate: expect.any(Object) } });
     expect(await lookup(user.liveKey, sha(photo))).toMatchObject({ matchType: 'exact', photo: { lenses: { dating: expect.any(Object), describe: expect.any(Object) } } });
     expect(await blobs.has(sha(photo))).toBe(true);
+    // The console's thumbnail of it (a small copy of the photo) exists too.
+    expect(await thumbnailOf({ db: p.db, blobs }, sha(photo))).not.toBeNull();
     const balance = await getBalance(p.db, user.userId);
 
     const res = await erase(user.liveKey, sha(photo));
@@ -68,6 +71,7 @@ describe('DELETE /v1/photos/{sha256}', () => {
     expect(await lookup(user.liveKey, sha(photo))).toEqual({ matchType: 'none' });
     expect(await lookupByImage(user.liveKey, photo)).toEqual({ matchType: 'none' });
     expect(await blobs.has(sha(photo))).toBe(false);
+    expect((await p.db.query('SELECT 1 FROM thumbnails WHERE sha256 = $1', [sha(photo)])).rowCount).toBe(0);
     for (const table of ['photos', 'lens_events', 'lens_records']) {
       const r = await p.db.query(`SELECT count(*)::int AS n FROM ${table} WHERE user_id = $1 AND sha256 = $2`, [user.userId, sha(photo)]);
       expect(r.rows[0].n, table).toBe(0);
