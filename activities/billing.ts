@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { planAnalysis, planVehicleReport, type AnalysisPlan, type VehiclePlan } from '../credits/delta.ts';
-import { countUnbilledCallsIn, holdIn, release, settleIn, type Reservation, type UnbilledGate } from '../credits/ledger.ts';
+import { countUnbilledCallsIn, holdIn, refuseDeletedIn, release, settleIn, type Reservation, type UnbilledGate } from '../credits/ledger.ts';
 import { inTransaction, type DbClient } from '../db/pool.ts';
 import { persistAnalysisIn, runStartIn, type PersistImage, type Persisted } from '../registry/photos.ts';
 import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
@@ -140,11 +140,12 @@ export function billingActivities(deps: ActivityDeps) {
       settle: { reservationId: string; extraCharge: number } | null;
     }): Promise<Persisted> {
       const { persisted, closed } = await inTransaction(deps.db, async (c) => {
+        await refuseDeletedIn(c, input.userId);
         const persisted = await persistRun(c, input);
         if (!input.settle) return { persisted, closed: null };
         const charge = persisted.charged + input.settle.extraCharge;
         return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge }) };
-      });
+      }).catch(rethrowDomain);
       if (input.settle) countSettled(input.settle.reservationId, closed);
       return persisted;
     },
@@ -160,10 +161,11 @@ export function billingActivities(deps: ActivityDeps) {
       reservationId: string;
     }): Promise<{ reportId: string }> {
       const { reportId, closed } = await inTransaction(deps.db, async (c) => {
+        await refuseDeletedIn(c, input.userId);
         await persistRun(c, input);
         const reportId = await saveVehicleReportIn(c, { ...input.report, workflowId: input.workflowId, userId: input.userId });
         return { reportId, closed: await settleIn(c, { id: input.reservationId, charge: input.report.credits }) };
-      });
+      }).catch(rethrowDomain);
       countSettled(input.reservationId, closed);
       return { reportId };
     },

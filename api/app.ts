@@ -22,6 +22,7 @@ import { healthRoutes } from './routes/health.ts';
 import { internalRoutes } from './routes/internal.ts';
 import { batchRoutes } from './routes/batches.ts';
 import { lookupRoutes } from './routes/lookup.ts';
+import { photoRoutes } from './routes/photos.ts';
 import { metaRoutes } from './routes/meta.ts';
 import { metricsRoutes } from './routes/metrics.ts';
 import { modulesRoutes } from './routes/modules.ts';
@@ -100,6 +101,7 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   await app.register(analyzeRoutes(deps));
   await app.register(enrichRoutes(deps));
   await app.register(lookupRoutes(deps));
+  await app.register(photoRoutes(deps));
   await app.register(batchRoutes(deps));
   await app.register(uploadRoutes(deps));
   return app;

@@ -22,6 +22,7 @@ export function buildLlmsTxt(): string {
 - POST /v2/analyze — analyze plus bespoke extraction (extract: prompt | schema | schemaId), 5 credits per extraction.
 - POST /v2/lookup — look up earlier results by image (free). GET /v2/lookup?sha256=… or ?pHash=…&threshold=5 — by fingerprint (free).
 - POST /v2/enrich — write cached lens output into the photo's EXIF/IPTC/XMP (5 credits).
+- DELETE /v1/photos/{sha256} — erase a photo from your registry with its lens records, and its bytes once nothing else keeps them (free; live keys; 404 when your registry does not hold it).
 - GET /v1/modules — this catalog as JSON.
 - GET /v1/usage — credit balance.
 - GET /v1/health, GET /v1/openapi.json (OpenAPI 3.1), GET /v1/docs (interactive docs), GET /v1/llms.txt (this file), GET ${DISCOVERY_PATH} (discovery index).

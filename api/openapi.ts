@@ -65,6 +65,7 @@ const SECURITY_SCHEMES = {
 const PUBLIC_TAGS = [
   { name: 'analyze', description: 'Run lenses on a photo (or up to 50). Lenses already run on the same photo bill nothing.' },
   { name: 'lookup', description: 'Find earlier results in your photo registry, by image or by fingerprint. Free.' },
+  { name: 'photos', description: 'Your photo registry: erase a photo with its lens records and, once nothing else keeps them, its bytes.' },
   { name: 'enrich', description: 'Write cached lens output into a photo’s EXIF, IPTC and XMP metadata.' },
   { name: 'batches', description: 'Up to 10,000 photos through the same lenses, run in the background.' },
   { name: 'uploads', description: 'Resumable photo uploads (tus 1.0): upload once, then name the photo by its uploadId in any request. Free; counted against a per-account quota; expire unused after 24 h.' },

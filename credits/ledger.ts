@@ -192,8 +192,9 @@ export async function holdIn(
   const { userId, gate, reserve } = args;
   if (reserve && (!Number.isSafeInteger(reserve.amount) || reserve.amount <= 0)) throw new Error('reserve amount must be a positive integer');
   if (!reserve && !gate?.vendorWork && !args.closed) return null;
-  const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null; calls: number | null }>(
+  const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null; calls: number | null; deleted: boolean }>(
     `SELECT a.community_balance, a.purchased_balance, a.reserved, a.referral_bonus,
+            (SELECT deleted_at IS NOT NULL FROM users WHERE id = $1) AS deleted,
             (SELECT to_jsonb(r) FROM (SELECT id, user_id, amount, from_community, from_purchased, status, settled_amount, expires_at
                                         FROM reservations WHERE id = $2) r) AS existing,
             (SELECT calls FROM unbilled_vendor_calls WHERE user_id = $1 AND day = (now() AT TIME ZONE 'utc')::date) AS calls
@@ -202,6 +203,8 @@ export async function holdIn(
   );
   const acct = found.rows[0];
   if (!acct) throw new AppError('AUTH_FAILED', 'No credit account for this user');
+  // Erasure marks the workspace deleted under this same lock (accounts/erase.ts): nothing is held after it.
+  if (acct.deleted) throw workspaceDeleted();
   if (args.closed && acct.existing && acct.existing.status !== 'open') throw args.closed();
   if (gate?.vendorWork) {
     if ((acct.calls ?? 0) >= gate.cap) throw unbilledCapReached(gate.cap);
@@ -398,6 +401,21 @@ export async function checkInvariants(db: Db, userId?: string): Promise<Invarian
     if (n(a.l_granted_purchased) !== n(a.purchased_granted)) problems.push(`ledger purchases ${a.l_granted_purchased} != ${a.purchased_granted}`);
     return { userId: a.user_id, ok: problems.length === 0, problems };
   });
+}
+
+/** A run of a workspace erased while it ran: refused, nothing reserved, recorded or charged (docs/privacy.md). */
+export const workspaceDeleted = () => new AppError('AUTH_FAILED', 'This workspace was deleted; nothing was recorded or charged');
+
+/**
+ * In a transaction about to record results for a workspace: waits for an erasure holding the
+ * account lock and refuses once the workspace is deleted (its records would outlive the erasure).
+ */
+export async function refuseDeletedIn(c: DbClient, userId: string): Promise<void> {
+  const r = await c.query<{ deleted: boolean }>(
+    'SELECT u.deleted_at IS NOT NULL AS deleted FROM credit_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = $1 FOR SHARE OF a',
+    [userId],
+  );
+  if (!r.rows[0] || r.rows[0].deleted) throw workspaceDeleted();
 }
 
 /** Seconds until the next UTC midnight, when the unbilled-call budget starts again. */

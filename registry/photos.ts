@@ -61,15 +61,21 @@ export async function photoFingerprint(db: Db, userId: string, sha256: string): 
   return row ? { pHash: signed64ToHex(row.phash), dHash: signed64ToHex(row.dhash) } : null;
 }
 
-/** Which of `sha256s` some account's registry holds, or a live intake lease (their blobs must be kept). */
-async function referencedPhotos(db: Db | DbClient, sha256s: string[]): Promise<Set<string>> {
+/**
+ * Which of `sha256s` must keep their bytes. A registry entry of a live workspace, within its
+ * retention (users.retention_days: bytes kept that many days after the workspace last sent the
+ * photo; NULL keeps them while the entry exists), a finished upload not expired
+ * (uploads/service.ts), a batch photo (alone or of a vehicle) still waiting to be analyzed in a
+ * batch that may still run it (a cancelled or expired batch fails them, batches/repository.ts
+ * setBatchStatus), or a request's intake lease not expired (registry/blob-leases.ts: an analysis
+ * in flight reads the bytes after its intake, whatever was erased meanwhile).
+ */
+async function referencedPhotos(c: Db | DbClient, sha256s: string[]): Promise<Set<string>> {
   if (!sha256s.length) return new Set();
-  // A registry entry of any account, a finished upload not expired (uploads/service.ts), or a batch photo (alone or of a vehicle) still waiting to be
-  // analyzed in a batch that may still run it: a cancelled batch's photos never will (a cancelled
-  // or expired batch fails them too, batches/repository.ts setBatchStatus); or a request's intake
-  // holding it (registry/blob-leases.ts).
-  const r = await db.query<{ sha256: string }>(
-    `SELECT sha256 FROM photos WHERE sha256 = ANY($1)
+  const r = await c.query<{ sha256: string }>(
+    `SELECT p.sha256 FROM photos p JOIN users u ON u.id = p.user_id
+      WHERE p.sha256 = ANY($1) AND u.deleted_at IS NULL
+        AND (u.retention_days IS NULL OR p.last_analyzed_at > now() - make_interval(days => u.retention_days))
      UNION SELECT sha256 FROM uploads WHERE expired_at IS NULL AND sha256 = ANY($1)
      UNION SELECT sha256 FROM blob_leases WHERE expires_at > now() AND sha256 = ANY($1)
      UNION SELECT i.ref->>'sha256' FROM batch_items i JOIN batches b ON b.id = i.batch_id AND b.status <> 'cancelled'
@@ -82,9 +88,11 @@ async function referencedPhotos(db: Db | DbClient, sha256s: string[]): Promise<S
 }
 
 /**
- * Delete the blobs of those of `sha256s` nothing holds (no registry, upload, pending batch photo
- * or intake lease); returns the ones deleted. The check and the deletes happen under each blob's
- * lock (registry/blob-leases.ts), so a lease or an upload committed meanwhile is never outrun.
+ * Delete the blobs of those of `sha256s` nothing holds (referencedPhotos: no registry within its
+ * retention, upload, pending batch photo or intake lease); returns the ones deleted. The check and
+ * the deletes happen under each blob's lock (registry/blob-leases.ts), so a lease or an upload
+ * committed meanwhile is never outrun. Every delete path (a failed request, erasure, the collector)
+ * comes through here: a request releases its own leases first, so it still honours everyone else's.
  */
 export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'delete'>, sha256s: string[]): Promise<string[]> {
   if (!sha256s.length) return [];
@@ -93,6 +101,8 @@ export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'de
     const kept = await referencedPhotos(c, sha256s);
     const gone = [...new Set(sha256s)].filter((sha) => !kept.has(sha));
     await Promise.all(gone.map((sha) => blobs.delete(sha)));
+    // A thumbnail is a small copy of the photo (images/thumbnail.ts): it goes with the bytes.
+    if (gone.length) await c.query('DELETE FROM thumbnails WHERE sha256 = ANY($1)', [gone]);
     return gone;
   });
 }

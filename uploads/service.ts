@@ -214,6 +214,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
         'UPDATE uploads SET sha256 = $2, format = $3, width = $4, height = $5, finished_at = now(), last_used_at = now() WHERE id = $1',
         [id, sha256, probed.format, probed.width, probed.height],
       );
+      // An erasure of these bytes at this moment waits on the blob's lock, then finds the committed row keeping them.
       await blobs.put(sha256, bytes);
       await c.query('COMMIT');
       removeAfter = true;

@@ -33,6 +33,7 @@ import { keysByCreator, recordKeyCreator } from './members.ts';
 import { CONTENT_SECURITY_POLICY, keepNewestMagicLink, redactedRequest, withoutTokens } from './hardening.ts';
 import { mailSafe, nameProblem } from './names.ts';
 import { registerMemberRoutes } from './member-routes.ts';
+import { registerErasureRoutes } from './erasure-routes.ts';
 import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from './workspaces.ts';
 import type { Mailer } from './mail.ts';
 import type Stripe from 'stripe';
@@ -208,6 +209,20 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     return { members, invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
   });
   registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, signedIn);
+  // Erasure and retention (docs/privacy.md): the blob store and Temporal come with the console's batch pipeline.
+  registerErasureRoutes(
+    app,
+    deps.batches
+      ? {
+          db: deps.db,
+          keyCache: deps.keyCache,
+          ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}),
+          blobs: deps.batches.pipeline.blobs,
+          temporal: deps.batches.pipeline.temporal,
+        }
+      : null,
+    signedIn,
+  );
 
   const inviteBody = z.object({ email: z.string().trim().min(3).max(320), role: z.enum(['admin', 'member']).default('member') });
   app.post('/api/v1/workspaces/:workspaceId/invitations', async (request, reply) => {

@@ -155,7 +155,8 @@ export function registerConsoleBatches(
     return reply.code(202).send(await retryBatchItem(pipeline, workspaceId, batchId, index));
   });
 
-  // A photo's thumbnail, for members of a workspace whose batches or registry hold the photo;
+  // A photo's thumbnail, for members of a workspace whose batches (not an item whose photo was erased)
+  // or registry hold the photo;
   // anyone else gets 404 whether or not the photo exists. Cached by the browser only (private).
   app.get('/api/v1/workspaces/:workspaceId/thumbnails/:sha256', async (request, reply) => {
     const person = await signedIn(request);
@@ -169,7 +170,7 @@ export function registerConsoleBatches(
       `SELECT 1 FROM photos WHERE user_id = $1 AND sha256 = $2
        UNION ALL
        SELECT 1 FROM batch_items i JOIN batches b ON b.id = i.batch_id
-        WHERE b.user_id = $1 AND (i.ref->>'sha256' = $2 OR i.photos @> jsonb_build_array(jsonb_build_object('ref', jsonb_build_object('sha256', $2::text))))
+        WHERE b.user_id = $1 AND i.erased_at IS NULL AND (i.ref->>'sha256' = $2 OR i.photos @> jsonb_build_array(jsonb_build_object('ref', jsonb_build_object('sha256', $2::text))))
        LIMIT 1`,
       [workspaceId, sha256],
     );

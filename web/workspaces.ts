@@ -16,6 +16,8 @@ export interface Workspace {
   id: string;
   name: string;
   role: Role;
+  /** A personal workspace goes with its person's account; a team workspace can be deleted on its own. */
+  kind?: 'personal' | 'team';
 }
 
 export const workspaceNotFound = () => new AppError('NOT_FOUND', 'No such workspace');
@@ -57,12 +59,12 @@ export async function ensurePersonalWorkspace(db: Db, person: { id: string; emai
 }
 
 export async function workspacesOf(db: Db, personId: string): Promise<Workspace[]> {
-  const r = await db.query<{ id: string; name: string; role: Role }>(
-    `SELECT u.id, coalesce(u.name, u.email) AS name, m.role FROM workspace_members m JOIN users u ON u.id = m.workspace_id
+  const r = await db.query<{ id: string; name: string; role: Role; kind: 'personal' | 'team' }>(
+    `SELECT u.id, coalesce(u.name, u.email) AS name, m.role, u.kind FROM workspace_members m JOIN users u ON u.id = m.workspace_id
       WHERE m.console_user_id = $1 ORDER BY m.created_at, u.id`,
     [personId],
   );
-  return r.rows.map((row) => ({ id: row.id, name: row.name, role: row.role }));
+  return r.rows.map((row) => ({ id: row.id, name: row.name, role: row.role, kind: row.kind }));
 }
 
 /** The person's role in the workspace; 404 when they are not a member (or it does not exist). */

@@ -9,10 +9,12 @@ import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 const BATCH = 500;
 
 /**
- * One collector pass: delete every stored image that no account's registry (nor an upload, a
- * pending batch photo or a request's intake lease) holds and that was
- * written more than `graceMs` ago (longer than any analysis may run, so a blob an analysis in
- * flight still reads is never taken). Returns how many blobs and bytes it deleted.
+ * One collector pass: delete every stored image that nothing holds (registry/photos.ts
+ * referencedPhotos: a live workspace's registry within its retention, an upload, a pending batch
+ * photo, or a request's intake lease, registry/blob-leases.ts) and that was written more than
+ * `graceMs` ago (longer than any analysis may run, so a blob an analysis in flight still reads is
+ * never taken). A workspace's retention (users.retention_days) is enforced here: its photos stop
+ * keeping their bytes that many days after it last sent them. Returns how many blobs and bytes it deleted.
  */
 export async function collectBlobs(
   db: Db,

@@ -1730,6 +1730,21 @@ func (e EntitiesObjectsProminence) Valid() bool {
 	}
 }
 
+// Defines values for ErasedPhotoObject.
+const (
+	ErasedPhotoObjectPhotoErased ErasedPhotoObject = "photo.erased"
+)
+
+// Valid indicates whether the value is a known member of the ErasedPhotoObject enum.
+func (e ErasedPhotoObject) Valid() bool {
+	switch e {
+	case ErasedPhotoObjectPhotoErased:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorCode.
 const (
 	ErrorCodeAUTHFAILED           ErrorCode = "AUTH_FAILED"
@@ -4246,6 +4261,24 @@ type EntitiesOutput struct {
 	Objects EntitiesObjects `json:"objects"`
 }
 
+// ErasedPhoto defines model for ErasedPhoto.
+type ErasedPhoto struct {
+	// BatchItemsErased Finished batch items that named the photo: their results, name and URL are erased; they now say `PHOTO_NOT_IN_REGISTRY` with the date of the erasure
+	BatchItemsErased int `json:"batchItemsErased"`
+
+	// LensRecordsDeleted Lens records erased with the photo (one per lens ever run on it)
+	LensRecordsDeleted int               `json:"lensRecordsDeleted"`
+	Object             ErasedPhotoObject `json:"object"`
+	RequestId          string            `json:"requestId"`
+	Sha256             string            `json:"sha256"`
+
+	// VehicleReportsDeleted Vehicle-condition reports that included the photo, erased with it
+	VehicleReportsDeleted int `json:"vehicleReportsDeleted"`
+}
+
+// ErasedPhotoObject defines model for ErasedPhoto.Object.
+type ErasedPhotoObject string
+
 // ErrorCode defines model for ErrorCode.
 type ErrorCode string
 
@@ -5402,6 +5435,12 @@ type GetCatalog200JSONResponseBodyModulesDefaultColumnsFormat string
 // GetCatalog200JSONResponseBodyModulesInternal defines parameters for GetCatalog.
 type GetCatalog200JSONResponseBodyModulesInternal bool
 
+// DeletePhotoParams defines parameters for DeletePhoto.
+type DeletePhotoParams struct {
+	// XRequestId Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`.
+	XRequestId *RequestId `json:"x-request-id,omitempty"`
+}
+
 // CreateUploadParams defines parameters for CreateUpload.
 type CreateUploadParams struct {
 	// XRequestId Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`.
@@ -6326,6 +6365,13 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/modules (the `GetCatalog` operationId).
 	GetCatalog(ctx context.Context, params *GetCatalogParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeletePhoto Erase a photo from your registry
+	//
+	// Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their items and exports then say `PHOTO_NOT_IN_REGISTRY: The photo was erased …`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).
+	//
+	// Corresponds with DELETE /v1/photos/{sha256} (the `DeletePhoto` operationId).
+	DeletePhoto(ctx context.Context, sha256 string, params *DeletePhotoParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateUpload Start a resumable photo upload (tus 1.0)
 	//
 	// Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH, resume after a drop with HEAD then PATCH, from any API process. The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are not billed; they count against the account's upload quota (413 beyond it; 2 GiB by default until the account has bought credits) and expire when no billed request (analyze, batches, enrich; not lookup) used them for 24 h, and 7 days after creation in any case. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
@@ -6683,6 +6729,23 @@ func (c *GeneratedClient) GetLlmsTxt(ctx context.Context, params *GetLlmsTxtPara
 // Corresponds with GET /v1/modules (the `GetCatalog` operationId).
 func (c *GeneratedClient) GetCatalog(ctx context.Context, params *GetCatalogParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCatalogRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePhoto Erase a photo from your registry
+//
+// Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their items and exports then say `PHOTO_NOT_IN_REGISTRY: The photo was erased …`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).
+//
+// Corresponds with DELETE /v1/photos/{sha256} (the `DeletePhoto` operationId).
+func (c *GeneratedClient) DeletePhoto(ctx context.Context, sha256 string, params *DeletePhotoParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePhotoRequest(c.Server, sha256, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7652,6 +7715,55 @@ func NewGetCatalogRequest(server string, params *GetCatalogParams) (*http.Reques
 	return req, nil
 }
 
+// NewDeletePhotoRequest constructs an http.Request for the DeletePhoto method
+func NewDeletePhotoRequest(server string, sha256 string, params *DeletePhotoParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sha256", sha256, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/photos/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-request-id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-request-id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewCreateUploadRequest constructs an http.Request for the CreateUpload method
 func NewCreateUploadRequest(server string, params *CreateUploadParams) (*http.Request, error) {
 	var err error
@@ -8345,6 +8457,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/modules (the `GetCatalog` operationId).
 	GetCatalogWithResponse(ctx context.Context, params *GetCatalogParams, reqEditors ...RequestEditorFn) (*GetCatalogResponse, error)
+
+	// DeletePhotoWithResponse Erase a photo from your registry
+	//
+	// Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their items and exports then say `PHOTO_NOT_IN_REGISTRY: The photo was erased …`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/photos/{sha256} (the `DeletePhoto` operationId).
+	DeletePhotoWithResponse(ctx context.Context, sha256 string, params *DeletePhotoParams, reqEditors ...RequestEditorFn) (*DeletePhotoResponse, error)
 
 	// CreateUploadWithResponse Start a resumable photo upload (tus 1.0)
 	//
@@ -10293,6 +10414,148 @@ func (r GetCatalogResponse) ContentType() string {
 	return ""
 }
 
+// DeletePhotoResponse200Headers the declared response headers of an HTTP 200 response for DeletePhoto
+type DeletePhotoResponse200Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         string
+}
+
+// DeletePhotoResponse400Headers the declared response headers of an HTTP 400 response for DeletePhoto
+type DeletePhotoResponse400Headers struct {
+	XRequestId string
+}
+
+// DeletePhotoResponse401Headers the declared response headers of an HTTP 401 response for DeletePhoto
+type DeletePhotoResponse401Headers struct {
+	XRequestId string
+}
+
+// DeletePhotoResponse403Headers the declared response headers of an HTTP 403 response for DeletePhoto
+type DeletePhotoResponse403Headers struct {
+	XRequestId string
+}
+
+// DeletePhotoResponse404Headers the declared response headers of an HTTP 404 response for DeletePhoto
+type DeletePhotoResponse404Headers struct {
+	XRequestId string
+}
+
+// DeletePhotoResponse429Headers the declared response headers of an HTTP 429 response for DeletePhoto
+type DeletePhotoResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         int
+	XRequestId         string
+}
+
+// DeletePhotoResponseDefaultHeaders the declared response headers of an HTTP default response for DeletePhoto
+type DeletePhotoResponseDefaultHeaders struct {
+	RetryAfter *int
+	XRequestId string
+}
+
+type DeletePhotoResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ErasedPhoto
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorEnvelope
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorEnvelope
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorEnvelope
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorEnvelope
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorEnvelope
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *ErrorEnvelope
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DeletePhotoResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeletePhotoResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeletePhotoResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeletePhotoResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeletePhotoResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeletePhotoResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *DeletePhotoResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeletePhotoResponse) GetJSON200() *ErasedPhoto {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeletePhotoResponse) GetJSON400() *ErrorEnvelope {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeletePhotoResponse) GetJSON401() *ErrorEnvelope {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeletePhotoResponse) GetJSON403() *ErrorEnvelope {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeletePhotoResponse) GetJSON404() *ErrorEnvelope {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeletePhotoResponse) GetJSON429() *ErrorEnvelope {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeletePhotoResponse) GetJSONDefault() *ErrorEnvelope {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePhotoResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePhotoResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePhotoResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePhotoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateUploadResponse201Headers the declared response headers of an HTTP 201 response for CreateUpload
 type CreateUploadResponse201Headers struct {
 	RateLimitLimit     *int
@@ -11830,6 +12093,21 @@ func (c *ClientWithResponses) GetCatalogWithResponse(ctx context.Context, params
 		return nil, err
 	}
 	return ParseGetCatalogResponse(rsp)
+}
+
+// DeletePhotoWithResponse Erase a photo from your registry
+//
+// Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their items and exports then say `PHOTO_NOT_IN_REGISTRY: The photo was erased …`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/photos/{sha256} (the `DeletePhoto` operationId).
+func (c *ClientWithResponses) DeletePhotoWithResponse(ctx context.Context, sha256 string, params *DeletePhotoParams, reqEditors ...RequestEditorFn) (*DeletePhotoResponse, error) {
+	rsp, err := c.DeletePhoto(ctx, sha256, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePhotoResponse(rsp)
 }
 
 // CreateUploadWithResponse Start a resumable photo upload (tus 1.0)
@@ -14604,6 +14882,217 @@ func ParseGetCatalogResponse(rsp *http.Response) (*GetCatalogResponse, error) {
 		response.Headers429 = &headers
 	case true:
 		var headers GetCatalogResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeletePhotoResponse parses an HTTP response from a DeletePhotoWithResponse call
+func ParseDeletePhotoResponse(rsp *http.Response) (*DeletePhotoResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePhotoResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ErasedPhoto
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest ErrorEnvelope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DeletePhotoResponse200Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DeletePhotoResponse400Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeletePhotoResponse401Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeletePhotoResponse403Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeletePhotoResponse404Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeletePhotoResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers DeletePhotoResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -175,6 +175,7 @@ describe('meta endpoints (no auth)', () => {
       expect(res.body).toContain(`- ${stack}:`);
     }
     expect(res.body).toContain('/.well-known/lenstack.json');
+    expect(res.body).toContain('- DELETE /v1/photos/{sha256} — erase a photo');
     expect(res.body).toContain('svc_test_public');
   });
 

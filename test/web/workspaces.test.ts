@@ -23,7 +23,7 @@ describe('personal workspaces', () => {
     const p = await person();
     const ids = await Promise.all(Array.from({ length: 6 }, () => ensurePersonalWorkspace(db, p)));
     expect(new Set(ids).size).toBe(1);
-    expect(await workspacesOf(db, p.id)).toEqual([{ id: ids[0], name: p.email, role: 'owner' }]);
+    expect(await workspacesOf(db, p.id)).toEqual([{ id: ids[0], name: p.email, role: 'owner', kind: 'personal' }]);
     expect(await getBalance(db, ids[0]!)).toMatchObject({ community: 1000, purchased: 0 });
     const verified = await db.query('SELECT email_verified_at FROM users WHERE id = $1', [ids[0]]);
     expect(verified.rows[0].email_verified_at).not.toBeNull();

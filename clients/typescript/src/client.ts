@@ -5,7 +5,7 @@ import { abortableSleep, backoff, checkRequestId, NetworkFailure, newRequestId, 
 import { readServerSentEvents } from './sse.ts';
 import type {
   Analysis, AnalyzeRequest, AnalyzeV2Request, Batch, BatchItem, BatchItemsPage, BatchItemsQuery, BatchRequest, Catalog,
-  CreditBalance, Discovery, EnrichRequest, Enrichment, ExportFormat, Health, Lookup, LookupQuery, LookupRequest,
+  CreditBalance, Discovery, EnrichRequest, Enrichment, ErasedPhoto, ExportFormat, Health, Lookup, LookupQuery, LookupRequest,
 } from './types.ts';
 
 export const DEFAULT_BASE_URL = 'http://localhost:8080';
@@ -146,6 +146,16 @@ export class Lenstack {
   /** POST /v2/enrich: the photo with its cached lens output written into EXIF/IPTC/XMP (5 credits). */
   enrich(body: EnrichRequest, opts?: RequestOptions): Promise<Enrichment> {
     return this.call(IDEMPOTENT, opts, (init) => this.raw.POST('/v2/enrich', { body, ...init }));
+  }
+
+  /**
+   * DELETE /v1/photos/{sha256}: erase a photo from the account's registry (its lens records, and
+   * its bytes once nothing else keeps them). Sent once: after a lost answer, a resend would answer
+   * 404 `PHOTO_NOT_IN_REGISTRY` for a photo this call erased, so the client reports NETWORK_ERROR
+   * instead; a 404 after a NETWORK_ERROR means the photo is gone.
+   */
+  deletePhoto(sha256: string, opts?: RequestOptions): Promise<ErasedPhoto> {
+    return this.call(ONCE, opts, (init) => this.raw.DELETE('/v1/photos/{sha256}', { params: { path: { sha256 } }, ...init }));
   }
 
   /** GET /v1/modules: every lens (`modules`) and stack (`presets`). */

@@ -1,6 +1,6 @@
 import type { paths } from './generated/lenstack.ts';
 
-type Route = { [P in keyof paths]: { [M in 'get' | 'post']: paths[P][M] extends NonNullable<unknown> ? readonly [Uppercase<M>, P] : never }['get' | 'post'] }[keyof paths];
+type Route = { [P in keyof paths]: { [M in 'get' | 'post' | 'delete']: paths[P][M] extends NonNullable<unknown> ? readonly [Uppercase<M>, P] : never }['get' | 'post' | 'delete'] }[keyof paths];
 
 /**
  * Which method of the client calls which operation of the document. The type only admits
@@ -18,6 +18,7 @@ export const OPERATIONS = {
   lookup: ['POST', '/v2/lookup'],
   lookupByFingerprint: ['GET', '/v2/lookup'],
   enrich: ['POST', '/v2/enrich'],
+  deletePhoto: ['DELETE', '/v1/photos/{sha256}'],
   'batches.create': ['POST', '/v1/batches'],
   'batches.get': ['GET', '/v1/batches/{batchId}'],
   'batches.items': ['GET', '/v1/batches/{batchId}/items'],

@@ -25,6 +25,7 @@ export type Analysis = SuccessBody<'/v1/analyze', 'post'>;
 export type LookupRequest = RequestBody<'/v2/lookup', 'post'>;
 export type LookupQuery = QueryOf<'/v2/lookup', 'get'>;
 export type Lookup = SuccessBody<'/v2/lookup', 'post'>;
+export type ErasedPhoto = SuccessBody<'/v1/photos/{sha256}', 'delete'>;
 export type LookupResult = Lookup['results'][string];
 export type EnrichRequest = RequestBody<'/v2/enrich', 'post'>;
 export type Enrichment = SuccessBody<'/v2/enrich', 'post'>;

@@ -36,6 +36,7 @@ export interface Workspace {
   id: string;
   name: string;
   role: 'owner' | 'admin' | 'member';
+  kind: 'personal' | 'team';
 }
 
 export interface SessionInfo {

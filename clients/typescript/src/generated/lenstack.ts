@@ -179,6 +179,26 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/v1/photos/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase a photo from your registry
+         * @description Erases the photo from your account’s registry: its lens records (lookup finds nothing, a new analysis bills every lens again), the vehicle reports that included it, the stored answers of earlier requests that carried its results, your uploads of the same bytes, and the name, URL and results of finished batch items that named it (their items and exports then say `PHOTO_NOT_IN_REGISTRY: The photo was erased …`). Its bytes leave the blob store at once unless something else keeps them: another account that sent the same bytes, a batch that has yet to run the photo, or an analysis of it already under way (then the worker’s collector deletes them within `BLOB_GC_GRACE_MS` after that run, when nothing keeps them). An analysis or batch photo of the same bytes running while you erase completes and records its own result: erase again after it answered. Erasing again answers 404 `PHOTO_NOT_IN_REGISTRY`, as does a photo your account never analyzed, or another account’s. Free. Needs a live key (a `svc_test_` sandbox key is refused with 403: it never changes real data).
+         */
+        delete: operations["deletePhoto"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/batches": {
         parameters: {
             query?: never;
@@ -1565,6 +1585,18 @@ export type components = {
             objects: components["schemas"]["EntitiesObjects"];
             brands: components["schemas"]["EntitiesBrands"];
             animals: components["schemas"]["EntitiesAnimals"];
+        };
+        ErasedPhoto: {
+            /** @constant */
+            object: "photo.erased";
+            sha256: string;
+            /** @description Lens records erased with the photo (one per lens ever run on it) */
+            lensRecordsDeleted: number;
+            /** @description Vehicle-condition reports that included the photo, erased with it */
+            vehicleReportsDeleted: number;
+            /** @description Finished batch items that named the photo: their results, name and URL are erased; they now say `PHOTO_NOT_IN_REGISTRY` with the date of the erasure */
+            batchItemsErased: number;
+            requestId: string;
         };
         /** @enum {string} */
         ErrorCode: "VALIDATION_FAILED" | "AUTH_FAILED" | "PLAN_LIMIT_EXCEEDED" | "SCHEMA_NOT_FOUND" | "PHOTO_NOT_IN_REGISTRY" | "NOT_FOUND" | "FORBIDDEN" | "REQUEST_ID_CONFLICT" | "BATCH_FINISHED" | "ITEM_NOT_RETRYABLE" | "REQUEST_TIMEOUT" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IMAGE_INVALID" | "IMAGE_TOO_LARGE" | "RATE_LIMITED" | "HEADERS_TOO_LARGE" | "INTERNAL_ERROR" | "PROVIDER_UNAVAILABLE" | "PROVIDER_ERROR" | "SERVICE_UNAVAILABLE";
@@ -4033,6 +4065,102 @@ export interface operations {
             };
             /** @description Error: `IMAGE_INVALID` or `IMAGE_TOO_LARGE` */
             422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `RATE_LIMITED` */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Any other error, in the same envelope: e.g. 500 `INTERNAL_ERROR`, 503 `SERVICE_UNAVAILABLE` (with `Retry-After` when a retry will do: shutting down, busy, the pipeline briefly unreachable), 408, 413, 415, 431. `retryable` says whether sending it again can help. */
+            default: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deletePhoto: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request, echoed in the `x-request-id` response header and `requestId` of errors; honoured when it matches `^[A-Za-z0-9._:-]{1,128}$`, else replaced. On POST /v1/analyze and /v2/analyze it makes a retry safe: the same id with the same request gets the first answer again and is billed once; the same id with a different request is 409 `REQUEST_ID_CONFLICT`. */
+                "x-request-id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                sha256: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasedPhoto"];
+                };
+            };
+            /** @description Error: `VALIDATION_FAILED` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `AUTH_FAILED` */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `FORBIDDEN` */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error: `SCHEMA_NOT_FOUND` or `PHOTO_NOT_IN_REGISTRY` or `NOT_FOUND` */
+            404: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;

@@ -179,6 +179,47 @@ export function Account({ onSignedOut }: { onSignedOut: () => void }) {
           </table>
         </div>
       </section>
+      <DeleteAccount email={security.email} onDeleted={onSignedOut} />
     </>
+  );
+}
+
+/**
+ * Deleting one's account (docs/privacy.md): typing one's address confirms. Refused while one is
+ * the only owner of a team workspace; the server's message names it.
+ */
+function DeleteAccount({ email, onDeleted }: { email: string; onDeleted: () => void }) {
+  const [confirm, setConfirm] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const remove = async (e: React.FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      await call('DELETE', '/api/v1/account', { confirm });
+      onDeleted();
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not delete your account; try again.');
+    }
+  };
+  return (
+    <section className="card" aria-labelledby="delete-account-h">
+      <h2 id="delete-account-h">Delete account</h2>
+      <p className="hint">
+        Erases your personal workspace (photos, lens results, keys, batches) and signs you out everywhere; you leave your other workspaces and the keys
+        you made there are revoked. Hand over or delete team workspaces you alone own first. This cannot be undone.
+      </p>
+      <form aria-label="Delete account" onSubmit={(e) => void remove(e)}>
+        <label htmlFor="delete-account-confirm">Type {email} to confirm</label>
+        <input id="delete-account-confirm" autoComplete="off" value={confirm} onChange={(e) => setConfirm(e.target.value)} />
+        <button type="submit" className="danger" disabled={confirm.trim().toLowerCase() !== email.toLowerCase()}>
+          Delete my account
+        </button>
+      </form>
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
+      )}
+    </section>
   );
 }

@@ -57,6 +57,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
       <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
       <BatchesPanel key={`batches-${workspace.id}`} workspaceId={workspace.id} canStart={canManage} />
       <MembersPanel key={`members-${workspace.id}`} workspaceId={workspace.id} workspaceName={workspace.name} role={workspace.role} me={session.user.id} onChanged={onChanged} />
+      <SettingsPanel key={`settings-${workspace.id}`} workspace={workspace} onDeleted={onChanged} />
       <NewWorkspace
         onCreated={async (id) => {
           await onChanged();
@@ -460,6 +461,73 @@ function MembersPanel({ workspaceId, workspaceName, role, me, onChanged }: { wor
             </tbody>
           </table>
         </div>
+      )}
+    </section>
+  );
+}
+
+/**
+ * How long original photo bytes are kept (docs/privacy.md "Retention"), and, for an owner of a
+ * team workspace, deleting it: typing its name is the confirmation.
+ */
+function SettingsPanel({ workspace, onDeleted }: { workspace: SessionInfo['workspaces'][number]; onDeleted: () => Promise<void> }) {
+  const [days, setDays] = useState<string>('');
+  const [saved, setSaved] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [confirm, setConfirm] = useState('');
+  const owner = workspace.role === 'owner';
+  useEffect(() => {
+    void call<{ retentionDays: number | null }>('GET', `/api/v1/workspaces/${workspace.id}/settings`).then((s) => setDays(s.retentionDays === null ? '' : String(s.retentionDays)));
+  }, [workspace.id]);
+  const save = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    setSaved(null);
+    try {
+      const s = await call<{ retentionDays: number | null }>('PATCH', `/api/v1/workspaces/${workspace.id}/settings`, { retentionDays: days.trim() === '' ? null : Number(days) });
+      setSaved(s.retentionDays === null ? 'Original photos are kept while your registry holds them.' : `Original photos are kept ${s.retentionDays} days after they were last sent.`);
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not save; try again.');
+    }
+  };
+  const remove = async (e: FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    try {
+      await call('DELETE', `/api/v1/workspaces/${workspace.id}`, { confirm });
+      await onDeleted();
+    } catch (err) {
+      setError(err instanceof ConsoleError ? err.message : 'Could not delete the workspace; try again.');
+    }
+  };
+  return (
+    <section className="card" aria-labelledby="settings-h">
+      <h2 id="settings-h">Settings</h2>
+      <form className="inline" onSubmit={(e) => void save(e)}>
+        <label htmlFor="retention">Keep original photos (days, empty: while the registry holds them)</label>
+        <input id="retention" inputMode="numeric" pattern="[0-9]*" value={days} disabled={!owner} onChange={(e) => setDays(e.target.value)} />
+        {owner && <button type="submit">Save</button>}
+      </form>
+      <p className="hint">Lens results stay either way: lookups and cache hits keep working. Only owners change this.</p>
+      {saved && <p role="status">{saved}</p>}
+      {owner && workspace.kind === 'team' && (
+        <form aria-label={`Delete ${workspace.name}`} onSubmit={(e) => void remove(e)}>
+          <h3>Delete this workspace</h3>
+          <p className="hint">
+            Erases its photos, lens results, keys, members, uploads and batches at once; running work stops uncharged. Credit history is kept for
+            accounting, without descriptions. This cannot be undone.
+          </p>
+          <label htmlFor="delete-confirm">Type {workspace.name} to confirm</label>
+          <input id="delete-confirm" autoComplete="off" value={confirm} onChange={(e) => setConfirm(e.target.value)} />
+          <button type="submit" className="danger" disabled={confirm !== workspace.name}>
+            Delete workspace
+          </button>
+        </form>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {error}
+        </p>
       )}
     </section>
   );
