@@ -1,0 +1,12 @@
+import pg from 'pg';
+import { PrivatePostgres, RestartableTemporal } from './infra.ts';
+let t0 = Date.now();
+const p = await PrivatePostgres.start();
+console.log('pg up', p.port, Date.now() - t0);
+const c = new pg.Client({ connectionString: p.url('postgres') }); await c.connect(); await c.query('create table x(a int)'); await c.query('insert into x values (1)'); await c.end();
+t0 = Date.now(); await p.stopImmediate(); console.log('stopped', Date.now() - t0); t0 = Date.now(); await p.restart(); console.log('restarted', Date.now() - t0);
+const c2 = new pg.Client({ connectionString: p.url('postgres') }); await c2.connect(); console.log((await c2.query('select * from x')).rows); await c2.end();
+await p.close();
+const t = await RestartableTemporal.start({ dir: '/tmp/chaos-rs/t2', namespace: 'default' });
+t0 = Date.now(); await t.kill(); console.log('killed', Date.now() - t0); t0 = Date.now(); await t.restart(); console.log('temporal back', Date.now() - t0);
+await t.close();
