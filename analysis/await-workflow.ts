@@ -23,6 +23,14 @@ const ENDED_BY: Array<[new (...args: never[]) => TemporalFailure, string]> = [
 /** How long starting a workflow may take before the caller is told to retry (503). */
 const START_DEADLINE_MS = 5_000;
 
+/**
+ * While awaiting a result, Temporal is probed this often; once it has not answered for
+ * UNREACHABLE_FOR_MS the caller gets a 503 instead of waiting out the outage (docs/decisions.md,
+ * "Temporal down while a caller waits"). The workflow goes on when Temporal is back.
+ */
+const PROBE_EVERY_MS = 2_000;
+const UNREACHABLE_FOR_MS = 10_000;
+
 /** gRPC codes for a Temporal frontend that cannot be reached or did not answer in time. */
 const UNREACHABLE = new Set([14 /* UNAVAILABLE */, 4 /* DEADLINE_EXCEEDED */]);
 
@@ -33,6 +41,13 @@ const UNREACHABLE = new Set([14 /* UNAVAILABLE */, 4 /* DEADLINE_EXCEEDED */]);
  * no image, fail and release its credits (docs/decisions.md), which costs the caller nothing.
  */
 export class WorkflowNotStarted extends AppError {}
+
+const GRPC_UNAVAILABLE = 14;
+
+function grpcCode(err: unknown): number | undefined {
+  const grpc = err instanceof ServiceError ? err.cause : err;
+  return isGrpcServiceError(grpc) ? grpc.code : undefined;
+}
 
 /** Whether `err` says Temporal itself could not be reached (not that a workflow failed). */
 export function temporalUnreachable(err: unknown): boolean {
@@ -122,7 +137,10 @@ export async function startAndAwait<T>(
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
       deps.log?.error({ workflowId, err }, 'workflow start failed');
       const mapped = appErrorFromWorkflow(err);
-      if (temporalUnreachable(err)) throw new WorkflowNotStarted(mapped.code, mapped.message, { headers: mapped.headers ?? {}, cause: err });
+      // Only a start that never got a connection surely did not start anything. One that ran out
+      // of time (DEADLINE_EXCEEDED) may have been delivered and its run be reading the images: they
+      // stay, for the blob collector to delete after its grace period if no registry holds them.
+      if (temporalUnreachable(err) && grpcCode(err) === GRPC_UNAVAILABLE) throw new WorkflowNotStarted(mapped.code, mapped.message, { headers: mapped.headers ?? {}, cause: err });
       throw mapped;
     }
     handle = deps.temporal.workflow.getHandle<() => Promise<T>>(workflowId);
@@ -134,12 +152,18 @@ export async function startAndAwait<T>(
   const result = handle.result();
   // Abandoning leaves this promise to settle when the connection closes; nobody awaits it then.
   result.catch(() => {});
+  const probing = new AbortController();
   try {
-    const value = await unlessAbandoned(result, deps.abandon);
+    const value = await Promise.race([unlessAbandoned(result, deps.abandon), whileReachable(deps.temporal, probing.signal)]);
     deps.metrics?.workflowDuration.observe({ workflow, outcome: 'succeeded' }, elapsedMs() / 1000);
     deps.log?.info({ workflowId, durationMs: elapsedMs() }, 'workflow completed');
     return value;
   } catch (err) {
+    if (err instanceof TemporalAway) {
+      deps.metrics?.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
+      deps.log?.warn({ workflowId, durationMs: elapsedMs() }, `Temporal unreachable for ${UNREACHABLE_FOR_MS} ms: stopped waiting for the workflow, which goes on`);
+      throw appErrorFromWorkflow(err.cause);
+    }
     if (err instanceof Abandoned) {
       deps.metrics?.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
       deps.log?.warn({ workflowId, durationMs: elapsedMs() }, 'shutting down: stopped waiting for the workflow, which goes on');
@@ -155,5 +179,35 @@ export async function startAndAwait<T>(
     if (appErr.status >= 500) deps.log?.warn({ ...fields, err }, 'workflow failed');
     else deps.log?.info(fields, 'workflow failed');
     throw appErr;
+  } finally {
+    probing.abort();
+  }
+}
+
+class TemporalAway extends Error {}
+
+/**
+ * Never resolves; rejects with TemporalAway once Temporal has not answered a probe for
+ * UNREACHABLE_FOR_MS (a result long-poll alone would wait out the outage: its gRPC retries wait
+ * for a connection). Stops when `stop` aborts.
+ */
+async function whileReachable(temporal: Client, stop: AbortSignal): Promise<never> {
+  let awaySince: number | undefined;
+  let wake: (() => void) | undefined;
+  stop.addEventListener('abort', () => wake?.(), { once: true });
+  for (;;) {
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, PROBE_EVERY_MS);
+      wake = () => (clearTimeout(t), resolve());
+    });
+    if (stop.aborted) return new Promise<never>(() => {});
+    try {
+      await temporal.connection.withDeadline(Date.now() + PROBE_EVERY_MS, () => temporal.connection.workflowService.getSystemInfo({}));
+      awaySince = undefined;
+    } catch (err) {
+      if (!temporalUnreachable(err)) continue;
+      awaySince ??= Date.now() - PROBE_EVERY_MS;
+      if (Date.now() - awaySince >= UNREACHABLE_FOR_MS) throw new TemporalAway('Temporal unreachable', { cause: err });
+    }
   }
 }

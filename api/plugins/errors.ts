@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError, envelope } from '../../core/errors.ts';
+import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { newRequestId } from '../request-id.ts';
 
 /** Human message for a request validation failure, naming the field. */
@@ -44,6 +45,12 @@ export function toAppError(err: unknown): AppError {
   }
   if (e instanceof SyntaxError || e?.statusCode === 400) return new AppError('VALIDATION_FAILED', `Malformed request: ${e.message}`);
   if (e?.statusCode === 404) return new AppError('NOT_FOUND', 'Not found');
+  if (isDatabaseUnavailable(err)) {
+    return new AppError('SERVICE_UNAVAILABLE', 'The database is unreachable for a moment: send the same request again (same x-request-id) shortly', {
+      headers: { 'retry-after': '2' },
+      cause: err,
+    });
+  }
   if (e?.statusCode === 413) return new AppError('PAYLOAD_TOO_LARGE', BODY_TOO_LARGE);
   if (e?.statusCode === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type: send application/json');
   return new AppError('INTERNAL_ERROR', 'Internal server error');

@@ -4,15 +4,19 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runChaos, FULL_SIZE, type ChaosOptions } from '../../tools/chaos/driver.ts';
-import { createDatabaseIfMissing, dropDatabase, migrate } from '../../db/migrate.ts';
+import { PrivatePostgres, RestartableTemporal } from '../../tools/chaos/infra.ts';
+import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { testConfig } from '../harness/env.ts';
 
 /**
  * The chaos suite (chaos/, `npm run chaos` at full size) at CI size: 150 calls from 10 clients
  * across 10 users, through 2 real API processes and 2 real worker processes that are SIGKILLed and
  * restarted, with Postgres and Redis connections reset and stalled by the fault proxies and the
- * simulated vendors failing 30% of calls. Its own database: the run's workers sweep every
- * expired reservation they see every 2 s, which must not race other files' sweeper tests.
+ * simulated vendors failing 30% of calls; and, once each: an API SIGKILLed with analyses in
+ * flight, Temporal SIGKILLed and restarted on its state file, Postgres stopped with
+ * `pg_ctl -m immediate` and started, and a Temporal outage longer than the API waits for it.
+ * Its own Postgres cluster and Temporal server (it restarts both; other files use the shared
+ * ones), so its workers' 2 s sweeper races no other file's sweeper tests either.
  */
 const CI_SIZE: Omit<ChaosOptions, 'log'> = {
   ...FULL_SIZE,
@@ -20,34 +24,47 @@ const CI_SIZE: Omit<ChaosOptions, 'log'> = {
   calls: 150,
   clients: 10,
   users: 10,
-  durationMs: 100_000,
+  // Bounds the load (the outage alone takes 30 s; a loaded machine makes everything slower).
+  durationMs: 240_000,
   workers: 2,
-  // The load takes ~10 s on a quiet machine: kills come often enough that at least two land in it.
+  // Kills come often enough that at least two land in the load.
   killEveryMs: [2_000, 3_500],
-  apiFaults: 'kill',
+  apiTerms: 0,
+  apiKills: 1,
+  temporalKills: 1,
+  pgRestarts: 1,
+  pgDownMs: [1_000, 2_000],
+  // Longer than the API's own wait for Temporal (5 s to start a workflow, ~20 s of gRPC retries
+  // while awaiting one: analysis/await-workflow.ts), so callers see the outage's 503s.
+  temporalOutageMs: 30_000,
   stallBurstChance: 0.5,
-  // Short, so a timed-out workflow's reservation expires seconds after the load ends.
-  workflowTimeoutMs: 20_000,
-  reservationTtlMs: 22_000,
+  // Longer than the outage (a run it delays finishes after it), short enough that a timed-out
+  // workflow's reservation expires soon after the load ends.
+  workflowTimeoutMs: 60_000,
+  reservationTtlMs: 62_000,
   images: 30,
   clientTimeoutMs: 40_000,
 };
 
 let databaseUrl: string;
 let runDir: string;
+let postgres: PrivatePostgres;
+let temporal: RestartableTemporal;
 beforeAll(async () => {
-  const url = new URL(testConfig().DATABASE_URL);
-  url.pathname = `${url.pathname}_chaos_${randomBytes(3).toString('hex')}`;
-  databaseUrl = url.toString();
+  runDir = await mkdtemp(path.join(tmpdir(), 'lenstack-chaos-'));
+  [postgres, temporal] = await Promise.all([
+    PrivatePostgres.start(),
+    RestartableTemporal.start({ dir: path.join(runDir, 'temporal'), namespace: testConfig().TEMPORAL_NAMESPACE }),
+  ]);
+  databaseUrl = postgres.url(`lenstack_chaos_${randomBytes(3).toString('hex')}`);
   await createDatabaseIfMissing(databaseUrl);
   await migrate(databaseUrl);
-  runDir = await mkdtemp(path.join(tmpdir(), 'lenstack-chaos-'));
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
+  await temporal?.close();
+  await postgres?.close();
   if (runDir) await rm(runDir, { recursive: true, force: true });
-  if (!databaseUrl) return;
-  await dropDatabase(databaseUrl);
 }, 60_000);
 
 describe('chaos (CI size)', () => {
@@ -58,11 +75,13 @@ describe('chaos (CI size)', () => {
         databaseUrl,
         redisUrl: config.REDIS_URL,
         redisPrefix: `${config.REDIS_PREFIX}chaos:`,
-        temporalAddress: config.TEMPORAL_ADDRESS!,
+        temporalAddress: temporal.address,
         temporalNamespace: config.TEMPORAL_NAMESPACE,
         taskQueue: `${config.TEMPORAL_TASK_QUEUE}-chaos`,
         blobDir: config.BLOB_DIR,
         runDir,
+        postgres,
+        temporalServer: temporal,
       },
       { ...CI_SIZE, log: () => {} },
     );
@@ -76,6 +95,14 @@ describe('chaos (CI size)', () => {
     expect(f.workerKills).toBeGreaterThanOrEqual(2);
     expect(f.workerStarts).toBeGreaterThan(2);
     expect(f.apiKills).toBe(1);
+    expect(f.restarts).toEqual({ 'api-kill': 1, 'temporal-kill': 1, 'pg-restart': 1, 'temporal-outage': 1 });
+    expect(postgres.restarts).toBe(1);
+    expect(temporal.kills).toBe(2);
+    // Callers during the outage were told to come back (503 with Retry-After, checked per answer).
+    expect(f.duringOutage['503 SERVICE_UNAVAILABLE']).toBeGreaterThan(0);
+    expect(f.duringOutage['500 INTERNAL_ERROR'] ?? 0).toBe(0);
+    expect(f.missingBlobs).toBe(0);
+    expect(f.terminated).toBe(0);
     expect(f.pgResets).toBeGreaterThanOrEqual(3);
     expect(f.redisResets).toBeGreaterThanOrEqual(1);
     expect(f.vendorFailures).toBeGreaterThan(0);
@@ -89,5 +116,5 @@ describe('chaos (CI size)', () => {
     expect(f.books.granted).toBe(f.books.balances + f.books.charged);
     expect(f.books.settled).toBeGreaterThan(0);
     expect(f.workflows.RUNNING ?? 0).toBe(0);
-  }, 240_000);
+  }, 420_000);
 });

@@ -1,4 +1,5 @@
 import { checkInvariants } from '../../credits/ledger.ts';
+import { FsBlobStore } from '../../images/blobstore.ts';
 import type { Db } from '../../db/pool.ts';
 import type { CallResult } from './client.ts';
 import type { PlannedCall } from './plan.ts';
@@ -187,4 +188,24 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
       `${lost.length}${lost.length ? ` (${examples(lost)})` : ''}`,
   );
   return { lines, failures, figures };
+}
+
+/**
+ * Every photo in the run's registries still has its bytes in the blob store: no failed or
+ * retried request, and no collector pass, deleted a blob a registry entry needs.
+ */
+export async function checkBlobs(input: { db: Db; userIds: string[]; blobDir: string }): Promise<{ lines: string[]; failures: string[]; missing: number }> {
+  const store = new FsBlobStore(input.blobDir);
+  const photos = await input.db.query<{ sha256: string; user_id: string }>('SELECT DISTINCT sha256, user_id FROM photos WHERE user_id = ANY($1)', [input.userIds]);
+  const shas = [...new Set(photos.rows.map((r) => r.sha256))];
+  const missing: string[] = [];
+  for (const sha of shas) if (!(await store.has(sha))) missing.push(sha);
+  const failures = missing.length
+    ? [`${missing.length} blob(s) the registry needs are missing from the store: ${examples(missing.map((m) => m.slice(0, 16)))}`]
+    : [];
+  return {
+    lines: [`blobs: ${photos.rows.length} registry photos (${shas.length} distinct), blob missing for ${missing.length}`],
+    failures,
+    missing: missing.length,
+  };
 }

@@ -9,7 +9,12 @@ import type { PlannedCall } from './plan.ts';
 
 export interface Attempt {
   api: number;
+  /** Wall-clock start and end (Date.now()), to place the attempt against the fault windows. */
+  from: number;
+  to: number;
   ms: number;
+  /** The Retry-After header of a 429 or 503, as sent. */
+  retryAfter?: string | null;
   status?: number;
   code?: string;
   /** Connection-level failure (refused, reset, closed mid-answer). */
@@ -38,6 +43,8 @@ export interface ClientOptions {
   keyOf: (user: number) => string;
   timeoutMs: number;
   maxAttempts: number;
+  /** Told when an attempt to API `url` starts (+1) and ends (-1): requests in flight per API. */
+  inFlight?: (url: string, delta: 1 | -1) => void;
 }
 
 const RETRY_STATUS = new Set([429, 500, 503]);
@@ -74,11 +81,13 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
     const apis = opts.apis();
     const api = (call.index + n) % apis.length;
     const t0 = performance.now();
-    const attempt: Attempt = { api, ms: 0 };
+    const attempt: Attempt = { api, from: Date.now(), to: 0, ms: 0 };
     attempts.push(attempt);
     let retryAfterMs = BACKOFF_MS * 2 ** n;
+    const url = apis[api]!;
+    opts.inFlight?.(url, 1);
     try {
-      const res = await fetch(`${apis[api]}${call.path}`, {
+      const res = await fetch(`${url}${call.path}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${opts.keyOf(call.user)}`, 'content-type': 'application/json', 'x-request-id': call.requestId },
         body: payload,
@@ -87,6 +96,7 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
       const text = await res.text();
       attempt.ms = Math.round(performance.now() - t0);
       attempt.status = res.status;
+      if (res.status === 429 || res.status === 503) attempt.retryAfter = res.headers.get('retry-after');
       let body: unknown = null;
       try {
         body = JSON.parse(text);
@@ -98,7 +108,7 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
       if (read.kind === 'answer' && RETRY_STATUS.has(read.status) && n + 1 < opts.maxAttempts) {
         lastAnswer = read;
         const ra = Number(res.headers.get('retry-after'));
-        if (read.status === 429 && Number.isFinite(ra) && ra > 0) retryAfterMs = Math.min(MAX_RETRY_AFTER_MS, ra * 1000);
+        if ((read.status === 429 || read.status === 503) && Number.isFinite(ra) && ra > 0) retryAfterMs = Math.min(MAX_RETRY_AFTER_MS, ra * 1000);
       } else {
         final = read;
       }
@@ -112,6 +122,9 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
       }
       attempt.network = e.cause?.code ?? e.cause?.message ?? e.message;
       if (n + 1 >= opts.maxAttempts) final = lastAnswer ?? { kind: 'unanswered', detail: attempt.network };
+    } finally {
+      attempt.to = Date.now();
+      opts.inFlight?.(url, -1);
     }
     if (!final) await new Promise((r) => setTimeout(r, retryAfterMs));
   }

@@ -12,7 +12,8 @@ import { FAILURE_MODES, type FailureMode } from '../sim/behaviour.ts';
 import { intIn, pick, rngFor, type Rng } from '../../samples/random.ts';
 import { freePort } from '../scripts/temporal.ts';
 import { WORKFLOWS_PATH } from '../../worker/main.ts';
-import { checkBooks } from './checks.ts';
+import { checkBlobs, checkBooks } from './checks.ts';
+import type { PrivatePostgres, RestartableTemporal } from './infra.ts';
 import { runCall, type CallResult } from './client.ts';
 import { FaultProxy, type Faults, type FaultProxyStats } from './fault-proxy.ts';
 import { makePlan, type PlannedCall } from './plan.ts';
@@ -37,6 +38,10 @@ export interface ChaosServices {
   blobDir: string;
   /** Logs of every process, the workflow bundle and the report go here. */
   runDir: string;
+  /** The run's own Postgres cluster (databaseUrl is on it): immediate stops and starts. Without it, no Postgres restarts. */
+  postgres?: PrivatePostgres;
+  /** The run's own Temporal server (temporalAddress is its): SIGKILLs, restarts, the outage. Without it, none of those. */
+  temporalServer?: RestartableTemporal;
 }
 
 export interface ChaosOptions {
@@ -56,8 +61,22 @@ export interface ChaosOptions {
   allDownShare: number;
   /** Share of kill events that are a graceful SIGTERM instead of a SIGKILL. */
   sigtermShare: number;
-  /** API process faults: none; one SIGKILL mid-run; or a SIGTERM at 35% and a SIGKILL at 65%. */
-  apiFaults: 'none' | 'kill' | 'term-and-kill';
+  /** Graceful stops (SIGTERM, drain) of an API process during the load. */
+  apiTerms: number;
+  /** SIGKILLs of an API process with analyses in flight, each restarted on its port. */
+  apiKills: number;
+  /** SIGKILLs of the Temporal server, started again at once on the same port and state file. */
+  temporalKills: number;
+  /** `pg_ctl stop -m immediate` of the run's Postgres, started again after pgDownMs. */
+  pgRestarts: number;
+  /** How long Postgres stays down after an immediate stop, drawn in [min, max] ms. */
+  pgDownMs: [number, number];
+  /**
+   * One Temporal outage (SIGKILL, down this long, restart) longer than the API waits for Temporal
+   * (analysis/await-workflow.ts: 5 s to start a workflow, ~20 s of gRPC retries while awaiting
+   * one); 0 for none. Callers meanwhile must get 503 with Retry-After.
+   */
+  temporalOutageMs: number;
   /** Share of vendor calls that fail; each vendor's failure mode changes every WEATHER_MS. */
   vendorFailRate: number;
   /** Chance per weather window of a stall burst: one vendor's failures hang (until aborted) for 2–5 s. */
@@ -89,6 +108,17 @@ export interface ChaosReport {
     allDown: number;
     workerStarts: number;
     apiKills: number;
+    /** Faults of the restart schedule, by kind (api-term, api-kill, temporal-kill, temporal-outage, pg-restart). */
+    restarts: Record<string, number>;
+    /** Attempts answered (or not) while Temporal or Postgres was down, by status. */
+    duringOutage: Record<string, number>;
+    /** Slowest single attempt (ms) and slowest call (ms, every attempt of it). */
+    slowestAttemptMs: number;
+    slowestCallMs: number;
+    /** Registry photos of the run whose blob is missing from the store. */
+    missingBlobs: number;
+    /** Workflows the suite had to terminate after the load (each one a failure). */
+    terminated: number;
     pgResets: number;
     redisResets: number;
     stalls: number;
@@ -111,13 +141,20 @@ export const FULL_SIZE: Omit<ChaosOptions, 'seed' | 'log'> = {
   killEveryMs: [3_000, 8_000],
   allDownShare: 0.05,
   sigtermShare: 0.1,
-  apiFaults: 'term-and-kill',
+  apiTerms: 1,
+  apiKills: 3,
+  temporalKills: 3,
+  pgRestarts: 3,
+  pgDownMs: [1_000, 4_000],
+  temporalOutageMs: 120_000,
   vendorFailRate: 0.3,
   stallBurstChance: 0.6,
   pgFaults: { resetPerSecond: 1, stallPerSecond: 0.4, stallMs: [200, 2_000], acceptResetRate: 0.02 },
   redisFaults: { resetPerSecond: 0.3, stallPerSecond: 0.2, stallMs: [200, 1_500], acceptResetRate: 0.02 },
-  workflowTimeoutMs: 45_000,
-  reservationTtlMs: 50_000,
+  // Longer than the Temporal outage: a run the outage delays finishes after it (production's is
+  // 10 minutes) instead of timing out while the server that times it is away.
+  workflowTimeoutMs: 180_000,
+  reservationTtlMs: 190_000,
   sweepIntervalMs: 2_000,
   images: 60,
   clientTimeoutMs: 75_000,
@@ -127,7 +164,8 @@ const VENDORS = ['openai', 'anthropic', 'google'] as const;
 /** How often the simulated vendors change failure mode and latency (the failure sequence goes on). */
 const WEATHER_MS = 10_000;
 const KEEP = { keepFailureSequence: true };
-const READY_TIMEOUT_MS = 90_000;
+// Generous: on a shared 2-core machine under other suites a process has taken 70+ s to start.
+const READY_TIMEOUT_MS = 180_000;
 const API_SHUTDOWN_GRACE_MS = 3_000;
 const WORKER_SHUTDOWN_GRACE_MS = 2_000;
 const MAX_ATTEMPTS = 6;
@@ -331,8 +369,9 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     // --- faults -------------------------------------------------------------------------------
     pgProxy.setFaults(o.pgFaults);
     redisProxy.setFaults(o.redisFaults);
-    const counts = { workerKills: 0, allDown: 0, sigterms: 0, apiKills: 0, apiTerms: 0, weatherChanges: 0, stallBursts: 0 };
+    const counts = { workerKills: 0, allDown: 0, sigterms: 0, weatherChanges: 0, stallBursts: 0 };
     const apiShutdownOverruns: string[] = [];
+    const apiKilledInFlight: number[] = [];
 
     const weather = (async () => {
       const rng = rngFor(`${o.seed}|weather`);
@@ -405,35 +444,92 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     let next = 0;
     let done = 0;
     const loadDeadline = Date.now() + o.durationMs;
-    const apiFaultPoints = o.apiFaults === 'none' ? [] : o.apiFaults === 'kill' ? [{ at: 0.5, signal: 'SIGKILL' as const }] : [
-      { at: 0.35, signal: 'SIGTERM' as const },
-      { at: 0.65, signal: 'SIGKILL' as const },
+    // --- the restart schedule: one fault at a time, each at a point of the plan ----------------
+    // Fault k fires once calls up to its point have been sent, and no client sends a call past
+    // that point before it has fired: every fault lands with calls in flight and more coming.
+    type RestartKind = 'api-term' | 'api-kill' | 'temporal-kill' | 'temporal-outage' | 'pg-restart';
+    const srng = rngFor(`${o.seed}|restarts`);
+    const kinds: RestartKind[] = [
+      ...Array<RestartKind>(o.apiTerms).fill('api-term'),
+      ...Array<RestartKind>(o.apiKills).fill('api-kill'),
+      ...Array<RestartKind>(services.temporalServer ? o.temporalKills : 0).fill('temporal-kill'),
+      ...Array<RestartKind>(services.postgres ? o.pgRestarts : 0).fill('pg-restart'),
+      ...Array<RestartKind>(services.temporalServer && o.temporalOutageMs > 0 ? 1 : 0).fill('temporal-outage'),
     ];
-    const apiChaos = (async () => {
-      for (const [i, point] of apiFaultPoints.entries()) {
-        await pollUntil(() => stopper.stopped || done >= point.at * plan.calls.length, o.durationMs, 200);
-        if (stopper.stopped) return;
-        const slot = (i + 1) % o.apis;
-        const p = apis!.procs[slot];
-        if (!p?.alive) continue;
-        if (point.signal === 'SIGKILL') {
-          counts.apiKills++;
-          log(`SIGKILL ${p.name} at ${done} calls`);
-          p.kill('SIGKILL');
-          await p.exited;
-          await sleep(1_000);
-        } else {
-          counts.apiTerms++;
-          log(`SIGTERM ${p.name} at ${done} calls (graceful drain, ${API_SHUTDOWN_GRACE_MS} ms grace)`);
-          const bound = API_SHUTDOWN_GRACE_MS + 20_000;
-          const t = Date.now();
-          const rec = await p.stop(bound);
-          if (rec.signal === 'SIGKILL') apiShutdownOverruns.push(`${p.name} still running ${bound} ms after SIGTERM`);
-          else log(`${p.name} stopped ${Date.now() - t} ms after SIGTERM (code ${rec.code})`);
-        }
-        await apis!.start(slot);
+    for (let i = kinds.length - 1; i > 0; i--) {
+      const j = Math.floor(srng() * (i + 1));
+      [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
+    }
+    const schedule = kinds.map((kind, i) => ({ kind, at: Math.max(1, Math.floor(plan.calls.length * (0.06 + (0.8 * (i + 0.5)) / kinds.length))) }));
+    let fired = 0;
+    /** When Temporal or Postgres was down (from, to: Date.now()), for judging the answers. */
+    const downWindows: Array<{ kind: 'temporal' | 'postgres'; from: number; to: number }> = [];
+    const restartCounts: Record<string, number> = {};
+    const inFlight = new Map<string, number>();
+    const restartFaults = (async () => {
+      try {
+        await restartSchedule();
+      } catch (err) {
+        failures.push(`the restart schedule failed at fault ${fired} of ${schedule.length}: ${(err as Error).message}`);
+        fired = schedule.length; // let the clients go on
       }
     })();
+    async function restartSchedule(): Promise<void> {
+      for (const [k, ev] of schedule.entries()) {
+        await pollUntil(() => stopper.stopped || next >= ev.at, o.durationMs, 50);
+        if (stopper.stopped) return;
+        restartCounts[ev.kind] = (restartCounts[ev.kind] ?? 0) + 1;
+        fired = k + 1;
+        if (ev.kind === 'api-term' || ev.kind === 'api-kill') {
+          // The API with the most requests in flight (analyses waiting on their workflows).
+          const slots = apis!.readySlots();
+          const slot = slots.sort((a, b) => (inFlight.get(apiUrls[b]!) ?? 0) - (inFlight.get(apiUrls[a]!) ?? 0))[0] ?? k % o.apis;
+          const p = apis!.procs[slot];
+          if (!p?.alive) continue;
+          const busy = inFlight.get(apiUrls[slot]!) ?? 0;
+          if (ev.kind === 'api-kill') {
+            log(`SIGKILL ${p.name} at ${done} calls, ${busy} request(s) in flight on it`);
+            apiKilledInFlight.push(busy);
+            p.kill('SIGKILL');
+            await p.exited;
+          } else {
+            log(`SIGTERM ${p.name} at ${done} calls, ${busy} in flight (graceful drain, ${API_SHUTDOWN_GRACE_MS} ms grace)`);
+            const bound = API_SHUTDOWN_GRACE_MS + 20_000;
+            const t = Date.now();
+            const rec = await p.stop(bound);
+            if (rec.signal === 'SIGKILL') apiShutdownOverruns.push(`${p.name} still running ${bound} ms after SIGTERM`);
+            else log(`${p.name} stopped ${Date.now() - t} ms after SIGTERM (code ${rec.code})`);
+          }
+          await apis!.start(slot);
+        } else if (ev.kind === 'pg-restart') {
+          const pg = services.postgres!;
+          const downMs = intIn(srng, o.pgDownMs[0], o.pgDownMs[1]);
+          const from = Date.now();
+          log(`Postgres: pg_ctl stop -m immediate at ${done} calls, down ${downMs} ms`);
+          await pg.stopImmediate();
+          await sleep(downMs);
+          await pg.restart();
+          downWindows.push({ kind: 'postgres', from, to: Date.now() });
+          log(`Postgres back after ${Date.now() - from} ms`);
+        } else {
+          const t = services.temporalServer!;
+          const downMs = ev.kind === 'temporal-outage' ? o.temporalOutageMs : 0;
+          const from = Date.now();
+          log(`Temporal: SIGKILL at ${done} calls${downMs ? `, an outage of ${downMs / 1000} s` : ', restarted at once'}`);
+          await t.kill();
+          if (downMs) await stopper.sleep(downMs);
+          if (downMs && stopper.stopped) await sleep(Math.max(0, from + downMs - Date.now())); // the outage lasts its length even if the load ended
+          await t.restart();
+          downWindows.push({ kind: 'temporal', from, to: Date.now() });
+          log(`Temporal back after ${Date.now() - from} ms`);
+        }
+      }
+    }
+    /** A client may send call `i` once every fault scheduled at or before it has fired. */
+    const gate = (i: number) => {
+      const due = schedule.filter((ev) => ev.at <= i).length;
+      return due <= fired ? Promise.resolve(true) : pollUntil(() => stopper.stopped || fired >= due, o.durationMs, 50);
+    };
 
     const progress = setInterval(() => {
       const pg = pgProxy.stats();
@@ -450,9 +546,17 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       Array.from({ length: o.clients }, async () => {
         for (;;) {
           if (Date.now() >= loadDeadline) return;
+          if (next >= plan.calls.length) return;
+          await gate(next);
           const i = next++;
           if (i >= plan.calls.length) return;
-          results[i] = await runCall(plan.calls[i]!, { apis: readyApis, keyOf: (u) => keys[u]!, timeoutMs: o.clientTimeoutMs, maxAttempts: MAX_ATTEMPTS });
+          results[i] = await runCall(plan.calls[i]!, {
+            apis: readyApis,
+            keyOf: (u) => keys[u]!,
+            timeoutMs: o.clientTimeoutMs,
+            maxAttempts: MAX_ATTEMPTS,
+            inFlight: (url, d) => inFlight.set(url, (inFlight.get(url) ?? 0) + d),
+          });
           done++;
         }
       }),
@@ -464,7 +568,10 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
 
     // --- the faults stop; every workflow ends -------------------------------------------------
     stopper.stop();
-    await Promise.all([weather, killLoop, apiChaos]);
+    // A fault under way (an outage) ends before the settling starts; one not yet due never fires.
+    await Promise.all([weather, killLoop, restartFaults]);
+    if (services.temporalServer && !services.temporalServer.isRunning) await services.temporalServer.restart();
+    if (services.postgres && !services.postgres.isRunning) await services.postgres.restart();
     pgProxy.setFaults(null);
     redisProxy.setFaults(null);
     sim.setBehaviour('all', { failRate: 0, latencyMs: 0 });
@@ -525,6 +632,11 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     // --- the checks ---------------------------------------------------------------------------
     const books = await checkBooks({ db, userIds, calls: plan.calls, results, workflowIdOf });
     failures.push(...books.failures);
+    const blobs = await checkBlobs({ db, userIds, blobDir: services.blobDir });
+    failures.push(...blobs.failures);
+    if (stragglers.length) failures.push(`${stragglers.length} workflow(s) had not ended ${(o.workflowTimeoutMs + 15_000) / 1000} s after the load; the suite terminated them: ${stragglers.slice(0, 5).join(', ')}`);
+    const missedFaults = schedule.length - fired;
+    if (missedFaults) failures.push(`${missedFaults} scheduled fault(s) never fired (the load ended first)`);
 
     const answered = results.filter((r): r is CallResult => r !== undefined);
     const outcomes: Record<string, number> = {};
@@ -551,6 +663,24 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     if (notSent) failures.push(`${notSent} planned call(s) not sent within --duration ${o.durationMs / 1000} s`);
 
     const attempts = answered.flatMap((r) => r.attempts);
+    // While Temporal or Postgres is down, an attempt is answered 503 with Retry-After (or a 2xx/4xx
+    // that needed neither); never a 500, never a hang. A 503 anywhere carries Retry-After.
+    const down = (a: (typeof attempts)[number]) => downWindows.find((w) => a.from < w.to && a.to > w.from);
+    const duringOutage: Record<string, number> = {};
+    const outage500: string[] = [];
+    const noRetryAfter: string[] = [];
+    for (const r of answered) {
+      for (const a of r.attempts) {
+        const w = down(a);
+        const label = a.status ? `${a.status}${a.code ? ' ' + a.code : ''}` : (a.network ?? 'no answer');
+        if (w) duringOutage[label] = (duringOutage[label] ?? 0) + 1;
+        if (w && (a.status === 500 || a.network === 'client timeout')) outage500.push(`#${r.call.index} ${label} while ${w.kind} was down`);
+        if (a.status === 503 && !a.retryAfter) noRetryAfter.push(`#${r.call.index}`);
+      }
+    }
+    if (outage500.length) failures.push(`${outage500.length} attempt(s) answered 500 or not at all while Temporal or Postgres was down: ${outage500.slice(0, 5).join('; ')}`);
+    if (noRetryAfter.length) failures.push(`${noRetryAfter.length} 503 answer(s) without Retry-After: ${noRetryAfter.slice(0, 5).join(', ')}`);
+    const slowestAttemptMs = attempts.reduce((m, a) => Math.max(m, a.ms), 0);
     const network: Record<string, number> = {};
     for (const a of attempts) if (a.network) network[a.network] = (network[a.network] ?? 0) + 1;
     const retried = answered.filter((r) => r.attempts.length > 1).length;
@@ -590,7 +720,10 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       `repeats answered 200: ${repeats.length}, of them cache hits ${repeatHits}`,
       `workers: ${counts.workerKills} SIGKILLed (${counts.allDown} times all at once), ${counts.sigterms} SIGTERMed, ${workers.starts} starts ` +
         `(spawn to polling p50 ${pct(workers.readyTimes, 50)} ms, max ${pct(workers.readyTimes, 100)} ms); ` +
-        `API: ${counts.apiTerms} SIGTERM, ${counts.apiKills} SIGKILL, ${apis.starts} starts; unexpected exits: ${crashes.length}`,
+        `API: ${restartCounts['api-term'] ?? 0} SIGTERM, ${restartCounts['api-kill'] ?? 0} SIGKILL, ${apis.starts} starts; unexpected exits: ${crashes.length}`,
+      `restarts: ${fmt(restartCounts)} (of ${schedule.length} scheduled); API SIGKILLs with requests in flight on the killed process: ${apiKilledInFlight.join(', ') || 'none'}; ` +
+        `down windows: ${downWindows.map((w) => `${w.kind} ${((w.to - w.from) / 1000).toFixed(1)} s`).join(', ') || 'none'}`,
+      `during the down windows: ${fmt(duringOutage)}; slowest attempt ${slowestAttemptMs} ms, slowest call (all attempts) ${pct(latencies, 100)} ms`,
       `postgres proxy: ${pg.accepted} connections, ${pg.resets} reset mid-life + ${pg.acceptResets} at accept, ${pg.stalls} stalled; ` +
         `redis proxy: ${rd.accepted} connections, ${rd.resets} + ${rd.acceptResets} reset, ${rd.stalls} stalled`,
       `vendors (sim): ${vendorCalls} calls, ${vendorFailures} failed (${vendorCalls ? ((100 * vendorFailures) / vendorCalls).toFixed(1) : 0}%): ${fmt(failedBy)}; ` +
@@ -602,6 +735,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         `every workflow ended + expiry + sweep ${(phases.settle / 1000).toFixed(1)} s, stop ${(phases.stop / 1000).toFixed(1)} s`,
       `logs: ${apiErrors} API error lines, ${allProcs.length} process exits; ${services.runDir}`,
       ...books.lines,
+      ...blobs.lines,
     );
     const figures: ChaosReport['figures'] = {
       sent: answered.length,
@@ -611,7 +745,13 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       workerKills: counts.workerKills,
       allDown: counts.allDown,
       workerStarts: workers.starts,
-      apiKills: counts.apiKills + counts.apiTerms,
+      apiKills: restartCounts['api-kill'] ?? 0,
+      restarts: restartCounts,
+      duringOutage,
+      slowestAttemptMs,
+      slowestCallMs: pct(latencies, 100),
+      missingBlobs: blobs.missing,
+      terminated: stragglers.length,
       pgResets: pg.resets + pg.acceptResets,
       redisResets: rd.resets + rd.acceptResets,
       stalls: pg.stalls + rd.stalls,

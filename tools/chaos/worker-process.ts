@@ -5,6 +5,8 @@
  *                      within a second or two instead of re-running webpack;
  *   --sweep-ms <n>     the reservation sweeper's period (production: 30 s), so the short
  *                      reservation TTL of a chaos run is actually swept while it runs.
+ *   and it waits (up to 10 minutes) for Temporal to answer before starting, as a supervisor's
+ *   readiness gate would: a worker restarted during a Temporal outage starts once it is back.
  * Prints "polling task queue" when ready. Exits when its stdin closes, so a driver that dies
  * (even by SIGKILL) leaves no worker behind.
  */
@@ -12,6 +14,8 @@ import { readFile } from 'node:fs/promises';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../../core/config.ts';
 import { startWorker } from '../../worker/main.ts';
+import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
+import { waitForTemporal } from '../scripts/temporal.ts';
 
 function arg(name: string): string {
   const i = process.argv.indexOf(name);
@@ -28,6 +32,7 @@ const sweepIntervalMs = Number(arg('--sweep-ms'));
 const config = loadConfig();
 // Provoked activity failures are logged by the SDK at WARN; keep those (they go to the run's logs).
 Runtime.install({ logger: new DefaultLogger('WARN') });
+await waitForTemporal(config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, { timeoutMs: 600_000 });
 const running = await startWorker(config, {
   workflowBundle: { code: await readFile(codePath, 'utf8') },
   sweepIntervalMs,

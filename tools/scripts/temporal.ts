@@ -74,6 +74,8 @@ export interface DevServer {
   exited: Promise<number | null>;
   /** SIGTERM, then SIGKILL if it has not exited within 10 s. Safe to call twice. */
   stop(): Promise<void>;
+  /** SIGKILL the server at once (no shutdown of its own), as a crash would; resolves once it is gone. */
+  kill(): Promise<void>;
 }
 
 export class TemporalDevServerError extends Error {
@@ -183,7 +185,17 @@ async function startOnce(cliPath: string, port: number, opts: DevServerOptions):
     }
     throw err;
   }
-  return { address, uiUrl: opts.uiPort === undefined ? null : `http://${ip}:${opts.uiPort}`, exited, stop };
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      try {
+        process.kill(-child.pid!, 'SIGKILL'); // the whole group: watchdog, server, cat
+      } catch {
+        // already gone
+      }
+    }
+    await exited;
+  };
+  return { address, uiUrl: opts.uiPort === undefined ? null : `http://${ip}:${opts.uiPort}`, exited, stop, kill };
 }
 
 /** The server must not pick up our client settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, ...). */
