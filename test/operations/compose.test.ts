@@ -137,6 +137,20 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('runs two console replicas alike behind one gateway, which they trust for client addresses', () => {
+    const operator = { ...SECRETS, STRIPE_SECRET_KEY: 'sk_test_abc', STRIPE_WEBHOOK_SECRET: 'whsec_abc' };
+    expect(containerConfig('web-2', operator)).toEqual(containerConfig('web', operator));
+    expect(containerConfig('web', operator).TRUSTED_PROXIES).toBe('10.0.0.0/8,172.16.0.0/12,192.168.0.0/16');
+    const gateway = compose.services['console-gateway']! as Service & { command: string[]; ports: string[] };
+    expect(gateway.command).toEqual(['caddy', 'reverse-proxy', '--from', ':3000', '--to', 'web:3000', '--to', 'web-2:3000']);
+    expect(gateway.ports).toEqual(['3000:3000']);
+    // Only the gateway publishes the console's port; the replicas share the bucket for uploads.
+    for (const replica of ['web', 'web-2']) {
+      expect((compose.services[replica] as { ports?: unknown }).ports).toBeUndefined();
+      expect(containerConfig(replica, SECRETS).BLOB_STORE).toBe('s3');
+    }
+  });
+
   it('has a Temporal server file that replaces the development server with the same namespace set-up', () => {
     const override = parse(readFileSync(new URL('../../deploy/compose.temporal-server.yml', import.meta.url), 'utf8')) as { services: Record<string, Service & { image?: string; environment?: Record<string, string>; entrypoint?: string[]; volumes?: string[] }> };
     const temporal = override.services.temporal!;
