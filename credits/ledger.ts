@@ -409,10 +409,13 @@ export const workspaceDeleted = () => new AppError('AUTH_FAILED', 'This workspac
 /**
  * In a transaction about to record results for a workspace: waits for an erasure holding the
  * account lock and refuses once the workspace is deleted (its records would outlive the erasure).
+ * FOR UPDATE, not FOR SHARE: the same transaction then settles, updating this row; two runs of one
+ * account each holding a share lock and wanting to update deadlocked (50 concurrent settles of one
+ * account took minutes of Postgres deadlock aborts and retries).
  */
 export async function refuseDeletedIn(c: DbClient, userId: string): Promise<void> {
   const r = await c.query<{ deleted: boolean }>(
-    'SELECT u.deleted_at IS NOT NULL AS deleted FROM credit_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = $1 FOR SHARE OF a',
+    'SELECT u.deleted_at IS NOT NULL AS deleted FROM credit_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = $1 FOR UPDATE OF a',
     [userId],
   );
   if (!r.rows[0] || r.rows[0].deleted) throw workspaceDeleted();

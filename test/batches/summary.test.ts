@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { batchSummary, completeBatch, createBatch, finishItem, retryItem, setBatchStatus, workspaceShare } from '../../batches/repository.ts';
+import { batchSummary, completeBatch, createBatch as storeBatch, finishItem, markBatchStarted, retryItem, setBatchStatus, workspaceShare } from '../../batches/repository.ts';
 import { createPool } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
 import { createTestUser } from '../helpers/app.ts';
@@ -9,6 +9,12 @@ afterAll(() => db.end());
 
 const ref = (n: number) => ({ sha256: n.toString(16).padStart(64, '0'), format: 'jpeg', width: 10, height: 10, pHash: '0'.repeat(16), dHash: '0'.repeat(16) });
 const spec = { stack: null, lenses: ['moderation', 'dating'], billable: ['dating'] };
+/** A batch as submission leaves it once its workflow started (stored `starting`, then `running`). */
+async function createBatch(...args: Parameters<typeof storeBatch>): Promise<string> {
+  const id = await storeBatch(...args);
+  await markBatchStarted(args[0], id);
+  return id;
+}
 
 describe('a batch summary', () => {
   it('estimates the time left from the pace so far, only while running with photos pending', async () => {

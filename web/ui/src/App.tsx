@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState } from 'react';
 import { Link, Route, Switch, useLocation } from 'wouter';
 import { call, ConsoleError, type SessionInfo } from './api.ts';
 import { SignIn, SignUp, CheckMail, ResetPassword } from './pages/Auth.tsx';
@@ -6,7 +6,8 @@ import { Account } from './pages/Account.tsx';
 import { Dashboard } from './pages/Dashboard.tsx';
 import { DevMailbox } from './pages/DevMailbox.tsx';
 import { AcceptInvitation } from './pages/Invitation.tsx';
-import { BatchPage } from './pages/BatchPage.tsx';
+// A batch's page (reports, thumbnails) loads with its first visit, not with every console page.
+const BatchPage = lazy(() => import('./pages/BatchPage.tsx').then((m) => ({ default: m.BatchPage })));
 
 /** Where to go after signing in: a same-site path from ?next=, else home. */
 export function nextPath(): string {
@@ -88,7 +89,11 @@ export function App() {
           </Route>
           <Route path="/batches/:id">
             {(params) =>
-              session === undefined ? <p aria-live="polite">Loading…</p> : session === null ? <Welcome /> : <BatchPage key={params.id} id={params.id} />
+              session === undefined ? <p aria-live="polite">Loading…</p> : session === null ? <Welcome /> : (
+                <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+                  <BatchPage key={params.id} id={params.id} />
+                </Suspense>
+              )
             }
           </Route>
           <Route path="/dev/mailbox">
