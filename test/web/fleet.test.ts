@@ -367,7 +367,8 @@ describe('a photo batch’s page', () => {
     const context = await signedInContext(person);
     const page = await context.newPage();
     await page.goto(`${stack.url}/batches/${batchId}`);
-    await expect.poll(() => page.getByTestId('batch-status').textContent()).toMatch(/^completed · 0 done, 2 failed, 0 pending of 2 photos · 0 credits/);
+    // The batch page is its own chunk, loaded on this first visit: a wait, not a speed bound.
+    await expect.poll(() => page.getByTestId('batch-status').textContent(), { timeout: 30_000, interval: 100 }).toMatch(/^completed · 0 done, 2 failed, 0 pending of 2 photos · 0 credits/);
     const cards = page.getByRole('list', { name: 'Photos' }).locator('> li');
     expect(await cards.count()).toBe(2);
     expect(await cards.nth(0).locator('.error').textContent()).toMatch(/^PROVIDER_ERROR: /);
