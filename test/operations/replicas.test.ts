@@ -13,6 +13,7 @@ import { startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
+import { serviceEnv } from '../helpers/processes.ts';
 import { cookieFrom, PASSWORD } from '../web/people.ts';
 
 /**
@@ -45,18 +46,8 @@ beforeAll(async () => {
     workers: 2,
     consoles: 2,
     logDir: mkdtempSync(join(tmpdir(), 'lenstack-replicas-')),
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      NODE_ENV: 'test',
-      LOG_FORMAT: 'json',
-      LOG_LEVEL: 'info',
-      DATABASE_URL: config.DATABASE_URL,
-      REDIS_URL: config.REDIS_URL,
-      REDIS_PREFIX: config.REDIS_PREFIX,
-      TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS,
-      TEMPORAL_NAMESPACE: config.TEMPORAL_NAMESPACE,
-      TEMPORAL_TASK_QUEUE: config.TEMPORAL_TASK_QUEUE,
+    // What every service process of the tests joins (test/helpers/processes.ts), on the shared bucket.
+    env: serviceEnv(config, {
       INTERNAL_SECRET,
       AUTH_SECRET,
       SIM_VENDOR_URL: sim.url,
@@ -69,10 +60,7 @@ beforeAll(async () => {
       S3_REGION: 'us-east-1',
       S3_ACCESS_KEY_ID: s3.accessKeyId,
       S3_SECRET_ACCESS_KEY: s3.secretAccessKey,
-      // Each replica its own scratch directories: nothing on disk is shared between them.
-      BLOB_DIR: mkdtempSync(join(tmpdir(), 'lenstack-replicas-blobs-')),
-      UPLOAD_DIR: mkdtempSync(join(tmpdir(), 'lenstack-replicas-uploads-')),
-    },
+    }),
   });
 }, 300_000);
 

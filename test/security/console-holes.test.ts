@@ -1,12 +1,11 @@
 import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../core/config.ts';
 import { MAIL_PER_RECIPIENT } from '../../web/mail.ts';
 import { startWeb } from '../../web/server.ts';
 import { testConfig } from '../harness/env.ts';
-import { launchChromium } from '../web/browser.ts';
-import { startConsoleStack, type ConsoleStack } from '../web/console-stack.ts';
-import { consoleCall, cookieFrom, joinWorkspace, PASSWORD, signUpOverHttp, type Person } from '../web/people.ts';
+import { consoleSuite, type ConsoleStack } from '../web/console-stack.ts';
+import { browserCookies, consoleCall, cookieFrom, emailMaker, joinWorkspace, PASSWORD, type Person, signUpOverHttp } from '../web/people.ts';
 
 /**
  * Holes an attacker found in the console (issue 21, items 5 and 8), each through HTTP against the
@@ -15,18 +14,9 @@ import { consoleCall, cookieFrom, joinWorkspace, PASSWORD, signUpOverHttp, type 
  */
 let stack: ConsoleStack;
 let browser: Browser;
-beforeAll(async () => {
-  stack = await startConsoleStack();
-  browser = await launchChromium();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await stack?.close();
-});
-beforeEach(() => stack.resetSignInThrottle());
+consoleSuite((s, b) => void ([stack, browser] = [s, b]));
 
-let counter = 0;
-const newEmail = () => `hole${process.pid}-${Date.now()}-${counter++}@example.test`;
+const newEmail = emailMaker('hole');
 
 describe('CSRF on the decoded route', () => {
   let person: Person;
@@ -240,7 +230,7 @@ describe('Content-Security-Policy', () => {
     }
     const person = await signUpOverHttp(stack, newEmail());
     const context = await browser.newContext();
-    await context.addCookies(person.cookie.split('; ').map((c) => ({ name: c.slice(0, c.indexOf('=')), value: c.slice(c.indexOf('=') + 1), url: stack.url })));
+    await context.addCookies(browserCookies(stack, person));
     // Violations are collected in the page (the event the browser fires for each one).
     await context.addInitScript(() => {
       const g = globalThis as unknown as { __csp: string[]; addEventListener(t: string, f: (e: { violatedDirective: string; blockedURI: string }) => void): void };

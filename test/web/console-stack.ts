@@ -1,4 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
+import { launchChromium } from './browser.ts';
 import { createClient } from 'redis';
 import { KeyCache } from '../../auth/cache.ts';
 import { EvictionBus } from '../../auth/eviction-bus.ts';
@@ -158,4 +161,23 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       await limiter.close();
     },
   };
+}
+
+/**
+ * One console stack and one Chromium for a test file: started before its tests (handed to
+ * `ready`), closed after them, and the sign-in throttle reset before each test.
+ */
+export function consoleSuite(ready: (stack: ConsoleStack, browser: Browser) => void | Promise<void>): void {
+  let stack: ConsoleStack | undefined;
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    stack = await startConsoleStack();
+    browser = await launchChromium();
+    await ready(stack, browser);
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.close();
+  });
+  beforeEach(() => stack!.resetSignInThrottle());
 }

@@ -1,14 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import sharp from 'sharp';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
 import { bearer } from '../helpers/app.ts';
 import type { Browser } from 'playwright-core';
-import { launchChromium, seriousA11yViolations } from './browser.ts';
-import { startConsoleStack, type ConsoleStack } from './console-stack.ts';
-import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './people.ts';
+import { seriousA11yViolations } from './browser.ts';
+import { consoleSuite, type ConsoleStack } from './console-stack.ts';
+import { browserCookies, consoleCall, emailMaker, joinWorkspace, type Person, signUpOverHttp } from './people.ts';
 
 /**
  * Erasure from the console (docs/privacy.md): an owner deletes a team workspace by typing its
@@ -18,19 +18,12 @@ import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './peopl
 let stack: ConsoleStack;
 let blobs: FsBlobStore;
 let browser: Browser;
-beforeAll(async () => {
-  stack = await startConsoleStack();
+consoleSuite((s, b) => {
+  [stack, browser] = [s, b];
   blobs = new FsBlobStore(stack.pipeline.config.BLOB_DIR);
-  browser = await launchChromium();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await stack?.close();
 });
-beforeEach(() => stack.resetSignInThrottle());
 
-let counter = 0;
-const newEmail = () => `erase${process.pid}-${Date.now()}-${counter++}@example.test`;
+const newEmail = emailMaker('erase');
 const db = () => stack.pipeline.db;
 const api = () => stack.pipeline.app;
 async function json<T>(res: Response): Promise<T> {
@@ -226,7 +219,7 @@ describe('in the console (Chromium)', () => {
     const key = await liveKey(owner, ws);
     expect((await analyze(key, await noiseJpeg())).statusCode).toBe(402); // no credits: nothing to erase but keys and the workspace
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await ctx.addCookies(owner.cookie.split('; ').map((c) => ({ name: c.slice(0, c.indexOf('=')), value: c.slice(c.indexOf('=') + 1), url: stack.url })));
+    await ctx.addCookies(browserCookies(stack, owner));
     const page = await ctx.newPage();
     try {
       await page.goto(stack.url);

@@ -6,15 +6,15 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import type { Browser, BrowserContext } from 'playwright-core';
 import ExcelJS from 'exceljs';
 import sharp from 'sharp';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
-import { launchChromium, screenshot, seriousA11yViolations } from './browser.ts';
-import { startConsoleStack, type ConsoleStack } from './console-stack.ts';
-import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './people.ts';
+import { screenshot, seriousA11yViolations } from './browser.ts';
+import { consoleSuite, type ConsoleStack } from './console-stack.ts';
+import { browserCookies, consoleCall, emailMaker, joinWorkspace, type Person, signUpOverHttp } from './people.ts';
 
 /**
  * The console takes a fleet and shows the results (issue 22 §3), in Debian's Chromium against the
@@ -26,28 +26,14 @@ import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './peopl
  */
 let stack: ConsoleStack;
 let browser: Browser;
-beforeAll(async () => {
-  stack = await startConsoleStack();
-  browser = await launchChromium();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await stack?.close();
-});
-beforeEach(() => stack.resetSignInThrottle());
+consoleSuite((s, b) => void ([stack, browser] = [s, b]));
 
-let counter = 0;
-const newEmail = () => `fleet${process.pid}-${Date.now()}-${counter++}@example.test`;
+const newEmail = emailMaker('fleet');
 
 /** A browser context signed in as the person (their session cookie, as the browser would hold it). */
 async function signedInContext(person: Person): Promise<BrowserContext> {
   const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
-  await context.addCookies(
-    person.cookie.split('; ').map((kv) => {
-      const at = kv.indexOf('=');
-      return { name: kv.slice(0, at), value: kv.slice(at + 1), url: stack.url, httpOnly: true, sameSite: 'Lax' as const };
-    }),
-  );
+  await context.addCookies(browserCookies(stack, person));
   return context;
 }
 

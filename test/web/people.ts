@@ -57,3 +57,17 @@ export async function joinWorkspace(stack: ConsoleStack, owner: { cookie: string
   const accepted = await consoleCall(stack, person, 'POST', '/api/v1/invitations/accept', { token });
   if (accepted.status !== 200) throw new Error(`accept ${accepted.status}: ${await accepted.text()}`);
 }
+
+/** Addresses nobody else in the run uses: `${prefix}<pid>-<time>-<n>@example.test`. */
+export function emailMaker(prefix: string): () => string {
+  let counter = 0;
+  return () => `${prefix}${process.pid}-${Date.now()}-${counter++}@example.test`;
+}
+
+/** The person's session cookie as a browser holds it (Playwright's addCookies), for the console. */
+export function browserCookies(stack: Pick<ConsoleStack, 'url'>, person: { cookie: string }) {
+  return person.cookie.split('; ').map((kv) => {
+    const at = kv.indexOf('=');
+    return { name: kv.slice(0, at), value: kv.slice(at + 1), url: stack.url, httpOnly: true, sameSite: 'Lax' as const };
+  });
+}

@@ -1,9 +1,9 @@
 import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bearer } from '../helpers/app.ts';
-import { launchChromium, screenshot, seriousA11yViolations } from './browser.ts';
-import { startConsoleStack, type ConsoleStack } from './console-stack.ts';
-import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './people.ts';
+import { screenshot, seriousA11yViolations } from './browser.ts';
+import { consoleSuite, type ConsoleStack } from './console-stack.ts';
+import { browserCookies, consoleCall, emailMaker, joinWorkspace, type Person, signUpOverHttp } from './people.ts';
 
 /**
  * Finishing the team (issue 21): remove a member, change a role, hand over ownership, leave — with
@@ -13,18 +13,9 @@ import { consoleCall, joinWorkspace, signUpOverHttp, type Person } from './peopl
  */
 let stack: ConsoleStack;
 let browser: Browser;
-beforeAll(async () => {
-  stack = await startConsoleStack();
-  browser = await launchChromium();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await stack?.close();
-});
-beforeEach(() => stack.resetSignInThrottle());
+consoleSuite((s, b) => void ([stack, browser] = [s, b]));
 
-let counter = 0;
-const newEmail = () => `team${process.pid}-${Date.now()}-${counter++}@example.test`;
+const newEmail = emailMaker('team');
 const db = () => stack.pipeline.db;
 /** Pages under a loaded 2-core machine: a correctness wait, not a speed target. */
 const soon = { timeout: 15_000 };
@@ -253,7 +244,7 @@ describe('in the browser', () => {
     const key = await json<{ key: string }>(await consoleCall(stack, admin, 'POST', `/api/v1/workspaces/${ws}/keys`, { kind: 'test', name: 'ci' }));
 
     const ownerCtx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const ownerCookie = owner.cookie.split('; ').map((c) => ({ name: c.slice(0, c.indexOf('=')), value: c.slice(c.indexOf('=') + 1), url: stack.url }));
+    const ownerCookie = browserCookies(stack, owner);
     await ownerCtx.addCookies(ownerCookie);
     const page = await ownerCtx.newPage();
     await page.goto(stack.url);
@@ -273,7 +264,7 @@ describe('in the browser', () => {
 
     // The admin's own browser: the workspace is gone from the list, its routes 404.
     const adminCtx = await browser.newContext();
-    await adminCtx.addCookies(admin.cookie.split('; ').map((c) => ({ name: c.slice(0, c.indexOf('=')), value: c.slice(c.indexOf('=') + 1), url: stack.url })));
+    await adminCtx.addCookies(browserCookies(stack, admin));
     const adminPage = await adminCtx.newPage();
     await adminPage.goto(stack.url);
     await expect.poll(() => adminPage.getByRole('heading', { level: 1 }).textContent(), soon).toBe(admin.email);
@@ -281,7 +272,7 @@ describe('in the browser', () => {
 
     // A member leaves from their own page.
     const memberCtx = await browser.newContext();
-    await memberCtx.addCookies(member.cookie.split('; ').map((c) => ({ name: c.slice(0, c.indexOf('=')), value: c.slice(c.indexOf('=') + 1), url: stack.url })));
+    await memberCtx.addCookies(browserCookies(stack, member));
     const memberPage = await memberCtx.newPage();
     await memberPage.goto(stack.url);
     await memberPage.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Fleet Ops (member)' });
