@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { call, ConsoleError } from '../api.ts';
+import { ErrorNote } from '../ErrorNote.tsx';
 
 interface SignInMethod {
   id: string;
@@ -59,11 +60,7 @@ export function Account({ onSignedOut }: { onSignedOut: () => void }) {
       <div className="bar">
         <h1>Account and security</h1>
       </div>
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
       {notice && (
         <p role="status" className="notice">
           {notice}
@@ -215,11 +212,7 @@ function DeleteAccount({ email, onDeleted }: { email: string; onDeleted: () => v
           Delete my account
         </button>
       </form>
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
     </section>
   );
 }

@@ -1,6 +1,7 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import { Link } from 'wouter';
 import { call, ConsoleError } from '../api.ts';
+import { ErrorNote } from '../ErrorNote.tsx';
 
 const MIN = 15;
 
@@ -115,11 +116,7 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => Promise<void> }) {
         <input id="email" type="email" autoComplete="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
         <label htmlFor="password">Password</label>
         <input id="password" type="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
-        {error && (
-          <p role="alert" className="error">
-            {error}
-          </p>
-        )}
+        <ErrorNote text={error} />
         <button type="submit" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
@@ -189,11 +186,7 @@ export function SignUp({ onSignedUp }: { onSignedUp: (email: string) => void }) 
         <p id="password-hint" className="hint">
           At least {MIN} characters. No rules about symbols: a few unrelated words work well.
         </p>
-        {error && (
-          <p role="alert" className="error">
-            {error}
-          </p>
-        )}
+        <ErrorNote text={error} />
         <button type="submit" disabled={busy}>
           {busy ? 'Creating…' : 'Create account'}
         </button>
@@ -261,11 +254,7 @@ export function ResetPassword({ onDone }: { onDone: () => void }) {
         <p id="new-password-hint" className="hint">
           At least {MIN} characters. Setting it signs out every session of your account.
         </p>
-        {error && (
-          <p role="alert" className="error">
-            {error}
-          </p>
-        )}
+        <ErrorNote text={error} />
         <button type="submit" disabled={busy}>
           {busy ? 'Saving…' : 'Set password'}
         </button>

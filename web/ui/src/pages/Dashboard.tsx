@@ -1,6 +1,7 @@
 import { lazy, Suspense, useCallback, useEffect, useState, type FormEvent } from 'react';
 import { call, ConsoleError, type BatchSummary, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
 import { Link } from 'wouter';
+import { ErrorNote } from '../ErrorNote.tsx';
 
 const fmt = new Intl.NumberFormat('en');
 const day = (iso: string) => new Date(iso).toISOString().slice(0, 10);
@@ -212,11 +213,7 @@ function KeysPanel({ workspaceId, canManage }: { workspaceId: string; canManage:
           <button type="submit">Create key</button>
         </form>
       )}
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
       {keys === null ? (
         <p aria-busy="true">Loading keys…</p>
       ) : keys.length === 0 ? (
@@ -348,11 +345,7 @@ function MembersPanel({ workspaceId, workspaceName, role, me, onChanged }: { wor
           {message}
         </p>
       )}
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
       {removing && (
         <form className="removal" onSubmit={(e) => void remove(e)} aria-labelledby="removal-h">
           <h3 id="removal-h">Remove {removing.email}?</h3>
@@ -524,11 +517,7 @@ function SettingsPanel({ workspace, onDeleted }: { workspace: SessionInfo['works
           </button>
         </form>
       )}
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
     </section>
   );
 }
@@ -556,11 +545,7 @@ function NewWorkspace({ onCreated }: { onCreated: (id: string) => Promise<void> 
         <input id="ws-name" required maxLength={80} value={name} onChange={(e) => setName(e.target.value)} />
         <button type="submit">Create workspace</button>
       </form>
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
     </section>
   );
 }
@@ -594,11 +579,7 @@ function AddCard({ workspaceId }: { workspaceId: string }) {
       <button type="button" disabled={busy} onClick={() => void add()}>
         {busy ? 'Opening…' : 'Add a card'}
       </button>
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
     </div>
   );
 }
@@ -746,11 +727,7 @@ function BuyPacks({ workspaceId, onBought }: { workspaceId: string; onBought: ()
           </ul>
         </>
       )}
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
     </div>
   );
 }

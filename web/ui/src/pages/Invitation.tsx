@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { Link } from 'wouter';
 import { call, ConsoleError, type SessionInfo, type Workspace } from '../api.ts';
+import { ErrorNote } from '../ErrorNote.tsx';
 
 /** The page an invitation mail links to: accept as the signed-in person. */
 export function AcceptInvitation({ session, onAccepted }: { session: SessionInfo | null | undefined; onAccepted: () => Promise<void> }) {
@@ -43,11 +44,7 @@ export function AcceptInvitation({ session, onAccepted }: { session: SessionInfo
       <p>
         You are signed in as <strong>{session.user.email}</strong>.
       </p>
-      {error && (
-        <p role="alert" className="error">
-          {error}
-        </p>
-      )}
+      <ErrorNote text={error} />
       <button type="button" disabled={busy} onClick={() => void accept()}>
         Accept invitation
       </button>

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type DragEvent } from 'react';
+import { useEffect, useRef, useState, type DragEvent, type ReactNode } from 'react';
 import { Link } from 'wouter';
 import { Upload } from 'tus-js-client';
 import { call, ConsoleError } from '../api.ts';
@@ -166,7 +166,6 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
   const [stack, setStack] = useState('full-analysis');
   const [items, setItems] = useState<Item[]>([]);
   const [phase, setPhase] = useState<'choose' | 'uploading' | 'submitting'>('choose');
-  const [dragging, setDragging] = useState(false);
   const [message, setMessage] = useState<{ kind: 'error' | 'ok'; text: string; batchId?: string } | null>(null);
   const columns = catalog.stacks.find((st) => st.name === stack)?.columns ?? [];
   const [chosen, setChosen] = useState<Set<string>>(new Set());
@@ -188,8 +187,6 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
   };
 
   const onDrop = async (e: DragEvent) => {
-    e.preventDefault();
-    setDragging(false);
     const entries = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry()).filter((x): x is FileSystemEntry => x !== null);
     const files = entries.length ? (await Promise.all(entries.map(filesOf))).flat().map((f) => f.file) : [...e.dataTransfer.files];
     add(files);
@@ -250,16 +247,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
   const busy = phase !== 'choose';
   return (
     <>
-      <div
-        className={`dropzone${dragging ? ' over' : ''}`}
-        onDragOver={(e) => {
-          e.preventDefault();
-          setDragging(true);
-        }}
-        onDragLeave={() => setDragging(false)}
-        onDrop={(e) => void onDrop(e)}
-        data-testid="dropzone"
-      >
+      <DropZone testId="dropzone" onDrop={onDrop}>
         <p>Drop a folder or photos here, or</p>
         <p className="actions">
           <label className="button secondary">
@@ -271,7 +259,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
             <input type="file" className="visually-hidden" disabled={busy} {...{ webkitdirectory: '' }} onChange={(e) => add([...(e.target.files ?? [])])} />
           </label>
         </p>
-      </div>
+      </DropZone>
       <div className="inline">
         <label htmlFor="batch-stack">Lenses</label>
         <select id="batch-stack" value={stack} disabled={busy} onChange={(e) => setStack(e.target.value)}>
@@ -339,7 +327,6 @@ function Outcome({ message }: { message: { kind: 'error' | 'ok'; text: string; b
 function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string; offer: NonNullable<Catalog['vehicles']>; onSubmitted: () => void }) {
   const [files, setFiles] = useState<FleetFile[]>([]);
   const [sheet, setSheet] = useState<{ name: string; rows: SheetRow[] } | null>(null);
-  const [dragging, setDragging] = useState(false);
   const [phase, setPhase] = useState<'choose' | 'uploading' | 'submitting'>('choose');
   const [progress, setProgress] = useState<{ sentBytes: number; totalBytes: number; photosDone: number; photos: number; failed: string[] } | null>(null);
   const [message, setMessage] = useState<{ kind: 'error' | 'ok'; text: string; batchId?: string } | null>(null);
@@ -369,8 +356,6 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
   };
 
   const onDrop = async (e: DragEvent) => {
-    e.preventDefault();
-    setDragging(false);
     const entries = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry()).filter((x): x is FileSystemEntry => x !== null);
     const files = (await Promise.all(entries.map(filesOf))).flat();
     // One folder dropped is the fleet; several vehicle folders (and a spreadsheet) dropped together are one too.
@@ -440,16 +425,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
 
   return (
     <>
-      <div
-        className={`dropzone${dragging ? ' over' : ''}`}
-        onDragOver={(e) => {
-          e.preventDefault();
-          setDragging(true);
-        }}
-        onDragLeave={() => setDragging(false)}
-        onDrop={(e) => void onDrop(e)}
-        data-testid="fleet-dropzone"
-      >
+      <DropZone testId="fleet-dropzone" onDrop={onDrop}>
         <p>Drop a folder holding one folder per vehicle (up to {offer.maxPhotos} photos each), or</p>
         <p className="actions">
           <label className="button secondary">
@@ -468,7 +444,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
           </label>
         </p>
         <p className="hint">The spreadsheet (CSV or XLSX) has a row per folder: folder, VIN, mileage, make, model, year.</p>
-      </div>
+      </DropZone>
       {sheet && (
         <p className="hint" data-testid="sheet">
           Spreadsheet {sheet.name}: {fmt.format(sheet.rows.length)} row(s).
@@ -543,5 +519,28 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
       )}
       {message && <Outcome message={message} />}
     </>
+  );
+}
+
+/** A drop target for photos and folders, highlighted while something is dragged over it. */
+function DropZone({ testId, onDrop, children }: { testId: string; onDrop: (e: DragEvent) => Promise<void>; children: ReactNode }) {
+  const [dragging, setDragging] = useState(false);
+  return (
+    <div
+      className={`dropzone${dragging ? ' over' : ''}`}
+      onDragOver={(e) => {
+        e.preventDefault();
+        setDragging(true);
+      }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={(e) => {
+        e.preventDefault();
+        setDragging(false);
+        void onDrop(e);
+      }}
+      data-testid={testId}
+    >
+      {children}
+    </div>
   );
 }
