@@ -233,6 +233,14 @@ func envelopeRetryable(res *http.Response) bool {
 	return *envelope.Error.Retryable
 }
 
+// answer returns an operation's decoded success, or the API's error.
+func answer[T any](res *http.Response, body []byte, ok *T) (*T, error) {
+	if err := errorOf(res, body); err != nil {
+		return nil, err
+	}
+	return ok, nil
+}
+
 // Analyze runs lenses on one photo or up to 50 (POST /v1/analyze). A retry of this call (by the
 // client, or by you with the same x-request-id) is billed once.
 func (c *Client) Analyze(ctx context.Context, req AnalyzeRequest, editors ...RequestEditorFn) (*Analysis, error) {
@@ -240,10 +248,7 @@ func (c *Client) Analyze(ctx context.Context, req AnalyzeRequest, editors ...Req
 	if err != nil {
 		return nil, err
 	}
-	if err := errorOf(res.HTTPResponse, res.Body); err != nil {
-		return nil, err
-	}
-	return res.JSON200, nil
+	return answer(res.HTTPResponse, res.Body, res.JSON200)
 }
 
 // Lookup finds photos in your registry by their bytes or URL (POST /v2/lookup). Free.
@@ -252,10 +257,7 @@ func (c *Client) Lookup(ctx context.Context, req LookupRequest, editors ...Reque
 	if err != nil {
 		return nil, err
 	}
-	if err := errorOf(res.HTTPResponse, res.Body); err != nil {
-		return nil, err
-	}
-	return res.JSON200, nil
+	return answer(res.HTTPResponse, res.Body, res.JSON200)
 }
 
 // CreateBatch submits a batch (POST /v1/batches) and returns it as accepted (202).
@@ -264,10 +266,7 @@ func (c *Client) CreateBatch(ctx context.Context, req BatchRequest, editors ...R
 	if err != nil {
 		return nil, err
 	}
-	if err := errorOf(res.HTTPResponse, res.Body); err != nil {
-		return nil, err
-	}
-	return res.JSON202, nil
+	return answer(res.HTTPResponse, res.Body, res.JSON202)
 }
 
 // GetBatch reads a batch's status and counts.
@@ -276,10 +275,7 @@ func (c *Client) GetBatch(ctx context.Context, id string, editors ...RequestEdit
 	if err != nil {
 		return nil, err
 	}
-	if err := errorOf(res.HTTPResponse, res.Body); err != nil {
-		return nil, err
-	}
-	return res.JSON200, nil
+	return answer(res.HTTPResponse, res.Body, res.JSON200)
 }
 
 // WaitBatch polls a batch every `every` (at least a second) until it is completed or cancelled,
