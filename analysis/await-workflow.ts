@@ -188,26 +188,55 @@ class TemporalAway extends Error {}
 
 /**
  * Never resolves; rejects with TemporalAway once Temporal has not answered a probe for
- * UNREACHABLE_FOR_MS (a result long-poll alone would wait out the outage: its gRPC retries wait
- * for a connection). Stops when `stop` aborts.
+ * UNREACHABLE_FOR_MS of this wait (a result long-poll alone would wait out the outage: its gRPC
+ * retries wait for a connection). Stops when `stop` aborts. One probe loop per client serves every
+ * request waiting on it, however many there are.
  */
-async function whileReachable(temporal: Client, stop: AbortSignal): Promise<never> {
-  let awaySince: number | undefined;
-  let wake: (() => void) | undefined;
-  stop.addEventListener('abort', () => wake?.(), { once: true });
-  for (;;) {
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, PROBE_EVERY_MS);
-      wake = () => (clearTimeout(t), resolve());
+function whileReachable(temporal: Client, stop: AbortSignal): Promise<never> {
+  let watch = watches.get(temporal);
+  if (!watch) watches.set(temporal, (watch = new ReachabilityWatch(temporal)));
+  return watch.wait(stop);
+}
+
+const watches = new WeakMap<Client, ReachabilityWatch>();
+
+/** Probes one Temporal client every PROBE_EVERY_MS while anyone waits on it. */
+class ReachabilityWatch {
+  private readonly waiters = new Map<symbol, { since: number; away: (err: unknown) => void }>();
+  /** When the probes began to fail (a probe period before the first failure), if they do. */
+  private awaySince: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly temporal: Client) {}
+
+  wait(stop: AbortSignal): Promise<never> {
+    return new Promise<never>((_, reject) => {
+      if (stop.aborted) return;
+      const id = Symbol('waiter');
+      this.waiters.set(id, { since: Date.now(), away: (err) => reject(new TemporalAway('Temporal unreachable', { cause: err })) });
+      stop.addEventListener('abort', () => this.waiters.delete(id), { once: true });
+      this.timer ??= setTimeout(() => void this.probe(), PROBE_EVERY_MS);
     });
-    if (stop.aborted) return new Promise<never>(() => {});
+  }
+
+  private async probe(): Promise<void> {
     try {
-      await temporal.connection.withDeadline(Date.now() + PROBE_EVERY_MS, () => temporal.connection.workflowService.getSystemInfo({}));
-      awaySince = undefined;
+      await this.temporal.connection.withDeadline(Date.now() + PROBE_EVERY_MS, () => this.temporal.connection.workflowService.getSystemInfo({}));
+      this.awaySince = undefined;
     } catch (err) {
-      if (!temporalUnreachable(err)) continue;
-      awaySince ??= Date.now() - PROBE_EVERY_MS;
-      if (Date.now() - awaySince >= UNREACHABLE_FOR_MS) throw new TemporalAway('Temporal unreachable', { cause: err });
+      if (temporalUnreachable(err)) {
+        this.awaySince ??= Date.now() - PROBE_EVERY_MS;
+        // Each wait counts from its own start: Temporal away for UNREACHABLE_FOR_MS of it.
+        for (const [id, waiter] of this.waiters) {
+          if (Date.now() - Math.max(this.awaySince, waiter.since) >= UNREACHABLE_FOR_MS) {
+            this.waiters.delete(id);
+            waiter.away(err);
+          }
+        }
+      }
     }
+    this.timer = undefined;
+    if (this.waiters.size > 0) this.timer = setTimeout(() => void this.probe(), PROBE_EVERY_MS);
+    else this.awaySince = undefined;
   }
 }
