@@ -1,7 +1,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { AppError } from '../core/errors.ts';
 import { VendorError } from '../vendors/errors.ts';
-import type { Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
+import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from '../workflows/types.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 import { planVendorCall } from './vendor-call.ts';
@@ -64,8 +64,12 @@ export function vendorActivities(deps: ActivityDeps) {
       if (!signal.aborted) ctx.heartbeat({ phase, elapsedMs: Date.now() - started });
     }, 1000);
     let res;
+    let hashes: PhotoHashes | undefined;
     try {
-      const image = await deps.workCopies.get(input.sha256);
+      // A photo new to the caller's registry: its hashes come from the same read as the copy.
+      let image;
+      if (input.fingerprint) ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256));
+      else image = await deps.workCopies.get(input.sha256);
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
     } catch (err) {
@@ -94,6 +98,7 @@ export function vendorActivities(deps: ActivityDeps) {
       promptHash: call.promptHash,
       inputTokens: res.inputTokens,
       outputTokens: res.outputTokens,
+      ...(hashes ? { hashes } : {}),
     };
   }
 

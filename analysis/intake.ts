@@ -5,6 +5,7 @@ import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import { AppError } from '../core/errors.ts';
 import { intakeImage, type ImageIntake, type IntakeDeps, type IntakeInput } from '../images/intake.ts';
+import type { FinishedUpload } from '../uploads/service.ts';
 import { leaseBlob, releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs, photoFingerprint } from '../registry/photos.ts';
 import type { ImageRef } from '../workflows/types.ts';
@@ -47,6 +48,27 @@ export function intakeDepsFor(deps: IntakeContext, userId: string, holder: strin
   };
 }
 
+/**
+ * A finished upload taken in without reading it: its bytes are in the store under their SHA-256 and
+ * its header was probed when the upload finished (uploads/service.ts), so intake only takes its
+ * lease and asks the caller's registry for its hashes (the worker makes them otherwise).
+ */
+export async function takeUpload(deps: IntakeDeps, upload: FinishedUpload): Promise<ImageIntake> {
+  await deps.lease?.take(upload.sha256);
+  const known = await deps.knownFingerprint?.(upload.sha256);
+  return {
+    sha256: upload.sha256,
+    format: upload.format,
+    width: upload.width,
+    height: upload.height,
+    bytes: upload.size,
+    pHash: known?.pHash ?? null,
+    dHash: known?.dHash ?? null,
+    stored: false,
+    ...(known === undefined ? {} : { registered: known !== null }),
+  };
+}
+
 /** An image as the workflows carry it. */
 export const refOf = (img: ImageIntake): ImageRef => ({ sha256: img.sha256, format: img.format, width: img.width, height: img.height, pHash: img.pHash, dHash: img.dHash });
 
@@ -58,12 +80,13 @@ export const refOf = (img: ImageIntake): ImageRef => ({ sha256: img.sha256, form
 export async function takeBatchPhoto(
   deps: IntakeContext,
   userId: string,
-  input: IntakeInput,
+  input: IntakeInput | { upload: FinishedUpload },
   /** Whose lease holds the photo's blob until the batch item names it (registry/blob-leases.ts). */
   holder: string,
 ): Promise<{ ref: ImageRef; stored: boolean } | { refused: { code: string; message: string } }> {
   try {
-    const img = await intakeImage(input, intakeDepsFor(deps, userId, holder));
+    const taking = intakeDepsFor(deps, userId, holder);
+    const img = 'upload' in input && input.upload ? await takeUpload(taking, input.upload) : await intakeImage(input as IntakeInput, taking);
     return { ref: refOf(img), stored: img.stored };
   } catch (err) {
     if (err instanceof AppError && err.status < 500) return { refused: { code: err.code, message: err.message } };
@@ -76,9 +99,12 @@ export async function takeImages(deps: AnalyzeDeps, userId: string, request: Ana
   const embeddings = new Map<string, number[]>();
   let allRegistered = true;
   const refs = await mapBounded(request.inputs, INTAKE_CONCURRENCY, async (input): Promise<ImageRef> => {
-    // An upload's bytes are in the blob store already (stored once, when it finished).
-    const source = input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : input;
-    const img = await intakeImage(source, intakeDepsFor(deps, userId, progress.holder), { embedding: request.includeEmbedding, ...(deps.signal ? { signal: deps.signal } : {}) });
+    const taking = intakeDepsFor(deps, userId, progress.holder);
+    // An upload's bytes are in the blob store already (stored once, when it finished): nothing to
+    // read unless the embedding needs a decode here.
+    const img = input.upload && !request.includeEmbedding
+      ? await takeUpload(taking, input.upload)
+      : await intakeImage(input.upload ? { bytes: await deps.uploads!.bytes(input.upload) } : input, taking, { embedding: request.includeEmbedding, ...(deps.signal ? { signal: deps.signal } : {}) });
     if (img.stored) progress.stored.push(img.sha256);
     if (img.embedding) embeddings.set(img.sha256, img.embedding);
     if (img.registered === false) allRegistered = false;

@@ -165,7 +165,7 @@ export async function submitBatch(
         throw err;
       }
     }
-    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 }, holder);
+    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { upload } : { base64: it.base64 }, holder);
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
     return { source, ref: got.ref };

@@ -12,10 +12,23 @@ export interface ImageRef {
   format: string;
   width: number;
   height: number;
-  /** Perceptual hashes: intake computes them (or finds them in the caller's registry). */
+  /**
+   * Perceptual hashes, when already known: from the caller's registry, or from intake's decode when
+   * it made one (an embedding was asked for). Null until the worker's one decode of the photo makes
+   * them, after the reservation (docs/decisions.md, "Decoding after the reservation").
+   */
+  pHash: string | null;
+  dHash: string | null;
+}
+
+/** A photo's perceptual hashes (images/fingerprint.ts). */
+export interface PhotoHashes {
   pHash: string;
   dHash: string;
 }
+
+/** An image whose hashes are known: what persisting and the answer need. */
+export type HashedRef = ImageRef & PhotoHashes;
 
 export interface AnalyzeInput {
   requestId: string;
@@ -64,6 +77,8 @@ export interface VendorCallInput {
   task: VendorTask;
   context?: AnalyzeContext;
   moduleOptions?: Record<string, Record<string, unknown>>;
+  /** Also make the photo's perceptual hashes, from the same read of its bytes as the work copy. */
+  fingerprint?: boolean;
 }
 
 export interface VendorCallResult {
@@ -79,6 +94,8 @@ export interface VendorCallResult {
   promptHash: string;
   inputTokens: number;
   outputTokens: number;
+  /** The photo's perceptual hashes, when the call was asked for them (`fingerprint`). */
+  hashes?: PhotoHashes;
 }
 
 export interface ImageResult {
