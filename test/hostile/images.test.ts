@@ -20,7 +20,7 @@ import { envelopeOf, Tally, type Answer } from './support/report.ts';
 /**
  * The hostile image corpus (bombs, truncations, mutants, masquerades, the shared photos) sent as
  * base64 to every endpoint that reads an image, against the API running as its own process: no
- * answer may be a 5xx, every refusal is a 4xx SPEC envelope, the endpoints agree on what
+ * answer may be a 5xx, every refusal is a 4xx envelope (docs/contract.md), the endpoints agree on what
  * is a picture, the process survives with bounded memory, and nothing is billed or stored for a
  * refused image. Behind the API runs the real pipeline: Temporal (the harness's dev server, this
  * file's task queue), a real worker in this process (it decodes and resizes every accepted image
