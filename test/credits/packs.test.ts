@@ -1,17 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import {
-  CENTS_PER_CREDIT,
-  FIRST_PACK_BONUS_KEY,
-  firstPackBonusAvailable,
-  packGrant,
-  PACKS,
-  purchasePack,
-  type PackName,
-} from '../../credits/packs.ts';
+import { FIRST_PACK_BONUS_KEY, firstPackBonusAvailable } from '../../credits/packs.ts';
+import { CENTS_PER_CREDIT, packGrant, PACKS, type PackName } from '../../credits/price-book.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import type { CaptureRequest, PaymentGateway } from '../../payments/gateway.ts';
+import type { PaymentGateway, PaymentRequest } from '../../payments/gateway.ts';
+import { purchasePack } from '../../payments/purchase.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { testConfig } from '../harness/env.ts';
 import { createTestUser } from '../helpers/app.ts';
@@ -158,12 +152,13 @@ describe('buying packs', () => {
 
   it('a capture whose answer was lost leaves the purchase pending; the retry finds the same payment and grants once', async () => {
     const { userId } = await createTestUser(db);
-    const seen: CaptureRequest[] = [];
+    const seen: PaymentRequest[] = [];
     let loseAnswer = true;
     const flaky: PaymentGateway = {
-      async capture(req) {
+      name: 'recording',
+      async startPayment(req) {
         seen.push(req);
-        const out = await payments.capture(req);
+        const out = await payments.startPayment(req);
         if (loseAnswer) throw new Error('connection reset after the capture went through');
         return out;
       },
