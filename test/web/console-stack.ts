@@ -43,6 +43,7 @@ export interface ConsoleStack {
    * settings (the development gateway, or none): for `inject`, not listening. Closed with the stack.
    */
   variant(payments: { stripe?: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
+  // (`stripe: null`, as the tests write it, says no Stripe: the one gateway is `payments`.)
   /**
    * A second console process: its own server on its own port, its own upload service (its own tus
    * server) over the same database, datastore and blob store, and the same sessions and origin.
