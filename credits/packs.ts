@@ -109,9 +109,10 @@ export async function listPurchases(db: Db, userId: string): Promise<Purchase[]>
 }
 
 /**
- * Grant a pending purchase in one transaction keyed by its id: the pack's credits and, if no
- * purchase has taken it yet, the first-pack bonus. A concurrent or repeated grant of the same
- * purchase finds it no longer pending and grants nothing.
+ * Grant a pending purchase in one transaction keyed by its id: the credits recorded on it (what
+ * the buyer was shown and paid for, even if the price book changed since) and, if no purchase has
+ * taken it yet, the first-pack bonus. A concurrent or repeated grant of the same purchase finds it
+ * no longer pending and grants nothing.
  */
 async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: string): Promise<void> {
   await inTransaction(db, async (c) => {
@@ -120,12 +121,12 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
     await grantIn(c, {
       userId: purchase.userId,
       pool: 'purchased',
-      amount: p.credits,
+      amount: purchase.credits,
       kind: 'purchase',
       idempotencyKey: purchaseLedgerKey(purchase.purchaseId),
       note: `${p.label} pack, ${purchase.purchaseId}, payment ${paymentId}`,
     });
-    const firstPackBonus = packGrant(p, true).bonusCredits;
+    const firstPackBonus = packGrant({ ...p, credits: purchase.credits, priceCents: purchase.amountCents }, true).bonusCredits;
     const bonus = (await claimFirstPackBonus(c, purchase.userId)) && await grantIn(c, {
       userId: purchase.userId,
       pool: 'purchased',
