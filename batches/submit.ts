@@ -13,7 +13,7 @@ import { resolveLenses } from '../lenses/resolve.ts';
 import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
-import { VEHICLE_REPORT_CREDITS } from '../workflows/types.ts';
+import { LENS_CREDITS, VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { batchOfRequest, batchSummary, createBatch, markBatchStarted, RequestIdTaken, takeBackStartingBatch, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
 
@@ -219,7 +219,7 @@ export async function submitBatch(
  * asks); a vehicle, its report's flat price. The worker holds this much before fetching an item's URL.
  */
 export function itemCredits(kind: BatchKind, billable: readonly string[]): number {
-  return kind === 'vehicles' ? VEHICLE_REPORT_CREDITS : billable.length;
+  return kind === 'vehicles' ? VEHICLE_REPORT_CREDITS : billable.length * LENS_CREDITS;
 }
 
 /**

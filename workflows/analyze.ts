@@ -3,7 +3,7 @@ import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
 import { callWithFallback, db, hashesWanted, short, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
-import { EXTRACT_CREDITS } from './types.ts';
+import { EXTRACT_CREDITS } from '../credits/price-book.ts';
 
 /**
  * The analyze saga: reserve the delta → vendors (retry, then fall back) → persist and settle.

@@ -53,8 +53,6 @@ export interface AnalyzeInput {
   extract?: { schemaId?: string; schema?: Record<string, unknown>; prompt?: string };
 }
 
-/** Credits a bespoke extraction costs per call, whatever the cache holds (docs/contract.md, /v2/analyze). */
-export const EXTRACT_CREDITS = 5;
 
 /** Bespoke extraction riding along an image's vendor call (docs/contract.md, /v2/analyze `extract`). */
 export interface BespokeTask {
@@ -170,5 +168,3 @@ export interface VehicleReportResult {
   fellBackFrom: Vendor[];
 }
 
-/** Credits a vehicle-condition report costs, whatever the number of photos (docs/contract.md: 1). */
-export const VEHICLE_REPORT_CREDITS = 1;

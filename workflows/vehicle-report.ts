@@ -1,7 +1,7 @@
 import { mapBounded } from '../core/map-bounded.ts';
 import { callWithFallback, db, hashesWanted, short, startSaga, vendorChain, withHashes } from './steps.ts';
 import type { Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
-import { VEHICLE_REPORT_CREDITS } from './types.ts';
+import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
 
 const PHOTO_STEP = 'vehicle-photo';
 const REPORT_LENS = 'vehicle-condition';
