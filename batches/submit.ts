@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { z } from 'zod';
 import { anyLensNameSchema, contextSchema, lensNameSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, stackNameSchema, uploadIdSchema } from '../analysis/contract.ts';
-import { takeBatchPhoto } from '../analysis/intake.ts';
+import { takeBatchPhoto } from '../registry/intake.ts';
 import { resolveUploadInputs, type AnalyzeDeps } from '../analysis/service.ts';
 import type { ImageInput } from '../analysis/request.ts';
 import { AppError, planLimitExceeded, validationFailed } from '../core/errors.ts';

@@ -1,6 +1,5 @@
-import { requireUser } from '../accounts/users.ts';
 import { newId } from '../auth/repository.ts';
-import { validationFailed } from '../core/errors.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
 import { grantIn } from './ledger.ts';
 import { isPackName, PACK_NAMES, packGrant, PACKS, type Pack, type PackName } from './price-book.ts';
@@ -102,8 +101,14 @@ async function claimFirstPackBonus(c: DbClient, userId: string): Promise<boolean
   return holder.rows[0]?.user_id === userId;
 }
 
+/** 404 unless the account has credits to buy for (every account has its credit row from creation). */
+async function requireAccount(db: Db, userId: string): Promise<void> {
+  const r = await db.query('SELECT 1 FROM credit_accounts WHERE user_id = $1', [userId]);
+  if (!r.rowCount) throw new AppError('NOT_FOUND', `No user ${userId}`);
+}
+
 export async function listPurchases(db: Db, userId: string): Promise<Purchase[]> {
-  await requireUser(db, userId);
+  await requireAccount(db, userId);
   const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 ORDER BY created_at, id`, [userId]);
   return r.rows.map(toPurchase);
 }
@@ -149,7 +154,7 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
 export async function recordPurchase(db: Db, args: { userId: string; pack: string; idempotencyKey: string }): Promise<{ purchase: Purchase; created: boolean }> {
   if (!isPackName(args.pack)) throw validationFailed(`pack: must be one of ${PACK_NAMES.join(', ')}, got "${args.pack}"`);
   if (args.idempotencyKey.length < 1 || args.idempotencyKey.length > 200) throw validationFailed('idempotencyKey: 1 to 200 characters');
-  await requireUser(db, args.userId);
+  await requireAccount(db, args.userId);
   const p = PACKS[args.pack];
   const ins = await db.query(
     `INSERT INTO credit_purchases (id, user_id, idempotency_key, pack, credits, amount_cents)

@@ -1,5 +1,6 @@
+import type { PersistedImage } from '../workflows/types.ts';
 import { randomBytes } from 'node:crypto';
-import { VEHICLE_SHA256S } from '../batches/repository.ts';
+import { VEHICLE_SHA256S } from './references.ts';
 import type { Db, DbClient } from '../db/pool.ts';
 import { inTransaction } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
@@ -169,20 +170,11 @@ export async function recordCacheHit(db: Db, userId: string, sha256s: string[]):
   );
 }
 
-export interface PersistImage {
-  sha256: string;
-  pHash: string;
-  dHash: string;
-  /** Lens name → validated output of this run (empty when everything was cached). */
-  outputs: Record<string, Record<string, unknown>>;
-  versions: Record<string, string>;
-  /** Lenses of `outputs` that were billed (LENS_CREDITS each, credits/price-book.ts). */
-  billed: string[];
+/** One image of a run as persisted: the workflow's (workflows/types.ts) with which lenses ran together. */
+export type PersistImage = Omit<PersistedImage, 'lenses'> & {
+  /** coRunHash of the lenses that ran together (activities/billing.ts). */
   coRunHash: string;
-  provider: string;
-  vendor: string;
-  model: string;
-}
+};
 
 export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
 

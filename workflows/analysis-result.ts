@@ -1,6 +1,5 @@
 import type { ImagePlan } from '../credits/delta.ts';
-import type { PersistedImage } from '../activities/billing.ts';
-import type { HashedRef, ImageResult, Vendor, VendorCallResult } from './types.ts';
+import type { HashedRef, ImageResult, PersistedImage, Vendor, VendorCallResult } from './types.ts';
 
 /** One image's vendor call (null when its plan ran nothing) and the vendors that failed before it. */
 export interface ImageCall {

@@ -168,3 +168,35 @@ export interface VehicleReportResult {
   fellBackFrom: Vendor[];
 }
 
+
+/**
+ * One image as a run persists it (registry/photos.ts persistAnalysisIn adds which lenses ran
+ * together): the workflow builds it, the persist step writes it.
+ */
+export interface PersistedImage {
+  sha256: string;
+  pHash: string;
+  dHash: string;
+  /** Lens name → validated output of this run (empty when everything was cached). */
+  outputs: Record<string, Record<string, unknown>>;
+  versions: Record<string, string>;
+  /** Lenses of `outputs` that were billed (1 credit each). */
+  billed: string[];
+  /** The lenses that ran together in this image's vendor call. */
+  lenses: string[];
+  provider: string;
+  vendor: string;
+  model: string;
+}
+
+/** A batch item's end: its charge (and report), or why it failed. batches/repository.ts records it. */
+export type ItemOutcome = { credits: number; reportId?: string } | { code: string; message: string };
+
+/** What a batch item holds before anything is fetched for it (activities/batch.ts). */
+export interface ItemHold {
+  reservationId: string;
+  workflowId: string;
+  userId: string;
+  amount: number;
+  ttlMs: number;
+}
