@@ -1,0 +1,71 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { RequestLog } from '../../requestlog/buffer.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    requestLog: RequestLog;
+  }
+}
+
+/** What a route knows of its own answer that the log keeps: credits charged, the analysis id. */
+const outcomes = new WeakMap<FastifyRequest, { credits: number; analysisId: string | null }>();
+
+/** A route tells the request log what it charged and which stored analysis it answered with. */
+export function noteRequestOutcome(request: FastifyRequest, outcome: { credits: number; analysisId: string | null }): void {
+  outcomes.set(request, outcome);
+}
+
+/** An error envelope larger than this is not kept (ours are a few hundred bytes). */
+const MAX_ENVELOPE = 8 * 1024;
+
+/**
+ * Every request made with a workspace's key goes into the request log (requestlog/buffer.ts,
+ * docs/decisions.md "The console's Requests log"): one push to a bounded buffer in onResponse,
+ * nothing awaited. Kept: time, key id, operation, status, error code and envelope, credits,
+ * latency, request id. Never the Authorization header, the body or image bytes. Requests without
+ * a workspace key (unauthenticated, the anonymous sandbox key, the internal secret) are not kept.
+ */
+export function registerRequestLog(app: FastifyInstance, log: RequestLog): void {
+  const envelopes = new WeakMap<FastifyRequest, string>();
+  // A refusal's envelope, as sent: read from the serialized payload, the one place every error
+  // path (routes, hooks, the framework's own refusals) passes through.
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode >= 400 && typeof payload === 'string' && payload.length <= MAX_ENVELOPE && request.principal?.userId && !request.principal.anonymous) {
+      envelopes.set(request, payload);
+    }
+    return payload;
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const principal = request.principal;
+    if (!principal?.userId || principal.anonymous) return;
+    const envelope = parsedEnvelope(envelopes.get(request));
+    const outcome = outcomes.get(request);
+    log.record({
+      userId: principal.userId,
+      at: new Date(Date.now() - reply.elapsedTime),
+      keyId: principal.keyId,
+      operation: request.routeOptions.schema?.operationId ?? `${request.method} ${request.routeOptions.url ?? '?'}`,
+      method: request.method,
+      status: reply.statusCode,
+      errorCode: envelope?.code ?? null,
+      credits: outcome?.credits ?? (reply.statusCode >= 400 ? 0 : null),
+      latencyMs: Math.max(0, Math.round(reply.elapsedTime)),
+      requestId: request.id,
+      analysisId: outcome?.analysisId ?? null,
+      error: envelope?.text ?? null,
+    });
+  });
+  app.addHook('onClose', async () => log.close());
+}
+
+/** The envelope's text and code, or null for a body that is not a JSON error envelope. */
+function parsedEnvelope(text: string | undefined): { text: string; code: string | null } | null {
+  if (text === undefined) return null;
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown } } | null;
+    if (typeof body !== 'object' || body === null || typeof body.error !== 'object') return null;
+    return { text, code: typeof body.error.code === 'string' ? body.error.code : null };
+  } catch {
+    return null;
+  }
+}
