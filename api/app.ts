@@ -14,8 +14,7 @@ import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from
 import { registerAuthFailureGuard, registerRateLimit } from './plugins/rate-limit.ts';
 import { registerBodyBudget } from './plugins/body-budget.ts';
 import { registerTextGuard } from './plugins/text-guard.ts';
-import { registerRequestLog } from './plugins/request-log.ts';
-import { RequestLog } from '../requestlog/buffer.ts';
+import { registerRequestLog, requestLogFor } from './plugins/request-log.ts';
 import { requestIdFrom } from './request-id.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
@@ -49,16 +48,7 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
     payments: input.payments !== undefined ? input.payments : configuredPaymentGateway(input.config, input.db),
     uploads: input.uploads ?? createUploads({ db: input.db, blobs: input.blobs, config: input.config }),
   };
-  const requestLog =
-    input.requestLog ??
-    new RequestLog(input.db, {
-      onWritten: (rows) => metrics.requestLogRows.inc({ outcome: 'written' }, rows),
-      onDrop: (reason, rows, err) => {
-        metrics.requestLogRows.inc({ outcome: `dropped_${reason}` }, rows);
-        // Logged once per failed flush, not per row; a full buffer is counted only.
-        if (err) app.log.warn({ err, rows }, 'request log rows dropped: the database did not take them');
-      },
-    });
+  const requestLog = input.requestLog ?? requestLogFor(input.db, metrics, (err, rows) => app.log.warn({ err, rows }, 'request log rows dropped: the database did not take them'));
   const app = Fastify({
     // Keys and secrets never reach the logs (core/logger.ts redacts); a given pino logger is used as is.
     ...(typeof deps.logger === 'object'

@@ -1,5 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { RequestLog } from '../../requestlog/buffer.ts';
+import { RequestLog } from '../../requestlog/buffer.ts';
+import type { Db } from '../../db/pool.ts';
+import type { ApiMetrics } from '../../metrics/api.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -13,6 +15,20 @@ const outcomes = new WeakMap<FastifyRequest, { credits: number; analysisId: stri
 /** A route tells the request log what it charged and which stored analysis it answered with. */
 export function noteRequestOutcome(request: FastifyRequest, outcome: { credits: number; analysisId: string | null }): void {
   outcomes.set(request, outcome);
+}
+
+/**
+ * The API process's request log over `db`, counted in `lenstack_request_log_rows_total`
+ * (written, dropped_full, dropped_db); a failed write is logged once per flush, not per row.
+ */
+export function requestLogFor(db: Db, metrics: ApiMetrics, warn: (err: unknown, rows: number) => void): RequestLog {
+  return new RequestLog(db, {
+    onWritten: (rows) => metrics.requestLogRows.inc({ outcome: 'written' }, rows),
+    onDrop: (reason, rows, err) => {
+      metrics.requestLogRows.inc({ outcome: `dropped_${reason}` }, rows);
+      if (err) warn(err, rows);
+    },
+  });
 }
 
 /** An error envelope larger than this is not kept (ours are a few hundred bytes). */

@@ -5,6 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { bearer } from '../helpers/app.ts';
+import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { screenshot, seriousA11yViolations } from './browser.ts';
 import { consoleSuite, type ConsoleStack } from './console-stack.ts';
 import { browserCookies, consoleCall, emailMaker, type Person, signUpOverHttp } from './people.ts';
@@ -197,5 +198,50 @@ describe('Usage & billing', () => {
     } finally {
       await close();
     }
+  }, 180_000);
+
+  it('a batch is one row with what its photos were charged, a purchase one row with its first-pack bonus; older rows come by keyset pages', async () => {
+    const owner = await signUpOverHttp(stack, newEmail());
+    const { key } = await liveKey(owner);
+    const submitted = await api().inject({
+      method: 'POST',
+      url: '/v1/batches',
+      headers: bearer(key),
+      payload: { modules: ['dating'], items: await Promise.all([1, 2, 3].map(async (i) => ({ base64: (await noiseJpeg()).toString('base64'), name: `p${i}.jpg` }))) },
+    });
+    expect(submitted.statusCode).toBe(202);
+    const batchId = (submitted.json() as { id: string }).id;
+    const status = async () => (await api().inject({ method: 'GET', url: `/v1/batches/${batchId}`, headers: bearer(key) })).json() as { status: string; creditsCharged: number };
+    await expect.poll(async () => (await status()).status, { timeout: 60_000 }).toBe('completed');
+    const batchCharged = (await status()).creditsCharged;
+    expect(batchCharged).toBe(3);
+
+    const development = await stack.variant({ stripe: null, payments: new RecordingPaymentGateway(stack.pipeline.db) });
+    const bought = await development.inject({
+      method: 'POST',
+      url: `/api/v1/workspaces/${owner.workspaceId}/purchases`,
+      headers: { cookie: owner.cookie, origin: stack.url, 'content-type': 'application/json' },
+      payload: { pack: 'starter', idempotencyKey: 'usage-click-1' },
+    });
+    expect(bought.statusCode).toBe(201);
+    const purchaseId = (bought.json() as { purchase: { purchaseId: string } }).purchase.purchaseId;
+
+    type Row = { id: string; kind: string; charged: number; added: number; reference: string | null; items: number };
+    const base = `/api/v1/workspaces/${owner.workspaceId}/usage`;
+    const first = await json<{ rows: Row[] }>(await consoleCall(stack, owner, 'GET', base));
+    expect(first.rows.map(({ kind, charged, added, reference, items }) => ({ kind, charged, added, reference, items }))).toEqual([
+      { kind: 'purchase', charged: 0, added: 2000, reference: purchaseId, items: 1 },
+      { kind: 'batch', charged: batchCharged, added: 0, reference: batchId, items: 3 },
+      { kind: 'grant', charged: 0, added: 1000, reference: null, items: 1 },
+    ]);
+    // A page of one at a time gives the same rows, each once.
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { rows: Row[]; next: string | null } = await json(await consoleCall(stack, owner, 'GET', `${base}?limit=1${cursor ? `&cursor=${cursor}` : ''}`));
+      seen.push(...page.rows.map((r) => r.id));
+      cursor = page.next;
+    } while (cursor);
+    expect(seen).toEqual(first.rows.map((r) => r.id));
   }, 180_000);
 });
