@@ -42,6 +42,15 @@ async function openConsole(person: Person, path: string): Promise<{ page: Page; 
   return { page, close: () => ctx.close() };
 }
 
+/** At a 390 px wide phone viewport nothing makes the page scroll sideways (wide tables scroll in their own box). */
+async function fitsAPhone(page: Page): Promise<boolean> {
+  const viewport = page.viewportSize()!;
+  await page.setViewportSize({ width: 390, height: 844 });
+  const width = await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+  await page.setViewportSize(viewport);
+  return width <= 390;
+}
+
 interface RequestRow {
   id: string;
   status: number;
@@ -121,6 +130,7 @@ describe('Requests', () => {
       expect(await failedRow.textContent()).toContain('IMAGE_INVALID');
       expect(await failedRow.textContent()).toContain('422');
       expect(await seriousA11yViolations(page)).toEqual([]);
+      expect(await fitsAPhone(page)).toBe(true);
       await screenshot(page, 'requests');
 
       await page.getByLabel('Status').selectOption('error');
@@ -185,6 +195,7 @@ describe('Usage & billing', () => {
       // Packs and the card offer, as on the overview.
       expect(await page.getByRole('button', { name: 'Buy the Starter pack' }).isVisible()).toBe(true);
       expect(await seriousA11yViolations(page)).toEqual([]);
+      expect(await fitsAPhone(page)).toBe(true);
       await screenshot(page, 'usage');
 
       const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download CSV' }).click()]);

@@ -158,7 +158,7 @@ function RequestList({ workspaceId }: { workspaceId: string }) {
           <table aria-labelledby="requests-h">
             <thead>
               <tr>
-                <th scope="col">Time</th>
+                <th scope="col">Time (opens the request)</th>
                 <th scope="col">Key</th>
                 <th scope="col">Operation</th>
                 <th scope="col" className="num">Status</th>
@@ -171,7 +171,11 @@ function RequestList({ workspaceId }: { workspaceId: string }) {
             <tbody data-testid="requests">
               {page.requests.map((r) => (
                 <tr key={r.id}>
-                  <td>{new Date(r.at).toLocaleString()}</td>
+                  <td>
+                    <Link href={`/requests/${r.id}`} aria-label={`Open request ${r.requestId}`}>
+                      {new Date(r.at).toLocaleString()}
+                    </Link>
+                  </td>
                   <td>
                     <code>{r.key.label}</code>
                     {r.key.name ? ` ${r.key.name}` : ''}
@@ -182,9 +186,7 @@ function RequestList({ workspaceId }: { workspaceId: string }) {
                   <td className="num">{r.credits === null ? '' : fmt.format(r.credits)}</td>
                   <td className="num">{fmt.format(r.latencyMs)} ms</td>
                   <td>
-                    <Link href={`/requests/${r.id}`} aria-label={`Open request ${r.requestId}`}>
-                      {r.requestId}
-                    </Link>
+                    <code>{r.requestId}</code>
                   </td>
                 </tr>
               ))}
