@@ -172,8 +172,9 @@ function RequestList({ workspaceId }: { workspaceId: string }) {
               {page.requests.map((r) => (
                 <tr key={r.id}>
                   <td>
-                    <Link href={`/requests/${r.id}`} aria-label={`Open request ${r.requestId}`}>
+                    <Link href={`/requests/${r.id}`}>
                       {new Date(r.at).toLocaleString()}
+                      <span className="sr-only">: open request {r.requestId}</span>
                     </Link>
                   </td>
                   <td>
