@@ -180,7 +180,12 @@ describe('Usage & billing', () => {
     ]);
     const today = usage.perDay.at(-1)!;
     expect(today).toEqual({ day: new Date().toISOString().slice(0, 10), total: 2, lenses: { dating: 1, location: 1 } });
-    expect((await consoleCall(stack, (await signUpOverHttp(stack, newEmail())), 'GET', `/api/v1/workspaces/${owner.workspaceId}/usage`)).status).toBe(404);
+    // Another workspace's member: 404 on this one's rows and its CSV, nothing of it in their own.
+    const other = await signUpOverHttp(stack, newEmail());
+    expect((await consoleCall(stack, other, 'GET', `/api/v1/workspaces/${owner.workspaceId}/usage`)).status).toBe(404);
+    expect((await consoleCall(stack, other, 'GET', `/api/v1/workspaces/${owner.workspaceId}/usage.csv`)).status).toBe(404);
+    const theirs = await json<{ rows: Array<{ kind: string }> }>(await consoleCall(stack, other, 'GET', `/api/v1/workspaces/${other.workspaceId}/usage`));
+    expect(theirs.rows.map((r) => r.kind)).toEqual(['grant']);
 
     const { page, close } = await openConsole(owner, '/');
     try {
