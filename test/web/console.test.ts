@@ -174,7 +174,7 @@ describe('the console in a real browser', () => {
     // Usage & billing shows the analysis as one row with what it was charged (not a hold and a charge).
     await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Usage & billing' }).click();
     const usage = page.getByTestId('usage-rows').getByRole('row');
-    await expect.poll(() => usage.count()).toBe(2);
+    await expect.poll(() => usage.count(), { timeout: 30_000 }).toBe(2);
     expect((await usage.first().getByRole('cell').allTextContents()).slice(1, 4)).toEqual(['Analysis', first.body.meta!.requestId, String(charged)]);
     await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Overview' }).click();
     // The key's first use is recorded (to the minute) and listed.

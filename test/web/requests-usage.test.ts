@@ -22,6 +22,8 @@ consoleSuite((s, b) => {
 });
 
 const newEmail = emailMaker('usage');
+/** How long a poll waits for the page to catch up (a wait on a loaded machine, not a bound on speed). */
+const WAIT = { timeout: 30_000 };
 const api = () => stack.pipeline.app;
 async function json<T>(res: Response): Promise<T> {
   return (await res.json()) as T;
@@ -125,7 +127,7 @@ describe('Requests', () => {
       await page.waitForURL(`${stack.url}/requests`);
       expect(await nav.getByRole('link', { name: 'Requests' }).getAttribute('aria-current')).toBe('page');
       const rows = page.getByTestId('requests').getByRole('row');
-      await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(5);
+      await expect.poll(() => rows.count(), WAIT).toBe(5);
       const failedRow = rows.filter({ hasText: badBody.error.requestId });
       expect(await failedRow.textContent()).toContain('IMAGE_INVALID');
       expect(await failedRow.textContent()).toContain('422');
@@ -135,12 +137,18 @@ describe('Requests', () => {
 
       await page.getByLabel('Status').selectOption('error');
       await page.getByRole('button', { name: 'Apply' }).click();
-      await expect.poll(() => rows.count()).toBe(1);
+      // The filter is in the address: a filtered view can be linked, and survives a reload.
+      await page.waitForURL(`${stack.url}/requests?status=error`);
+      await expect.poll(() => rows.count(), WAIT).toBe(1);
+      expect(await rows.first().textContent()).toContain('IMAGE_INVALID');
+      await page.reload();
+      await expect.poll(() => rows.count(), WAIT).toBe(1);
+      expect(await page.getByLabel('Status').inputValue()).toBe('error');
       expect(await rows.first().textContent()).toContain('IMAGE_INVALID');
 
       await page.getByRole('link', { name: `Open request ${badBody.error.requestId}` }).click();
       await page.waitForURL(`${stack.url}/requests/${failed.id}`);
-      await expect.poll(() => page.getByTestId('request-code').textContent()).toBe('IMAGE_INVALID');
+      await expect.poll(() => page.getByTestId('request-code').textContent(), WAIT).toBe('IMAGE_INVALID');
       const envelope = JSON.parse((await page.getByTestId('request-error').textContent())!) as { error: { code: string; requestId: string; message: string } };
       expect(envelope).toEqual(badBody);
       expect(await seriousA11yViolations(page)).toEqual([]);
@@ -149,7 +157,7 @@ describe('Requests', () => {
       // The successful analysis opens on the analysis it answered with.
       const ok = all.requests[3]!;
       await page.goto(`${stack.url}/requests/${ok.id}`);
-      await expect.poll(() => page.getByTestId('request-status').textContent()).toBe('200');
+      await expect.poll(() => page.getByTestId('request-status').textContent(), WAIT).toBe('200');
       expect((JSON.parse((await page.getByTestId('request-analysis').textContent())!) as { id: string }).id).toBe(analysis.id);
     } finally {
       await close();
@@ -192,7 +200,7 @@ describe('Usage & billing', () => {
       await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Usage & billing' }).click();
       await page.waitForURL(`${stack.url}/usage`);
       const rows = page.getByTestId('usage-rows').getByRole('row');
-      await expect.poll(() => rows.count(), { timeout: 15_000 }).toBe(2);
+      await expect.poll(() => rows.count(), WAIT).toBe(2);
       const cells = await rows.first().getByRole('cell').allTextContents();
       expect(cells.slice(1)).toEqual(['Analysis', requestId, '2', '']);
       expect(await page.getByTestId('lens-chart').locator('rect[data-lens="dating"]').count()).toBe(1);

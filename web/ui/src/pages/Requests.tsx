@@ -1,5 +1,5 @@
-import { useCallback, useEffect, useState, type FormEvent } from 'react';
-import { Link } from 'wouter';
+import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { Link, useLocation, useSearch } from 'wouter';
 import { call, ConsoleError, type KeyListing, type SessionInfo } from '../api.ts';
 import { ErrorNote } from '../ErrorNote.tsx';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
@@ -28,7 +28,6 @@ interface Filter {
   from: string;
   to: string;
 }
-const NO_FILTER: Filter = { status: '', key: '', operation: '', from: '', to: '' };
 const fmt = new Intl.NumberFormat('en');
 
 /** The list's query string: the filter (days as UTC midnights, `to` inclusive) and the page. */
@@ -46,23 +45,32 @@ function query(filter: Filter, cursor: string | null): string {
 
 /**
  * Requests (/requests): every API request the workspace's keys made in the last 30 days, newest
- * first, filtered by status, key, operation and days, a page at a time (keyset: "Older" follows
+ * first, filtered by status, key, operation and days (kept in the address), a page at a time (keyset: "Older" follows
  * the cursor the server gave, "Newer" goes back through the ones already seen).
  */
 export function Requests({ session }: { session: SessionInfo }) {
   const [workspace, choose] = useWorkspace(session);
+  const search = useSearch();
   if (!workspace) return <NoWorkspace />;
   return (
     <>
       <WorkspaceBar session={session} workspace={workspace} onChoose={choose} section="Requests" />
-      <RequestList key={workspace.id} workspaceId={workspace.id} />
+      <RequestList key={`${workspace.id}?${search}`} workspaceId={workspace.id} search={search} />
     </>
   );
 }
 
-function RequestList({ workspaceId }: { workspaceId: string }) {
-  const [draft, setDraft] = useState<Filter>(NO_FILTER);
-  const [filter, setFilter] = useState<Filter>(NO_FILTER);
+/** The filter as the address holds it (/requests?status=error&key=…), so a filtered view can be linked and reloaded. */
+function filterFrom(search: string): Filter {
+  const q = new URLSearchParams(search);
+  return { status: q.get('status') ?? '', key: q.get('key') ?? '', operation: q.get('operation') ?? '', from: q.get('from') ?? '', to: q.get('to') ?? '' };
+}
+
+/** One workspace's list under one filter: a new filter (a new address) mounts a new list, at its newest page. */
+function RequestList({ workspaceId, search }: { workspaceId: string; search: string }) {
+  const [, navigate] = useLocation();
+  const filter = useMemo(() => filterFrom(search), [search]);
+  const [draft, setDraft] = useState<Filter>(filter);
   // The cursors of the pages before this one (keyset pagination has no page numbers).
   const [trail, setTrail] = useState<Array<string | null>>([]);
   const [cursor, setCursor] = useState<string | null>(null);
@@ -88,9 +96,8 @@ function RequestList({ workspaceId }: { workspaceId: string }) {
   }, [workspaceId]);
   const apply = (e: FormEvent) => {
     e.preventDefault();
-    setTrail([]);
-    setCursor(null);
-    setFilter(draft);
+    const q = new URLSearchParams(Object.entries(draft).filter(([, v]) => v !== ''));
+    navigate(q.size ? `/requests?${q}` : '/requests');
   };
   const set = (k: keyof Filter) => (e: { target: { value: string } }) => setDraft((d) => ({ ...d, [k]: e.target.value }));
   return (
@@ -152,7 +159,7 @@ function RequestList({ workspaceId }: { workspaceId: string }) {
       {page === null ? (
         <p aria-busy="true">Loading requests…</p>
       ) : page.requests.length === 0 ? (
-        <p>No requests {filter === NO_FILTER ? 'in the last 30 days' : 'match this filter'}.</p>
+        <p>No requests {Object.values(filter).every((v) => v === '') ? 'in the last 30 days' : 'match this filter'}.</p>
       ) : (
         <div className="scroll">
           <table aria-labelledby="requests-h">
