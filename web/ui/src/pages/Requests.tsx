@@ -166,10 +166,10 @@ function RequestList({ workspaceId, search }: { workspaceId: string; search: str
             <thead>
               <tr>
                 <th scope="col">Time (opens the request)</th>
-                <th scope="col">Key</th>
-                <th scope="col">Operation</th>
                 <th scope="col" className="num">Status</th>
                 <th scope="col">Error code</th>
+                <th scope="col">Operation</th>
+                <th scope="col">Key</th>
                 <th scope="col" className="num">Credits</th>
                 <th scope="col" className="num">Latency</th>
                 <th scope="col">Request id</th>
@@ -184,13 +184,13 @@ function RequestList({ workspaceId, search }: { workspaceId: string; search: str
                       <span className="sr-only">: open request {r.requestId}</span>
                     </Link>
                   </td>
+                  <td className={`num${r.status >= 400 ? ' status-error' : ''}`}>{r.status}</td>
+                  <td>{r.errorCode ?? ''}</td>
+                  <td>{r.operation}</td>
                   <td>
                     <code>{r.key.label}</code>
                     {r.key.name ? ` ${r.key.name}` : ''}
                   </td>
-                  <td>{r.operation}</td>
-                  <td className={`num${r.status >= 400 ? ' status-error' : ''}`}>{r.status}</td>
-                  <td>{r.errorCode ?? ''}</td>
                   <td className="num">{r.credits === null ? '' : fmt.format(r.credits)}</td>
                   <td className="num">{fmt.format(r.latencyMs)} ms</td>
                   <td>
