@@ -224,9 +224,19 @@ describe('Usage & billing', () => {
     }
   }, 180_000);
 
-  it('a batch is one row with what its photos were charged, a purchase one row with its first-pack bonus; older rows come by keyset pages', async () => {
+  it('a failed analysis is one row charged 0, a batch one row with what its photos were charged, a purchase one row with its first-pack bonus; older rows come by keyset pages', async () => {
     const owner = await signUpOverHttp(stack, newEmail());
     const { key } = await liveKey(owner);
+    // Every vendor refuses: the analysis's hold is released, nothing charged.
+    stack.pipeline.sim.setBehaviour('all', { failRate: 1, failure: 'http400' });
+    let failed;
+    try {
+      failed = await api().inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: { imageBase64: (await noiseJpeg()).toString('base64'), modules: ['dating'] } });
+    } finally {
+      stack.pipeline.sim.setBehaviour('all', { failRate: 0 });
+    }
+    expect(failed.statusCode).toBe(502);
+    const failedRequestId = (failed.json() as { error: { requestId: string } }).error.requestId;
     const submitted = await api().inject({
       method: 'POST',
       url: '/v1/batches',
@@ -250,14 +260,16 @@ describe('Usage & billing', () => {
     expect(bought.statusCode).toBe(201);
     const purchaseId = (bought.json() as { purchase: { purchaseId: string } }).purchase.purchaseId;
 
-    type Row = { id: string; kind: string; charged: number; added: number; reference: string | null; items: number };
+    type Row = { id: string; kind: string; charged: number; added: number; reference: string | null; items: number; released: boolean };
     const base = `/api/v1/workspaces/${owner.workspaceId}/usage`;
     const first = await json<{ rows: Row[] }>(await consoleCall(stack, owner, 'GET', base));
     expect(first.rows.map(({ kind, charged, added, reference, items }) => ({ kind, charged, added, reference, items }))).toEqual([
       { kind: 'purchase', charged: 0, added: 2000, reference: purchaseId, items: 1 },
       { kind: 'batch', charged: batchCharged, added: 0, reference: batchId, items: 3 },
+      { kind: 'analysis', charged: 0, added: 0, reference: failedRequestId, items: 1 },
       { kind: 'grant', charged: 0, added: 1000, reference: null, items: 1 },
     ]);
+    expect(first.rows.map((r) => r.released)).toEqual([false, false, true, false]);
     // A page of one at a time gives the same rows, each once.
     const seen: string[] = [];
     let cursor: string | null = null;
