@@ -31,8 +31,12 @@ export function requestLogFor(db: Db, metrics: ApiMetrics, warn: (err: unknown, 
   });
 }
 
-/** An error envelope larger than this is not kept (ours are a few hundred bytes). */
-const MAX_ENVELOPE = 8 * 1024;
+/**
+ * An envelope is kept up to 2 KiB (ours are a few hundred bytes), so the buffer's 10,000 rows hold
+ * at most ~20 MB; a larger one keeps its code only. Bodies past 64 KiB are not read at all.
+ */
+const MAX_KEPT_ENVELOPE = 2 * 1024;
+const MAX_READ_ENVELOPE = 64 * 1024;
 
 /**
  * Every request made with a workspace's key goes into the request log (requestlog/buffer.ts,
@@ -46,7 +50,7 @@ export function registerRequestLog(app: FastifyInstance, log: RequestLog): void 
   // A refusal's envelope, as sent: read from the serialized payload, the one place every error
   // path (routes, hooks, the framework's own refusals) passes through.
   app.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode >= 400 && typeof payload === 'string' && payload.length <= MAX_ENVELOPE && request.principal?.userId && !request.principal.anonymous) {
+    if (reply.statusCode >= 400 && typeof payload === 'string' && payload.length <= MAX_READ_ENVELOPE && request.principal?.userId && !request.principal.anonymous) {
       envelopes.set(request, payload);
     }
     return payload;
@@ -75,12 +79,12 @@ export function registerRequestLog(app: FastifyInstance, log: RequestLog): void 
 }
 
 /** The envelope's text and code, or null for a body that is not a JSON error envelope. */
-function parsedEnvelope(text: string | undefined): { text: string; code: string | null } | null {
+function parsedEnvelope(text: string | undefined): { text: string | null; code: string | null } | null {
   if (text === undefined) return null;
   try {
     const body = JSON.parse(text) as { error?: { code?: unknown } } | null;
     if (typeof body !== 'object' || body === null || typeof body.error !== 'object') return null;
-    return { text, code: typeof body.error.code === 'string' ? body.error.code : null };
+    return { text: text.length <= MAX_KEPT_ENVELOPE ? text : null, code: typeof body.error.code === 'string' ? body.error.code : null };
   } catch {
     return null;
   }
