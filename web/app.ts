@@ -34,6 +34,7 @@ import { CONTENT_SECURITY_POLICY, keepNewestMagicLink, redactedRequest, withoutT
 import { mailSafe, nameProblem } from './names.ts';
 import { registerMemberRoutes } from './member-routes.ts';
 import { registerErasureRoutes } from './erasure-routes.ts';
+import { registerUsageRoutes } from './usage-routes.ts';
 import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from './workspaces.ts';
 import type { Mailer } from './mail.ts';
 import { firstPackBonusAvailable } from '../credits/packs.ts';
@@ -213,6 +214,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     return { members, invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
   });
   registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, signedIn);
+  // The Requests and Usage & billing sections (web/usage-routes.ts).
+  registerUsageRoutes(app, deps.db, signedIn);
   // Erasure and retention (docs/privacy.md): the blob store and Temporal come with the console's batch pipeline.
   registerErasureRoutes(
     app,

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { noteRequestOutcome } from '../plugins/request-log.ts';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { validationFailed } from '../../core/errors.ts';
@@ -82,6 +83,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
           request.id,
         );
         await deps.uploads?.touch(principal.userId!, used);
+        noteRequestOutcome(request, { credits: result.creditsCharged, analysisId: null });
         return {
           object: 'enrichment' as const,
           imageBase64: result.image.toString('base64'),
