@@ -14,6 +14,7 @@
 const LAYERS = [
   'core',
   'db',
+  'requestlog',
   'metrics',
   'ratelimit',
   'workflows/types\\.ts',
@@ -21,8 +22,8 @@ const LAYERS = [
   'bespoke',
   'images',
   'lenses',
-  'credits',
   'exports',
+  'credits',
   'vendors',
   'registry',
   'uploads',
