@@ -31,11 +31,11 @@ import { clientAddress, ipBucket, parseTrustedProxies } from '../ratelimit/clien
 import type { MailCatcher } from './mail.ts';
 import { keysByCreator, recordKeyCreator } from './members.ts';
 import { CONTENT_SECURITY_POLICY, keepNewestMagicLink, redactedRequest, withoutTokens } from './hardening.ts';
-import { mailSafe, nameProblem } from './names.ts';
+import { mailSafe, nameProblem } from '../accounts/names.ts';
 import { registerMemberRoutes } from './member-routes.ts';
 import { registerErasureRoutes } from './erasure-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';
-import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from './workspaces.ts';
+import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from '../accounts/workspaces.ts';
 import type { Mailer } from './mail.ts';
 import { firstPackBonusAvailable } from '../credits/packs.ts';
 import { PACK_NAMES, PACKS, packGrant } from '../credits/price-book.ts';
@@ -148,7 +148,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const ip = clientIp(request);
       const body = request.body as { email?: unknown; name?: unknown } | undefined;
       if (request.method === 'POST') await throttle?.before({ path: url.pathname, ip, email: body?.email });
-      // Display names go into other people's mail and pages: bounded (web/names.ts).
+      // Display names go into other people's mail and pages: bounded (accounts/names.ts).
       const badName = request.method === 'POST' && typeof body?.name === 'string' ? nameProblem(body.name, 'name') : null;
       if (badName) throw validationFailed(badName);
       const headers = fromNodeHeaders(request.headers);

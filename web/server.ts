@@ -11,7 +11,7 @@ import { buildWebApp } from './app.ts';
 import { createConsoleAuth } from './auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
 import { isLoopbackHost } from './hardening.ts';
-import { ensurePersonalWorkspace } from './workspaces.ts';
+import { ensurePersonalWorkspace } from '../accounts/workspaces.ts';
 import { Client, Connection } from '@temporalio/client';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';

@@ -4,7 +4,7 @@ import { validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 import { chargedPerDayByLens, usageCsv, usageRows } from '../credits/usage.ts';
 import { listRequests, requestDetail, requestOperations } from '../requestlog/repository.ts';
-import { requireMember } from './workspaces.ts';
+import { requireMember } from '../accounts/workspaces.ts';
 
 const workspace = z.object({ workspaceId: z.string().min(1).max(100) });
 const limit = z.coerce.number().int().min(1).max(200).default(50);

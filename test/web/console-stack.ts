@@ -15,7 +15,7 @@ import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
-import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
+import { ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
