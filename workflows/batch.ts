@@ -76,10 +76,24 @@ const fetcher = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', 
 // photo and a lost worker is noticed within the heartbeat timeout, not at the end.
 const preparer = proxyActivities<Activities>({ startToCloseTimeout: '15 minutes', heartbeatTimeout: '1 minute', retry: { initialInterval: '1 second', maximumAttempts: 3 } });
 
+/**
+ * The domain error under a failed child or step: a child analysis that failed in its own activity
+ * (a photo the worker's decode refused, IMAGE_INVALID) arrives as a child failure caused by an
+ * activity failure caused by our ApplicationFailure, so the chain is walked to it.
+ */
+function domainCause(err: unknown): ApplicationFailure | undefined {
+  let at: unknown = err;
+  for (let depth = 0; depth < 5 && at; depth++) {
+    if (at instanceof ApplicationFailure) return at;
+    at = at instanceof ChildWorkflowFailure || at instanceof ActivityFailure ? at.cause : undefined;
+  }
+  return undefined;
+}
+
 /** The cause's type when a child analysis failed with one of our domain errors. */
 function failureOf(err: unknown): { code: string; message: string } {
-  const cause = err instanceof ChildWorkflowFailure || err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? 'INTERNAL_ERROR', message: cause.message };
+  const cause = domainCause(err);
+  if (cause) return { code: cause.type ?? 'INTERNAL_ERROR', message: cause.message };
   return { code: 'INTERNAL_ERROR', message: err instanceof Error ? err.message : String(err) };
 }
 
@@ -197,7 +211,7 @@ export const childWorkflowId = (input: Pick<BatchInput, 'kind' | 'userId'>, requ
  * expires, and charges what that run persisted).
  */
 function mayRelease(err: unknown): boolean {
-  return !(err instanceof ChildWorkflowFailure) || err.cause instanceof ApplicationFailure;
+  return !(err instanceof ChildWorkflowFailure) || domainCause(err) !== undefined;
 }
 
 /** One photo: fetched first when it was given by URL (its price held before), then the analyze saga as a child. */

@@ -97,4 +97,25 @@ describe('refusal order: header before the reservation, pixels after it', () => 
     expect((await p.db.query('SELECT 1 FROM photos WHERE user_id = $1', [user.userId])).rowCount).toBe(0);
     expect((await checkInvariants(p.db, user.userId))[0]!.ok).toBe(true);
   });
+
+  it('a batch photo whose pixels do not decode fails as that item with its reason; its price goes back, the rest is billed', async () => {
+    const user = await createTestUser(p.db, { community: 40 });
+    const whole = photoBytes('gps-DSCN0021.jpg');
+    const items = [
+      { base64: photoBytes('Pentax_K10D.jpg').toString('base64'), name: 'good.jpg' },
+      { base64: whole.subarray(0, Math.floor(whole.length / 2)).toString('base64'), name: 'cut.jpg' },
+    ];
+    const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { items, modules: ['dating'] } });
+    expect(res.statusCode, res.body.slice(0, 300)).toBe(202);
+    const id = res.json().id as string;
+    const get = async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(user.liveKey) })).json();
+    await expect.poll(async () => (await get()).status, { timeout: 90_000, interval: 200 }).toBe('completed');
+    const done = await get();
+    expect(done.counts).toEqual({ total: 2, done: 1, failed: 1, pending: 0 });
+    expect(done.creditsCharged).toBe(1);
+    const page = (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}/items`, headers: bearer(user.liveKey) })).json();
+    expect(page.items[1]).toMatchObject({ source: 'cut.jpg', status: 'failed', error: { code: 'IMAGE_INVALID', message: expect.stringContaining(CORRUPT_IMAGE) } });
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 39, reserved: 0 });
+    expect((await checkInvariants(p.db, user.userId))[0]!.ok).toBe(true);
+  });
 });
