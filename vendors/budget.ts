@@ -1,5 +1,5 @@
 import { createClient } from 'redis';
-import type { VendorName } from '../core/config.ts';
+import type { Config, VendorName } from '../core/config.ts';
 import { VENDOR_BUDGET_LUA, vendorBudgetScript } from './budget-script.ts';
 
 /**
@@ -47,6 +47,14 @@ export interface VendorBudgetOptions {
 
 export class BudgetUnavailable extends Error {
   override name = 'BudgetUnavailable';
+}
+
+/** The budget will have no slot for this call before the caller's wait would end. */
+export class BudgetWaitTooLong extends Error {
+  override name = 'BudgetWaitTooLong';
+  constructor(readonly waitMs: number) {
+    super(`no slot in the vendor budget for ${waitMs} ms`);
+  }
 }
 
 function makeClient(url: string) {
@@ -136,14 +144,15 @@ export class VendorBudget {
   /**
    * Waits for a slot, asking again when the budget says one may be free, until granted; rejects
    * with `signal`'s reason when it aborts (the activity cancelled, or its wait deadline passed).
-   * `onWait` is told each wait (for logs and metrics).
+   * With `giveUpAt` (ms on Date.now's clock), a wait that would end past it throws
+   * BudgetWaitTooLong at once instead (a caller with somewhere else to go).
    */
-  async acquire(vendor: VendorName, lane: Lane, estimatedTokens: number, signal: AbortSignal, onWait?: (ms: number) => void): Promise<BudgetDecision> {
+  async acquire(vendor: VendorName, lane: Lane, estimatedTokens: number, signal: AbortSignal, opts: { giveUpAt?: number } = {}): Promise<BudgetDecision> {
     for (;;) {
       signal.throwIfAborted();
       const d = await this.take(vendor, lane, estimatedTokens);
       if (d.granted) return d;
-      onWait?.(d.waitMs);
+      if (opts.giveUpAt !== undefined && Date.now() + d.waitMs > opts.giveUpAt) throw new BudgetWaitTooLong(d.waitMs);
       await sleep(d.waitMs, signal);
     }
   }
@@ -180,5 +189,18 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       reject(signal.reason);
     };
     signal.addEventListener('abort', abort, { once: true });
+  });
+}
+
+/** The worker's budget from its configuration: the limits of every vendor, under REDIS_PREFIX. */
+export function vendorBudgetFromConfig(config: Config): Promise<VendorBudget> {
+  return VendorBudget.connect(config.REDIS_URL, {
+    prefix: config.REDIS_PREFIX,
+    interactiveReserve: config.VENDOR_INTERACTIVE_RESERVE,
+    limits: {
+      openai: { rpm: config.OPENAI_RPM, tpm: config.OPENAI_TPM },
+      anthropic: { rpm: config.ANTHROPIC_RPM, tpm: config.ANTHROPIC_TPM },
+      google: { rpm: config.GEMINI_RPM, tpm: config.GEMINI_TPM },
+    },
   });
 }

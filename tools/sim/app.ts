@@ -20,7 +20,7 @@ import { ProtocolError, type ErrorStatus, type Protocol, type SimCall, type Wire
 import { openaiProtocol } from './protocols/openai.ts';
 import { anthropicProtocol } from './protocols/anthropic.ts';
 import { geminiProtocol } from './protocols/gemini.ts';
-import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders, type Admission, type Limits, type LimitsPatch } from './rate-limits.ts';
+import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders, withRetryInfo, type Admission, type Limits, type LimitsPatch } from './rate-limits.ts';
 
 /**
  * The simulated vendor server: one HTTP server that speaks the OpenAI, Anthropic and Gemini wire
@@ -416,7 +416,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       stats.rateLimited++;
       log(`[SIM] ${vendor} model=${call.model} 429 beyond ${JSON.stringify(rateLimits[vendor].limits())}, retry after ${admission.retryAfterMs} ms`);
       const wire = protocol.error(429, `Rate limit reached (simulated): ${JSON.stringify(rateLimits[vendor].limits())} per minute. Please try again later.`);
-      return send(res, { ...wire, headers: { ...wire.headers, ...retryAfterHeaders(admission.retryAfterMs) } });
+      return send(res, { ...withRetryInfo(vendor, wire, admission.retryAfterMs), headers: { ...wire.headers, ...retryAfterHeaders(admission.retryAfterMs) } });
     }
     inFlight++;
     peak = Math.max(peak, inFlight);

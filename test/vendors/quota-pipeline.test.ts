@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkInvariants, getBalance } from '../../credits/ledger.ts';
+import { VendorBudget, vendorBudgetFromConfig } from '../../vendors/budget.ts';
+import { bearer, createTestUser } from '../helpers/app.ts';
+import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
+import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+
+/**
+ * The vendor budget where every vendor call passes (activities/vendors.ts), through the real
+ * pipeline: a worker, Temporal, the SDKs against the simulator enforcing a vendor's limit.
+ * docs/decisions.md, "Vendor quotas".
+ */
+
+const analyze = (p: Pipeline, key: string, photo: string) =>
+  p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: { imageBase64: photoBase64(photo), modules: ['dating'] } });
+
+describe('a 429 with Retry-After from the vendor', () => {
+  let p: Pipeline;
+  let budget: VendorBudget;
+  beforeAll(async () => {
+    // The deployment does not know openai's limit (no OPENAI_RPM): only the vendor's 429 teaches it.
+    p = await startPipeline({ config: { VENDOR_ORDER: 'openai,anthropic', VENDOR_OVERFLOW: 'true' } });
+    budget = await vendorBudgetFromConfig(p.config);
+  }, 120_000);
+  afterAll(async () => {
+    await budget?.close();
+    await p?.close();
+  });
+
+  it('pauses and shrinks the shared budget at once: one 429, then the overflow goes to the next vendor without asking openai again; every credit settled', async () => {
+    p.sim.reset();
+    p.sim.setLimits('openai', { rpm: 3 });
+    const user = await createTestUser(p.db, { community: 100 });
+    const vendors: string[] = [];
+    for (const photo of DISTINCT_PHOTOS.slice(0, 6)) {
+      const res = await analyze(p, user.liveKey, photo);
+      expect(res.statusCode, res.body).toBe(200);
+      vendors.push(res.json().meta.vendor);
+    }
+    // Three fit openai's minute; the fourth met its 429 and went to anthropic (VENDOR_OVERFLOW);
+    // the fifth and sixth found openai's budget paused for the Retry-After and did not try it.
+    expect(vendors).toEqual(['openai', 'openai', 'openai', 'anthropic', 'anthropic', 'anthropic']);
+    const stats = p.sim.stats();
+    expect(stats.openai).toMatchObject({ succeeded: 3, rateLimited: 1 });
+    expect(stats.anthropic.succeeded).toBe(3);
+    const state = await budget.state('openai');
+    expect(state.factor).toBeCloseTo(0.7, 5);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 94, reserved: 0 });
+    expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
+  }, 120_000);
+});
