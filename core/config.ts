@@ -159,7 +159,7 @@ export const configSchema = z.object({
   GEMINI_RPM: z.coerce.number().int().min(0).default(0),
   GEMINI_TPM: z.coerce.number().int().min(0).default(0),
   /** Share of each vendor budget's short-term burst that only interactive calls may take: batch work yields to them. */
-  VENDOR_INTERACTIVE_RESERVE: z.coerce.number().min(0).max(0.9).default(0.5),
+  VENDOR_INTERACTIVE_RESERVE: z.coerce.number().min(0).max(0.9).default(0.3),
   /**
    * A call whose vendor has no budget left within its wait goes to the next vendor of VENDOR_ORDER
    * (true), or waits for its own vendor again (false, the default) for as long as its run may.

@@ -5,13 +5,13 @@ import { defineScript, type CommandParser } from 'redis';
  * one Redis hash, changed only by this script (Redis runs a script alone, so no two workers
  * interleave between a check and its write). docs/decisions.md, "Vendor quotas".
  *
- * Requests: the bucket holds at most B = max(⌈rpm/120⌉, R + 1) calls (half a second of the
- * limit) and refills at f × (rpm − 2B) per minute, so no 60-second span gets more than
- * f × rpm − B calls: B of headroom for the time between a grant and the call reaching the vendor.
- * R = ⌈⌈rpm/120⌉ × reserve⌉ of the bucket is for interactive calls only: a batch call needs R + 1
- * calls in the bucket, an interactive one needs 1. Batch calls keep the bucket at R at most, and
- * an interactive call finds its slot there at once.
- * Tokens: the bucket holds tpm/120, refills at f × tpm × 59/60 per minute; a call needs the bucket
+ * Requests: the bucket holds at most B = max(⌈rpm/60⌉, R + 1) calls (a second of the limit) and
+ * refills at f × (rpm − B − ⌈rpm/120⌉) per minute, so no 60-second span gets more than
+ * f × rpm − ⌈rpm/120⌉ calls: half a second of headroom for the time between a grant and the call
+ * reaching the vendor. R = ⌈⌈rpm/60⌉ × reserve⌉ of the bucket is for interactive calls only: a
+ * batch call needs R + 1 calls in the bucket, an interactive one needs 1. Batch calls keep the
+ * bucket at R at most, and an interactive call finds its slot there at once.
+ * Tokens: the bucket holds tpm/60, refills at f × tpm × (1 − 1/60 − 1/120) per minute; a call needs the bucket
  * not in debt (batch: at least its reserve), takes its estimate, and its real use corrects that
  * afterwards, so a bucket may go into debt and the next calls wait until it is paid back.
  * f, the adaptive factor (0.05 … 1): × 0.7 on a 429 for a call granted after the last cut (so one
@@ -40,11 +40,11 @@ local lane = ARGV[6]
 local n = tonumber(ARGV[7])
 local grantedAt = tonumber(ARGV[8]) or 0
 
-local base = math.max(1, math.ceil(rpm / 120))
+local base = math.max(1, math.ceil(rpm / 60))
 local R = 0
 if reserve > 0 then R = math.max(1, math.ceil(base * reserve)) end
 local B = math.max(base, R + 1)
-local Bt = tpm / 120
+local Bt = tpm / 60
 local Rt = Bt * reserve
 
 local s = redis.call('HMGET', KEYS[1], 'lvl', 'tok', 'ts', 'f', 'till', 'cut')
@@ -55,8 +55,8 @@ local f = tonumber(s[4]) or 1
 local till = tonumber(s[5]) or 0
 local cut = tonumber(s[6]) or 0
 
-local r = f * math.max(rpm - 2 * B, rpm / 2) / 60000
-local rt = f * tpm * 59 / 60 / 60000
+local r = f * math.max(rpm - B - math.ceil(rpm / 120), rpm / 2) / 60000
+local rt = f * tpm * (1 - 1 / 60 - 1 / 120) / 60000
 if now > ts then
   if rpm > 0 then lvl = math.min(B, lvl + (now - ts) * r) end
   if tpm > 0 then tok = math.min(Bt, tok + (now - ts) * rt) end
