@@ -1,5 +1,5 @@
 /**
- * Vendor quotas (npx tsx bench/quota.ts [photos=2000] [--batches=4] [--unpaced] [--overflow]): N
+ * Vendor quotas (npx tsx bench/quota.ts [photos=2000] [--batches=6] [--unpaced] [--overflow]): N
  * distinct photos in batches plus a steady trickle of interactive analyses, against a simulated openai
  * limited to 600 requests a minute, over two worker processes and one API process, as `npm start`
  * runs them. Prints:
@@ -9,8 +9,10 @@
  *  - calls the second vendor (anthropic, its own 600 a minute) took: none unless --overflow
  * One batch keeps at most 4 photos in flight (BATCH_CONCURRENCY), which on this 2-core machine
  * under load (~0.5 s of Temporal and database work per photo) cannot offer 600 calls a minute, nor
- * can the workspace's default 8; --batches=K (default 4) splits the N photos into K batches of one
- * workspace submitted together, with BATCH_WORKSPACE_CONCURRENCY=16, so the vendor is the bottleneck.
+ * can the workspace's default 8; --batches=K (default 6) splits the N photos into K batches of one
+ * workspace submitted together, with BATCH_WORKSPACE_CONCURRENCY=4K, so the vendor is the bottleneck.
+ * The workers' own metrics give the wait for the vendor budget by lane (interactive, batch): the
+ * part of the interactive latency the budget is answerable for.
  * --unpaced: the workers are given no OPENAI_RPM (only the vendor's 429s pace them), as before
  * issue 27. Writes bench/results/quota-{N}x{K}[-unpaced][-overflow].txt.
  */
@@ -32,7 +34,7 @@ const args = process.argv.slice(2);
 const N = Number(args.find((a) => /^\d+$/.test(a)) ?? 2000);
 const UNPACED = args.includes('--unpaced');
 const OVERFLOW = args.includes('--overflow');
-const BATCHES = Number(/^--batches=(\d+)$/.exec(args.find((a) => a.startsWith('--batches=')) ?? '')?.[1] ?? 4);
+const BATCHES = Number(/^--batches=(\d+)$/.exec(args.find((a) => a.startsWith('--batches=')) ?? '')?.[1] ?? 6);
 const RPM = 600;
 const LATENCY_MS = 50;
 /** One interactive analysis every this many ms, with the batch and without. */
@@ -78,8 +80,8 @@ const env = {
   OPENAI_RPM: UNPACED ? '' : String(RPM),
   ANTHROPIC_RPM: UNPACED ? '' : String(RPM),
   VENDOR_OVERFLOW: OVERFLOW ? 'true' : 'false',
-  // Four batches of one workspace, four photos in flight each.
-  BATCH_WORKSPACE_CONCURRENCY: '16',
+  // Every batch of the workspace its four photos in flight.
+  BATCH_WORKSPACE_CONCURRENCY: String(4 * BATCHES),
 };
 const children: ChildProcess[] = [];
 
@@ -111,8 +113,25 @@ try {
   await grant(db, { userId: liveUser.userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 
   const port = await freePort();
-  await start('worker/main.ts', {}, /polling task queue/);
-  await start('worker/main.ts', {}, /polling task queue/);
+  const metricsPorts = [await freePort(), await freePort()];
+  for (const mp of metricsPorts) await start('worker/main.ts', { WORKER_METRICS_PORT: String(mp) }, /polling task queue/);
+  /** Sum and count of the budget wait histogram by lane, over both workers. */
+  const budgetWaits = async () => {
+    const out: Record<string, { sum: number; count: number; over100ms: number }> = {};
+    for (const mp of metricsPorts) {
+      const text = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+      for (const m of text.matchAll(/^lenstack_vendor_budget_wait_seconds_(sum|count|bucket)\{([^}]*)\} (\S+)$/gm)) {
+        const labels = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+        if (labels.vendor !== 'openai') continue;
+        const lane = (out[labels.lane!] ??= { sum: 0, count: 0, over100ms: 0 });
+        if (m[1] === 'sum') lane.sum += Number(m[3]);
+        if (m[1] === 'count') lane.count += Number(m[3]);
+        if (m[1] === 'bucket' && labels.le === '0.1') lane.over100ms -= Number(m[3]);
+      }
+    }
+    for (const lane of Object.values(out)) lane.over100ms += lane.count;
+    return out;
+  };
   const api = spawn(process.execPath, ['--import', 'tsx', 'api/server.ts'], { cwd: ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: 'ignore' });
   children.push(api);
   const base = `http://127.0.0.1:${port}`;
@@ -196,6 +215,7 @@ try {
   await watcher;
   const completed = Date.now();
   const stats = sim.stats();
+  const waits = await budgetWaits();
 
   // Throughput: successful openai calls between the batch's first and last, per minute.
   const calls = okAt.openai!.filter((t) => t >= submitted && t <= completed);
@@ -217,6 +237,11 @@ try {
   say(`second vendor (anthropic) succeeded calls during the batch: ${stats.anthropic.succeeded} (VENDOR_OVERFLOW=${OVERFLOW})`);
   say(
     `interactive latency, ${withBatch.length} requests with the batch vs ${baseline.length} alone: p95 ${p95(withBatch).toFixed(0)} ms vs ${p95(baseline).toFixed(0)} ms = ${(p95(withBatch) / p95(baseline)).toFixed(2)}× (target ≤ 1.2×); median ${median(withBatch).toFixed(0)} vs ${median(baseline).toFixed(0)} ms`,
+  );
+  say(
+    `wait for the vendor budget (both workers, whole run): ${Object.entries(waits)
+      .map(([lane, w]) => `${lane} ${w.count} calls, mean ${((w.sum / Math.max(1, w.count)) * 1000).toFixed(0)} ms, ${w.over100ms} over 100 ms`)
+      .join('; ')}`,
   );
   say(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} at the end`);
   await writeFile(path.join(ROOT, `bench/results/quota-${N}x${BATCHES}${UNPACED ? '-unpaced' : ''}${OVERFLOW ? '-overflow' : ''}.txt`), lines.join('\n') + '\n');
