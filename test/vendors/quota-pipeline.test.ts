@@ -2,8 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { VendorBudget, vendorBudgetFromConfig } from '../../vendors/budget.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
+import { sample } from '../helpers/metrics.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { testConfig } from '../harness/env.ts';
 
 /**
  * The vendor budget where every vendor call passes (activities/vendors.ts), through the real
@@ -47,5 +49,35 @@ describe('a 429 with Retry-After from the vendor', () => {
     expect(state.factor).toBeCloseTo(0.7, 5);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 94, reserved: 0 });
     expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
+  }, 120_000);
+});
+
+describe('the lanes', () => {
+  let p: Pipeline;
+  beforeAll(async () => {
+    // Keys of its own: the budget above is still paused for openai's Retry-After (it is shared by every worker on the prefix).
+    p = await startPipeline({ config: { VENDOR_ORDER: 'openai', OPENAI_RPM: 600, REDIS_PREFIX: `${testConfig().REDIS_PREFIX}lanes:` } });
+  }, 120_000);
+  afterAll(async () => p?.close());
+
+  it("a batch's photos take their slots in the batch lane, an analysis in the interactive lane", async () => {
+    const user = await createTestUser(p.db, { community: 100 });
+    const res = await p.app.inject({
+      method: 'POST',
+      url: '/v1/batches',
+      headers: bearer(user.liveKey),
+      payload: { modules: ['dating'], items: DISTINCT_PHOTOS.slice(0, 3).map((f) => ({ base64: photoBase64(f), name: f })) },
+    });
+    expect(res.statusCode, res.body).toBe(202);
+    const id = res.json().id as string;
+    await expect
+      .poll(async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(user.liveKey) })).json().status, { timeout: 90_000, interval: 200 })
+      .toBe('completed');
+    const single = await analyze(p, user.liveKey, DISTINCT_PHOTOS[5]!);
+    expect(single.statusCode, single.body).toBe(200);
+    const text = await p.worker!.metrics.registry.metrics();
+    expect(sample(text, 'lenstack_vendor_budget_wait_seconds_count{vendor="openai",lane="batch"}')).toBe(3);
+    expect(sample(text, 'lenstack_vendor_budget_wait_seconds_count{vendor="openai",lane="interactive"}')).toBe(1);
+    expect(p.sim.stats().openai.succeeded).toBe(4);
   }, 120_000);
 });
