@@ -81,3 +81,44 @@ describe('the lanes', () => {
     expect(p.sim.stats().openai.succeeded).toBe(4);
   }, 120_000);
 });
+
+describe('a call with no slot and no overflow', () => {
+  let p: Pipeline;
+  let budget: VendorBudget;
+  beforeAll(async () => {
+    // 60 s runs with two vendors: each attempt 2.5 s (workflows/deadlines.ts), so half of it, 1.25 s, for the budget's wait.
+    p = await startPipeline({ config: { VENDOR_ORDER: 'openai,anthropic', WORKFLOW_TIMEOUT_MS: 60_000, REDIS_PREFIX: `${testConfig().REDIS_PREFIX}wait:` } });
+    budget = await vendorBudgetFromConfig(p.config);
+  }, 120_000);
+  afterAll(async () => {
+    await budget?.close();
+    await p?.close();
+  });
+
+  it('waits for its own vendor past several attempts (the second vendor is not asked), then is answered by it', async () => {
+    p.sim.reset();
+    const user = await createTestUser(p.db, { community: 100 });
+    // Another worker met a 429 asking for 5 s: every worker waits that long for openai.
+    await budget.throttled('openai', { retryAfterMs: 5000, grantedAt: Date.now() });
+    const res = await analyze(p, user.liveKey, DISTINCT_PHOTOS[0]!);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().meta.vendor).toBe('openai');
+    expect(p.sim.stats().anthropic.calls).toBe(0);
+    const text = await p.worker!.metrics.registry.metrics();
+    // Each attempt gave up after 1.25 s without calling the vendor; the workflow asked again.
+    expect(sample(text, 'lenstack_vendor_failures_total{vendor="openai",task="lenses",kind="quota_wait"}')).toBeGreaterThanOrEqual(3);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 99, reserved: 0 });
+  }, 120_000);
+
+  it('gives up inside its run when the pause outlasts it: 502 PROVIDER_UNAVAILABLE, nothing charged, nothing held', async () => {
+    p.sim.reset();
+    const user = await createTestUser(p.db, { community: 100 });
+    await budget.throttled('openai', { retryAfterMs: 120_000, grantedAt: Date.now() });
+    const res = await analyze(p, user.liveKey, DISTINCT_PHOTOS[1]!);
+    expect(res.statusCode, res.body).toBe(502);
+    expect(res.json().error.code).toBe('PROVIDER_UNAVAILABLE');
+    expect(p.sim.stats().openai.calls + p.sim.stats().anthropic.calls).toBe(0);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 100, reserved: 0 });
+    expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
+  }, 120_000);
+});
