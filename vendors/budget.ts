@@ -91,12 +91,6 @@ export class VendorBudget {
     return new VendorBudget(client, opts);
   }
 
-  /** Whether this vendor has a budget to keep (a configured limit); a 429 pause is shared either way. */
-  limited(vendor: VendorName): boolean {
-    const l = this.opts.limits[vendor];
-    return l.rpm > 0 || l.tpm > 0;
-  }
-
   private async run(vendor: VendorName, op: 'take' | 'ok' | 'throttled' | 'peek', lane: Lane, n: number, grantedAt?: number) {
     const l = this.opts.limits[vendor];
     const pending = this.client.vendorBudget({
