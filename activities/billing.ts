@@ -3,17 +3,17 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { planAnalysis, planVehicleReport, type AnalysisPlan, type VehiclePlan } from '../credits/delta.ts';
 import { countUnbilledCallsIn, holdIn, refuseDeletedIn, release, settleIn, type Reservation, type UnbilledGate } from '../credits/ledger.ts';
 import { inTransaction, type DbClient } from '../db/pool.ts';
-import { persistAnalysisIn, runStartIn, type PersistImage, type Persisted } from '../registry/photos.ts';
+import { persistAnalysisIn, runStartIn, type Persisted } from '../registry/photos.ts';
 import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
-import type { Vendor } from '../workflows/types.ts';
+import type { PersistedImage, Vendor } from '../workflows/types.ts';
 
 /** Which lenses ran together in one vendor call (stored on each lens record). */
 export function coRunHash(lenses: string[]): string {
   return createHash('sha256').update([...lenses].sort().join(',')).digest('hex').slice(0, 16);
 }
 
-export type PersistedImage = Omit<PersistImage, 'coRunHash'> & { lenses: string[] };
+export type { PersistedImage };
 
 /** A run's lens records, each image's lenses marked with the hash of those that ran together. */
 function persistRun(c: DbClient, run: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistedImage[] }): Promise<Persisted> {

@@ -10,7 +10,7 @@ import type { VisionClient } from '../vendors/types.ts';
 import type { WorkCopies } from '../vendors/work-copies.ts';
 import type { Vendor } from '../workflows/types.ts';
 
-/** What the worker builds once and every activity shares (STYLE: activities from a factory). */
+/** What the worker builds once and every activity shares (built by a factory, as Temporal's samples do). */
 export interface ActivityDeps {
   config: Config;
   db: Db;

@@ -3,7 +3,7 @@ import { AppError } from '../core/errors.ts';
 import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
 import { VendorError } from '../vendors/errors.ts';
 import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
-import type { Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
+import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from '../workflows/types.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 import { planVendorCall } from './vendor-call.ts';
@@ -80,8 +80,12 @@ export function vendorActivities(deps: ActivityDeps) {
     }, 1000);
     let res;
     let slot: { grantedAt: number; estimatedTokens: number } | null = null;
+    let hashes: PhotoHashes | undefined;
     try {
-      const image = await deps.workCopies.get(input.sha256);
+      // A photo new to the caller's registry: its hashes come from the same read as the copy.
+      let image;
+      if (input.fingerprint) ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256));
+      else image = await deps.workCopies.get(input.sha256);
       phase = 'waiting for the vendor budget';
       slot = await takeSlot(v, input, image, call, signal, started);
       phase = 'awaiting the vendor';
@@ -119,6 +123,7 @@ export function vendorActivities(deps: ActivityDeps) {
       promptHash: call.promptHash,
       inputTokens: res.inputTokens,
       outputTokens: res.outputTokens,
+      ...(hashes ? { hashes } : {}),
     };
   }
 

@@ -105,7 +105,7 @@ export const configSchema = z.object({
   GOOGLE_CLIENT_ID: z.string().optional(),
   GOOGLE_CLIENT_SECRET: z.string().optional(),
   GOOGLE_ISSUER: z.url().default('https://accounts.google.com'),
-  /** Pack purchases in the console through Stripe Checkout; the webhook secret verifies Stripe's events. */
+  /** Pack purchases (API and console) through Stripe Checkout; the webhook secret verifies Stripe's events (payments/configured.ts). */
   STRIPE_SECRET_KEY: z.string().optional(),
   STRIPE_WEBHOOK_SECRET: z.string().optional(),
   STRIPE_API_URL: z.url().default('https://api.stripe.com'),
@@ -201,8 +201,9 @@ export const configSchema = z.object({
     .regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/, 'host:port, e.g. 0.0.0.0:9464 or [::]:9464')
     .optional(),
   /**
-   * Which payment gateway captures pack purchases: `none` refuses to sell (503), `recording`
-   * charges no card and records every capture (development and tests, never by default).
+   * Which payment gateway captures pack purchases when Stripe is not configured: `none` refuses to
+   * sell (503), `recording` charges no card and records every capture (development and tests,
+   * never by default). A STRIPE_SECRET_KEY takes precedence (payments/configured.ts).
    */
   PAYMENTS_GATEWAY: z.enum(['none', 'recording']).default('none'),
 });

@@ -15,12 +15,11 @@ import {
 } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import type { Activities } from '../activities/index.ts';
-import type { ItemOutcome } from '../batches/repository.ts';
 import { analyzeWorkflow } from './analyze.ts';
 import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
-import type { ItemHold } from '../activities/batch.ts';
-import { VEHICLE_REPORT_CREDITS, type AnalyzeContext, type AnalyzeResult, type ImageRef, type VehicleReportResult } from './types.ts';
+import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
+import { type AnalyzeContext, type AnalyzeResult, type ImageRef, type ItemHold, type ItemOutcome, type VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
   batchId: string;

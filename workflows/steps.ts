@@ -2,7 +2,7 @@ import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, p
 import { Compensations } from './saga.ts';
 import type { Activities } from '../activities/index.ts';
 import { MAX_ATTEMPT_MS, VENDOR_ATTEMPTS, vendorAttemptTimeoutMs } from './deadlines.ts';
-import type { Lane, Vendor, VendorCallInput, VendorCallResult } from './types.ts';
+import type { HashedRef, ImageRef, Lane, PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from './types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from './types.ts';
 
 /** Our error code for an image that cannot be decoded (core/errors.ts; workflow code cannot import it). */
@@ -154,3 +154,25 @@ export function vendorChain(vendors: Vendor[], tally: { calls: number }, opts: {
   const attemptTimeoutMs = workflowTimeoutMs ? vendorAttemptTimeoutMs({ workflowTimeoutMs, vendors: vendors.length }) : MAX_ATTEMPT_MS;
   return { vendors, attemptTimeoutMs, tally, lane: opts.lane, overflow: opts.overflow };
 }
+
+/**
+ * Each image with its perceptual hashes: those it came with (the caller's registry), those a vendor
+ * call made from the worker's decode (`found`, by SHA-256), and for any still missing (a photo a
+ * concurrent run registered between intake and the reservation, so no call here decoded it) one
+ * step that reads them from the registry or decodes the photo. An image that does not decode
+ * fails that step with IMAGE_INVALID, and the saga releases what it holds.
+ */
+export async function withHashes(userId: string, images: readonly ImageRef[], found: Iterable<readonly [string, PhotoHashes | undefined]>): Promise<HashedRef[]> {
+  const bySha = new Map<string, PhotoHashes>();
+  for (const [sha256, hashes] of found) if (hashes) bySha.set(sha256, hashes);
+  for (const img of images) if (img.pHash !== null && img.dHash !== null) bySha.set(img.sha256, { pHash: img.pHash, dHash: img.dHash });
+  const missing = [...new Set(images.filter((img) => !bySha.has(img.sha256)).map((img) => img.sha256))];
+  if (missing.length) {
+    const made = await db.photoHashes({ userId, sha256s: missing });
+    for (const sha256 of missing) bySha.set(sha256, made[sha256]!);
+  }
+  return images.map((img) => ({ ...img, ...bySha.get(img.sha256)! }));
+}
+
+/** What a vendor call on `img` asks for besides its task: the hashes, when the image has none yet. */
+export const hashesWanted = (img: ImageRef): { fingerprint?: true } => (img.pHash === null ? { fingerprint: true } : {});

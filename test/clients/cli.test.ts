@@ -603,8 +603,14 @@ describe('lenstack batch: fleets over resumable uploads', () => {
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_BASE_URL: first.url, ...env },
       });
       const exited = new Promise<string | null>((r) => child.on('exit', (_code, signal) => r(signal)));
-      // Killed once the big photo is half sent and three others finished (read from the API's rows, not a timer).
+      // Killed once the big photo is half sent and stored, and three others finished (read from the
+      // API's rows and its upload file, not a timer). Bytes the proxy passed on that the API had not
+      // yet written would be lost with the connection and rightly sent again: the wait makes the
+      // half the API holds the half that was sent.
       await first.held;
+      const bigAt = [...first.names].find(([, n]) => n === 'a-big.jpg')![0];
+      const stored = join(`${p.config.BLOB_DIR}-uploads`, bigAt);
+      while (((await stat(stored).catch(() => null))?.size ?? 0) < first.patchBytes.get(bigAt)!) await new Promise((r) => setImmediate(r));
       while ((await finished()) < 3) await new Promise((r) => setImmediate(r));
       child.kill('SIGKILL');
       expect(await exited).toBe('SIGKILL');

@@ -161,6 +161,7 @@ describe('Prometheus text exposition of the metric sets we build (prom-client)',
       lenstack_analyses_total: 'counter',
       lenstack_workflows_started_total: 'counter',
       lenstack_workflow_duration_seconds: 'histogram',
+      lenstack_request_log_rows_total: 'counter',
     });
     expect(lenstackTypes(tw)).toEqual({
       lenstack_vendor_calls_total: 'counter',

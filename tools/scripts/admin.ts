@@ -8,7 +8,8 @@ import { createUser, findUserByEmail, issueKey, listKeys, revokeKey, userExists 
 import { AppError } from '../../core/errors.ts';
 import { loadConfig } from '../../core/config.ts';
 import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
-import { PACK_NAMES, PACKS, purchasePack } from '../../credits/packs.ts';
+import { PACK_NAMES, PACKS } from '../../credits/price-book.ts';
+import { purchasePack } from '../../payments/purchase.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { createPool } from '../../db/pool.ts';
