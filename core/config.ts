@@ -147,6 +147,24 @@ export const configSchema = z.object({
   GEMINI_BASE_URL: z.url().optional(),
   GEMINI_API_KEY: z.string().min(1).optional(),
   GEMINI_MODEL: z.string().default('gemini-2.5-flash'),
+  /**
+   * Each vendor's rate limits for this deployment's account, requests and tokens (input + output)
+   * per minute: one budget every worker shares in Redis (vendors/budget.ts). Unset or 0 = no limit
+   * known: calls are not paced, but a 429's Retry-After still pauses every worker.
+   */
+  OPENAI_RPM: z.coerce.number().int().min(0).default(0),
+  OPENAI_TPM: z.coerce.number().int().min(0).default(0),
+  ANTHROPIC_RPM: z.coerce.number().int().min(0).default(0),
+  ANTHROPIC_TPM: z.coerce.number().int().min(0).default(0),
+  GEMINI_RPM: z.coerce.number().int().min(0).default(0),
+  GEMINI_TPM: z.coerce.number().int().min(0).default(0),
+  /** Share of each vendor budget's short-term burst that only interactive calls may take: batch work yields to them. */
+  VENDOR_INTERACTIVE_RESERVE: z.coerce.number().min(0).max(0.9).default(0.3),
+  /**
+   * A call whose vendor has no budget left within its wait goes to the next vendor of VENDOR_ORDER
+   * (true), or waits for its own vendor again (false, the default) for as long as its run may.
+   */
+  VENDOR_OVERFLOW: bool.default(false),
   /** Fallback order of vendors, first tried first. */
   VENDOR_ORDER: z
     .string()

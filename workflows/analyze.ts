@@ -16,7 +16,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
   const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
   try {
     // 1. Which lenses each image still needs, and their credits held: one step, one plan.
-    const { plans, needed, vendors } = await db.reserveDelta({
+    const { plans, needed, vendors, overflow } = await db.reserveDelta({
       reservationId,
       userId: input.userId,
       workflowId,
@@ -28,7 +28,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       extraCredits,
     });
     if (needed > 0) saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
-    const chain = vendorChain(vendors, tally);
+    const chain = vendorChain(vendors, tally, { lane: input.lane, overflow });
 
     // 2. The bespoke schema, drafted by a vendor from the caller's prompt when it has none.
     const { bespoke, bespokeSchemaId } = input.extract ? await prepareExtraction(input, chain) : { bespoke: undefined, bespokeSchemaId: undefined };

@@ -240,6 +240,7 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
         ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
         reservationTtlMs: input.reservationTtlMs,
         imageConcurrency: 1,
+        lane: 'batch',
       },
     ],
     // A cancelled batch lets a running photo finish (and be billed for what it did).
@@ -272,6 +273,7 @@ async function runVehicle(input: BatchInput, index: number, requestId: string, p
         reservationTtlMs: input.reservationTtlMs,
         photoConcurrency,
         setHash: ready.setHash,
+        lane: 'batch',
       },
     ],
     parentClosePolicy: ParentClosePolicy.ABANDON,

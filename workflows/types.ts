@@ -46,6 +46,8 @@ export interface AnalyzeInput {
   reservationTtlMs: number;
   /** At most this many images are sent to vendors at once. */
   imageConcurrency: number;
+  /** 'batch' for a batch's photos; absent = interactive. */
+  lane?: Lane;
   /**
    * Bespoke extraction (v2): exactly one of a saved schema (id + its schema, checked by the API), an
    * inline schema, or a prompt the vendor drafts a schema from. Always bills EXTRACT_CREDITS.
@@ -75,6 +77,10 @@ export interface VendorCallInput {
   task: VendorTask;
   context?: AnalyzeContext;
   moduleOptions?: Record<string, Record<string, unknown>>;
+  /** Absent = interactive (docs/decisions.md, "Vendor quotas"). */
+  lane?: Lane;
+  /** VENDOR_OVERFLOW: give up on a budget wait that cannot end in time at once, for the next vendor. */
+  overflow?: boolean;
   /** Also make the photo's perceptual hashes, from the same read of its bytes as the work copy. */
   fingerprint?: boolean;
 }
@@ -135,6 +141,11 @@ export interface AnalyzeResult {
 export const VENDOR_REJECTED = 'VENDOR_REJECTED';
 export const VENDOR_INVALID_OUTPUT = 'VENDOR_INVALID_OUTPUT';
 export const VENDOR_NOT_CONFIGURED = 'VENDOR_NOT_CONFIGURED';
+/** The attempt waited its share of time for the vendor's budget and got no slot: no call was made. */
+export const VENDOR_QUOTA = 'VENDOR_QUOTA';
+
+/** Whose work a vendor call is: a batch's calls leave interactive ones a reserve of the vendor budget. */
+export type Lane = 'interactive' | 'batch';
 
 /** The vehicle-condition stack: one report over many photos of one vehicle. */
 export interface VehicleReportInput {
@@ -148,6 +159,8 @@ export interface VehicleReportInput {
   photoConcurrency: number;
   /** vehicleSetHash of the photos and vehicle context (report reuse key). */
   setHash: string;
+  /** 'batch' for a batch's vehicles; absent = interactive. */
+  lane?: Lane;
 }
 
 export interface VehicleReportResult {

@@ -28,7 +28,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       credits: VEHICLE_REPORT_CREDITS,
     });
     saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
-    const chain = vendorChain(plan.vendors, tally);
+    const chain = vendorChain(plan.vendors, tally, { lane: input.lane, overflow: plan.overflow });
 
     // 2. One call per new photo (first copy only), then the synthesis over every photo's findings.
     const fellBack = new Set<Vendor>();
