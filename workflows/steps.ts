@@ -89,11 +89,14 @@ export async function callWithFallback(
   const { executionTimeoutMs, runStartTime } = workflowInfo();
   // Waiting for budget again leaves the rest of the run room: this chain's worst case once more.
   const timeForAnotherWait = () => !executionTimeoutMs || runStartTime.getTime() + executionTimeoutMs - Date.now() > 3 * VENDOR_ATTEMPTS * chain.attemptTimeoutMs;
+  // After one round of overflow found no vendor with a slot, each attempt waits for its slot again
+  // (half its deadline) before passing the call on: no round of instant refusals after another.
+  let patient = false;
   for (let i = 0; i < vendors.length; ) {
     const v = vendors[i]!;
     tally.calls += 1;
     try {
-      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [call]);
+      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [patient ? { ...call, overflow: false } : call]);
       return { result, fellBackFrom };
     } catch (err) {
       // A cancelled workflow stops here: the next vendor would be cancelled too, and the caller
@@ -106,7 +109,10 @@ export async function callWithFallback(
         if (chain.overflow && vendors.length > 1) {
           if (!fellBackFrom.includes(v)) fellBackFrom.push(v);
           i = (i + 1) % vendors.length;
-          if (i === 0 && !timeForAnotherWait()) break;
+          if (i === 0) {
+            if (!timeForAnotherWait()) break;
+            patient = true;
+          }
           continue;
         }
         if (timeForAnotherWait()) continue;

@@ -122,3 +122,30 @@ describe('a call with no slot and no overflow', () => {
     expect(await checkInvariants(p.db, user.userId)).toEqual([{ userId: user.userId, ok: true, problems: [] }]);
   }, 120_000);
 });
+
+describe('overflow with every vendor out of budget', () => {
+  let p: Pipeline;
+  let budget: VendorBudget;
+  beforeAll(async () => {
+    p = await startPipeline({ config: { VENDOR_ORDER: 'openai,anthropic', VENDOR_OVERFLOW: 'true', WORKFLOW_TIMEOUT_MS: 60_000, REDIS_PREFIX: `${testConfig().REDIS_PREFIX}both:` } });
+    budget = await vendorBudgetFromConfig(p.config);
+  }, 120_000);
+  afterAll(async () => {
+    await budget?.close();
+    await p?.close();
+  });
+
+  it('after one round of refusals each attempt waits its share for a slot (no round after round of instant refusals), then 502 inside the run, nothing held', async () => {
+    const user = await createTestUser(p.db, { community: 100 });
+    for (const v of ['openai', 'anthropic'] as const) await budget.throttled(v, { retryAfterMs: 120_000, grantedAt: Date.now() });
+    const res = await analyze(p, user.liveKey, DISTINCT_PHOTOS[2]!);
+    expect(res.statusCode, res.body).toBe(502);
+    const text = await p.worker!.metrics.registry.metrics();
+    const waits = ['openai', 'anthropic'].map((v) => sample(text, `lenstack_vendor_failures_total{vendor="${v}",task="lenses",kind="quota_wait"}`) ?? 0);
+    // About 37 s of the 60 s run at 1.25 s an attempt after the first round: some thirty, not hundreds.
+    expect(waits[0]! + waits[1]!).toBeGreaterThanOrEqual(4);
+    expect(waits[0]! + waits[1]!).toBeLessThan(60);
+    expect(p.sim.stats().openai.calls + p.sim.stats().anthropic.calls).toBe(0);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 100, reserved: 0 });
+  }, 120_000);
+});
