@@ -536,6 +536,9 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const cutUploads: Array<{ kind: 'api' | 'console'; offsetAtKill?: number; size?: number; error?: string }> = [];
     const extraBatches: Array<Promise<BatchResult>> = [];
     const consoleBatches: BatchResult[] = [];
+    /** Batch jobs under way (uploading, submitting or followed) when each fault fired. */
+    let batchJobsActive = 0;
+    const batchJobsAtFault: number[] = [];
     // A client waits for its batch as long as a run may take after an outage, and a little more.
     const batchWaitMs = o.workflowTimeoutMs * 2 + o.temporalOutageMs + 60_000;
     const restartFaults = (async () => {
@@ -552,6 +555,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         if (stopper.stopped) return;
         restartCounts[ev.kind] = (restartCounts[ev.kind] ?? 0) + 1;
         fired = k + 1;
+        batchJobsAtFault.push(batchJobsActive);
         if (ev.kind === 'api-term' || ev.kind === 'api-kill') {
           // The API with the most requests in flight (analyses waiting on their workflows).
           const slots = apis!.readySlots();
@@ -674,7 +678,12 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
           const job = batchPlan[nextBatch++]!;
           const due = Math.floor((job.index * plan.calls.length) / batchPlan.length);
           await pollUntil(() => next >= due || next >= plan.calls.length || Date.now() >= loadDeadline, o.durationMs, 100);
-          batchResults.push(await runBatchJob(job, { apis: readyApis, key: batchKeys[job.user]!, images: imageBytes, stats: tusStats, waitMs: batchWaitMs, stopWaiting: () => false }));
+          batchJobsActive++;
+          try {
+            batchResults.push(await runBatchJob(job, { apis: readyApis, key: batchKeys[job.user]!, images: imageBytes, stats: tusStats, waitMs: batchWaitMs, stopWaiting: () => false }));
+          } finally {
+            batchJobsActive--;
+          }
         }
       }),
     );
@@ -906,7 +915,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       `phases: startup ${(phases.startup / 1000).toFixed(1)} s, load ${(phases.load / 1000).toFixed(1)} s, ` +
         `every workflow ended + expiry + sweep ${(phases.settle / 1000).toFixed(1)} s, stop ${(phases.stop / 1000).toFixed(1)} s`,
       `batch clients: ${batchResults.length} of ${batchPlan.length} planned batches sent (${batchResults.filter((r) => r.batchId).length} accepted), ` +
-        `${cutBatches.length + consoleBatches.length} more over uploads cut by a kill; followed to the end: ${allBatchResults.filter((r) => r.status === 'completed' || r.status === 'cancelled').length}; ` +
+        `${cutBatches.length + consoleBatches.length} more over uploads cut by a kill; batch jobs under way as each fault fired: ${batchJobsAtFault.join(', ') || 'none'}; followed to the end: ${allBatchResults.filter((r) => r.status === 'completed' || r.status === 'cancelled').length}; ` +
         `submissions ${allBatchResults.reduce((n, r) => n + r.attempts.length, 0)} (by status: ${fmt(groupCount(allBatchResults.flatMap((r) => r.attempts.map((a) => (a.status ? `${a.status}${a.code ? ' ' + a.code : ''}` : (a.network ?? '?'))))))})`,
       ...batchCheck.lines,
       `uploads (tus): ${tusStats.requests} requests (${fmt(tusStats.byStatus)}); PATCHes resumed after a HEAD ${tusStats.resumes}, creations made again ${tusStats.recreated}; ` +
