@@ -73,10 +73,15 @@ export interface BatchResult {
 }
 
 const FINAL = new Set(['completed', 'cancelled']);
-const MAX_SUBMITS = 8;
+/** Submissions of one batch at most; with retryForMs, they bound how long a client keeps trying. */
+const MAX_SUBMITS = 60;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** POST the batch with its x-request-id, retrying lost answers, 429 and 5xx with the same id. */
+/**
+ * POST the batch with its x-request-id, retrying lost answers, 429 and 5xx with the same id for
+ * up to `retryForMs` (longer than the run's Temporal outage: a 503 with Retry-After says come back,
+ * and a careful client does, however long the outage).
+ */
 export async function submitBatch(
   bases: () => string[],
   path: string,
@@ -84,10 +89,12 @@ export async function submitBatch(
   body: Record<string, unknown>,
   requestId: string | undefined,
   start: number,
+  retryForMs: number,
 ): Promise<{ attempts: SubmitAttempt[]; batchId?: string; refused?: string }> {
   const attempts: SubmitAttempt[] = [];
   const payload = JSON.stringify(body);
-  for (let n = 0; n < MAX_SUBMITS; n++) {
+  const deadline = Date.now() + retryForMs;
+  for (let n = 0; n < MAX_SUBMITS && Date.now() < deadline; n++) {
     const b = bases();
     const base = b[(start + n) % b.length]!;
     const a: SubmitAttempt = { from: Date.now(), to: 0 };
@@ -128,13 +135,14 @@ export async function submitBatch(
     }
     await sleep(wait);
   }
-  return { attempts, refused: `no answer after ${MAX_SUBMITS} attempts` };
+  const last = attempts[attempts.length - 1];
+  return { attempts, refused: `still ${last?.status ?? last?.network ?? 'no answer'} after ${attempts.length} attempts in ${Math.round(retryForMs / 1000)} s` };
 }
 
 /** Upload the job's photos through the API's door, submit the batch, wait (bounded) for its end. */
 export async function runBatchJob(
   job: PlannedBatch,
-  opts: { apis: () => string[]; key: string; images: Buffer[]; stats: TusStats; waitMs: number; stopWaiting: () => boolean },
+  opts: { apis: () => string[]; key: string; images: Buffer[]; stats: TusStats; retryForMs: number; waitMs: number; stopWaiting: () => boolean },
 ): Promise<BatchResult> {
   const door: TusDoor = { bases: opts.apis, createPath: '/v1/uploads', headers: { authorization: `Bearer ${opts.key}` } };
   const ids: string[] = [];
@@ -143,7 +151,7 @@ export async function runBatchJob(
     if ('error' in up) return { job, uploads: ids.length, uploadError: up.error, attempts: [] };
     ids.push(up.id);
   }
-  const sent = await submitBatch(opts.apis, '/v1/batches', door.headers, batchBody(job, ids), job.requestId, job.index);
+  const sent = await submitBatch(opts.apis, '/v1/batches', door.headers, batchBody(job, ids), job.requestId, job.index, opts.retryForMs);
   const result: BatchResult = { job, uploads: ids.length, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) };
   if (sent.batchId) await followBatch(result, opts.apis, door.headers, opts.waitMs, opts.stopWaiting);
   return result;

@@ -541,6 +541,8 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const batchJobsAtFault: number[] = [];
     // A client waits for its batch as long as a run may take after an outage, and a little more.
     const batchWaitMs = o.workflowTimeoutMs * 2 + o.temporalOutageMs + 60_000;
+    // A batch client resends a submission answered 503 (or lost) for longer than the outage lasts.
+    const submitRetryMs = o.temporalOutageMs + 90_000;
     const restartFaults = (async () => {
       try {
         await restartSchedule();
@@ -583,7 +585,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
                 const job = { index: -1 - k, kind: 'photos' as const, label: `upload cut by SIGKILL of ${p.name}` };
                 extraBatches.push(
                   (async (): Promise<BatchResult> => {
-                    const sent = await submitBatch(readyApis, '/v1/batches', door.headers, batchBody({ kind: 'photos', modules: ['describe'] }, [cut.id]), `chaos-cut-${runTag}-${k}`, slot + 1);
+                    const sent = await submitBatch(readyApis, '/v1/batches', door.headers, batchBody({ kind: 'photos', modules: ['describe'] }, [cut.id]), `chaos-cut-${runTag}-${k}`, slot + 1, submitRetryMs);
                     const r: BatchResult = { job, uploads: 1, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) };
                     if (sent.batchId) await followBatch(r, readyApis, door.headers, batchWaitMs, () => false);
                     return r;
@@ -622,7 +624,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
           if (p.alive) await sigkill();
           cutUploads.push({ kind: 'console', ...('error' in cut ? { error: cut.error } : { offsetAtKill: cut.offsetAtKill, size: imageBytes[(k + 7) % imageBytes.length]!.length }) });
           if (!('error' in cut)) {
-            const sent = await submitBatch(() => [other], `/api/v1/workspaces/${person.workspaceId}/batches`, headers, { uploads: [{ id: cut.id, name: `console ${k}` }], modules: ['describe'] }, undefined, 0);
+            const sent = await submitBatch(() => [other], `/api/v1/workspaces/${person.workspaceId}/batches`, headers, { uploads: [{ id: cut.id, name: `console ${k}` }], modules: ['describe'] }, undefined, 0, submitRetryMs);
             consoleBatches.push({ job: { index: -1 - k, kind: 'photos', label: `console upload cut by SIGKILL of ${p.name}` }, uploads: 1, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) });
           }
           await cs.start(slot);
@@ -680,7 +682,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
           await pollUntil(() => next >= due || next >= plan.calls.length || Date.now() >= loadDeadline, o.durationMs, 100);
           batchJobsActive++;
           try {
-            batchResults.push(await runBatchJob(job, { apis: readyApis, key: batchKeys[job.user]!, images: imageBytes, stats: tusStats, waitMs: batchWaitMs, stopWaiting: () => false }));
+            batchResults.push(await runBatchJob(job, { apis: readyApis, key: batchKeys[job.user]!, images: imageBytes, stats: tusStats, retryForMs: submitRetryMs, waitMs: batchWaitMs, stopWaiting: () => false }));
           } finally {
             batchJobsActive--;
           }

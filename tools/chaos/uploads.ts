@@ -22,7 +22,7 @@ export interface TusStats {
   requests: number;
   /** PATCHes that failed and were taken up again after a HEAD. */
   resumes: number;
-  /** Creations that failed and were made again (an abandoned upload expires). */
+  /** Creations that failed and were made again (on the next replica). */
   recreated: number;
   /** Answers by status or connection error. */
   byStatus: Record<string, number>;
@@ -126,7 +126,7 @@ export async function tusUpload(door: TusDoor, bytes: Buffer, opts: { chunks: nu
       if ('refused' in made) return { error: made.refused };
       if ('retry' in made) {
         turn++;
-        if (n > 0) stats.recreated++;
+        stats.recreated++;
         await sleep(made.retry);
         continue;
       }
@@ -167,12 +167,31 @@ export async function interruptedUpload(
   kill: () => Promise<void>,
   stats: TusStats,
 ): Promise<{ id: string; offsetAtKill: number; finishedOn: string } | { error: string }> {
-  const made = await create(door, victim, bytes.length, stats);
-  if (!('path' in made)) return { error: `create on the replica to kill: ${'refused' in made ? made.refused : 'failed'}` };
+  // The creation and the first half on the victim, retried there (its database connections are
+  // being reset too) a few times before giving up.
+  let made: Awaited<ReturnType<typeof create>> = { retry: 0 };
+  for (let n = 0; n < 8 && 'retry' in made; n++) {
+    if (n) await sleep(made.retry);
+    made = await create(door, victim, bytes.length, stats);
+  }
+  if (!('path' in made)) return { error: `create on the replica to kill: ${'refused' in made ? made.refused : 'failed 8 times'}` };
   const path = made.path;
   const half = Math.floor(bytes.length / 2);
-  const first = await patch(door, victim, path, bytes, 0, half, stats);
-  if (!('offset' in first)) return { error: `first half on the replica to kill: ${'refused' in first ? first.refused : 'failed'}` };
+  let first: Awaited<ReturnType<typeof patch>> = { retry: 0 };
+  let from = 0;
+  for (let n = 0; n < 8 && 'retry' in first; n++) {
+    if (n) {
+      await sleep(first.retry);
+      // A lost PATCH may have landed, in part or whole: go on from where the upload stands.
+      from = (await headOffset(door, victim, path, stats)) ?? from;
+      if (from >= half) {
+        first = { offset: from };
+        break;
+      }
+    }
+    first = await patch(door, victim, path, bytes, from, half, stats);
+  }
+  if (!('offset' in first)) return { error: `first half on the replica to kill: ${'refused' in first ? first.refused : 'failed 8 times'}` };
   // The rest: some bytes now, the others never (the process dies first).
   const more = Math.floor((bytes.length - half) / 2);
   let close: () => void = () => {};
