@@ -7,7 +7,7 @@ import { Upload, type DataStore } from '@tus/utils';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../core/config.ts';
 import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
-import type { Db } from '../db/pool.ts';
+import { checkOut, type Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { lockBlobs } from '../registry/blob-leases.ts';
@@ -118,7 +118,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
    * upload also counts against its person's own quota, over all their workspaces (their lock first).
    */
   async function reserve(userId: string, id: string, size: number, person?: { id: string; quotaBytes: number }): Promise<void> {
-    const c = await db.connect();
+    const { client: c, release } = await checkOut(db);
     try {
       await c.query('BEGIN');
       if (person) {
@@ -151,7 +151,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       await c.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      c.release();
+      release();
     }
   }
 
@@ -178,7 +178,8 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
    * bytes that are gone by then (docs/reliability.md).
    */
   async function complete(id: string): Promise<FinishedUpload> {
-    const c = await db.connect();
+    // Guarded: the connection may be lost while the bytes are read (checkOut, db/pool.ts).
+    const { client: c, release } = await checkOut(db);
     let removeAfter = false;
     try {
       await c.query('BEGIN');
@@ -223,7 +224,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       await c.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      c.release();
+      release();
       if (removeAfter) await store.remove(id).catch(() => undefined);
     }
   }
