@@ -16,6 +16,7 @@ import { checkBlobs, checkBooks } from './checks.ts';
 import { batchBody, checkBatches, followBatch, planBatches, runBatchJob, submitBatch, type BatchResult } from './batches.ts';
 import { emptyTusStats, interruptedUpload, type TusDoor } from './uploads.ts';
 import { startMailCatcher } from '../../web/mail.ts';
+import { STARTING_STALE_MS } from '../../batches/submit.ts';
 import type { PrivatePostgres, RestartableTemporal } from './infra.ts';
 import { runCall, type CallResult } from './client.ts';
 import { FaultProxy, type Faults, type FaultProxyStats } from './fault-proxy.ts';
@@ -23,11 +24,13 @@ import { makePlan, type PlannedCall } from './plan.ts';
 import { pollUntil, ROOT, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
 
 /**
- * The chaos driver: real API and worker processes against Postgres and Redis through fault
- * proxies, the simulated vendors failing and stalling, workers SIGKILLed and restarted, API
- * processes stopped and killed, while clients send a seeded plan of analyze calls. Then the load
- * and the faults stop, every workflow ends, the sweeper runs once past every expiry, and the books
- * and the answers are checked. Every loop is bounded in count and time; the run stops by itself.
+ * The chaos driver: real API, worker and console processes against Postgres and Redis (the API's
+ * and workers' through fault proxies), the simulated vendors failing and stalling, workers
+ * SIGKILLed and restarted, API processes stopped and killed with uploads cut mid-PATCH, console
+ * processes killed mid-upload, while clients send a seeded plan of analyze calls and batch clients
+ * upload photos with tus and submit batches over them. Then the load and the faults stop, every
+ * workflow and batch ends, the sweeper runs once past every expiry, and the books, the batches and
+ * the answers are checked. Every loop is bounded in count and time; the run stops by itself.
  */
 
 export interface ChaosServices {
@@ -541,8 +544,10 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const batchJobsAtFault: number[] = [];
     // A client waits for its batch as long as a run may take after an outage, and a little more.
     const batchWaitMs = o.workflowTimeoutMs * 2 + o.temporalOutageMs + 60_000;
-    // A batch client resends a submission answered 503 (or lost) for longer than the outage lasts.
-    const submitRetryMs = o.temporalOutageMs + 90_000;
+    // A batch client resends a submission answered 503 (or lost) for longer than the outage lasts,
+    // and longer than a batch stranded `starting` by a killed API answers "still starting" (a
+    // resend starts it after STARTING_STALE_MS, batches/submit.ts).
+    const submitRetryMs = Math.max(o.temporalOutageMs + 90_000, STARTING_STALE_MS + 60_000);
     const restartFaults = (async () => {
       try {
         await restartSchedule();
@@ -857,8 +862,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         if (w && (a.status === 500 || a.network === 'client timeout')) outage500.push(`batch #${r.job.index} ${label} while ${w.kind} was down`);
         if (a.status === 503 && !a.retryAfter) noRetryAfter.push(`batch #${r.job.index}`);
       }
-      const final500 = r.attempts.filter((a) => a.status === 500);
-      if (final500.length && !w500.includes(r)) w500.push(r);
+      if (r.attempts.some((a) => a.status === 500)) w500.push(r);
     }
     if (w500.length) failures.push(`${w500.length} batch submission(s) answered 500: ${w500.slice(0, 5).map((r) => `#${r.job.index}`).join(', ')}`);
     if (outage500.length) failures.push(`${outage500.length} attempt(s) answered 500 or not at all while Temporal or Postgres was down: ${outage500.slice(0, 5).join('; ')}`);
