@@ -805,6 +805,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     // A tus request is answered like any other: 503 with Retry-After while a part is away, never a 500.
     const tus500 = Object.entries(tusStats.byStatus).filter(([k]) => /(^| )500$/.test(k));
     if (tus500.length) failures.push(`tus requests answered 500: ${tus500.map(([k, n]) => `${k} ×${n}`).join(', ')}`);
+    if (tusStats.noRetryAfter) failures.push(`${tusStats.noRetryAfter} tus answer(s) 503 without Retry-After`);
     const cutFailed = cutUploads.filter((c) => c.error);
     if (cutFailed.length) failures.push(`${cutFailed.length} upload(s) cut by a SIGKILL not finished through the other replica: ${cutFailed.map((c) => `${c.kind}: ${c.error}`).join('; ')}`);
     const cutMidway = cutUploads.filter((c) => c.offsetAtKill !== undefined);
@@ -924,7 +925,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         `${cutBatches.length + consoleBatches.length} more over uploads cut by a kill; batch jobs under way as each fault fired: ${batchJobsAtFault.join(', ') || 'none'}; followed to the end: ${allBatchResults.filter((r) => r.status === 'completed' || r.status === 'cancelled').length}; ` +
         `submissions ${allBatchResults.reduce((n, r) => n + r.attempts.length, 0)} (by status: ${fmt(groupCount(allBatchResults.flatMap((r) => r.attempts.map((a) => (a.status ? `${a.status}${a.code ? ' ' + a.code : ''}` : (a.network ?? '?'))))))})`,
       ...batchCheck.lines,
-      `uploads (tus): ${tusStats.requests} requests (${fmt(tusStats.byStatus)}); PATCHes resumed after a HEAD ${tusStats.resumes}, creations made again ${tusStats.recreated}; ` +
+      `uploads (tus): ${tusStats.requests} requests (${fmt(tusStats.byStatus)}); PATCHes resumed after a HEAD ${tusStats.resumes}, creations made again ${tusStats.recreated}, 503s without Retry-After ${tusStats.noRetryAfter}; ` +
         `cut by a SIGKILL and finished through the other replica: API ${cutMidway.filter((c) => c.kind === 'api').length}, console ${cutMidway.filter((c) => c.kind === 'console').length} ` +
         `(offset at the kill of the upload's size: ${cutMidway.map((c) => `${c.offsetAtKill}/${c.size}`).join(', ') || 'none'}); not finished ${cutFailed.length}`,
       `consoles: ${o.consoles} processes, ${restartCounts['console-kill'] ?? 0} SIGKILLed mid-upload, ${consoles.starts} starts; unexpected exits: ${consoles.crashes.length}`,

@@ -26,18 +26,21 @@ export interface TusStats {
   recreated: number;
   /** Answers by status or connection error. */
   byStatus: Record<string, number>;
+  /** 503 answers without Retry-After (each a failure of the run: a caller must be told when to come back). */
+  noRetryAfter: number;
 }
 
-export const emptyTusStats = (): TusStats => ({ requests: 0, resumes: 0, recreated: 0, byStatus: {} });
+export const emptyTusStats = (): TusStats => ({ requests: 0, resumes: 0, recreated: 0, byStatus: {}, noRetryAfter: 0 });
 
 const TUS = { 'tus-resumable': '1.0.0' };
 const TIMEOUT_MS = 60_000;
 const MAX_STEPS = 30;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function count(stats: TusStats, key: string): void {
+function count(stats: TusStats, key: string, res?: Response): void {
   stats.requests++;
   stats.byStatus[key] = (stats.byStatus[key] ?? 0) + 1;
+  if (res?.status === 503 && !res.headers.get('retry-after')) stats.noRetryAfter++;
 }
 
 function failure(err: unknown): string {
@@ -60,7 +63,7 @@ async function create(door: TusDoor, base: string, length: number, stats: TusSta
       signal: AbortSignal.timeout(TIMEOUT_MS),
     });
     const text = await res.text();
-    count(stats, String(res.status));
+    count(stats, String(res.status), res);
     if (res.status === 201) return { path: new URL(res.headers.get('location')!, base).pathname };
     if (res.status === 429 || res.status >= 500) return { retry: retryAfterMs(res, 500) };
     return { refused: `POST ${res.status}: ${text.slice(0, 200)}` };
@@ -75,7 +78,7 @@ export async function headOffset(door: TusDoor, base: string, path: string, stat
   try {
     const res = await fetch(`${base}${path}`, { method: 'HEAD', headers: { ...door.headers, ...TUS }, signal: AbortSignal.timeout(TIMEOUT_MS) });
     await res.arrayBuffer();
-    count(stats, `HEAD ${res.status}`);
+    count(stats, `HEAD ${res.status}`, res);
     const offset = res.headers.get('upload-offset');
     return res.status === 200 && offset !== null ? Number(offset) : undefined;
   } catch (err) {
@@ -94,7 +97,7 @@ async function patch(door: TusDoor, base: string, path: string, bytes: Buffer, f
       signal: AbortSignal.timeout(TIMEOUT_MS),
     });
     const text = await res.text();
-    count(stats, `PATCH ${res.status}`);
+    count(stats, `PATCH ${res.status}`, res);
     if (res.status === 204) return { offset: Number(res.headers.get('upload-offset')) };
     // 409: the offset moved (a PATCH we thought lost had landed): HEAD says where.
     if (res.status === 409 || res.status === 429 || res.status >= 500) return { retry: retryAfterMs(res, 300) };
