@@ -83,4 +83,44 @@ describe('a database connection lost while an upload finishes', () => {
     // The pool discarded the broken client and serves the next query.
     expect((await pool.query<{ n: number }>('SELECT 1 AS n')).rows[0]!.n).toBe(1);
   }, 60_000);
+
+  it('answers the PATCH that finishes the upload 503 with Retry-After, not 500; a resend after HEAD finishes it', async () => {
+    const user = await createTestUser(a.db);
+    const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-lost-')) });
+    const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store });
+    const t = await buildTestApp({ deps: { uploads } });
+    try {
+      await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const address = t.app.server.address() as { port: number };
+      const base = `http://127.0.0.1:${address.port}`;
+      const auth = { authorization: `Bearer ${user.liveKey}`, 'tus-resumable': '1.0.0' };
+      const bytes = photoBytes('Canon_40D.jpg');
+      const created = await fetch(`${base}/v1/uploads`, { method: 'POST', headers: { ...auth, 'upload-length': String(bytes.length) } });
+      expect(created.status).toBe(201);
+      const where = new URL(created.headers.get('location')!, base).pathname;
+      const patched = fetch(`${base}${where}`, { method: 'PATCH', headers: { ...auth, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: bytes });
+      await store.started;
+      const backend = async () =>
+        (await a.db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle in transaction'`, [APPLICATION])).rows[0]?.pid;
+      let pid: number | undefined;
+      while (pid === undefined) pid = await backend();
+      await a.db.query('SELECT pg_terminate_backend($1)', [pid]);
+      while ((await a.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount) {
+        // until the backend is gone
+      }
+      store.open();
+      const res = await patched;
+      const body = (await res.json()) as { error: { code: string; retryable: boolean } };
+      expect([res.status, body.error.code, body.error.retryable]).toEqual([503, 'SERVICE_UNAVAILABLE', true]);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      // Every byte arrived: HEAD says so, and naming the upload finishes it.
+      const head = await fetch(`${base}${where}`, { method: 'HEAD', headers: auth });
+      expect(head.headers.get('upload-offset')).toBe(String(bytes.length));
+      const id = where.split('/').pop()!;
+      const [finished] = await uploads.resolve(user.userId, [{ id, at: 'id' }]);
+      expect(finished).toEqual(expect.objectContaining({ id, format: 'jpeg' }));
+    } finally {
+      await t.close();
+    }
+  }, 60_000);
 });
