@@ -44,16 +44,30 @@ export async function runStartIn(
   c: DbClient,
   args: { workflowId: string; userId: string; sha256s: string[]; lenses: string[] },
 ): Promise<{ persisted: boolean; cached: Record<string, string[]> }> {
-  const r = await c.query<{ persisted: boolean; cached: Array<{ sha256: string; lens: string }> | null }>(
+  const r = await c.query<{ persisted: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
-              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted,
-            (SELECT json_agg(json_build_object('sha256', sha256, 'lens', lens)) FROM lens_records
-              WHERE user_id = $2 AND sha256 = ANY($3) AND lens = ANY($4)) AS cached`,
-    [args.workflowId, args.userId, args.sha256s, args.lenses],
+              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted`,
+    [args.workflowId],
+  );
+  return { persisted: r.rows[0]!.persisted, cached: await cachedLensesIn(c, args) };
+}
+
+/**
+ * For each photo, which of `lenses` the caller's projection holds (none asked for when `lenses` is
+ * empty): what the delta plan (credits/delta.ts) does not bill again. The one reader of it, for the
+ * reservation (`runStartIn`) and the console's cost preview (analysis/preview.ts) alike.
+ */
+export async function cachedLensesIn(
+  c: Pick<DbClient, 'query'>,
+  args: { userId: string; sha256s: string[]; lenses: string[] },
+): Promise<Record<string, string[]>> {
+  const r = await c.query<{ sha256: string; lens: string }>(
+    'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
+    [args.userId, args.sha256s, args.lenses],
   );
   const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
-  for (const row of r.rows[0]!.cached ?? []) cached[row.sha256]!.push(row.lens);
-  return { persisted: r.rows[0]!.persisted, cached };
+  for (const row of r.rows) cached[row.sha256]!.push(row.lens);
+  return cached;
 }
 
 /** The perceptual hashes the caller's registry holds for a photo, if it holds the photo. */

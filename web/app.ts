@@ -35,6 +35,7 @@ import { mailSafe, nameProblem } from '../accounts/names.ts';
 import { registerMemberRoutes } from './member-routes.ts';
 import { registerErasureRoutes } from './erasure-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';
+import { registerPlaygroundRoutes } from './playground-routes.ts';
 import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from '../accounts/workspaces.ts';
 import type { Mailer } from './mail.ts';
 import { firstPackBonusAvailable } from '../credits/packs.ts';
@@ -216,6 +217,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, signedIn);
   // The Requests and Usage & billing sections (web/usage-routes.ts).
   registerUsageRoutes(app, deps.db, signedIn);
+  // The Playground: a cost preview by photo hash, and a run through the analyze use case (web/playground-routes.ts).
+  registerPlaygroundRoutes(app, { db: deps.db, ...(deps.batches ? { pipeline: deps.batches.pipeline } : {}) }, signedIn);
   // Erasure and retention (docs/privacy.md): the blob store and Temporal come with the console's batch pipeline.
   registerErasureRoutes(
     app,
