@@ -12,12 +12,14 @@ const BatchPage = lazy(() => import('./pages/BatchPage.tsx').then((m) => ({ defa
 const Requests = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.Requests })));
 const RequestPage = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.RequestPage })));
 const Usage = lazy(() => import('./pages/Usage.tsx').then((m) => ({ default: m.Usage })));
+const Playground = lazy(() => import('./pages/Playground.tsx').then((m) => ({ default: m.Playground })));
 
 /** The signed-in console's sections, each at its own address. */
 const SECTIONS = [
   { href: '/', label: 'Overview' },
   { href: '/requests', label: 'Requests' },
   { href: '/usage', label: 'Usage & billing' },
+  { href: '/playground', label: 'Playground' },
 ] as const;
 
 function SectionNav() {
@@ -130,6 +132,9 @@ export function App() {
           </Route>
           <Route path="/usage">
             {signedInOnly(session, (s) => <Usage session={s} />)}
+          </Route>
+          <Route path="/playground">
+            {signedInOnly(session, (s) => <Playground session={s} />)}
           </Route>
           <Route path="/dev/mailbox">
             <DevMailbox />
