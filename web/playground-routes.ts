@@ -8,6 +8,9 @@ import type { Db } from '../db/pool.ts';
 import { previewAnalysis } from '../analysis/preview.ts';
 import { analyze, type AnalyzeDeps } from '../analysis/service.ts';
 import { SHA256_HEX } from '../images/blobstore.ts';
+import { LENS_CREDITS } from '../credits/price-book.ts';
+import { LENSES, outputFields } from '../lenses/index.ts';
+import { STACKS } from '../lenses/stacks.ts';
 
 const workspace = z.object({ workspaceId: z.string().min(1).max(100) });
 const lensChoice = {
@@ -47,6 +50,17 @@ export function registerPlaygroundRoutes(
     await requireMember(deps.db, person.id, workspaceId);
     return workspaceId;
   };
+
+  // What the Playground offers: the lenses a caller may pick with their price per photo, and the
+  // photo stacks (the vehicle report takes several photos of one vehicle: the batches' business).
+  app.get(`${base}/catalog`, async (request, reply) => {
+    await member(request);
+    return reply.header('cache-control', 'no-store').send({
+      lenses: LENSES.filter((l) => !l.internal).map((l) => ({ name: l.name, description: l.description, credits: l.billable ? LENS_CREDITS : 0, fields: outputFields(l) })),
+      stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description, modules: [...st.modules] })),
+      run: Boolean(deps.pipeline),
+    });
+  });
 
   app.post(`${base}/preview`, async (request, reply) => {
     const workspaceId = await member(request);

@@ -55,7 +55,7 @@ const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 export function snippets(file: string, choice: { preset?: string; modules?: string[] }) {
   const fields = choice.modules ? `"modules":${JSON.stringify(choice.modules)}` : `"preset":${JSON.stringify(choice.preset)}`;
   const curl = [
-    `curl -sS "\${LENSTACK_BASE_URL:-http://localhost:8080}/v1/analyze" \\`,
+    `curl -sS --fail-with-body "\${LENSTACK_BASE_URL:-http://localhost:8080}/v1/analyze" \\`,
     `  -H "Authorization: Bearer $LENSTACK_API_KEY" -H 'Content-Type: application/json' \\`,
     `  --data-binary @- <<JSON`,
     `{"imageBase64":"$(base64 < ${shq(file)} | tr -d '\\n')",${fields}}`,
