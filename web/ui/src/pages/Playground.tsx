@@ -45,7 +45,9 @@ async function readPhoto(file: File): Promise<Photo> {
   const sha256 = Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
   let binary = '';
   for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return { name: file.name || 'photo.jpg', sha256, base64: btoa(binary), url: URL.createObjectURL(file) };
+  const base64 = btoa(binary);
+  // A data: URL: the console's Content-Security-Policy allows data: images, not blob: ones.
+  return { name: file.name || 'photo.jpg', sha256, base64, url: `data:${file.type || 'image/jpeg'};base64,${base64}` };
 }
 
 /** Single-quoted for a POSIX shell. */
