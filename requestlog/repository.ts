@@ -39,6 +39,27 @@ function decodeCursor(cursor: string): { atUs: string; id: string } {
   return { atUs, id };
 }
 
+/**
+ * The key id a console Playground run is logged under (`console:test`, `console:live`): the console
+ * runs the analyze use case with no key (web/playground-routes.ts), and its runs are listed as such.
+ */
+export const CONSOLE_KEY_PREFIX = 'console:';
+
+/**
+ * One console Playground request into the log, written at once (a member waits on their own run;
+ * no buffer): the API's rows come through requestlog/buffer.ts, which keeps only rows of existing keys.
+ */
+export async function recordConsoleRequest(
+  db: Db,
+  row: { userId: string; mode: 'test' | 'live'; status: number; errorCode: string | null; credits: number | null; latencyMs: number; requestId: string; analysisId: string | null; error: string | null },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO api_requests (user_id, at, key_id, operation, method, status, error_code, credits, latency_ms, request_id, analysis_id, error)
+     VALUES ($1, now(), $2, 'consolePlayground', 'POST', $3, $4, $5, $6, $7, $8, $9::jsonb)`,
+    [row.userId, `${CONSOLE_KEY_PREFIX}${row.mode}`, row.status, row.errorCode, row.credits, row.latencyMs, row.requestId, row.analysisId, row.error],
+  );
+}
+
 const COLUMNS = `r.id::text AS id, r.at, (extract(epoch FROM r.at) * 1000000)::bigint::text AS at_us, r.key_id, k.prefix, k.last4, k.name, r.operation, r.status, r.error_code, r.credits, r.latency_ms, r.request_id, r.analysis_id`;
 interface DbRow {
   id: string;
@@ -59,7 +80,7 @@ interface DbRow {
 const toRow = (row: DbRow): RequestRow => ({
   id: row.id,
   at: row.at.toISOString(),
-  key: { id: row.key_id, label: row.prefix ? `${row.prefix}…${row.last4 ?? ''}` : 'deleted key', name: row.name },
+  key: { id: row.key_id, label: row.prefix ? `${row.prefix}…${row.last4 ?? ''}` : row.key_id.startsWith(CONSOLE_KEY_PREFIX) ? `console Playground (${row.key_id.slice(CONSOLE_KEY_PREFIX.length)})` : 'deleted key', name: row.name },
   operation: row.operation,
   status: row.status,
   errorCode: row.error_code,

@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { requireMember } from '../accounts/workspaces.ts';
 import type { Principal } from '../auth/authenticate.ts';
-import { validationFailed } from '../core/errors.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
+import { recordConsoleRequest } from '../requestlog/repository.ts';
 import type { Db } from '../db/pool.ts';
 import { previewAnalysis } from '../analysis/preview.ts';
 import { analyze, type AnalyzeDeps } from '../analysis/service.ts';
@@ -83,7 +84,21 @@ export function registerPlaygroundRoutes(
       anonymous: false,
     };
     const requestId = `req_console_${randomBytes(12).toString('hex')}`;
-    const answer = await analyze(pipeline, principal, { imageBase64, ...choice } as Parameters<typeof analyze>[2], requestId, Date.now());
+    const startedAt = Date.now();
+    const logged = { userId: workspaceId, mode, requestId };
+    let answer;
+    try {
+      answer = await analyze(pipeline, principal, { imageBase64, ...choice } as Parameters<typeof analyze>[2], requestId, startedAt);
+    } catch (err) {
+      // Logged like the API's refusals: status, code and envelope (the error plugin answers it).
+      const e = err instanceof AppError ? err : null;
+      const status = e?.status ?? 500;
+      const code = e?.code ?? 'INTERNAL_ERROR';
+      const envelope = JSON.stringify({ error: { code, message: e?.message ?? 'Internal error', retryable: status >= 500 || status === 429, requestId } });
+      await recordConsoleRequest(deps.db, { ...logged, status, errorCode: code, credits: null, latencyMs: Date.now() - startedAt, analysisId: null, error: envelope }).catch(() => undefined);
+      throw err;
+    }
+    await recordConsoleRequest(deps.db, { ...logged, status: 200, errorCode: null, credits: answer.usage.creditsCharged ?? 0, latencyMs: Date.now() - startedAt, analysisId: answer.id, error: null });
     return reply.header('cache-control', 'no-store').header('x-request-id', requestId).send(answer);
   });
 }

@@ -66,7 +66,8 @@ describe('Playground', () => {
       await expect.poll(() => page.getByRole('heading', { name: 'Answer' }).count(), WAIT).toBe(1);
       expect(await page.locator('details pre').textContent()).toContain('sandbox: fixture data');
       expect({ balance: await balance(owner), ledger: await ledger(owner) }).toEqual(before);
-      expect(await preview.textContent()).toBe('3 lenses new, 0 already in your registry: 3 credits');
+      // (The preview is asked again after every run.)
+      await expect.poll(() => preview.textContent(), WAIT).toBe('3 lenses new, 0 already in your registry: 3 credits');
 
       // Live: the credits charged are the preview's.
       expect(await seriousA11yViolations(page)).toEqual([]);
@@ -82,6 +83,13 @@ describe('Playground', () => {
       await page.getByRole('button', { name: 'Run' }).click();
       await expect.poll(() => page.getByText(/^0 credits charged/).count(), WAIT).toBe(1);
       expect(await balance(owner)).toBe(before.balance - 3);
+      // Each run is in the Requests log like an API request, under the console's "key".
+      const logged = (await (await consoleCall(stack, owner, 'GET', `/api/v1/workspaces/${owner.workspaceId}/requests`)).json()) as { requests: Array<{ key: { label: string }; status: number; credits: number | null; operation: string }> };
+      expect(logged.requests.map((r) => [r.key.label, r.operation, r.status, r.credits])).toEqual([
+        ['console Playground (live)', 'consolePlayground', 200, 0],
+        ['console Playground (live)', 'consolePlayground', 200, 3],
+        ['console Playground (test)', 'consolePlayground', 200, 0],
+      ]);
       // One lens more: only it is new.
       await page.getByRole('checkbox', { name: /^people / }).check();
       await expect.poll(() => preview.textContent(), WAIT).toBe('1 lens new, 3 already in your registry: 1 credit');
