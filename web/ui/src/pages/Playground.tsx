@@ -78,10 +78,12 @@ export function snippets(file: string, choice: { preset?: string; modules?: stri
   return { curl, ts, cli };
 }
 
+/** A field as a person reads it: scalars as they are, lists joined, objects as "key: value" pairs. */
 function show(v: unknown): string {
   if (v === null || v === undefined) return '—';
   if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return String(v);
-  if (Array.isArray(v) && v.every((x) => typeof x !== 'object' || x === null)) return v.join(', ');
+  if (Array.isArray(v)) return v.length ? v.map((x) => (typeof x === 'object' && x !== null ? `(${show(x)})` : show(x))).join('; ') : '—';
+  if (typeof v === 'object') return Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== null && x !== undefined).map(([k, x]) => `${k}: ${typeof x === 'object' ? `{${show(x)}}` : show(x)}`).join(', ');
   return JSON.stringify(v);
 }
 
