@@ -94,6 +94,10 @@ describe('Playground', () => {
       await page.getByRole('checkbox', { name: /^people / }).check();
       await expect.poll(() => preview.textContent(), WAIT).toBe('1 lens new, 3 already in your registry: 1 credit');
       expect(await seriousA11yViolations(page)).toEqual([]);
+      // At a 390 px phone nothing scrolls sideways (the code blocks scroll in their own box).
+      await page.setViewportSize({ width: 390, height: 844 });
+      expect(await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      await page.setViewportSize({ width: 1280, height: 900 });
       await screenshot(page, 'playground');
       await page.getByRole('checkbox', { name: /^people / }).uncheck();
 
