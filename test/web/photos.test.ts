@@ -46,6 +46,14 @@ async function openConsole(person: Person, path: string): Promise<{ page: Page; 
   await page.goto(`${stack.url}${path}`);
   return { page, close: () => ctx.close() };
 }
+/** At a 390 px wide phone viewport nothing makes the page scroll sideways (the records' JSON scrolls in its own box). */
+async function fitsAPhone(page: Page): Promise<boolean> {
+  const viewport = page.viewportSize()!;
+  await page.setViewportSize({ width: 390, height: 844 });
+  const width = await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+  await page.setViewportSize(viewport);
+  return width <= 390;
+}
 /** Drops the bytes on the page's drop zone as a file, the way a browser's drag and drop delivers it. */
 async function dropPhoto(page: Page, testId: string, photo: Buffer): Promise<void> {
   const dataTransfer = await page.evaluateHandle((b64) => {
@@ -121,6 +129,7 @@ describe('Photos', () => {
       await expect.poll(() => records.getByRole('heading').textContent(), WAIT).toContain(sha(a).slice(0, 12));
       await records.getByRole('button', { name: 'Delete…' }).click();
       expect(await seriousA11yViolations(page)).toEqual([]);
+      expect(await fitsAPhone(page)).toBe(true);
       await screenshot(page, 'photos-erase');
       await records.getByRole('button', { name: 'Erase photo' }).click();
       await cardA.waitFor({ state: 'detached', ...WAIT });

@@ -179,7 +179,7 @@ function Records({ base, sha256, mayDelete, onErased, onClose }: { base: string;
           Close
         </button>
       </div>
-      <p className="hint">
+      <p className="hint records-sha">
         SHA-256 <code>{sha256}</code>
       </p>
       <ErrorNote text={error} />
