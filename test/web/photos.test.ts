@@ -133,6 +133,9 @@ describe('Photos', () => {
       await screenshot(page, 'photos-erase');
       await records.getByRole('button', { name: 'Erase photo' }).click();
       await cardA.waitFor({ state: 'detached', ...WAIT });
+      // Focus returns to the list, which says what happened.
+      expect(await page.evaluate(() => (globalThis as unknown as { document: { activeElement: { id: string } } }).document.activeElement.id)).toBe('photos-h');
+      expect(await page.getByRole('status').filter({ hasText: 'was erased' }).textContent()).toBe(`Photo ${sha(a).slice(0, 12)} was erased with its lens records.`);
       await page.reload();
       await cardB.waitFor(WAIT);
       expect(await cardA.count()).toBe(0);

@@ -59,6 +59,7 @@ function PhotosPanel({ workspaceId, mayDelete }: { workspaceId: string; mayDelet
   const [open, setOpen] = useState<string | null>(null);
   const [noBytes, setNoBytes] = useState<Set<string>>(new Set());
   const [notice, setNotice] = useState<string | null>(null);
+  const registryHeading = useRef<HTMLHeadingElement>(null);
   const load = useCallback(
     async (cursor: string | null) => {
       setError(null);
@@ -79,13 +80,17 @@ function PhotosPanel({ workspaceId, mayDelete }: { workspaceId: string; mayDelet
     setOpen(null);
     setPhotos((old) => (old ?? []).filter((p) => p.sha256 !== sha256));
     setNotice(`Photo ${short(sha256)} was erased with its lens records.`);
+    // The records' section is gone with the photo: keyboard and screen reader go back to the list.
+    registryHeading.current?.focus();
   };
   return (
     <>
       <FindByPhoto base={base} onOpen={setOpen} />
       <section className="card" aria-labelledby="photos-h">
         <div className="bar">
-          <h2 id="photos-h">Registry</h2>
+          <h2 id="photos-h" tabIndex={-1} ref={registryHeading}>
+            Registry
+          </h2>
           <button type="button" className="quiet" onClick={() => void load(null)}>
             Refresh
           </button>
