@@ -58,8 +58,8 @@ import { BATCH_CONCURRENCY } from '../batches/submit.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool, type Db } from '../db/pool.ts';
-import { freePort, startTemporalDevServer } from '../tools/scripts/temporal.ts';
-import { startSimVendor } from '../tools/sim/index.ts';
+import { freePort, startTemporalDevServer, type DevServer } from '../tools/scripts/temporal.ts';
+import { startSimVendor, type SimVendor } from '../tools/sim/index.ts';
 import { vehicleLanes } from '../workflows/batch.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -245,9 +245,9 @@ function runCli(args: string[], env: Record<string, string>, opts: { kill?: (kil
 
 // ---- the stack ----------------------------------------------------------------------------------
 
-const temporal = await startTemporalDevServer({});
-const sim = await startSimVendor({ port: 0 });
-sim.setBehaviour('all', { latencyMs: LATENCY_MS });
+// Started once the sizes are known to fit on disk; they serve every size.
+let temporal: DevServer | undefined;
+let sim: SimVendor | undefined;
 const secret = () => randomBytes(24).toString('hex');
 
 interface Stack { db: Db; api: ChildProcess; worker: ChildProcess; web: ChildProcess; base: string; close(): Promise<void> }
@@ -290,12 +290,12 @@ async function startStack(tag: string, blobDir: string): Promise<Stack> {
     ...process.env,
     NODE_ENV: 'development',
     DATABASE_URL: databaseUrl,
-    TEMPORAL_ADDRESS: temporal.address,
+    TEMPORAL_ADDRESS: temporal!.address,
     TEMPORAL_TASK_QUEUE: `bench-fleet-${process.pid}-${tag}`,
     REDIS_PREFIX: `lenstack-bench-fleet-${process.pid}-${tag}:`,
     BLOB_STORE: 'fs',
     BLOB_DIR: blobDir,
-    SIM_VENDOR_URL: sim.url,
+    SIM_VENDOR_URL: sim!.url,
     LOG_LEVEL: 'warn',
     OPENAI_API_KEY: '',
     ANTHROPIC_API_KEY: '',
@@ -360,6 +360,9 @@ try {
     }
   }
   if (process.exitCode === 2) throw new Error('not enough free disk for the sizes asked (see above)');
+  temporal = await startTemporalDevServer({});
+  sim = await startSimVendor({ port: 0 });
+  sim.setBehaviour('all', { latencyMs: LATENCY_MS });
 
   const results: Array<{ v: number; api: number; worker: number; web: number }> = [];
   let from = 0;
@@ -444,6 +447,6 @@ try {
   await writeFile(path.join(ROOT, `bench/results/fleet-vehicles-${SIZES.join(',')}x${P}.txt`), `${lines.join('\n')}\n`);
 } finally {
   await rm(work, { recursive: true, force: true });
-  await sim.close();
-  await temporal.stop();
+  await sim?.close();
+  await temporal?.stop();
 }
