@@ -173,20 +173,37 @@ async function loopbackSeconds(files: string[]): Promise<number> {
   return s;
 }
 
-/** A proxy counting the bytes of every PATCH on their way to the API. */
-async function countingProxy(target: string): Promise<{ url: string; bytes: () => number; close: () => void }> {
+/**
+ * A proxy counting the bytes of every PATCH on their way to the API, and apart those of PATCHes the
+ * API answered 429 (the rate limit answers before reading the body: what was on the wire is sent again).
+ */
+async function countingProxy(target: string): Promise<{ url: string; bytes: () => number; refused: () => { patches: number; bytes: number }; close: () => void }> {
   let bytes = 0;
+  const refused = { patches: 0, bytes: 0 };
   const server = createServer((req, res) => {
+    let mine = 0;
+    let limited = false;
     const up = httpRequest(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
+      if (req.method === 'PATCH' && answer.statusCode === 429) {
+        limited = true;
+        refused.patches++;
+      }
       res.writeHead(answer.statusCode!, answer.headers);
       answer.pipe(res);
+    });
+    // What a PATCH answered 429 had sent by the time it ended.
+    req.on('close', () => {
+      if (limited) refused.bytes += mine;
     });
     up.on('error', () => res.destroy());
     res.on('close', () => {
       if (!res.writableFinished) up.destroy();
     });
     req.on('data', (c: Buffer) => {
-      if (req.method === 'PATCH') bytes += c.length;
+      if (req.method === 'PATCH') {
+        bytes += c.length;
+        mine += c.length;
+      }
     });
     req.pipe(up);
   });
@@ -194,6 +211,7 @@ async function countingProxy(target: string): Promise<{ url: string; bytes: () =
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bytes: () => bytes,
+    refused: () => ({ ...refused }),
     close: () => {
       server.closeAllConnections();
       server.close();
@@ -203,12 +221,12 @@ async function countingProxy(target: string): Promise<{ url: string; bytes: () =
 
 const hwmMb = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 const TICK = 100; // CLK_TCK on Linux
-/** CPU seconds (user + system) of a process so far. */
 /** Busy CPU seconds of the whole machine so far (all cores; /proc/stat less idle and iowait). */
 function machineBusySeconds(): number {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   return (f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) / TICK;
 }
+/** CPU seconds (user + system) of a process so far. */
 function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -425,7 +443,7 @@ try {
           const again = await runCli(['batch', '--vehicles', rdir, '--json'], env, { kill: (k) => (stopAgain = k), onSubmitted: () => stopAgain() });
           if (again.submittedMs === null) throw new Error(`the resumed run did not submit (${again.code}): ${again.stderr.slice(-3000)}`);
           const rows = (await stack.db.query<{ n: number; items: number }>('SELECT count(*)::int AS n, max(item_count)::int AS items FROM batches WHERE user_id = $1', [acct.userId])).rows[0]!;
-          say(`  resume: ${v} × ${P} photos, ${mib(resumeFleet.bytes)}; killed (${first.signal ?? first.code}) after ${mib(sentBefore)} sent, the same command again until its batch was submitted: ${mib(proxy.bytes())} sent in all → ${(proxy.bytes() / resumeFleet.bytes).toFixed(3)}× the folder's bytes (target ≤ 1.05×); batches ${rows.n}, of ${rows.items} vehicles`);
+          say(`  resume: ${v} × ${P} photos, ${mib(resumeFleet.bytes)}; killed (${first.signal ?? first.code}) after ${mib(sentBefore)} sent, the same command again until its batch was submitted: ${mib(proxy.bytes())} sent in all → ${(proxy.bytes() / resumeFleet.bytes).toFixed(3)}× the folder's bytes (target ≤ 1.05×); batches ${rows.n}, of ${rows.items} vehicles; ${proxy.refused().patches} PATCHes answered 429 by the rate limit, ${mib(proxy.refused().bytes)} sent in them`);
         } finally {
           proxy.close();
           await rm(rdir, { recursive: true, force: true });
