@@ -16,7 +16,7 @@
  *   utime + stime from /proc/<pid>/stat, read at each phase boundary.
  * - **The folder**: V vehicle sub-folders of P photos each and a `vehicles.csv` manifest (folder,
  *   VIN, mileage, make, model, year). The photos are camera-like JPEGs of 3–5 MB: a pool of a few
- *   distinct ones (a fixture enlarged to 5–7 MP with sensor-like noise, quality 95: a phone
+ *   distinct ones (a fixture enlarged to 4.9–7.1 MP with sensor-like noise, quality 95: a phone
  *   camera's size and entropy), and every file made distinct by a JPEG COM segment inserted after
  *   SOI that carries its number. **Files of the same pool entry have the same pixels** but
  *   different bytes and SHA-256: to Lenstack each is a new photo (uploaded, stored, its own
@@ -86,7 +86,7 @@ const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
 
 // ---- photos -------------------------------------------------------------------------------------
 
-/** The pool: POOL distinct camera-like JPEGs, 5 to 7 MP of a fixture with sensor-like noise, q95. */
+/** The pool: POOL distinct camera-like JPEGs, 4.9 to 7.1 MP of a fixture with sensor-like noise, q95. */
 async function photoPool(): Promise<Buffer[]> {
   const source = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
   const pool: Buffer[] = [];
