@@ -22,7 +22,7 @@ export const MAX_BATCH_ITEMS = 10_000;
  * A batch still `starting` this long after it was stored has no start attempt left running (an
  * attempt ends within Temporal's RPC retries, seconds): its API died. A resend starts it then.
  */
-export const STARTING_STALE_MS = 10 * 60 * 1000;
+export const STARTING_STALE_MS = 2 * 60 * 1000;
 
 const stillStarting = (requestId: string, cause?: unknown) =>
   new AppError('SERVICE_UNAVAILABLE', `The batch of x-request-id ${requestId} is still starting; send the same request again in a moment`, {

@@ -12,6 +12,7 @@ import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { lockBlobs } from '../registry/blob-leases.ts';
+import { rowLocker } from './locker.ts';
 import { callerOf, metadataValue, mountTus, tusServer, uploadDatastore } from './tus.ts';
 
 /** Where the API's uploads are created (tus 1.0); each lives at UPLOADS_ROUTE/{id}. */
@@ -256,9 +257,12 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
 
   type Caller = { userId: string; requestId?: string; person?: { id: string; quotaBytes: number }; created?: string };
   /** One tus server per door (its path makes its Locations); the datastore and the hooks are shared. */
+  // One lock per upload across processes (uploads/locker.ts), shared by both doors.
+  const locker = rowLocker(db);
   const serverAt = (route: string): Server => tusServer({
     path: route,
     datastore: store,
+    locker,
     maxSize: config.IMAGE_MAX_BYTES,
     namingFunction: () => `upl_${randomBytes(16).toString('hex')}`,
     async onUploadCreate(req, upload) {

@@ -36,6 +36,7 @@ import { registerMemberRoutes } from './member-routes.ts';
 import { registerErasureRoutes } from './erasure-routes.ts';
 import { registerUsageRoutes } from './usage-routes.ts';
 import { registerPlaygroundRoutes } from './playground-routes.ts';
+import { registerPhotoRoutes } from './photo-routes.ts';
 import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from '../accounts/workspaces.ts';
 import type { Mailer } from './mail.ts';
 import { firstPackBonusAvailable } from '../credits/packs.ts';
@@ -441,6 +442,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   // from there on. The batch page, its retries and thumbnails (web/batch-routes.ts).
   if (deps.batches) {
     registerConsoleBatches(app, { pipeline: deps.batches.pipeline, personQuotaBytes: deps.config.UPLOAD_QUOTA_BYTES }, signedIn, parseBody);
+    // The registry's Photos section reads and erases through the same pipeline (web/photo-routes.ts).
+    registerPhotoRoutes(app, deps.batches.pipeline, signedIn);
   } else {
     app.get('/api/v1/catalog', async (request) => {
       await signedIn(request);

@@ -13,11 +13,13 @@ const Requests = lazy(() => import('./pages/Requests.tsx').then((m) => ({ defaul
 const RequestPage = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.RequestPage })));
 const Usage = lazy(() => import('./pages/Usage.tsx').then((m) => ({ default: m.Usage })));
 const Playground = lazy(() => import('./pages/Playground.tsx').then((m) => ({ default: m.Playground })));
+const Photos = lazy(() => import('./pages/Photos.tsx').then((m) => ({ default: m.Photos })));
 
 /** The signed-in console's sections, each at its own address. */
 const SECTIONS = [
   { href: '/', label: 'Overview' },
   { href: '/requests', label: 'Requests' },
+  { href: '/photos', label: 'Photos' },
   { href: '/usage', label: 'Usage & billing' },
   { href: '/playground', label: 'Playground' },
 ] as const;
@@ -129,6 +131,9 @@ export function App() {
           </Route>
           <Route path="/requests/:id">
             {(params) => signedInOnly(session, (s) => <RequestPage session={s} id={params.id} />)}
+          </Route>
+          <Route path="/photos">
+            {signedInOnly(session, (s) => <Photos session={s} />)}
           </Route>
           <Route path="/usage">
             {signedInOnly(session, (s) => <Usage session={s} />)}
