@@ -10,10 +10,10 @@ import { decodeHeifNative, heicDecoder } from './heic-native.ts';
  * without an HEVC decoder) and BMP (bmp-ts). Only images/open.ts calls this; everything else gets a
  * sharp pipeline from there.
  *
- * A HEIC goes to the system's libheif in a heif-decode process of its own (images/heic-native.ts)
- * when this machine has it, and otherwise, like a BMP, to a worker thread started for it and ended
- * after, running libheif's WASM build (libheif-js: libheif + libde265). Either way the decode is off
- * the event loop (an 8.5 MP HEIC takes 0.2 s of CPU natively, 0.7 s in WASM, several times that on
+ * A HEIC goes to the system's libheif in a child forked for it by a heif-decode server
+ * (images/heic-native.ts) when this machine has that decoder, and otherwise, like a BMP, to a worker
+ * thread started for it and ended after, running libheif's WASM build (libheif-js: libheif + libde265). Either way the decode is off
+ * the event loop (an 8.5 MP HEIC takes 0.27 s of CPU natively, 0.7 s in WASM, more wall time on
  * a busy core: bench/heic-decode.ts), whatever the decoder allocates goes when it ends, and a
  * decode that runs away is ended by the timeout instead of holding a core. Both kinds share one
  * queue, with the same limits.

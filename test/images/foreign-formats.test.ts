@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -355,18 +355,41 @@ describe('the decode queue, and failures that are the server\'s, not the image\'
   });
 });
 
-describe('the native decoder is a process of its own: what it does cannot reach this one', () => {
+describe('the native decoder runs in processes of its own: what they do cannot reach this one', () => {
   /**
-   * Stand-ins for heif-decode, as shell scripts that speak its protocol (`--version`) and then
-   * misbehave as a hostile file could make the real one: each writes its pid where the test reads it.
+   * Stand-ins for heif-decode --serve: Node scripts that speak its protocol (requests on stdin,
+   * pixels on stdout, frames on fd 3) and answer each request as the test says, as a hostile file
+   * could make the real decoder answer. Each notes its pid per request where the test reads it; the
+   * n-th request to any of a stand-in's processes gets its n-th answer.
    */
   let dir: string;
-  const fake = async (name: string, body: string): Promise<string> => {
+  const standIn = async (name: string, answers: string): Promise<string> => {
     const path = join(dir, name);
-    await writeFile(path, `#!/bin/sh\nif [ "$1" = --version ]; then echo "heif-decode protocol ${HEIF_DECODE_PROTOCOL} libheif stand-in"; exit 0; fi\necho $$ > "$0.pid"\n${body}\n`, { mode: 0o755 });
+    const script = `#!${process.execPath}
+const { appendFileSync, readFileSync, writeSync } = require('node:fs');
+if (process.argv[2] === '--version') { console.log('heif-decode protocol ${HEIF_DECODE_PROTOCOL} libheif stand-in'); process.exit(0); }
+const frame = (type, payload) => { const head = Buffer.alloc(5); head.write(type, 0, 'latin1'); head.writeUInt32LE(payload.length, 1); writeSync(3, Buffer.concat([head, payload])); };
+const ended = (status) => { const code = Buffer.alloc(4); code.writeInt32LE(status); frame('X', code); };
+const pixels = (width, height, bytes) => { const head = Buffer.alloc(12); head.write('RGB8', 0, 'latin1'); head.writeUInt32LE(width, 4); head.writeUInt32LE(height, 8); writeSync(1, Buffer.concat([head, Buffer.from(bytes)])); };
+const answers = [${answers}];
+const pids = __filename + '.pids';
+let pending = Buffer.alloc(0);
+process.stdin.on('data', (chunk) => {
+  pending = Buffer.concat([pending, chunk]);
+  while (pending.length >= 24 && pending.length >= 24 + pending.readUInt32LE(4)) {
+    pending = pending.subarray(24 + pending.readUInt32LE(4));
+    // The n-th request to any process of this stand-in gets the n-th answer.
+    let served = '';
+    try { served = readFileSync(pids, 'utf8'); } catch {}
+    appendFileSync(pids, process.pid + '\\n');
+    (answers[served.split('\\n').filter(Boolean).length] ?? (() => {}))();
+  }
+});
+`;
+    await writeFile(path, script, { mode: 0o755 });
     return path;
   };
-  const pidOf = async (path: string) => Number(await readFile(`${path}.pid`, 'utf8'));
+  const pidsOf = async (path: string) => (await readFile(`${path}.pids`, 'utf8').catch(() => '')).split('\n').filter(Boolean).map(Number);
   const alive = (pid: number) => {
     try {
       process.kill(pid, 0);
@@ -383,6 +406,8 @@ describe('the native decoder is a process of its own: what it does cannot reach 
       expect(await heicDecoder()).toMatchObject({ backend: 'native', libheif: 'stand-in' });
       return run();
     });
+  const decode = (opts: { timeoutMs?: number; signal?: AbortSignal; maxPixels?: number } = {}) =>
+    decodeForeign('heif', HEIC, opts.maxPixels ?? limits.maxPixels, opts).catch((e: unknown) => e as AppError);
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'heif-decode-stand-ins-'));
   });
@@ -390,47 +415,60 @@ describe('the native decoder is a process of its own: what it does cannot reach 
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('a decoder that crashes on a file refuses the file (422, final); this process decodes on', async () => {
-    const crash = await fake('crash', 'kill -SEGV $$');
-    const err = await using(crash, () => decodeForeign('heif', HEIC, limits.maxPixels).catch((e: unknown) => e));
-    expect(err).toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: expect.stringMatching(/crashed on this file \(SIGSEGV\)/) });
-    expect(isDecoderRefusal(err)).toBe(true);
-    expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
+  it('a refusal leaves the server for the next image (one process start for many images)', async () => {
+    const refuses = await standIn('refuses', "() => { frame('M', Buffer.from('HEIF could not be read: stand-in')); ended(2); }, () => { pixels(1, 1, [1, 2, 3]); ended(0); }");
+    const [first, second] = await using(refuses, async () => [await decode(), await decode()]);
+    expect(first).toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: 'HEIF could not be read: stand-in' });
+    expect(second).toMatchObject({ width: 1, height: 1, pixels: Buffer.from([1, 2, 3]) });
+    const pids = await pidsOf(refuses);
+    expect(pids).toHaveLength(2);
+    expect(pids[0]).toBe(pids[1]);
+  });
+
+  it('a decoder that crashes on a file refuses the file (422, final); its server is replaced and decoding goes on', async () => {
+    const crash = await standIn('crash', '() => ended(-11), () => { pixels(1, 1, [9, 8, 7]); ended(0); }');
+    const [first, second] = await using(crash, async () => [await decode(), await decode()]);
+    expect(first).toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: expect.stringMatching(/crashed on this file \(SIGSEGV\)/) });
+    expect(isDecoderRefusal(first)).toBe(true);
+    // The server that saw the crash was ended; a fresh one decoded the next image.
+    const pids = await pidsOf(crash);
+    expect(pids).toHaveLength(2);
+    expect(pids[0]).not.toBe(pids[1]);
+    expect(alive(pids[0]!)).toBe(false);
+    expect((second as { pixels: Buffer }).pixels).toEqual(Buffer.from([9, 8, 7]));
   });
 
   it('a decoder that hangs is killed at the timeout: 503, and its process is gone', async () => {
-    const hang = await fake('hang', 'exec sleep 600');
-    const err = await using(hang, () => decodeForeign('heif', HEIC, limits.maxPixels, { timeoutMs: 500 }).catch((e: unknown) => e));
+    const hang = await standIn('hang', '');
+    const err = await using(hang, () => decode({ timeoutMs: 500 }));
     expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryable: true, message: expect.stringMatching(/took over 0.5 s/) });
-    const pid = await pidOf(hang);
-    await until(async () => !alive(pid));
+    const [pid] = await pidsOf(hang);
+    await until(async () => !alive(pid!));
   });
 
   it('a decoder whose only caller went away is killed at once', async () => {
-    const hang = await fake('hang-abandoned', 'exec sleep 600');
+    const hang = await standIn('hang-abandoned', '');
     const caller = new AbortController();
     const err = await using(hang, async () => {
-      const decoding = decodeForeign('heif', HEIC, limits.maxPixels, { signal: caller.signal }).catch((e: unknown) => e);
-      await until(() => access(`${hang}.pid`).then(() => true, () => false));
+      const decoding = decode({ signal: caller.signal });
+      await until(async () => (await pidsOf(hang)).length === 1);
       caller.abort(new Error('client went away'));
       return decoding;
     });
     expect(err).toMatchObject({ message: 'client went away' });
-    const pid = await pidOf(hang);
-    await until(async () => !alive(pid));
+    const [pid] = await pidsOf(hang);
+    await until(async () => !alive(pid!));
   });
 
   it('output is taken only as far as its header announces, within the pixel limit', async () => {
     // Announces 1×1 (3 bytes), writes 6.
-    const overflow = await fake('overflow', "printf 'RGB8\\001\\000\\000\\000\\001\\000\\000\\000abcdef'");
-    await expect(using(overflow, () => decodeForeign('heif', HEIC, limits.maxPixels))).rejects.toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/more than the 1×1 pixels it announced/) });
-    // Announces 4096×4096, over the caller's limit: nothing is allocated for it.
-    const huge = await fake('huge', "printf 'RGB8\\000\\020\\000\\000\\000\\020\\000\\000'; exec sleep 600");
-    await expect(using(huge, () => decodeForeign('heif', HEIC, 4096 * 4096 - 1))).rejects.toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/malformed header \(4096×4096\)/) });
-    await until(async () => !alive(await pidOf(huge)));
-    // Ends before the pixels it announced.
-    const short = await fake('short', "printf 'RGB8\\002\\000\\000\\000\\001\\000\\000\\000abc'");
-    await expect(using(short, () => decodeForeign('heif', HEIC, limits.maxPixels))).rejects.toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/ended after 3 of 6 pixel bytes/) });
+    const overflow = await standIn('overflow', '() => { pixels(1, 1, [1, 2, 3, 4, 5, 6]); ended(0); }');
+    expect(await using(overflow, () => decode())).toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/more than the 1×1 pixels it announced/) });
+    // Announces 4096×4096, over the caller's limit: nothing is allocated for it, and the server goes.
+    const huge = await standIn('huge', '() => pixels(4096, 4096, [])');
+    expect(await using(huge, () => decode({ maxPixels: 4096 * 4096 - 1 }))).toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/malformed header \(4096×4096\)/) });
+    const [pid] = await pidsOf(huge);
+    await until(async () => !alive(pid!));
   });
 
   it('is detected once per setting: auto falls back to WASM, with a warning saying how to build it; native refuses to start without it', async () => {
@@ -445,9 +483,9 @@ describe('the native decoder is a process of its own: what it does cannot reach 
       const forced = await configureHeicDecoder({ HEIC_DECODER: 'wasm' });
       expect(heicDecoderNotice(forced)).toEqual({ level: 'info', message: expect.stringMatching(/HEIC_DECODER=wasm/) });
       // A binary that is not heif-decode, or an older protocol, is not taken.
-      const other = join(dir, 'older');
-      await writeFile(other, '#!/bin/sh\necho "heif-decode protocol 0 libheif 1.0"\n', { mode: 0o755 });
-      expect(await configureHeicDecoder({ HEIC_DECODER: 'auto', HEIC_DECODER_PATH: other })).toMatchObject({ backend: 'wasm', why: expect.stringMatching(/protocol 0, not 1/) });
+      const older = join(dir, 'older');
+      await writeFile(older, '#!/bin/sh\necho "heif-decode protocol 1 libheif 1.15.1"\n', { mode: 0o755 });
+      expect(await configureHeicDecoder({ HEIC_DECODER: 'auto', HEIC_DECODER_PATH: older })).toMatchObject({ backend: 'wasm', why: expect.stringMatching(`protocol 1, not ${HEIF_DECODE_PROTOCOL}`) });
     } finally {
       await configureHeicDecoder({ HEIC_DECODER: inject('heicDecoder') });
     }
