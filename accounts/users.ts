@@ -1,4 +1,5 @@
-import { createUser, findUserByEmail } from '../auth/repository.ts';
+import { findUserByEmail } from '../auth/repository.ts';
+import { createUser } from './billing-accounts.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 

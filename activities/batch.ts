@@ -16,14 +16,14 @@ import {
 } from '../batches/repository.ts';
 import { planLimitExceeded } from '../core/errors.ts';
 import { getBalance, release, reserve } from '../credits/ledger.ts';
-import { takeBatchPhoto } from '../analysis/intake.ts';
+import { takeBatchPhoto } from '../registry/intake.ts';
 import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { mapBounded } from '../core/map-bounded.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { getLens } from '../lenses/index.ts';
 import { recordCacheHit } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
-import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
+import type { AnalyzeContext, ImageRef, ItemHold } from '../workflows/types.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 
 /** A vehicle's photos fetched at once while it is made ready. */
@@ -36,13 +36,7 @@ const VEHICLE_FETCH_CONCURRENCY = 4;
  * is reserved once). An item of free lenses only (`amount` 0) holds nothing but needs 1 credit
  * available, as the free-call gate will.
  */
-export interface ItemHold {
-  reservationId: string;
-  workflowId: string;
-  userId: string;
-  amount: number;
-  ttlMs: number;
-}
+export type { ItemHold };
 
 /** The batch workflow's steps: each one idempotent statement on the batch's rows, or fetches. */
 export function batchActivities(deps: ActivityDeps) {

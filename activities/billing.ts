@@ -3,17 +3,17 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { planAnalysis, planVehicleReport, type AnalysisPlan, type VehiclePlan } from '../credits/delta.ts';
 import { countUnbilledCallsIn, holdIn, refuseDeletedIn, release, settleIn, type Reservation, type UnbilledGate } from '../credits/ledger.ts';
 import { inTransaction, type DbClient } from '../db/pool.ts';
-import { persistAnalysisIn, runStartIn, type PersistImage, type Persisted } from '../registry/photos.ts';
+import { persistAnalysisIn, runStartIn, type Persisted } from '../registry/photos.ts';
 import { lensOutputsIn, saveVehicleReportIn, type VehicleReportRecord } from '../registry/vehicle-reports.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
-import type { Vendor } from '../workflows/types.ts';
+import type { PersistedImage, Vendor } from '../workflows/types.ts';
 
 /** Which lenses ran together in one vendor call (stored on each lens record). */
 export function coRunHash(lenses: string[]): string {
   return createHash('sha256').update([...lenses].sort().join(',')).digest('hex').slice(0, 16);
 }
 
-export type PersistedImage = Omit<PersistImage, 'coRunHash'> & { lenses: string[] };
+export type { PersistedImage };
 
 /** A run's lens records, each image's lenses marked with the hash of those that ran together. */
 function persistRun(c: DbClient, run: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistedImage[] }): Promise<Persisted> {
@@ -95,7 +95,7 @@ export function billingActivities(deps: ActivityDeps) {
      * caller's projection holds, the plan (credits/delta.ts), and the credits it bills plus
      * `extraCredits`. The workflow runs what this plan says, with the vendors it names.
      */
-    async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan & { vendors: Vendor[] }> {
+    async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan & { vendors: Vendor[]; overflow: boolean }> {
       const { plan, held, vendors } = await inTransaction(deps.db, async (c) => {
         const unique = [...new Set(input.sha256s)];
         const start = await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: unique, lenses: input.refresh ? [] : input.lenses });
@@ -108,11 +108,11 @@ export function billingActivities(deps: ActivityDeps) {
         return { plan, held: await hold(c, input, gate, plan.needed, 'analyze'), vendors };
       }).catch(rethrowDomain);
       countReserved(input.reservationId, held);
-      return { ...plan, vendors };
+      return { ...plan, vendors, overflow: deps.config.VENDOR_OVERFLOW };
     },
 
     /** The delta of a vehicle report (photos already described are reused) and its flat reservation. */
-    async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan & { vendors: Vendor[] }> {
+    async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan & { vendors: Vendor[]; overflow: boolean }> {
       const { plan, held, vendors } = await inTransaction(deps.db, async (c) => {
         const unique = [...new Set(input.sha256s)];
         if ((await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: [], lenses: [] })).persisted) throw finishedRun(input);
@@ -122,7 +122,7 @@ export function billingActivities(deps: ActivityDeps) {
         return { plan, held: await hold(c, input, { vendorWork: true, freeCalls: 0 }, plan.needed, 'vehicle report'), vendors };
       }).catch(rethrowDomain);
       countReserved(input.reservationId, held);
-      return { ...plan, vendors };
+      return { ...plan, vendors, overflow: deps.config.VENDOR_OVERFLOW };
     },
 
     /**

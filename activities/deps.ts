@@ -5,11 +5,12 @@ import type { Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import type { WorkerMetrics } from '../metrics/worker.ts';
+import type { VendorBudget } from '../vendors/budget.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import type { WorkCopies } from '../vendors/work-copies.ts';
 import type { Vendor } from '../workflows/types.ts';
 
-/** What the worker builds once and every activity shares (STYLE: activities from a factory). */
+/** What the worker builds once and every activity shares (built by a factory, as Temporal's samples do). */
 export interface ActivityDeps {
   config: Config;
   db: Db;
@@ -21,6 +22,10 @@ export interface ActivityDeps {
   fetchPolicy?: FetchPolicy;
   /** Vendor-call and credit counters (metrics/worker.ts); absent in tests that do not read them. */
   metrics?: WorkerMetrics;
+  /** Each vendor's rate limits, shared by every worker (vendors/budget.ts); absent = calls go unpaced. */
+  budget?: VendorBudget;
+  /** Told once when the budget's Redis does not answer and calls go on without it (fail open). */
+  onBudgetOutage?: (err: Error) => void;
 }
 
 /** Our domain errors cross into Temporal as failures typed by their code (non-retryable unless marked retryable). */

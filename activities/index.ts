@@ -2,6 +2,7 @@ import { batchActivities } from './batch.ts';
 import { bespokeActivities } from './bespoke.ts';
 import { billingActivities } from './billing.ts';
 import type { ActivityDeps } from './deps.ts';
+import { photoActivities } from './photos.ts';
 import { vendorActivities } from './vendors.ts';
 
 export type { ActivityDeps } from './deps.ts';
@@ -13,6 +14,7 @@ export function createActivities(deps: ActivityDeps) {
     ...bespokeActivities(deps),
     ...vendorActivities(deps),
     ...batchActivities(deps),
+    ...photoActivities(deps),
   };
 }
 

@@ -1,8 +1,10 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { AppError } from '../core/errors.ts';
+import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
 import { VendorError } from '../vendors/errors.ts';
-import type { Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
-import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from '../workflows/types.ts';
+import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
+import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
+import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from '../workflows/types.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 import { planVendorCall } from './vendor-call.ts';
 
@@ -10,6 +12,7 @@ const FAILURE_KIND: Record<string, string> = {
   [VENDOR_REJECTED]: 'rejected',
   [VENDOR_INVALID_OUTPUT]: 'invalid_output',
   [VENDOR_NOT_CONFIGURED]: 'not_configured',
+  [VENDOR_QUOTA]: 'quota_wait',
 };
 
 /** How a vendor call attempt failed, for metrics and logs (aborted = cancelled, timed out or worker shutdown). */
@@ -21,6 +24,18 @@ function failureKind(err: unknown, aborted: boolean): string {
 
 /** How much earlier than Temporal's start-to-close timeout an attempt gives up on its vendor. */
 const ATTEMPT_MARGIN_MS = 500;
+
+/** Answer tokens a call is assumed to use until it answered (its real use then corrects the budget). */
+const OUTPUT_TOKENS_ESTIMATE = 1000;
+
+/**
+ * Tokens a call will bill, for the vendor budget before it is made: the image at the size the
+ * vendor bills (vendors/resize.ts), the text at ~4 characters a token, and an answer's guess.
+ */
+export function estimateCallTokens(v: Vendor, image: Buffer | WorkCopy, text: string): number {
+  const size = Buffer.isBuffer(image) ? null : billedSize(v, image.width, image.height);
+  return (size ? imageTokens(v, size.width, size.height) : 1000) + Math.ceil(text.length / 4) + OUTPUT_TOKENS_ESTIMATE;
+}
 
 /** One activity per vendor, so the Temporal UI and the retry policy see which vendor a call went to. */
 export function vendorActivities(deps: ActivityDeps) {
@@ -64,11 +79,21 @@ export function vendorActivities(deps: ActivityDeps) {
       if (!signal.aborted) ctx.heartbeat({ phase, elapsedMs: Date.now() - started });
     }, 1000);
     let res;
+    let slot: { grantedAt: number; estimatedTokens: number } | null = null;
+    let hashes: PhotoHashes | undefined;
     try {
-      const image = await deps.workCopies.get(input.sha256);
+      // A photo new to the caller's registry: its hashes come from the same read as the copy.
+      let image;
+      if (input.fingerprint) ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256));
+      else image = await deps.workCopies.get(input.sha256);
+      phase = 'waiting for the vendor budget';
+      slot = await takeSlot(v, input, image, call, signal, started);
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
     } catch (err) {
+      // The vendor said its limits are spent: every worker's budget shrinks and pauses at once.
+      if (err instanceof VendorError && err.status === 429) deps.metrics?.vendorThrottled.inc({ vendor: v });
+      if (slot && err instanceof VendorError && err.status === 429) await budgetStep(() => deps.budget!.throttled(v, { retryAfterMs: err.retryAfterMs, grantedAt: slot!.grantedAt }));
       if (err instanceof VendorError && !err.retryable) {
         throw ApplicationFailure.nonRetryable(`${v}: ${err.message}`, err.kind === 'invalid_output' ? VENDOR_INVALID_OUTPUT : VENDOR_REJECTED);
       }
@@ -78,6 +103,10 @@ export function vendorActivities(deps: ActivityDeps) {
       throw err; // transient: the activity retry policy handles it
     } finally {
       clearInterval(beat);
+    }
+    if (slot) {
+      const used = { estimatedTokens: slot.estimatedTokens, usedTokens: res.inputTokens + res.outputTokens };
+      await budgetStep(() => deps.budget!.settle(v, used));
     }
     const checked = call.validate(res.json);
     if (!checked.ok) {
@@ -94,7 +123,51 @@ export function vendorActivities(deps: ActivityDeps) {
       promptHash: call.promptHash,
       inputTokens: res.inputTokens,
       outputTokens: res.outputTokens,
+      ...(hashes ? { hashes } : {}),
     };
+  }
+
+  /**
+   * A slot in the vendor's budget before the call (none when the worker has no budget). The wait
+   * heartbeats like the call (the interval above), ends with the activity's cancellation, and
+   * takes at most half the attempt: then the attempt fails VENDOR_QUOTA without calling the
+   * vendor, and the workflow decides whether to wait again or overflow (workflows/steps.ts).
+   */
+  async function takeSlot(v: Vendor, input: VendorCallInput, image: Buffer | WorkCopy, call: ReturnType<typeof planVendorCall>, signal: AbortSignal, started: number) {
+    const budget = deps.budget;
+    if (!budget) return null;
+    const ctx = Context.current();
+    const estimatedTokens = estimateCallTokens(v, image, call.system + call.prompt + JSON.stringify(call.jsonSchema));
+    const lane = input.lane ?? 'interactive';
+    const waitFor = Math.max(0, (ctx.info.startToCloseTimeoutMs - ATTEMPT_MARGIN_MS) / 2 - (Date.now() - started));
+    const waitOver = AbortSignal.timeout(Math.max(1, waitFor));
+    const waitStarted = Date.now();
+    try {
+      // With somewhere else to go (VENDOR_OVERFLOW), a wait that cannot end in time is given up at once.
+      const d = await budget.acquire(v, lane, estimatedTokens, AbortSignal.any([signal, waitOver]), input.overflow ? { giveUpAt: waitStarted + waitFor } : {});
+      const waited = Date.now() - waitStarted;
+      deps.metrics?.vendorBudgetWait.observe({ vendor: v, lane }, waited / 1000);
+      return { grantedAt: d.now, estimatedTokens };
+    } catch (err) {
+      if (err instanceof BudgetUnavailable) {
+        deps.onBudgetOutage?.(err);
+        return null; // fail open: the vendor's own 429s still bound us
+      }
+      if (err instanceof BudgetWaitTooLong || (waitOver.aborted && !signal.aborted)) {
+        deps.metrics?.vendorBudgetWait.observe({ vendor: v, lane }, (Date.now() - waitStarted) / 1000);
+        throw ApplicationFailure.create({ message: `${v}: no slot in the vendor's budget within ${Math.round(waitFor)} ms`, type: VENDOR_QUOTA, nonRetryable: true });
+      }
+      throw err;
+    }
+  }
+
+  /** Budget bookkeeping after a call: never fails the call (a Redis outage only loses the correction). */
+  async function budgetStep(step: () => Promise<void>): Promise<void> {
+    try {
+      await step();
+    } catch (err) {
+      deps.onBudgetOutage?.(err as Error);
+    }
   }
 
   return {

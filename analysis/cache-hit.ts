@@ -3,7 +3,7 @@ import type { Analysis } from './contract.ts';
 import { embeddingOf, type TakenImages } from './intake.ts';
 import type { AnalysisRequest } from './request.ts';
 import { assembleOutput, buildAnalysis, firstImageExtras, originOf, photoOutput, type PerImage } from './response.ts';
-import type { AnalyzeDeps } from './service.ts';
+import type { AnalyzeDeps } from './deps.ts';
 
 /**
  * A full cache hit: every requested lens of every photo is in the caller's registry, so the answer

@@ -10,7 +10,7 @@ import { embeddingOf, type TakenImages } from './intake.ts';
 import { untilEnded, type Progress } from './progress.ts';
 import type { AnalysisRequest } from './request.ts';
 import { assembleOutput, buildAnalysis, firstImageExtras, lensOutput, originOf, type PerImage } from './response.ts';
-import type { AnalyzeDeps } from './service.ts';
+import type { AnalyzeDeps } from './deps.ts';
 
 /** Images of one request that the saga works on at once. */
 const IMAGE_CONCURRENCY = 8;

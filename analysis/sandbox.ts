@@ -5,7 +5,7 @@ import { generate } from '../samples/generate.ts';
 import type { Analysis } from './contract.ts';
 import type { AnalysisRequest, ExtractRequest } from './request.ts';
 import { buildAnalysis } from './response.ts';
-import type { AnalyzeDeps } from './service.ts';
+import type { AnalyzeDeps } from './deps.ts';
 
 const ANON_CREATED_AT = '2026-01-01T00:00:00.000Z';
 

@@ -1,15 +1,9 @@
-import type { Client } from '@temporalio/client';
-import type { BaseLogger } from 'pino';
 import type { Principal } from '../auth/authenticate.ts';
-import type { Config } from '../core/config.ts';
 import { AppError } from '../core/errors.ts';
-import type { Db } from '../db/pool.ts';
-import type { BlobStore } from '../images/blobstore.ts';
-import type { FetchPolicy } from '../images/fetch.ts';
-import type { ApiMetrics } from '../metrics/api.ts';
 import { releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { answerFromRegistry } from './cache-hit.ts';
+import type { AnalyzeDeps } from './deps.ts';
 import type { Analysis, AnalyzeBody } from './contract.ts';
 import { takeImages } from './intake.ts';
 import { newProgress, untilEnded, type Progress } from './progress.ts';
@@ -18,26 +12,9 @@ import { parseRequest, type ImageInput } from './request.ts';
 import { runAnalysis } from './run.ts';
 import { sandboxAnalysis } from './sandbox.ts';
 import { vehicleAnalysis } from './vehicle.ts';
-import type { Uploads } from '../uploads/service.ts';
 
-export interface AnalyzeDeps {
-  config: Config;
-  db: Db;
-  blobs: BlobStore;
-  /** Absent only in tests of the HTTP layer: sandbox answers and validation still work. */
-  temporal?: Client;
-  /** How image URLs are fetched (the composition root's choice). */
-  fetchPolicy: FetchPolicy;
-  /** The request's logger (its lines carry requestId; workflow lines add workflowId). */
-  log?: Pick<BaseLogger, 'info' | 'warn' | 'error'>;
-  metrics?: ApiMetrics;
-  /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
-  abandon?: AbortSignal;
-  /** Aborted when the caller's connection closes before its answer: queued image decodes are dropped. */
-  signal?: AbortSignal;
-  /** Finished uploads named by id (`uploadId`); absent = an upload id is 404. */
-  uploads?: Uploads;
-}
+
+export type { AnalyzeDeps } from './deps.ts';
 
 /**
  * The uploads a request names, resolved before anything is bound, stored or billed: another

@@ -8,7 +8,7 @@ import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { ImageRef, Vendor, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
 import { buildAnalysis } from './response.ts';
-import type { AnalyzeDeps } from './service.ts';
+import type { AnalyzeDeps } from './deps.ts';
 import { startAndAwait } from './await-workflow.ts';
 import type { Client } from '@temporalio/client';
 

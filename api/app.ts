@@ -14,6 +14,7 @@ import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from
 import { registerAuthFailureGuard, registerRateLimit } from './plugins/rate-limit.ts';
 import { registerBodyBudget } from './plugins/body-budget.ts';
 import { registerTextGuard } from './plugins/text-guard.ts';
+import { registerRequestLog, requestLogFor } from './plugins/request-log.ts';
 import { requestIdFrom } from './request-id.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { analyzeRoutes } from './routes/analyze.ts';
@@ -48,6 +49,7 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
     payments: input.payments !== undefined ? input.payments : configuredPaymentGateway(input.config, input.db),
     uploads: input.uploads ?? createUploads({ db: input.db, blobs: input.blobs, config: input.config }),
   };
+  const requestLog = input.requestLog ?? requestLogFor(input.db, metrics, (err, rows) => app.log.warn({ err, rows }, 'request log rows dropped: the database did not take them'));
   const app = Fastify({
     // Keys and secrets never reach the logs (core/logger.ts redacts); a given pino logger is used as is.
     ...(typeof deps.logger === 'object'
@@ -65,6 +67,8 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
     // While closing, registerDrain answers 503 in our envelope instead of fastify's own body.
     return503OnClosing: false,
   });
+  // Tests flush the request log instead of waiting for its timer.
+  app.decorate('requestLog', requestLog);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
@@ -75,6 +79,7 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   registerErrorHandling(app);
   registerTextGuard(app);
   registerHttpMetrics(app, metrics);
+  registerRequestLog(app, requestLog);
   registerDrain(app, drain);
   registerAuthFailureGuard(app, deps);
   registerAuth(app, deps);

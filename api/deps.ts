@@ -13,6 +13,7 @@ import type { Drain } from './drain.ts';
 import type { Limiter } from '../core/limiter.ts';
 import type { PaymentGateway } from '../payments/gateway.ts';
 import type { Uploads } from '../uploads/service.ts';
+import type { RequestLog } from '../requestlog/buffer.ts';
 
 /** Everything the HTTP app needs, built once by api/server.ts (or a test) and passed in. */
 export interface AppDeps {
@@ -44,4 +45,6 @@ export interface AppDeps {
   drain?: Drain;
   /** Resumable uploads (tus) into the configured store; absent = buildApp makes them from the config. */
   uploads?: Uploads;
+  /** The console's request log (requestlog/buffer.ts); absent = buildApp makes one over `db`. */
+  requestLog?: RequestLog;
 }

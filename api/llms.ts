@@ -2,15 +2,20 @@ import { z } from 'zod';
 import { ANONYMOUS_SANDBOX_KEY } from '../auth/keys.ts';
 import { buildCatalog } from '../lenses/catalog.ts';
 import { ACCEPTED_FORMATS } from '../images/probe.ts';
+import { CENTS_PER_CREDIT, ENRICH_CREDITS, EXTRACT_CREDITS, LENS_CREDITS, PACK_NAMES, PACKS } from '../credits/price-book.ts';
 
 export const DISCOVERY_PATH = '/.well-known/lenstack.json';
 
 /** The plain-text description for AI agents (docs/contract.md "GET /v1/llms.txt"), generated from the catalog. */
 export function buildLlmsTxt(): string {
   const { modules, presets } = buildCatalog();
+  // Every figure of money and credits below is the price book's (credits/price-book.ts).
+  const credits = (n: number) => `${n} credit${n === 1 ? '' : 's'}`;
+  const thousands = (n: number) => n.toLocaleString('en-US');
+  const packs = PACK_NAMES.map((name, i) => `${PACKS[name].label} ${thousands(PACKS[name].credits)}${i === 0 ? ' credits' : ''} ${thousands(PACKS[name].priceCents / 100)} USD`).join(', ');
   const lensLines = modules.map(
     (m) =>
-      `- ${m.name}${m.internal ? ' (internal: only through the stack of the same name)' : ''} [${m.category}, ${m.billable ? '1 credit per image' : 'free'}]: ${m.description} Output fields: ${m.outputFields.join(', ')}.`,
+      `- ${m.name}${m.internal ? ' (internal: only through the stack of the same name)' : ''} [${m.category}, ${m.billable ? `${credits(LENS_CREDITS)} per image` : 'free'}]: ${m.description} Output fields: ${m.outputFields.join(', ')}.`,
   );
   const stackLines = presets.map((p) => `- ${p.name}: ${p.description} Lenses: ${p.modules.join(', ')}.`);
   return `# Lenstack
@@ -19,9 +24,9 @@ export function buildLlmsTxt(): string {
 
 ## Endpoints
 - POST /v1/analyze — analyze (Bearer key). Body: imageUrl | imageBase64 | images[{url|base64}] (1-50), preset, modules, modulesAdd, modulesRemove, moduleOptions, context {knownPeople, vehicle, customInstructions}, options {includeEmbedding, includeFingerprint}, refresh.
-- POST /v2/analyze — analyze plus bespoke extraction (extract: prompt | schema | schemaId), 5 credits per extraction.
+- POST /v2/analyze — analyze plus bespoke extraction (extract: prompt | schema | schemaId), ${credits(EXTRACT_CREDITS)} per extraction.
 - POST /v2/lookup — look up earlier results by image (free). GET /v2/lookup?sha256=… or ?pHash=…&threshold=5 — by fingerprint (free).
-- POST /v2/enrich — write cached lens output into the photo's EXIF/IPTC/XMP (5 credits).
+- POST /v2/enrich — write cached lens output into the photo's EXIF/IPTC/XMP (${credits(ENRICH_CREDITS)}).
 - DELETE /v1/photos/{sha256} — erase a photo from your registry with its lens records, and its bytes once nothing else keeps them (free; live keys; 404 when your registry does not hold it).
 - GET /v1/modules — this catalog as JSON.
 - GET /v1/usage — credit balance.
@@ -35,9 +40,9 @@ Authorization: Bearer <key>. Live keys start with svc_live_, sandbox keys with s
 Anonymous sandbox key (public, 2 requests/minute and 10/day per IP): ${ANONYMOUS_SANDBOX_KEY}
 
 ## Billing
-1 credit per billable lens per image (0.01 USD per credit). moderation always runs and is free.
+${credits(LENS_CREDITS)} per billable lens per image (${(CENTS_PER_CREDIT / 100).toFixed(2)} USD per credit). moderation always runs and is free.
 Delta billing: a lens already run on the same photo (same SHA-256, same account) is served from the registry for 0 credits; only new lenses are sent to the AI provider. refresh: true re-runs and bills every requested lens.
-Lookups and cache hits are free. Packs: Starter 1,000 credits 10 USD, Pro 10,000 100 USD, Business 100,000 1,000 USD; the first pack gives 2x. No subscriptions; credits never expire.
+Lookups and cache hits are free. Packs: ${packs}; the first pack gives 2x. No subscriptions; credits never expire.
 
 ## Lenses
 ${lensLines.join('\n')}

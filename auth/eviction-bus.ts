@@ -25,7 +25,7 @@ const HEARTBEAT_EVERY_MS = 100;
 const HEARTBEAT_STALE_MS = 400;
 
 /**
- * Key eviction fan-out over Redis pub/sub (DESIGN "Where it goes next"): every API process
+ * Key eviction fan-out over Redis pub/sub (docs/architecture.md): every API process
  * subscribes and drops the key from its own cache.
  *
  * Pub/sub does not replay what a subscriber missed, so the cache is trusted only while evictions

@@ -24,16 +24,6 @@ export interface KeyListing {
 
 export const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 
-/** A user and its credit account, together or not at all. */
-export async function createUser(db: Db, email: string): Promise<{ userId: string }> {
-  const userId = newId('usr');
-  await inTransaction(db, async (c) => {
-    await c.query('INSERT INTO users (id, email) VALUES ($1, $2)', [userId, email.trim()]);
-    await c.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [userId]);
-  });
-  return { userId };
-}
-
 export async function findUserByEmail(db: Db, email: string): Promise<string | null> {
   const r = await db.query<{ id: string }>("SELECT id FROM users WHERE lower(email) = lower($1) AND kind = 'personal'", [email.trim()]);
   return r.rows[0]?.id ?? null;

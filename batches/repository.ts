@@ -2,7 +2,8 @@ import { newId } from '../auth/repository.ts';
 import { AppError } from '../core/errors.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
 import type { Column } from '../lenses/types.ts';
-import type { AnalyzeContext, ImageRef } from '../workflows/types.ts';
+import { VEHICLE_SHA256S } from '../registry/references.ts';
+import type { AnalyzeContext, ImageRef, ItemOutcome } from '../workflows/types.ts';
 import { reindexReport, type Report } from '../lenses/vehicle-report-photos.ts';
 
 /** What every photo of a batch runs with. */
@@ -25,12 +26,6 @@ export type StoredBatchStatus = BatchStatus | 'starting';
 /** A batch of photos (one analysis each) or of vehicles (one vehicle-condition report each). */
 export type BatchKind = 'photos' | 'vehicles';
 export type VehicleContext = NonNullable<AnalyzeContext['vehicle']>;
-
-/**
- * The hashes of a vehicle item's photos taken in so far, as a jsonb array (the expression of the
- * pending-photos index in db/migrations: write it exactly so where the index should serve).
- */
-export const VEHICLE_SHA256S = `jsonb_path_query_array(photos, '$[*].ref.sha256')`;
 
 /** One photo of a vehicle item, as a photo item's columns hold it. */
 export interface VehiclePhoto {
@@ -240,7 +235,7 @@ export async function claimPendingItems(db: Db, args: { batchId: string; afterIn
   return r.rows.sort((a, b) => a.index - b.index).map((row) => ({ index: row.index, ref: row.ref, attempt: row.attempts }));
 }
 
-export type ItemOutcome = { credits: number; reportId?: string } | { code: string; message: string };
+export type { ItemOutcome };
 
 /** An item's outcome, once: a retried step finds it finished and changes nothing. */
 export async function finishItem(db: Db, args: { batchId: string; index: number; outcome: ItemOutcome }): Promise<void> {

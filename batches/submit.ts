@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { z } from 'zod';
 import { anyLensNameSchema, contextSchema, lensNameSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, stackNameSchema, uploadIdSchema } from '../analysis/contract.ts';
-import { takeBatchPhoto } from '../analysis/intake.ts';
+import { takeBatchPhoto } from '../registry/intake.ts';
 import { resolveUploadInputs, type AnalyzeDeps } from '../analysis/service.ts';
 import type { ImageInput } from '../analysis/request.ts';
 import { AppError, planLimitExceeded, validationFailed } from '../core/errors.ts';
@@ -13,7 +13,7 @@ import { resolveLenses } from '../lenses/resolve.ts';
 import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
 import { batchWorkflow } from '../workflows/batch.ts';
-import { VEHICLE_REPORT_CREDITS } from '../workflows/types.ts';
+import { LENS_CREDITS, VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { batchOfRequest, batchSummary, createBatch, markBatchStarted, RequestIdTaken, takeBackStartingBatch, type BatchKind, type BatchSpec, type BatchSummary, type NewBatchItem } from './repository.ts';
 
@@ -22,7 +22,7 @@ export const MAX_BATCH_ITEMS = 10_000;
  * A batch still `starting` this long after it was stored has no start attempt left running (an
  * attempt ends within Temporal's RPC retries, seconds): its API died. A resend starts it then.
  */
-export const STARTING_STALE_MS = 10 * 60 * 1000;
+export const STARTING_STALE_MS = 2 * 60 * 1000;
 
 const stillStarting = (requestId: string, cause?: unknown) =>
   new AppError('SERVICE_UNAVAILABLE', `The batch of x-request-id ${requestId} is still starting; send the same request again in a moment`, {
@@ -165,7 +165,7 @@ export async function submitBatch(
         throw err;
       }
     }
-    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { bytes: await deps.uploads!.bytes(upload) } : { base64: it.base64 }, holder);
+    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { upload } : { base64: it.base64 }, holder);
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
     return { source, ref: got.ref };
@@ -219,7 +219,7 @@ export async function submitBatch(
  * asks); a vehicle, its report's flat price. The worker holds this much before fetching an item's URL.
  */
 export function itemCredits(kind: BatchKind, billable: readonly string[]): number {
-  return kind === 'vehicles' ? VEHICLE_REPORT_CREDITS : billable.length;
+  return kind === 'vehicles' ? VEHICLE_REPORT_CREDITS : billable.length * LENS_CREDITS;
 }
 
 /**

@@ -18,7 +18,8 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { buildApp } from '../api/app.ts';
 import { KeyCache } from '../auth/cache.ts';
-import { createUser, issueKey } from '../auth/repository.ts';
+import { issueKey } from '../auth/repository.ts';
+import { createUser } from '../accounts/billing-accounts.ts';
 import { loadConfig } from '../core/config.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
@@ -235,13 +236,45 @@ try {
   echo.post('/echo', async (req) => ({ fields: Object.keys(req.body as object).length }));
   const echoBase = await echo.listen({ host: '127.0.0.1', port: 0 });
   const bigPayload = Buffer.from(JSON.stringify(full(bigPhoto)));
+  const bigBytes = Buffer.from(bigPhoto, 'base64');
+  // The same photo as binary: once as a finished upload (POST /v1/uploads, tus) named by its id,
+  // and as a multipart part in each request (`curl -F photo=@…`), which stores it as a new upload.
+  const created = await fetch(`${base}/v1/uploads`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'tus-resumable': '1.0.0', 'upload-length': String(bigBytes.length) },
+  });
+  const uploadUrl = new URL(created.headers.get('location')!, base).toString();
+  const patched = await fetch(uploadUrl, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${key}`, 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' },
+    body: bigBytes,
+  });
+  if (patched.status !== 204) throw new Error(`upload PATCH answered ${patched.status}`);
+  const uploadId = uploadUrl.split('/').pop()!;
+  const byUpload = { images: [{ uploadId }], preset: 'full-analysis' };
+  const multipart = async () => {
+    const form = new FormData();
+    form.append('request', JSON.stringify({ preset: 'full-analysis' }));
+    form.append('photo', new Blob([bigBytes], { type: 'image/jpeg' }), 'big.jpg');
+    const t0 = performance.now();
+    const res = await fetch(`${base}/v1/analyze`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+    const json = (await res.json()) as { meta?: { cacheHit?: boolean } };
+    if (res.status !== 200 || !json.meta?.cacheHit) throw new Error(`multipart: expected a cache hit, got ${res.status}`);
+    return performance.now() - t0;
+  };
   const bigHits: number[] = [];
+  const uploadHits: number[] = [];
+  const multipartHits: number[] = [];
   const healths: number[] = [];
   const echoes: number[] = [];
   for (let i = 0; i < N_BIG_HIT; i++) {
     const r = await post(full(bigPhoto));
     if (!r.json.meta?.cacheHit) throw new Error('expected a cache hit');
     bigHits.push(r.ms);
+    const u = await post(byUpload);
+    if (!u.json.meta?.cacheHit) throw new Error('expected a cache hit by upload id');
+    uploadHits.push(u.ms);
+    multipartHits.push(await multipart());
     let t0 = performance.now();
     const h = await fetch(`${base}/v1/health`);
     await h.arrayBuffer();
@@ -259,6 +292,10 @@ try {
   say(`  the hit over the health round trip (p50 diff): ${(pct(bigHits, 50) - pct(healths, 50)).toFixed(1)} ms`);
   say(`  the echo over the health round trip (p50 diff): ${(pct(echoes, 50) - pct(healths, 50)).toFixed(1)} ms`);
   say(`  the hit over the echo (p50 diff: Lenstack's own part): ${(pct(bigHits, 50) - pct(echoes, 50)).toFixed(1)} ms`);
+  say(`full cache hit, the same photo named by its upload id (uploaded once): ${fmt(uploadHits)}`);
+  say(`  over the health round trip (p50 diff): ${(pct(uploadHits, 50) - pct(healths, 50)).toFixed(1)} ms`);
+  say(`full cache hit, the same photo as a multipart part (stored as a new upload each time): ${fmt(multipartHits)}`);
+  say(`  over the health round trip (p50 diff): ${(pct(multipartHits, 50) - pct(healths, 50)).toFixed(1)} ms`);
 
   // 3) Throughput with 20 concurrent clients.
   const run = async (n: number, body: () => Record<string, unknown>) => {

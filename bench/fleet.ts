@@ -1,93 +1,155 @@
 /**
- * A fleet folder through the CLI (npx tsx bench/fleet.ts [small=12] [large=36]): `lenstack batch`
- * as a child process, as a user runs it, on folders of generated 3–5 MB photos (a fixture photo
- * enlarged to 5 MP with sensor-like noise: JPEG sizes of a phone camera), against the stack of the
- * batch benches with the simulated vendors at 800 ms latency, lens `dating`.
+ * A fleet through the CLI, the stack as `npm start` runs it (issue 22 §4):
  *
- * - Wall time against the larger of the two ideals: uploading the bytes at the speed this machine
- *   moves them over loopback HTTP (measured: the same files, four streams, into a discarding
- *   server), and analyzing: photos × 800 ms ÷ the batch's concurrency. The CLI uploads, then
- *   submits, so wall ≥ the sum; the ratio to the larger says what the rest costs.
- * - Peak RSS of the CLI (GNU time's maximum resident set) at both sizes: it should not grow with
- *   the folder (files are streamed, never whole in memory).
- * - Resume: a run of the large folder killed (SIGKILL) once half its uploads finished, then the
- *   same command again, through a proxy counting every PATCH byte: bytes sent ÷ the folder's bytes
- *   (1.00 = nothing sent twice), and the batches made (1).
+ *   npx tsx bench/fleet.ts --vehicles 50,200 --photos 25 [--no-resume]
+ *   npx tsx bench/fleet.ts --vehicles 1000 --photos 10
  *
- * Writes bench/results/fleet-{small}-{large}.txt.
+ * For each size (vehicles × photos per vehicle), in this order and each on its own:
+ *
+ * - **The stack**: a fresh scratch database (migrated), a fresh blob directory, and fresh API
+ *   (`api/server.ts`), worker (`worker/main.ts`) and console (`web/server.ts`) processes, each
+ *   `node --import tsx <script>` as `npm start` runs them, sharing the database, the blob store
+ *   (`BLOB_STORE=fs`, one `BLOB_DIR`) and its tus datastore (`<BLOB_DIR>-uploads`), as processes
+ *   of one host do in production. One Temporal dev server and the simulated vendor (in this
+ *   process, 800 ms latency on every call) serve all sizes. Each process's peak RSS is the
+ *   kernel's VmHWM from /proc/<pid>/status, read just before it is stopped; its CPU time is
+ *   utime + stime from /proc/<pid>/stat, read at each phase boundary.
+ * - **The folder**: V vehicle sub-folders of P photos each and a `vehicles.csv` manifest (folder,
+ *   VIN, mileage, make, model, year). The photos are camera-like JPEGs of 3–5 MB: a pool of a few
+ *   distinct ones (a fixture enlarged to 4.9–7.1 MP with sensor-like noise, quality 95: a phone
+ *   camera's size and entropy), and every file made distinct by a JPEG COM segment inserted after
+ *   SOI that carries its number. **Files of the same pool entry have the same pixels** but
+ *   different bytes and SHA-256: to Lenstack each is a new photo (uploaded, stored, its own
+ *   registry entry and vendor call), and the worker still reads and decodes every file; only
+ *   their pictures repeat. Written to a temp dir, removed after the size; free disk is checked
+ *   first and a size that does not fit is refused.
+ * - **The run**: `lenstack batch --vehicles <folder> --json` as a child process, as a user runs it
+ *   (hash, upload over tus, one vehicle batch, follow it to the end), under GNU time for the
+ *   CLI's peak RSS and CPU. Phases from the uploads and batches tables and the CLI's own
+ *   "submitted" line: hashing (start → first upload created), uploads (→ last upload finished),
+ *   submission (→ the batch's answer), analysis (→ the CLI's exit).
+ * - **Ideals** (the issue's): uploading the bytes at the loopback bandwidth this machine measures
+ *   on the same files just before (four streams into a discarding server), and analyzing:
+ *   V × (P + 1) calls (P photos and one synthesis per vehicle) × 800 ms ÷ the batch's vendor
+ *   share. The share is BATCH_CONCURRENCY (4): one batch alone in its workspace gets
+ *   min(BATCH_CONCURRENCY, BATCH_WORKSPACE_CONCURRENCY (8) ÷ running batches) = 4, and
+ *   `vehicleLanes(4, 16)` (workflows/batch.ts) runs four vehicles of one call each.
+ * - **Resume** (on the largest size, after its peaks are read, in the same processes; skipped with
+ *   --no-resume): the folder written again with new numbers (new SHA-256s), a new account, the
+ *   CLI through a proxy counting every PATCH byte, SIGKILLed once half the uploads finished (the
+ *   uploads table), then the same command again, followed until its batch is submitted (every byte
+ *   is sent by then): bytes sent ÷ the folder's bytes, batches made.
+ *
+ * Writes bench/results/fleet-vehicles-{V1,V2…}x{P}.txt.
  */
-import { spawn } from 'node:child_process';
+import { execSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, statfsSync } from 'node:fs';
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request as httpRequest } from 'node:http';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
-import { createUser, issueKey } from '../auth/repository.ts';
+import { issueKey } from '../auth/repository.ts';
+import { createUser } from '../accounts/billing-accounts.ts';
 import { BATCH_CONCURRENCY } from '../batches/submit.ts';
 import { grant } from '../credits/ledger.ts';
-import { startBatchStack } from './batch-stack.ts';
+import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
+import { createPool, type Db } from '../db/pool.ts';
+import { freePort, startTemporalDevServer, type DevServer } from '../tools/scripts/temporal.ts';
+import { startSimVendor, type SimVendor } from '../tools/sim/index.ts';
+import { vehicleLanes } from '../workflows/batch.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = path.join(ROOT, 'clients/cli/bin/lenstack.js');
-const SMALL = Number(process.argv[2] ?? 12);
-const LARGE = Number(process.argv[3] ?? 36);
 const LATENCY_MS = 800;
+const POOL = 6;
+const { values: opts } = parseArgs({
+  options: { vehicles: { type: 'string', default: '50,200' }, photos: { type: 'string', default: '25' }, 'no-resume': { type: 'boolean', default: false } },
+});
+const SIZES = opts.vehicles.split(',').map(Number);
+const P = Number(opts.photos);
+if (SIZES.some((v) => !Number.isInteger(v) || v < 1 || v > 1000) || !Number.isInteger(P) || P < 1 || P > 50 || SIZES.some((v) => v * P > 10_000)) {
+  throw new Error('--vehicles takes sizes from 1 to 1000 (comma-separated), --photos 1 to 50, at most 10,000 photos a size (a batch\'s limits)');
+}
 const lines: string[] = [];
 const say = (s: string) => {
   console.log(s);
   lines.push(s);
 };
+const mib = (b: number) => `${(b / 1024 ** 2).toFixed(0)} MiB`;
+const gib = (b: number) => `${(b / 1024 ** 3).toFixed(1)} GiB`;
+const s1 = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
 
-/** `count` distinct 2560×1920 JPEGs from a fixture with noise, numbered from `from` (a block pattern makes each distinct). */
-async function cameraLikePhotos(dir: string, from: number, count: number): Promise<number> {
-  await mkdir(dir, { recursive: true });
+// ---- photos -------------------------------------------------------------------------------------
+
+/** The pool: POOL distinct camera-like JPEGs, 4.9 to 7.1 MP of a fixture with sensor-like noise, q95. */
+async function photoPool(): Promise<Buffer[]> {
   const source = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
-  const { data, info } = await sharp(source).resize(2560, 1920).raw().toBuffer({ resolveWithObject: true });
-  let bytes = 0;
+  const pool: Buffer[] = [];
   let x = 12345;
-  for (let i = from; i < from + count; i++) {
-    const px = Buffer.from(data);
-    for (let j = 0; j < px.length; j++) {
+  for (let k = 0; k < POOL; k++) {
+    const width = 2560 + Math.round((k * (3072 - 2560)) / (POOL - 1) / 16) * 16;
+    const height = (width * 3) / 4;
+    const { data, info } = await sharp(source).resize(width, height).raw().toBuffer({ resolveWithObject: true });
+    for (let j = 0; j < data.length; j++) {
       x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-      px[j] = Math.max(0, Math.min(255, px[j]! + ((x >>> 24) % 61) - 30));
+      data[j] = Math.max(0, Math.min(255, data[j]! + ((x >>> 24) % 61) - 30));
     }
-    for (let bit = 0; bit < 16; bit++) {
-      const v = (i >> bit) & 1 ? 255 : 0;
-      for (let y = 0; y < 32; y++) for (let c = 0; c < 32; c++) px.set([v, v, v], (y * info.width + bit * 32 + c) * 3);
-    }
-    const jpeg = await sharp(px, { raw: info }).jpeg({ quality: 95 }).toBuffer();
-    await writeFile(path.join(dir, `IMG_${String(i).padStart(4, '0')}.jpg`), jpeg);
-    bytes += jpeg.length;
+    pool.push(await sharp(data, { raw: info }).jpeg({ quality: 95 }).toBuffer());
   }
-  return bytes;
+  return pool;
 }
 
-interface CliRun { code: number | null; signal: NodeJS.Signals | null; ms: number; maxRssKb: number | null; stdout: string; stderr: string; /** When the batch was submitted (its answer arrived): uploads and the API's intake are done. */ submittedMs: number | null }
-
-function runCli(args: string[], env: Record<string, string>, opts: { onSpawn?: (kill: () => void) => void } = {}): Promise<CliRun> {
-  const t0 = performance.now();
-  // GNU time reports the child's maximum resident set size (KiB) on its last stderr line; a run
-  // that is to be killed is the CLI itself, so the kill reaches it.
-  const command = opts.onSpawn ? [process.execPath, BIN, ...args] : ['/usr/bin/time', '-f', 'maxrss=%M', process.execPath, BIN, ...args];
-  const child = spawn(command[0]!, command.slice(1), { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c) => (stdout += c));
-  let submittedMs: number | null = null;
-  child.stderr.on('data', (c) => {
-    stderr += c;
-    if (submittedMs === null && / submitted \(/.test(stderr)) submittedMs = performance.now() - t0;
-  });
-  opts.onSpawn?.(() => child.kill('SIGKILL'));
-  return new Promise((resolve) => {
-    child.on('close', (code, signal) => {
-      const rss = stderr.match(/maxrss=(\d+)/);
-      resolve({ code, signal, ms: performance.now() - t0, maxRssKb: rss ? Number(rss[1]) : null, stdout, stderr, submittedMs });
-    });
-  });
+/** A COM segment (FF FE, length, text) making a file distinct: inserted after SOI, pixels unchanged. */
+function comSegment(text: string): Buffer {
+  const body = Buffer.from(text, 'latin1');
+  const seg = Buffer.alloc(4 + body.length);
+  seg[0] = 0xff;
+  seg[1] = 0xfe;
+  seg.writeUInt16BE(body.length + 2, 2);
+  body.copy(seg, 4);
+  return seg;
 }
+
+const vin = (v: number) => `BENCH${String(v).padStart(12, '0')}`;
+
+/** The fleet folder: V sub-folders of P photos, numbered from `from`, and vehicles.csv. Returns the bytes and the files. */
+async function writeFleet(dir: string, vehicles: number, pool: Buffer[], from: number): Promise<{ bytes: number; files: string[] }> {
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  const nonce = randomBytes(8).toString('hex');
+  const files: string[] = [];
+  let bytes = 0;
+  const csv = ['folder,vin,mileage,make,model,year'];
+  for (let v = 0; v < vehicles; v++) {
+    const folder = `vehicle-${String(v).padStart(4, '0')}`;
+    await mkdir(path.join(dir, folder));
+    csv.push(`${folder},${vin(v)},${10_000 + v * 37},Bench,Fleet ${v % 7},${2015 + (v % 10)}`);
+    for (let p = 0; p < P; p++) {
+      const n = from + v * P + p;
+      const jpeg = pool[n % pool.length]!;
+      const com = comSegment(`lenstack fleet bench photo ${n} ${nonce}`);
+      const file = path.join(dir, folder, `IMG_${String(p).padStart(4, '0')}.jpg`);
+      const fh = await open(file, 'w');
+      try {
+        await fh.writev([jpeg.subarray(0, 2), com, jpeg.subarray(2)]);
+      } finally {
+        await fh.close();
+      }
+      files.push(file);
+      bytes += jpeg.length + com.length;
+    }
+  }
+  await writeFile(path.join(dir, 'vehicles.csv'), `${csv.join('\n')}\n`);
+  return { bytes, files };
+}
+
+// ---- measuring ----------------------------------------------------------------------------------
 
 /** Loopback HTTP into a server that discards: what moving these bytes costs here, four streams at once. */
 async function loopbackSeconds(files: string[]): Promise<number> {
@@ -112,20 +174,37 @@ async function loopbackSeconds(files: string[]): Promise<number> {
   return s;
 }
 
-/** A proxy counting the bytes of every PATCH on their way to the API. */
-async function countingProxy(target: string): Promise<{ url: string; bytes: () => number; close: () => void }> {
+/**
+ * A proxy counting the bytes of every PATCH on their way to the API, and apart those of PATCHes the
+ * API answered 429 (the rate limit answers before reading the body: what was on the wire is sent again).
+ */
+async function countingProxy(target: string): Promise<{ url: string; bytes: () => number; refused: () => { patches: number; bytes: number }; close: () => void }> {
   let bytes = 0;
+  const refused = { patches: 0, bytes: 0 };
   const server = createServer((req, res) => {
+    let mine = 0;
+    let limited = false;
     const up = httpRequest(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
+      if (req.method === 'PATCH' && answer.statusCode === 429) {
+        limited = true;
+        refused.patches++;
+      }
       res.writeHead(answer.statusCode!, answer.headers);
       answer.pipe(res);
+    });
+    // What a PATCH answered 429 had sent by the time it ended.
+    req.on('close', () => {
+      if (limited) refused.bytes += mine;
     });
     up.on('error', () => res.destroy());
     res.on('close', () => {
       if (!res.writableFinished) up.destroy();
     });
     req.on('data', (c: Buffer) => {
-      if (req.method === 'PATCH') bytes += c.length;
+      if (req.method === 'PATCH') {
+        bytes += c.length;
+        mine += c.length;
+      }
     });
     req.pipe(up);
   });
@@ -133,6 +212,7 @@ async function countingProxy(target: string): Promise<{ url: string; bytes: () =
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bytes: () => bytes,
+    refused: () => ({ ...refused }),
     close: () => {
       server.closeAllConnections();
       server.close();
@@ -140,59 +220,252 @@ async function countingProxy(target: string): Promise<{ url: string; bytes: () =
   };
 }
 
-const stack = await startBatchStack('fleet');
-const work = await mkdtemp(path.join(os.tmpdir(), 'lenstack-fleet-'));
-try {
-  stack.sim.setBehaviour('all', { latencyMs: LATENCY_MS });
-  const newKey = async (name: string) => {
-    const { userId } = await createUser(stack.db, `bench-fleet-${name}-${process.pid}@example.test`);
-    await grant(stack.db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-    return { userId, key: (await issueKey(stack.db, userId, 'live')).key };
+const hwmMb = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const TICK = 100; // CLK_TCK on Linux
+/** Busy CPU seconds of the whole machine so far (all cores; /proc/stat less idle and iowait). */
+function machineBusySeconds(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return (f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) / TICK;
+}
+/** CPU seconds (user + system) of a process so far. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / TICK;
+}
+
+interface CliRun { code: number | null; signal: NodeJS.Signals | null; ms: number; submittedMs: number | null; maxRssKb: number | null; cpuS: number | null; stdout: string; stderr: string }
+
+function runCli(args: string[], env: Record<string, string>, opts: { kill?: (kill: () => void) => void; onSubmitted?: () => void } = {}): Promise<CliRun> {
+  const t0 = performance.now();
+  // GNU time reports the child's peak resident set (KiB) and CPU on its last stderr line; a run that
+  // is to be killed is the CLI itself, so the kill reaches it.
+  const command = opts.kill ? [process.execPath, BIN, ...args] : ['/usr/bin/time', '-f', 'maxrss=%M user=%U sys=%S', process.execPath, BIN, ...args];
+  const child = spawn(command[0]!, command.slice(1), { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env } });
+  let stdout = '';
+  let stderr = '';
+  let submittedMs: number | null = null;
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => {
+    stderr += c;
+    if (submittedMs === null && / submitted \(/.test(stderr)) {
+      submittedMs = performance.now() - t0;
+      opts.onSubmitted?.();
+    }
+  });
+  opts.kill?.(() => child.kill('SIGKILL'));
+  return new Promise((resolve) => {
+    child.on('close', (code, signal) => {
+      const t = /maxrss=(\d+) user=([\d.]+) sys=([\d.]+)/.exec(stderr);
+      resolve({ code, signal, ms: performance.now() - t0, submittedMs, maxRssKb: t ? Number(t[1]) : null, cpuS: t ? Number(t[2]) + Number(t[3]) : null, stdout, stderr });
+    });
+  });
+}
+
+// ---- the stack ----------------------------------------------------------------------------------
+
+// Started once the sizes are known to fit on disk; they serve every size.
+let temporal: DevServer | undefined;
+let sim: SimVendor | undefined;
+const secret = () => randomBytes(24).toString('hex');
+
+interface Stack { db: Db; api: ChildProcess; worker: ChildProcess; web: ChildProcess; base: string; close(): Promise<void> }
+
+function spawnService(script: string, env: NodeJS.ProcessEnv): { child: ChildProcess; out: () => string } {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (d: Buffer) => {
+    out = (out + d.toString()).slice(-20_000);
   };
-  say(`fleet bench, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} cores; vendor latency ${LATENCY_MS} ms, batch concurrency ${BATCH_CONCURRENCY}, lens dating`);
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  return { child, out: () => out };
+}
 
-  const sizes: Array<{ n: number; rssKb: number | null }> = [];
-  for (const [i, n] of [SMALL, LARGE].entries()) {
-    const dir = path.join(work, `fleet-${n}`);
-    const bytes = await cameraLikePhotos(dir, i * 10_000, n);
-    const files = Array.from({ length: n }, (_, j) => path.join(dir, `IMG_${String(i * 10_000 + j).padStart(4, '0')}.jpg`));
-    const upIdeal = await loopbackSeconds(files);
-    const anIdeal = (n * LATENCY_MS) / BATCH_CONCURRENCY / 1000;
-    const { key } = await newKey(`run${n}`);
-    const run = await runCli(['batch', dir, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: key, LENSTACK_BASE_URL: stack.base });
-    if (run.code !== 0) throw new Error(`lenstack exited ${run.code}: ${run.stderr}`);
-    const result = JSON.parse(run.stdout) as { batch: { counts: { done: number; total: number } } };
-    const wall = run.ms / 1000;
-    const ideal = Math.max(upIdeal, anIdeal);
-    say(`${n} photos, ${(bytes / 1024 ** 2).toFixed(0)} MiB (${(bytes / n / 1024 ** 2).toFixed(1)} MiB each): done ${result.batch.counts.done}/${result.batch.counts.total}; wall ${wall.toFixed(1)} s (hash + upload + submission with the API's intake ${((run.submittedMs ?? 0) / 1000).toFixed(1)} s, then analysis ${((run.ms - (run.submittedMs ?? 0)) / 1000).toFixed(1)} s); ideals: upload ${upIdeal.toFixed(1)} s (loopback), analysis ${anIdeal.toFixed(1)} s → ${(wall / ideal).toFixed(2)}× the larger; CLI peak RSS ${run.maxRssKb ? `${(run.maxRssKb / 1024).toFixed(0)} MB` : 'n/a'}`);
-    sizes.push({ n, rssKb: run.maxRssKb });
+async function waitFor(what: string, child: ChildProcess, out: () => string, ok: () => Promise<boolean>, ms = 300_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await ok())) {
+    if (child.exitCode !== null) throw new Error(`${what} exited (${child.exitCode}): ${out().slice(-2000)}`);
+    if (Date.now() > deadline) throw new Error(`${what} did not start within ${ms / 1000} s: ${out().slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 250));
   }
-  if (sizes[0]!.rssKb && sizes[1]!.rssKb) say(`CLI peak RSS ${sizes[1]!.n} over ${sizes[0]!.n} photos: ${(sizes[1]!.rssKb / sizes[0]!.rssKb).toFixed(2)}×`);
+}
 
-  // Resume: the large folder again (new photos, new account), killed once half its uploads finished.
-  const dir = path.join(work, 'resume');
-  const bytes = await cameraLikePhotos(dir, 20_000, LARGE);
-  const { userId, key } = await newKey('resume');
-  const proxy = await countingProxy(stack.base);
+const stopChild = (c: ChildProcess) =>
+  new Promise<void>((r) => {
+    if (c.exitCode !== null || c.signalCode !== null) return r();
+    c.once('exit', () => r());
+    c.kill('SIGTERM');
+    setTimeout(() => c.kill('SIGKILL'), 30_000).unref();
+  });
+
+async function startStack(tag: string, blobDir: string): Promise<Stack> {
+  const databaseUrl = `postgres://postgres@127.0.0.1:5432/lenstack_bench_fleet_${process.pid}_${tag}`;
+  await createDatabaseIfMissing(databaseUrl);
+  await migrate(databaseUrl);
+  const db = createPool(databaseUrl, { max: 4 });
+  const [port, webPort] = [await freePort(), await freePort()];
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NODE_ENV: 'development',
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: temporal!.address,
+    TEMPORAL_TASK_QUEUE: `bench-fleet-${process.pid}-${tag}`,
+    REDIS_PREFIX: `lenstack-bench-fleet-${process.pid}-${tag}:`,
+    BLOB_STORE: 'fs',
+    BLOB_DIR: blobDir,
+    SIM_VENDOR_URL: sim!.url,
+    LOG_LEVEL: 'warn',
+    OPENAI_API_KEY: '',
+    ANTHROPIC_API_KEY: '',
+    GEMINI_API_KEY: '',
+    PORT: String(port),
+    WEB_PORT: String(webPort),
+    HOST: '127.0.0.1',
+    INTERNAL_SECRET: secret(),
+    AUTH_SECRET: secret(),
+    DEV_MAILBOX: 'true',
+    PAYMENTS_GATEWAY: 'recording',
+  };
+  const worker = spawnService('worker/main.ts', env);
+  const api = spawnService('api/server.ts', env);
+  const web = spawnService('web/server.ts', env);
+  const base = `http://127.0.0.1:${port}`;
+  const close = async () => {
+    await Promise.all([stopChild(api.child), stopChild(web.child), stopChild(worker.child)]);
+    await db.end();
+    await dropDatabase(databaseUrl);
+  };
   try {
-    const env = { LENSTACK_API_KEY: key, LENSTACK_BASE_URL: proxy.url };
-    let kill!: () => void;
-    const killed = runCli(['batch', dir, '--lens', 'dating', '--json'], env, { onSpawn: (k) => (kill = k) });
-    const finished = async () => (await stack.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [userId])).rows[0]!.n;
-    while ((await finished()) < LARGE / 2) await new Promise((r) => setTimeout(r, 50));
-    kill();
-    const first = await killed;
-    const sentBefore = proxy.bytes();
-    const again = await runCli(['batch', dir, '--lens', 'dating', '--json'], env);
-    if (again.code !== 0) throw new Error(`lenstack exited ${again.code}: ${again.stderr}`);
-    const batches = (await stack.db.query<{ n: number }>('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [userId])).rows[0]!.n;
-    const done = (JSON.parse(again.stdout) as { batch: { counts: { done: number } } }).batch.counts.done;
-    say(`resume: ${LARGE} photos, ${(bytes / 1024 ** 2).toFixed(0)} MiB; killed (${first.signal ?? first.code}) after ${(sentBefore / 1024 ** 2).toFixed(0)} MiB sent, the same command again: ${(proxy.bytes() / 1024 ** 2).toFixed(0)} MiB sent in all → ${(proxy.bytes() / bytes).toFixed(3)}× the folder's bytes; batches ${batches}, done ${done}/${LARGE}`);
-  } finally {
-    proxy.close();
+    await waitFor('the worker', worker.child, worker.out, async () => /polling task queue/.test(worker.out()));
+    await waitFor('the API', api.child, api.out, () => fetch(`${base}/v1/health`).then((r) => r.ok, () => false));
+    await waitFor('the console', web.child, web.out, () => fetch(`http://127.0.0.1:${webPort}/api/v1/session`).then((r) => r.status === 401, () => false));
+  } catch (err) {
+    await close();
+    throw err;
   }
-  await writeFile(path.join(ROOT, `bench/results/fleet-${SMALL}-${LARGE}.txt`), `${lines.join('\n')}\n`);
+  return { db, api: api.child, worker: worker.child, web: web.child, base, close };
+}
+
+async function newKey(db: Db, name: string): Promise<{ userId: string; key: string }> {
+  const { userId } = await createUser(db, `bench-fleet-${name}-${process.pid}@example.test`);
+  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  return { userId, key: (await issueKey(db, userId, 'live')).key };
+}
+
+// ---- the run ------------------------------------------------------------------------------------
+
+const work = await mkdtemp(path.join(os.tmpdir(), 'lenstack-fleet-'));
+const started = new Date();
+const lanes = vehicleLanes(BATCH_CONCURRENCY, 16);
+const SHARE = lanes.atOnce * lanes.photoConcurrency;
+const head = execSync('git rev-parse --short HEAD', { cwd: ROOT }).toString().trim();
+try {
+  const pool = await photoPool();
+  const avg = pool.reduce((n, b) => n + b.length, 0) / pool.length;
+  say(`fleet bench (CLI, --vehicles), ${started.toISOString()}, commit ${head}, node ${process.version}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), load average ${load()}`);
+  say(`vendor latency ${LATENCY_MS} ms; vendor share of a vehicle batch ${SHARE} calls (BATCH_CONCURRENCY ${BATCH_CONCURRENCY}; vehicleLanes(${BATCH_CONCURRENCY}, 16) = ${lanes.atOnce} vehicles × ${lanes.photoConcurrency} call); API, worker and console as separate processes, fresh per size`);
+  say(`photo pool: ${pool.length} distinct JPEGs q95, ${pool.map((b) => (b.length / 1e6).toFixed(2)).join(' / ')} MB; every file made distinct by a COM segment after SOI (same pixels within a pool entry, different bytes and SHA-256)`);
+
+  // Disk: the folder, its copy in the blob store, and (largest size, resume) the folder rewritten and stored again.
+  const largest = Math.max(...SIZES);
+  const needFor = (v: number) => v * P * (avg + 100) * (v === largest && !opts['no-resume'] ? 3 : 2) + 2 * 1024 ** 3;
+  const fs = statfsSync(work);
+  const free = fs.bavail * fs.bsize;
+  for (const v of SIZES) {
+    if (needFor(v) > free) {
+      say(`refused: ${v} vehicles × ${P} photos needs about ${gib(needFor(v))} in ${os.tmpdir()} (the folder, its copy in the blob store${v === largest && !opts['no-resume'] ? ', the resume folder stored again' : ''}, 2 GiB spare); ${gib(free)} free`);
+      process.exitCode = 2;
+    }
+  }
+  if (process.exitCode === 2) throw new Error('not enough free disk for the sizes asked (see above)');
+  temporal = await startTemporalDevServer({});
+  sim = await startSimVendor({ port: 0 });
+  sim.setBehaviour('all', { latencyMs: LATENCY_MS });
+
+  const results: Array<{ v: number; api: number; worker: number; web: number }> = [];
+  let from = 0;
+  for (const v of SIZES) {
+    const photos = v * P;
+    const dir = path.join(work, `fleet-${v}`);
+    const t0gen = performance.now();
+    const { bytes, files } = await writeFleet(dir, v, pool, from);
+    from += photos;
+    const genMs = performance.now() - t0gen;
+    const upIdeal = await loopbackSeconds(files);
+    const anIdeal = (v * (P + 1) * LATENCY_MS) / SHARE / 1000;
+    const blobDir = path.join(work, `blobs-${v}`);
+    await mkdir(blobDir);
+    const stack = await startStack(String(v), blobDir);
+    try {
+      const { userId, key } = await newKey(stack.db, `v${v}`);
+      const pids = { api: stack.api.pid!, worker: stack.worker.pid!, web: stack.web.pid! };
+      const cpu = () => ({ api: cpuSeconds(pids.api), worker: cpuSeconds(pids.worker), web: cpuSeconds(pids.web), bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, machine: machineBusySeconds() });
+      const loadBefore = load();
+      const cpu0 = cpu();
+      let cpuSubmitted = cpu0;
+      const wall0 = Date.now();
+      const run = await runCli(['batch', '--vehicles', dir, '--json'], { LENSTACK_API_KEY: key, LENSTACK_BASE_URL: stack.base }, { onSubmitted: () => (cpuSubmitted = cpu()) });
+      const cpu1 = cpu();
+      const peaks = { api: hwmMb(pids.api), worker: hwmMb(pids.worker), web: hwmMb(pids.web) };
+      if (run.code !== 0) throw new Error(`lenstack exited ${run.code}: ${run.stderr.slice(-3000)}`);
+      const result = JSON.parse(run.stdout) as { batch: { counts: { done: number; failed: number; total: number } } };
+      const t = (await stack.db.query<{ first: Date; last: Date; n: number }>('SELECT min(created_at) AS first, max(finished_at) AS last, count(*)::int AS n FROM uploads WHERE user_id = $1', [userId])).rows[0]!;
+      const b = (await stack.db.query<{ created: Date; completed: Date }>('SELECT created_at AS created, completed_at AS completed FROM batches WHERE user_id = $1', [userId])).rows[0]!;
+      const at = (d: Date) => d.getTime() - wall0;
+      const wall = run.ms / 1000;
+      const ideal = Math.max(upIdeal, anIdeal);
+      const d = (k: keyof ReturnType<typeof cpu>, a: ReturnType<typeof cpu>, z: ReturnType<typeof cpu>) => (z[k] - a[k]).toFixed(1);
+      say('');
+      say(`${v} vehicles × ${P} photos = ${photos} photos, ${mib(bytes)} (${(bytes / photos / 1e6).toFixed(2)} MB each), written in ${s1(genMs)}; load average ${loadBefore} at the start, ${load()} at the end`);
+      say(`  done ${result.batch.counts.done}/${result.batch.counts.total} vehicles, failed ${result.batch.counts.failed}; ${t.n} uploads`);
+      say(`  wall ${wall.toFixed(1)} s: start and hashing ${s1(at(t.first))}, uploads ${s1(at(t.last) - at(t.first))}, submission ${s1((run.submittedMs ?? 0) - at(t.last))} (batch stored at +${s1(at(b.created))}), analysis ${s1(run.ms - (run.submittedMs ?? 0))} (completed at +${s1(at(b.completed))})`);
+      say(`  ideals: upload ${upIdeal.toFixed(1)} s (${mib(bytes)} at the loopback's ${((bytes / 1024 ** 2) / upIdeal).toFixed(0)} MiB/s), analysis ${v} × ${P + 1} calls × ${LATENCY_MS} ms ÷ ${SHARE} = ${anIdeal.toFixed(1)} s → wall ${(wall / ideal).toFixed(2)}× the larger (target ≤ 1.25×)`);
+      say(`  peak RSS: API ${peaks.api.toFixed(0)} MB, worker ${peaks.worker.toFixed(0)} MB, console ${peaks.web.toFixed(0)} MB, CLI ${run.maxRssKb ? (run.maxRssKb / 1024).toFixed(0) : '?'} MB`);
+      say(`  CPU s (until submitted / analysis): API ${d('api', cpu0, cpuSubmitted)} / ${d('api', cpuSubmitted, cpu1)}, worker ${d('worker', cpu0, cpuSubmitted)} / ${d('worker', cpuSubmitted, cpu1)}, console ${d('web', cpu0, cpuSubmitted)} / ${d('web', cpuSubmitted, cpu1)}, bench process with the simulator ${d('bench', cpu0, cpuSubmitted)} / ${d('bench', cpuSubmitted, cpu1)}; CLI ${run.cpuS?.toFixed(1) ?? '?'} in all; the whole machine (${os.cpus().length} cores, everyone's work) ${d('machine', cpu0, cpuSubmitted)} / ${d('machine', cpuSubmitted, cpu1)} of ${(((run.submittedMs ?? 0) / 1000) * os.cpus().length).toFixed(0)} / ${(((run.ms - (run.submittedMs ?? 0)) / 1000) * os.cpus().length).toFixed(0)} possible`);
+      results.push({ v, ...peaks });
+
+      if (v === largest && !opts['no-resume']) {
+        const rdir = path.join(work, 'resume');
+        const resumeFleet = await writeFleet(rdir, v, pool, from);
+        from += photos;
+        const acct = await newKey(stack.db, `resume${v}`);
+        const proxy = await countingProxy(stack.base);
+        try {
+          const env = { LENSTACK_API_KEY: acct.key, LENSTACK_BASE_URL: proxy.url };
+          let kill!: () => void;
+          const killed = runCli(['batch', '--vehicles', rdir, '--json'], env, { kill: (k) => (kill = k) });
+          const finished = async () => (await stack.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [acct.userId])).rows[0]!.n;
+          while ((await finished()) < photos / 2) await new Promise((r) => setTimeout(r, 50));
+          kill();
+          const first = await killed;
+          const sentBefore = proxy.bytes();
+          let stopAgain!: () => void;
+          const again = await runCli(['batch', '--vehicles', rdir, '--json'], env, { kill: (k) => (stopAgain = k), onSubmitted: () => stopAgain() });
+          if (again.submittedMs === null) throw new Error(`the resumed run did not submit (${again.code}): ${again.stderr.slice(-3000)}`);
+          const rows = (await stack.db.query<{ n: number; items: number }>('SELECT count(*)::int AS n, max(item_count)::int AS items FROM batches WHERE user_id = $1', [acct.userId])).rows[0]!;
+          say(`  resume: ${v} × ${P} photos, ${mib(resumeFleet.bytes)}; killed (${first.signal ?? first.code}) after ${mib(sentBefore)} sent, the same command again until its batch was submitted: ${mib(proxy.bytes())} sent in all → ${(proxy.bytes() / resumeFleet.bytes).toFixed(3)}× the folder's bytes (target ≤ 1.05×); batches ${rows.n}, of ${rows.items} vehicles; ${proxy.refused().patches} PATCHes answered 429 by the rate limit, ${mib(proxy.refused().bytes)} sent in them`);
+        } finally {
+          proxy.close();
+          await rm(rdir, { recursive: true, force: true });
+        }
+      }
+    } finally {
+      await stack.close();
+      await rm(dir, { recursive: true, force: true });
+      await rm(blobDir, { recursive: true, force: true });
+      await rm(`${blobDir}-uploads`, { recursive: true, force: true });
+    }
+  }
+  if (results.length > 1) {
+    const [lo, hi] = [results[0]!, results[results.length - 1]!];
+    say('');
+    say(`peak RSS at ${hi.v} over ${lo.v} vehicles: API ${(hi.api / lo.api).toFixed(2)}×, worker ${(hi.worker / lo.worker).toFixed(2)}×, console ${(hi.web / lo.web).toFixed(2)}× (target ≤ 1.2×)`);
+  }
+  say(`ended ${new Date().toISOString()}, load average ${load()}`);
+  await writeFile(path.join(ROOT, `bench/results/fleet-vehicles-${SIZES.join(',')}x${P}.txt`), `${lines.join('\n')}\n`);
 } finally {
   await rm(work, { recursive: true, force: true });
-  await stack.close();
+  await sim?.close();
+  await temporal?.stop();
 }

@@ -105,7 +105,7 @@ export const configSchema = z.object({
   GOOGLE_CLIENT_ID: z.string().optional(),
   GOOGLE_CLIENT_SECRET: z.string().optional(),
   GOOGLE_ISSUER: z.url().default('https://accounts.google.com'),
-  /** Pack purchases in the console through Stripe Checkout; the webhook secret verifies Stripe's events. */
+  /** Pack purchases (API and console) through Stripe Checkout; the webhook secret verifies Stripe's events (payments/configured.ts). */
   STRIPE_SECRET_KEY: z.string().optional(),
   STRIPE_WEBHOOK_SECRET: z.string().optional(),
   STRIPE_API_URL: z.url().default('https://api.stripe.com'),
@@ -155,6 +155,24 @@ export const configSchema = z.object({
   GEMINI_BASE_URL: z.url().optional(),
   GEMINI_API_KEY: z.string().min(1).optional(),
   GEMINI_MODEL: z.string().default('gemini-2.5-flash'),
+  /**
+   * Each vendor's rate limits for this deployment's account, requests and tokens (input + output)
+   * per minute: one budget every worker shares in Redis (vendors/budget.ts). Unset or 0 = no limit
+   * known: calls are not paced, but a 429's Retry-After still pauses every worker.
+   */
+  OPENAI_RPM: z.coerce.number().int().min(0).default(0),
+  OPENAI_TPM: z.coerce.number().int().min(0).default(0),
+  ANTHROPIC_RPM: z.coerce.number().int().min(0).default(0),
+  ANTHROPIC_TPM: z.coerce.number().int().min(0).default(0),
+  GEMINI_RPM: z.coerce.number().int().min(0).default(0),
+  GEMINI_TPM: z.coerce.number().int().min(0).default(0),
+  /** Share of each vendor budget's short-term burst that only interactive calls may take: batch work yields to them. */
+  VENDOR_INTERACTIVE_RESERVE: z.coerce.number().min(0).max(0.9).default(0.3),
+  /**
+   * A call whose vendor has no budget left within its wait goes to the next vendor of VENDOR_ORDER
+   * (true), or waits for its own vendor again (false, the default) for as long as its run may.
+   */
+  VENDOR_OVERFLOW: bool.default(false),
   /** Fallback order of vendors, first tried first. */
   VENDOR_ORDER: z
     .string()
@@ -191,8 +209,9 @@ export const configSchema = z.object({
     .regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/, 'host:port, e.g. 0.0.0.0:9464 or [::]:9464')
     .optional(),
   /**
-   * Which payment gateway captures pack purchases: `none` refuses to sell (503), `recording`
-   * charges no card and records every capture (development and tests, never by default).
+   * Which payment gateway captures pack purchases when Stripe is not configured: `none` refuses to
+   * sell (503), `recording` charges no card and records every capture (development and tests,
+   * never by default). A STRIPE_SECRET_KEY takes precedence (payments/configured.ts).
    */
   PAYMENTS_GATEWAY: z.enum(['none', 'recording']).default('none'),
 });

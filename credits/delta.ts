@@ -3,6 +3,8 @@
  * free of Node imports: the reserving activity computes it and the workflow carries the answer.
  */
 
+import { LENS_CREDITS } from './price-book.ts';
+
 /** What one image of an analysis runs and bills. */
 export interface ImagePlan {
   /** Lenses this request runs on the image (none for a repeat of a photo earlier in the request). */
@@ -46,7 +48,7 @@ export function planAnalysis(args: {
     const ran = first ? args.lenses.filter((l) => !have.has(l)) : [];
     return { ran, billed: ran.filter((l) => billable.has(l)), first, source };
   });
-  return { plans, needed: plans.reduce((n, p) => n + p.billed.length, args.extraCredits) };
+  return { plans, needed: plans.reduce((n, p) => n + p.billed.length * LENS_CREDITS, args.extraCredits) };
 }
 
 /** What a vehicle-condition report runs: one per-photo step per new photo, one synthesis, a flat price. */

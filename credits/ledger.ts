@@ -2,7 +2,7 @@ import { planLimitExceeded, AppError } from '../core/errors.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
 
 /**
- * The credit ledger (DESIGN "Credits"). Every movement is one append-only ledger row with an
+ * The credit ledger (docs/architecture.md, docs/decisions.md "Billing and credits"). Every movement is one append-only ledger row with an
  * idempotency key, written in the same transaction as the account row it changes; the account
  * row's CHECK keeps granted + purchased = balances + reserved + charged at every commit.
  */

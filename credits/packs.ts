@@ -1,39 +1,14 @@
-import { requireUser } from '../accounts/users.ts';
 import { newId } from '../auth/repository.ts';
-import { validationFailed } from '../core/errors.ts';
+import { AppError, validationFailed } from '../core/errors.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
-import { PaymentDeclinedError, type PaymentGateway } from '../payments/gateway.ts';
 import { grantIn } from './ledger.ts';
+import { isPackName, PACK_NAMES, packGrant, PACKS, type Pack, type PackName } from './price-book.ts';
 
 /**
- * Credit packs (docs/contract.md "What the service does" 5): 0.01 USD per credit, three sizes, the first pack a
- * user ever buys ships with 2× the credits at the same price. Purchased credits land in the
- * purchased pool and never expire; a purchase happens only when asked for, never automatically.
+ * The purchase side of credit packs: the rows of credit_purchases and the grant that completes
+ * one (docs/decisions.md "Accounts, packs and signup grants"). Prices come from the price book
+ * (credits/price-book.ts); paying goes through the payments interface (payments/purchase.ts).
  */
-export const CENTS_PER_CREDIT = 1;
-
-export const PACK_NAMES = ['starter', 'pro', 'business'] as const;
-export type PackName = (typeof PACK_NAMES)[number];
-
-export interface Pack {
-  name: PackName;
-  label: string;
-  credits: number;
-  priceCents: number;
-}
-
-const pack = (name: PackName, label: string, credits: number): Pack => ({ name, label, credits, priceCents: credits * CENTS_PER_CREDIT });
-
-export const PACKS: Readonly<Record<PackName, Pack>> = {
-  starter: pack('starter', 'Starter', 1_000),
-  pro: pack('pro', 'Pro', 10_000),
-  business: pack('business', 'Business', 100_000),
-};
-
-/** What buying `p` grants: its credits, plus as many again when it is the user's first pack. */
-export function packGrant(p: Pack, firstPack: boolean): { credits: number; bonusCredits: number; priceCents: number } {
-  return { credits: p.credits, bonusCredits: firstPack ? p.credits : 0, priceCents: p.priceCents };
-}
 
 /**
  * Ledger idempotency key of the first-pack bonus. One key per user for every purchase, so the
@@ -99,10 +74,6 @@ async function loadPurchase(db: Db, userId: string, idempotencyKey: string): Pro
   return toPurchase(r.rows[0]!);
 }
 
-export function isPackName(s: string): s is PackName {
-  return (PACK_NAMES as readonly string[]).includes(s);
-}
-
 /**
  * The mailbox of the person a workspace belongs to (`users.email`: a personal workspace's owner, a
  * team workspace's creator), normalised like the signup grants' (db's `mailbox_key`). The
@@ -130,67 +101,23 @@ async function claimFirstPackBonus(c: DbClient, userId: string): Promise<boolean
   return holder.rows[0]?.user_id === userId;
 }
 
+/** 404 unless the account has credits to buy for (every account has its credit row from creation). */
+async function requireAccount(db: Db, userId: string): Promise<void> {
+  const r = await db.query('SELECT 1 FROM credit_accounts WHERE user_id = $1', [userId]);
+  if (!r.rowCount) throw new AppError('NOT_FOUND', `No user ${userId}`);
+}
+
 export async function listPurchases(db: Db, userId: string): Promise<Purchase[]> {
-  await requireUser(db, userId);
+  await requireAccount(db, userId);
   const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 ORDER BY created_at, id`, [userId]);
   return r.rows.map(toPurchase);
 }
 
 /**
- * Buy a pack: record the purchase (the caller's idempotency key makes a retry the same purchase),
- * capture the payment (keyed by the purchase id, so a retry never captures twice), then grant in
- * one transaction keyed by the purchase id: the pack's credits and, if no purchase has taken it
- * yet, the first-pack bonus. A declined capture fails the purchase for good and grants nothing; a
- * gateway fault leaves it pending and the same call may be retried.
- * `created` is false when this idempotency key had been seen before.
- */
-export async function purchasePack(
-  deps: { db: Db; payments: PaymentGateway },
-  args: { userId: string; pack: string; idempotencyKey: string },
-): Promise<{ purchase: Purchase; created: boolean }> {
-  const { db } = deps;
-  if (!isPackName(args.pack)) throw validationFailed(`pack: must be one of ${PACK_NAMES.join(', ')}, got "${args.pack}"`);
-  if (args.idempotencyKey.length < 1 || args.idempotencyKey.length > 200) throw validationFailed('idempotencyKey: 1 to 200 characters');
-  await requireUser(db, args.userId);
-  const p = PACKS[args.pack];
-
-  const ins = await db.query(
-    `INSERT INTO credit_purchases (id, user_id, idempotency_key, pack, credits, amount_cents)
-     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
-    [newId('pur'), args.userId, args.idempotencyKey, p.name, p.credits, p.priceCents],
-  );
-  const created = (ins.rowCount ?? 0) === 1;
-  const purchase = await loadPurchase(db, args.userId, args.idempotencyKey);
-  if (purchase.pack !== p.name) {
-    throw validationFailed(`idempotencyKey: already used for a ${purchase.pack} purchase (${purchase.purchaseId})`);
-  }
-  if (purchase.status !== 'pending') return { purchase, created };
-
-  let paymentId: string;
-  try {
-    ({ paymentId } = await deps.payments.capture({
-      userId: args.userId,
-      amountCents: purchase.amountCents,
-      idempotencyKey: purchaseCaptureKey(purchase.purchaseId),
-      description: `Lenstack ${p.label} pack: ${p.credits.toLocaleString('en-US')} credits`,
-    }));
-  } catch (err) {
-    if (!(err instanceof PaymentDeclinedError)) throw err;
-    await db.query(
-      `UPDATE credit_purchases SET status = 'failed', failure = $2, completed_at = now() WHERE id = $1 AND status = 'pending'`,
-      [purchase.purchaseId, err.reason],
-    );
-    return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
-  }
-
-  await grantPending(db, purchase, p, paymentId);
-  return { purchase: await loadPurchase(db, args.userId, args.idempotencyKey), created };
-}
-
-/**
- * Grant a pending purchase in one transaction keyed by its id: the pack's credits and, if no
- * purchase has taken it yet, the first-pack bonus. A concurrent or repeated grant of the same
- * purchase finds it no longer pending and grants nothing.
+ * Grant a pending purchase in one transaction keyed by its id: the credits recorded on it (what
+ * the buyer was shown and paid for, even if the price book changed since) and, if no purchase has
+ * taken it yet, the first-pack bonus. A concurrent or repeated grant of the same purchase finds it
+ * no longer pending and grants nothing.
  */
 async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: string): Promise<void> {
   await inTransaction(db, async (c) => {
@@ -199,12 +126,12 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
     await grantIn(c, {
       userId: purchase.userId,
       pool: 'purchased',
-      amount: p.credits,
+      amount: purchase.credits,
       kind: 'purchase',
       idempotencyKey: purchaseLedgerKey(purchase.purchaseId),
       note: `${p.label} pack, ${purchase.purchaseId}, payment ${paymentId}`,
     });
-    const firstPackBonus = packGrant(p, true).bonusCredits;
+    const firstPackBonus = packGrant({ ...p, credits: purchase.credits, priceCents: purchase.amountCents }, true).bonusCredits;
     const bonus = (await claimFirstPackBonus(c, purchase.userId)) && await grantIn(c, {
       userId: purchase.userId,
       pool: 'purchased',
@@ -220,48 +147,57 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
 }
 
 /**
- * A purchase paid on a hosted page (Stripe Checkout): recorded pending before the customer is
- * sent to pay (the idempotency key makes a double click the same purchase), granted only when the
- * processor's verified event says it was paid (`fulfilHostedPurchase`).
+ * Record a pending purchase of a pack (the caller's idempotency key makes a retry, or a double
+ * click, the same purchase) at the price book's price; nothing is paid or granted yet. The same
+ * key for another pack is 400. `created` is false when this key had been seen before.
  */
-export async function startHostedPurchase(db: Db, args: { userId: string; pack: string; idempotencyKey: string }): Promise<Purchase> {
+export async function recordPurchase(db: Db, args: { userId: string; pack: string; idempotencyKey: string }): Promise<{ purchase: Purchase; created: boolean }> {
   if (!isPackName(args.pack)) throw validationFailed(`pack: must be one of ${PACK_NAMES.join(', ')}, got "${args.pack}"`);
   if (args.idempotencyKey.length < 1 || args.idempotencyKey.length > 200) throw validationFailed('idempotencyKey: 1 to 200 characters');
-  await requireUser(db, args.userId);
+  await requireAccount(db, args.userId);
   const p = PACKS[args.pack];
-  await db.query(
+  const ins = await db.query(
     `INSERT INTO credit_purchases (id, user_id, idempotency_key, pack, credits, amount_cents)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
     [newId('pur'), args.userId, args.idempotencyKey, p.name, p.credits, p.priceCents],
   );
   const purchase = await loadPurchase(db, args.userId, args.idempotencyKey);
   if (purchase.pack !== p.name) throw validationFailed(`idempotencyKey: already used for a ${purchase.pack} purchase (${purchase.purchaseId})`);
-  return purchase;
+  return { purchase, created: (ins.rowCount ?? 0) === 1 };
+}
+
+/** The payment was refused for good: the purchase fails, grants nothing, and never will. */
+export async function failPurchase(db: Db, purchase: Purchase, reason: string): Promise<Purchase> {
+  await db.query(`UPDATE credit_purchases SET status = 'failed', failure = $2, completed_at = now() WHERE id = $1 AND status = 'pending'`, [purchase.purchaseId, reason]);
+  return loadPurchase(db, purchase.userId, purchase.idempotencyKey);
+}
+
+/** Grant a pending purchase paid by `paymentId` (once, whatever races); the purchase as it now stands. */
+export async function completePurchase(db: Db, purchase: Purchase, paymentId: string): Promise<Purchase> {
+  await grantPending(db, purchase, PACKS[purchase.pack], paymentId);
+  return loadPurchase(db, purchase.userId, purchase.idempotencyKey);
 }
 
 /**
  * The processor says purchase `purchaseId` was paid `amountCents`: grant it, once, whatever how
  * many times the event arrives. An amount other than the pack's price grants nothing and marks the
- * purchase failed (someone changed the price on the way). Unknown purchases are reported, not
- * invented.
+ * purchase failed (someone changed the price on the way). An event that names another account
+ * than the purchase's (`userId`, when the event carries one) grants nothing and leaves the purchase
+ * as it was. Unknown purchases are reported, not invented.
  */
-export async function fulfilHostedPurchase(
+export async function fulfilPaidPurchase(
   db: Db,
-  args: { purchaseId: string; amountCents: number; paymentId: string },
-): Promise<{ outcome: 'granted' | 'already-granted' | 'amount-mismatch' | 'unknown'; purchase?: Purchase }> {
+  args: { purchaseId: string; amountCents: number; paymentId: string; userId?: string | null },
+): Promise<{ outcome: 'granted' | 'already-granted' | 'amount-mismatch' | 'account-mismatch' | 'unknown'; purchase?: Purchase }> {
   const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE id = $1`, [args.purchaseId]);
   const row = r.rows[0];
   if (!row) return { outcome: 'unknown' };
   const purchase = toPurchase(row);
+  if (args.userId != null && args.userId !== purchase.userId) return { outcome: 'account-mismatch' };
   if (purchase.status === 'granted') return { outcome: 'already-granted', purchase };
   if (purchase.status !== 'pending') return { outcome: 'amount-mismatch', purchase };
   if (args.amountCents !== purchase.amountCents) {
-    await db.query(
-      `UPDATE credit_purchases SET status = 'failed', failure = $2, completed_at = now() WHERE id = $1 AND status = 'pending'`,
-      [purchase.purchaseId, `paid ${args.amountCents} cents, the pack costs ${purchase.amountCents}`],
-    );
-    return { outcome: 'amount-mismatch', purchase: (await loadPurchase(db, purchase.userId, purchase.idempotencyKey)) };
+    return { outcome: 'amount-mismatch', purchase: await failPurchase(db, purchase, `paid ${args.amountCents} cents, the pack costs ${purchase.amountCents}`) };
   }
-  await grantPending(db, purchase, PACKS[purchase.pack as PackName], args.paymentId);
-  return { outcome: 'granted', purchase: await loadPurchase(db, purchase.userId, purchase.idempotencyKey) };
+  return { outcome: 'granted', purchase: await completePurchase(db, purchase, args.paymentId) };
 }

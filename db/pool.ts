@@ -26,12 +26,8 @@ export function createPool(databaseUrl: string, opts: { max?: number; applicatio
  * anyway), and hand a broken client back with its error so the pool discards it.
  */
 export async function inTransaction<T>(db: Db, fn: (c: DbClient) => Promise<T>): Promise<T> {
-  const client = await db.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error) => {
-    broken ??= err;
-  };
-  client.on('error', onError);
+  const { client, release } = await checkOut(db);
+  let rollbackFailed: Error | undefined;
   try {
     await client.query('BEGIN');
     const result = await fn(client);
@@ -39,11 +35,32 @@ export async function inTransaction<T>(db: Db, fn: (c: DbClient) => Promise<T>):
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch((rollbackErr: Error) => {
-      broken ??= rollbackErr;
+      rollbackFailed = rollbackErr;
     });
     throw err;
   } finally {
-    client.removeListener('error', onError);
-    client.release(broken);
+    release(rollbackFailed);
   }
+}
+
+/**
+ * A client checked out by hand (a transaction whose shape inTransaction does not fit), guarded as
+ * inTransaction's is: a connection lost while it is ours is recorded, not an unhandled 'error'
+ * that ends the process, and `release` hands it back with that error (or the one it is given, a
+ * failed ROLLBACK's) so the pool discards it.
+ */
+export async function checkOut(db: Db): Promise<{ client: DbClient; release: (err?: Error) => void }> {
+  const client = await db.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken ??= err;
+  };
+  client.on('error', onError);
+  return {
+    client,
+    release(err?: Error) {
+      client.removeListener('error', onError);
+      client.release(broken ?? err);
+    },
+  };
 }

@@ -4,7 +4,7 @@ import { ExifTool, type WriteTags } from 'exiftool-vendored';
 import { writableText } from './text.ts';
 
 /**
- * Our one door to exiftool-vendored (STYLE: every external library sits behind one small module).
+ * Our one door to exiftool-vendored (every external library sits behind one small module of ours).
  * One ExifTool per process, started lazily, with Lenstack's XMP namespace declared through a
  * config file shipped beside this module. Values reach exiftool only through exiftool-vendored's
  * write API (one `-TAG=VALUE` argument per tag, HTML-entity encoded), never as raw arguments.

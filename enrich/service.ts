@@ -6,6 +6,7 @@ import type { Principal } from '../auth/authenticate.ts';
 import type { Config } from '../core/config.ts';
 import { AppError, authFailed, imageInvalid, validationFailed } from '../core/errors.ts';
 import { release, reserve, settle } from '../credits/ledger.ts';
+import { ENRICH_CREDITS } from '../credits/price-book.ts';
 import type { Db } from '../db/pool.ts';
 import { readInput } from '../images/intake.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
@@ -17,8 +18,6 @@ import { IMAGE_DATA_HASH, MetadataFileError, type MetadataTool } from './exiftoo
 import { Limiter } from '../core/limiter.ts';
 import { ENRICH_FORMATS, isEnrichableLens, planEnrichment, readExisting, type EnrichFormat } from './mapping.ts';
 
-/** Enrichment costs 5 credits a call (docs/contract.md "What the service does" 4). */
-export const ENRICH_CREDITS = 5;
 /** Longer than any enrichment can take (fetch 15 s + exiftool 30 s per task); the sweeper frees it after. */
 export const ENRICH_RESERVATION_TTL_MS = 5 * 60 * 1000;
 /** Concurrent enrichments per process (see enrichLimiter). */

@@ -4,7 +4,7 @@ import path from 'node:path';
 
 /**
  * Image bytes, addressed by their SHA-256. Workflows carry the hash, never the bytes
- * (DESIGN: nothing big travels through Temporal). S3-compatible stores implement the same interface.
+ * (docs/architecture.md: nothing big travels through Temporal). S3-compatible stores implement the same interface.
  */
 export interface BlobStore {
   /** Stores bytes under their hash; storing the same blob again is a no-op. True when this call created it. */

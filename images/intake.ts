@@ -8,9 +8,14 @@ import { fingerprint, perceptualHashes, type Fingerprint, type FingerprintOption
 import { probeImage, type ImageFormat } from './probe.ts';
 
 /**
- * Takes one request image in (URL or base64), accepts it only if it decodes within the limits,
- * fingerprints it with that same decode, and stores it under its SHA-256. Returns a small
- * reference; the bytes stay in the blob store.
+ * Takes one request image in (URL, base64 or bytes): reads it within the size limit, hashes it,
+ * checks its header (a format we accept, dimensions within the pixel limit) and stores it under
+ * its SHA-256. Returns a small reference; the bytes stay in the blob store.
+ *
+ * The photo is not decoded here unless an embedding is asked for: the worker's one decode makes
+ * its work copy and its perceptual hashes after the credits are reserved, and a photo that fails
+ * only there is refused 422 with its reservation released, never billed (docs/decisions.md,
+ * "Decoding after the reservation"). A photo the caller's registry holds takes its hashes from there.
  */
 
 export interface IntakeInput {
@@ -50,9 +55,9 @@ export interface ImageIntake {
   height: number;
   /** Size of the stored file in bytes. */
   bytes: number;
-  /** Perceptual hashes: the one decode that checks the image also fingerprints it. */
-  pHash: string;
-  dHash: string;
+  /** Perceptual hashes, when known here (registry, or the embedding's decode); null otherwise. */
+  pHash: string | null;
+  dHash: string | null;
   /** Whether this intake wrote the blob (nobody had stored these bytes before). */
   stored: boolean;
   /** Whether the caller's registry holds the photo; undefined when it was not asked (embedding). */
@@ -84,7 +89,11 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
     const stored = await deps.blobs.put(sha256, bytes);
     return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };
   }
-  // The blob is written while the image decodes; an image that fails the decode check takes back
+  if (!opts.embedding) {
+    const stored = await deps.blobs.put(sha256, bytes);
+    return { ...base, pHash: null, dHash: null, stored, ...(known === null ? { registered: false } : {}) };
+  }
+  // The embedding needs the decode here. The blob is written while the image decodes; an image that fails the decode check takes back
   // the blob it wrote unless another request holds it (a crash in between leaves it to the blob collector).
   const [hashes, put] = await Promise.allSettled([checkedHashes(bytes, deps.maxPixels, opts), deps.blobs.put(sha256, bytes)]);
   if (hashes.status === 'rejected') {
@@ -114,6 +123,15 @@ export async function checkedFingerprint(bytes: Buffer, maxPixels: number, opts:
 /** `checkedFingerprint` without the SHA-256 and header the caller already has. */
 function checkedHashes(bytes: Buffer, maxPixels: number, opts: FingerprintOptions): Promise<PerceptualHashes> {
   return decodeChecked(bytes, maxPixels, () => perceptualHashes(bytes, { ...opts, maxPixels }), opts.signal);
+}
+
+/**
+ * The worker's fingerprint of a photo intake took in without decoding it: the same decode, hashes
+ * and refusal wording as intake's own check, so analyze and lookup agree on the pHash.
+ */
+export async function decodeCheckedHashes(bytes: Buffer, maxPixels: number): Promise<{ pHash: string; dHash: string }> {
+  const { pHash, dHash } = await checkedHashes(bytes, maxPixels, {});
+  return { pHash, dHash };
 }
 
 async function decodeChecked<T>(bytes: Buffer, maxPixels: number, decode: () => Promise<T>, signal?: AbortSignal): Promise<T> {

@@ -53,6 +53,12 @@ export function createApiMetrics(registry = new Registry()) {
       labelNames: ['workflow', 'outcome'],
       buckets: WORKFLOW_BUCKETS,
     }),
+    requestLogRows: new Counter({
+      registers,
+      name: 'lenstack_request_log_rows_total',
+      help: 'Rows of the console\'s request log (requestlog/buffer.ts): written, or dropped because the buffer was full (dropped_full) or the INSERT failed (dropped_db).',
+      labelNames: ['outcome'],
+    }),
   };
 }
 

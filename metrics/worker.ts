@@ -32,6 +32,19 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: ['vendor', 'outcome'],
       buckets: VENDOR_BUCKETS,
     }),
+    vendorBudgetWait: new Histogram({
+      registers,
+      name: 'lenstack_vendor_budget_wait_seconds',
+      help: 'How long vendor calls waited for a slot in the vendor budget shared by every worker, by vendor and lane (interactive, batch).',
+      labelNames: ['vendor', 'lane'],
+      buckets: [0, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+    }),
+    vendorThrottled: new Counter({
+      registers,
+      name: 'lenstack_vendor_throttled_total',
+      help: 'Vendor calls answered 429 (beyond the vendor account\'s limits), by vendor: each shrinks the shared budget.',
+      labelNames: ['vendor'],
+    }),
     reservations: new Counter({
       registers,
       name: 'lenstack_credit_reservations_total',

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../db/pool.ts';
-import { PaymentDeclinedError, type CaptureRequest, type PaymentGateway } from './gateway.ts';
+import { PaymentDeclinedError, type PaymentGateway, type PaymentRequest, type PaymentStart } from './gateway.ts';
 
 interface RecordedRow {
   id: string;
@@ -11,17 +11,20 @@ interface RecordedRow {
 }
 
 /**
- * The development and test gateway: no card is charged, every capture is recorded in
+ * The development and test implementation of the payments interface (payments/gateway.ts): no
+ * card is charged, the payment is complete at once, every capture is recorded in
  * `recorded_payments`, idempotent by key the way a real processor is (the same key answers the
  * same payment, or the same decline). `decline` lets a test refuse chosen captures.
  */
 export class RecordingPaymentGateway implements PaymentGateway {
+  readonly name = 'recording' as const;
+
   constructor(
     private readonly db: Db,
-    private readonly opts: { decline?: (req: CaptureRequest) => string | null } = {},
+    private readonly opts: { decline?: (req: PaymentRequest) => string | null } = {},
   ) {}
 
-  async capture(req: CaptureRequest): Promise<{ paymentId: string }> {
+  async startPayment(req: PaymentRequest): Promise<PaymentStart> {
     if (!Number.isSafeInteger(req.amountCents) || req.amountCents <= 0) throw new Error('capture amount must be a positive integer of cents');
     const declineReason = this.opts.decline?.(req) ?? null;
     await this.db.query(
@@ -40,6 +43,6 @@ export class RecordingPaymentGateway implements PaymentGateway {
       throw new Error(`idempotency key ${req.idempotencyKey} was used for a different capture`);
     }
     if (row.status === 'declined') throw new PaymentDeclinedError(row.decline_reason!);
-    return { paymentId: row.id };
+    return { kind: 'paid', paymentId: row.id };
   }
 }

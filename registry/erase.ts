@@ -1,4 +1,4 @@
-import { VEHICLE_SHA256S } from '../batches/repository.ts';
+import { VEHICLE_SHA256S } from './references.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { deleteUnreferencedBlobs } from './photos.ts';

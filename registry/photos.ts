@@ -1,10 +1,12 @@
+import type { PersistedImage } from '../workflows/types.ts';
 import { randomBytes } from 'node:crypto';
-import { VEHICLE_SHA256S } from '../batches/repository.ts';
+import { VEHICLE_SHA256S } from './references.ts';
 import type { Db, DbClient } from '../db/pool.ts';
 import { inTransaction } from '../db/pool.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { lockBlobs } from './blob-leases.ts';
 import { hashChunks, hexToSigned64, signed64ToHex } from './hashes.ts';
+import { LENS_CREDITS } from '../credits/price-book.ts';
 
 /** Latest output of one lens on one photo (docs/contract.md "Resources": photo record → lens record). */
 export interface LensRecord {
@@ -42,16 +44,30 @@ export async function runStartIn(
   c: DbClient,
   args: { workflowId: string; userId: string; sha256s: string[]; lenses: string[] },
 ): Promise<{ persisted: boolean; cached: Record<string, string[]> }> {
-  const r = await c.query<{ persisted: boolean; cached: Array<{ sha256: string; lens: string }> | null }>(
+  const r = await c.query<{ persisted: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
-              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted,
-            (SELECT json_agg(json_build_object('sha256', sha256, 'lens', lens)) FROM lens_records
-              WHERE user_id = $2 AND sha256 = ANY($3) AND lens = ANY($4)) AS cached`,
-    [args.workflowId, args.userId, args.sha256s, args.lenses],
+              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted`,
+    [args.workflowId],
+  );
+  return { persisted: r.rows[0]!.persisted, cached: await cachedLensesIn(c, args) };
+}
+
+/**
+ * For each photo, which of `lenses` the caller's projection holds (none asked for when `lenses` is
+ * empty): what the delta plan (credits/delta.ts) does not bill again. The one reader of it, for the
+ * reservation (`runStartIn`) and the console's cost preview (analysis/preview.ts) alike.
+ */
+export async function cachedLensesIn(
+  c: Pick<DbClient, 'query'>,
+  args: { userId: string; sha256s: string[]; lenses: string[] },
+): Promise<Record<string, string[]>> {
+  const r = await c.query<{ sha256: string; lens: string }>(
+    'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
+    [args.userId, args.sha256s, args.lenses],
   );
   const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
-  for (const row of r.rows[0]!.cached ?? []) cached[row.sha256]!.push(row.lens);
-  return { persisted: r.rows[0]!.persisted, cached };
+  for (const row of r.rows) cached[row.sha256]!.push(row.lens);
+  return cached;
 }
 
 /** The perceptual hashes the caller's registry holds for a photo, if it holds the photo. */
@@ -168,20 +184,11 @@ export async function recordCacheHit(db: Db, userId: string, sha256s: string[]):
   );
 }
 
-export interface PersistImage {
-  sha256: string;
-  pHash: string;
-  dHash: string;
-  /** Lens name → validated output of this run (empty when everything was cached). */
-  outputs: Record<string, Record<string, unknown>>;
-  versions: Record<string, string>;
-  /** Lenses of `outputs` that were billed (1 credit each). */
-  billed: string[];
+/** One image of a run as persisted: the workflow's (workflows/types.ts) with which lenses ran together. */
+export type PersistImage = Omit<PersistedImage, 'lenses'> & {
+  /** coRunHash of the lenses that ran together (activities/billing.ts). */
   coRunHash: string;
-  provider: string;
-  vendor: string;
-  model: string;
-}
+};
 
 export const newEventId = () => `evt_${randomBytes(12).toString('hex')}`;
 
@@ -266,7 +273,7 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
        ), ev AS (
          INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
          SELECT e.id, $1, $2, e.lens, $3, e.output, e.version, $4, $5, $6, $7,
-                CASE WHEN e.lens = ANY($12::text[]) AND e.lens NOT IN (SELECT lens FROM already) THEN 1 ELSE 0 END
+                CASE WHEN e.lens = ANY($12::text[]) AND e.lens NOT IN (SELECT lens FROM already) THEN $14::int ELSE 0 END
            FROM unnest($8::text[], $9::text[], $10::jsonb[], $11::text[]) AS e(id, lens, output, version)
          ON CONFLICT (workflow_id, sha256, lens) DO NOTHING
          RETURNING id, lens, output, version, produced_at, credits
@@ -290,6 +297,7 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
         names.map((l) => img.versions[l] ?? '0'),
         img.billed,
         args.refresh,
+        LENS_CREDITS,
       ],
     );
     chargedPerImage[i] = r.rows[0]!.charged;

@@ -7,10 +7,12 @@ import { Upload, type DataStore } from '@tus/utils';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../core/config.ts';
 import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
-import type { Db } from '../db/pool.ts';
+import { checkOut, type Db } from '../db/pool.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { BlobStore } from '../images/blobstore.ts';
 import { probeImage, type ImageFormat } from '../images/probe.ts';
 import { lockBlobs } from '../registry/blob-leases.ts';
+import { rowLocker } from './locker.ts';
 import { callerOf, metadataValue, mountTus, tusServer, uploadDatastore } from './tus.ts';
 
 /** Where the API's uploads are created (tus 1.0); each lives at UPLOADS_ROUTE/{id}. */
@@ -98,8 +100,20 @@ const TUS_CODES: Record<number, string> = { 401: 'AUTH_FAILED', 403: 'FORBIDDEN'
 /** A refusal from inside a tus hook, in the API's error envelope. */
 const refusal = (req: Request, code: string, status: number, message: string) => ({
   status_code: status,
-  body: JSON.stringify({ error: { code, message, retryable: false, requestId: callerOf<{ requestId?: string }>(req)?.requestId ?? '' } }),
+  body: JSON.stringify({ error: { code, message, retryable: status === 503, requestId: callerOf<{ requestId?: string }>(req)?.requestId ?? '' } }),
 });
+
+/**
+ * A hook's failure as tus answers it: the database unreachable is a 503 (Retry-After is added by
+ * uploads/tus.ts), as everywhere else in the API (db/unavailable.ts); anything else stays tus's 500.
+ */
+const hookFailure = (req: Request, err: unknown, refused: (e: AppError) => string): unknown => {
+  if (err instanceof AppError) return refusal(req, err.code, err.status, refused(err));
+  if (isDatabaseUnavailable(err)) {
+    return refusal(req, 'SERVICE_UNAVAILABLE', 503, 'The database is unreachable right now; send the same request again in a moment (HEAD says where the upload stands)');
+  }
+  return err;
+};
 
 /**
  * Resumable photo uploads over the API (tus 1.0, uploads/tus.ts). An upload belongs to the account
@@ -118,7 +132,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
    * upload also counts against its person's own quota, over all their workspaces (their lock first).
    */
   async function reserve(userId: string, id: string, size: number, person?: { id: string; quotaBytes: number }): Promise<void> {
-    const c = await db.connect();
+    const { client: c, release } = await checkOut(db);
     try {
       await c.query('BEGIN');
       if (person) {
@@ -151,7 +165,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       await c.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      c.release();
+      release();
     }
   }
 
@@ -178,7 +192,8 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
    * bytes that are gone by then (docs/reliability.md).
    */
   async function complete(id: string): Promise<FinishedUpload> {
-    const c = await db.connect();
+    // Guarded: the connection may be lost while the bytes are read (checkOut, db/pool.ts).
+    const { client: c, release } = await checkOut(db);
     let removeAfter = false;
     try {
       await c.query('BEGIN');
@@ -223,7 +238,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       await c.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      c.release();
+      release();
       if (removeAfter) await store.remove(id).catch(() => undefined);
     }
   }
@@ -242,9 +257,12 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
 
   type Caller = { userId: string; requestId?: string; person?: { id: string; quotaBytes: number }; created?: string };
   /** One tus server per door (its path makes its Locations); the datastore and the hooks are shared. */
+  // One lock per upload across processes (uploads/locker.ts), shared by both doors.
+  const locker = rowLocker(db);
   const serverAt = (route: string): Server => tusServer({
     path: route,
     datastore: store,
+    locker,
     maxSize: config.IMAGE_MAX_BYTES,
     namingFunction: () => `upl_${randomBytes(16).toString('hex')}`,
     async onUploadCreate(req, upload) {
@@ -254,8 +272,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       try {
         await reserve(caller.userId, upload.id, upload.size, caller.person);
       } catch (err) {
-        if (err instanceof AppError) throw refusal(req, err.code, err.status, err.message);
-        throw err;
+        throw hookFailure(req, err, (e) => e.message);
       }
       caller.created = upload.id;
       return {};
@@ -264,8 +281,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       try {
         await complete(upload.id);
       } catch (err) {
-        if (err instanceof AppError) throw refusal(req, err.code, err.status, `The upload was refused and deleted: ${err.message}`);
-        throw err;
+        throw hookFailure(req, err, (e) => `The upload was refused and deleted: ${e.message}`);
       }
       return {};
     },

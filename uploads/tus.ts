@@ -67,6 +67,8 @@ export function mountTus(
     const requestIds = new AsyncLocalStorage<string>();
     const write = (server as unknown as { write: (context: unknown, headers: Headers, status: number, body?: string) => Promise<Response> }).write.bind(server);
     (server as unknown as { write: typeof write }).write = (context, headers, status, body = '') => {
+      // A 503 says when to come back, as the API's other 503s do (db/unavailable.ts).
+      if (status === 503 && !headers.has('Retry-After')) headers.set('Retry-After', '2');
       if (status < 400 || body.startsWith('{')) return write(context, headers, status, body);
       headers.set('Content-Type', 'application/json; charset=utf-8');
       const answer = errorBody(status, body.trim(), requestIds.getStore() ?? '');

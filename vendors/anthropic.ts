@@ -109,6 +109,6 @@ export function fromAnthropicError(e: unknown, signal: AbortSignal | undefined):
   if (e instanceof Anthropic.APIUserAbortError) return abortedError(VENDOR, e);
   if (e instanceof Anthropic.APIConnectionTimeoutError) return networkError(VENDOR, 'request timed out', e);
   if (e instanceof Anthropic.APIConnectionError) return networkError(VENDOR, `connection error: ${e.message}`, e);
-  if (e instanceof Anthropic.APIError && typeof e.status === 'number') return httpError(VENDOR, e.status, e.message, e);
+  if (e instanceof Anthropic.APIError && typeof e.status === 'number') return httpError(VENDOR, e.status, e.message, e, e.headers);
   return unclassified(VENDOR, e, signal);
 }

@@ -20,12 +20,14 @@ export class VendorError extends Error {
   readonly status: number | undefined;
   /** True when the caller's AbortSignal ended the call (activity cancelled or timed out). */
   readonly aborted: boolean;
+  /** The vendor's Retry-After on a 429 or 503, in ms, when it sent one. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(
     vendor: VendorName,
     kind: VendorErrorKind,
     message: string,
-    opts: { status?: number | undefined; aborted?: boolean; cause?: unknown } = {},
+    opts: { status?: number | undefined; aborted?: boolean; cause?: unknown; retryAfterMs?: number | undefined } = {},
   ) {
     super(`${vendor}: ${message}`, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.vendor = vendor;
@@ -33,6 +35,7 @@ export class VendorError extends Error {
     this.retryable = kind === 'unavailable';
     this.status = opts.status;
     this.aborted = opts.aborted ?? false;
+    this.retryAfterMs = opts.retryAfterMs;
   }
 
   /** The error code the API renders when this is the last vendor failure (core/errors.ts). */
@@ -47,8 +50,27 @@ export function kindForStatus(status: number): Exclude<VendorErrorKind, 'invalid
   return 'rejected';
 }
 
-export function httpError(vendor: VendorName, status: number, message: string, cause: unknown): VendorError {
-  return new VendorError(vendor, kindForStatus(status), `HTTP ${status}: ${message}`, { status, cause });
+export function httpError(vendor: VendorName, status: number, message: string, cause: unknown, headers?: { get(name: string): string | null } | undefined): VendorError {
+  return new VendorError(vendor, kindForStatus(status), `HTTP ${status}: ${message}`, { status, cause, retryAfterMs: retryAfterMs(headers, message) });
+}
+
+/**
+ * How long the vendor asked us to wait: `retry-after-ms` (OpenAI), else `Retry-After` in seconds
+ * or as an HTTP date; Gemini's SDK keeps no headers, so its RetryInfo `retryDelay` ("12s") is read
+ * from the error body the message carries.
+ */
+export function retryAfterMs(headers: { get(name: string): string | null } | undefined, message = ''): number | undefined {
+  const ms = Number(headers?.get('retry-after-ms') ?? NaN);
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const raw = headers?.get('retry-after');
+  if (raw) {
+    const seconds = Number(raw);
+    if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+    const date = Date.parse(raw);
+    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
+  }
+  const delay = /"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"/.exec(message);
+  return delay ? Number(delay[1]) * 1000 : undefined;
 }
 
 export function abortedError(vendor: VendorName, cause: unknown): VendorError {

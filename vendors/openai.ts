@@ -104,6 +104,6 @@ export function fromOpenAIError(e: unknown, signal: AbortSignal | undefined): Ve
   if (e instanceof OpenAI.APIUserAbortError) return abortedError(VENDOR, e);
   if (e instanceof OpenAI.APIConnectionTimeoutError) return networkError(VENDOR, 'request timed out', e);
   if (e instanceof OpenAI.APIConnectionError) return networkError(VENDOR, `connection error: ${e.message}`, e);
-  if (e instanceof OpenAI.APIError && typeof e.status === 'number') return httpError(VENDOR, e.status, e.message, e);
+  if (e instanceof OpenAI.APIError && typeof e.status === 'number') return httpError(VENDOR, e.status, e.message, e, e.headers);
   return unclassified(VENDOR, e, signal);
 }

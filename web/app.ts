@@ -31,16 +31,20 @@ import { clientAddress, ipBucket, parseTrustedProxies } from '../ratelimit/clien
 import type { MailCatcher } from './mail.ts';
 import { keysByCreator, recordKeyCreator } from './members.ts';
 import { CONTENT_SECURITY_POLICY, keepNewestMagicLink, redactedRequest, withoutTokens } from './hardening.ts';
-import { mailSafe, nameProblem } from './names.ts';
+import { mailSafe, nameProblem } from '../accounts/names.ts';
 import { registerMemberRoutes } from './member-routes.ts';
 import { registerErasureRoutes } from './erasure-routes.ts';
-import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from './workspaces.ts';
+import { registerUsageRoutes } from './usage-routes.ts';
+import { registerPlaygroundRoutes } from './playground-routes.ts';
+import { registerPhotoRoutes } from './photo-routes.ts';
+import { acceptInvitation, createTeamWorkspace, inviteMember, listInvitations, listMembers, requireMember, workspacesOf } from '../accounts/workspaces.ts';
 import type { Mailer } from './mail.ts';
-import type Stripe from 'stripe';
-import { firstPackBonusAvailable, fulfilHostedPurchase, PACK_NAMES, PACKS, packGrant, purchasePack, startHostedPurchase } from '../credits/packs.ts';
+import { firstPackBonusAvailable } from '../credits/packs.ts';
+import { PACK_NAMES, PACKS, packGrant } from '../credits/price-book.ts';
 import type { PaymentGateway } from '../payments/gateway.ts';
-import { createCardSetupCheckout, createPackCheckout, ensureCustomer, storedCard } from '../payments/stripe.ts';
-import { cardOnFileStatus, recordCardOnFile } from '../accounts/card-on-file.ts';
+import { purchasePack } from '../payments/purchase.ts';
+import { registerPaymentWebhook } from '../payments/webhook.ts';
+import { cardOnFileStatus } from '../accounts/card-on-file.ts';
 
 export interface WebDeps {
   config: Config;
@@ -58,8 +62,10 @@ export interface WebDeps {
   logger?: Logger | false;
   /** Sign-in throttling in Redis (web/throttle.ts); absent = not throttled (tests of other things). */
   limiter?: RateLimiter;
-  /** Pack purchases: Stripe Checkout when configured (webhooks grant), else the development gateway, else none. */
-  stripe?: Stripe | null;
+  /**
+   * The payments interface (payments/configured.ts, the API's too): Stripe Checkout when configured
+   * (its webhooks grant), else the development (recording) gateway, else none.
+   */
   payments?: PaymentGateway | null;
   /** Batches submitted from the console: uploads through the API's upload service, then the same submission as the API's. */
   batches?: { pipeline: AnalyzeDeps & { temporal: Client; uploads: Uploads } };
@@ -85,6 +91,7 @@ const workspaceParams = z.object({ workspaceId: z.string().min(1).max(100) });
  */
 export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   const origin = new URL(webUrl(deps.config)).origin;
+  const payments = deps.payments ?? null;
   const app = Fastify({
     // Requests are logged by path: query strings carry sign-in tokens (web/hardening.ts).
     ...(deps.logger ? { loggerInstance: deps.logger.child({}, { serializers: { req: redactedRequest } }) as FastifyBaseLogger } : { logger: false }),
@@ -143,7 +150,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       const ip = clientIp(request);
       const body = request.body as { email?: unknown; name?: unknown } | undefined;
       if (request.method === 'POST') await throttle?.before({ path: url.pathname, ip, email: body?.email });
-      // Display names go into other people's mail and pages: bounded (web/names.ts).
+      // Display names go into other people's mail and pages: bounded (accounts/names.ts).
       const badName = request.method === 'POST' && typeof body?.name === 'string' ? nameProblem(body.name, 'name') : null;
       if (badName) throw validationFailed(badName);
       const headers = fromNodeHeaders(request.headers);
@@ -209,6 +216,10 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     return { members, invitations: role === 'member' ? [] : await listInvitations(deps.db, workspaceId) };
   });
   registerMemberRoutes(app, { db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, signedIn);
+  // The Requests and Usage & billing sections (web/usage-routes.ts).
+  registerUsageRoutes(app, deps.db, signedIn);
+  // The Playground: a cost preview by photo hash, and a run through the analyze use case (web/playground-routes.ts).
+  registerPlaygroundRoutes(app, { db: deps.db, ...(deps.batches ? { pipeline: deps.batches.pipeline } : {}) }, signedIn);
   // Erasure and retention (docs/privacy.md): the blob store and Temporal come with the console's batch pipeline.
   registerErasureRoutes(
     app,
@@ -308,7 +319,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       usage,
       // Adding a card is offered where it can still earn the signup credits and Stripe is configured.
       // Offered until the credits are earned: a card that earned nothing (used elsewhere) can be replaced.
-      card: { onFileSince: card.at, offer: card.creditsAvailable && Boolean(deps.stripe) },
+      card: { onFileSince: card.at, offer: card.creditsAvailable && Boolean(payments?.startCardSetup) },
     };
   });
 
@@ -319,19 +330,18 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     const person = await signedIn(request);
     const { workspaceId } = workspaceParams.parse(request.params);
     await requireMember(deps.db, person.id, workspaceId, ['owner']);
-    if (!deps.stripe) throw new AppError('SERVICE_UNAVAILABLE', 'Cards cannot be added on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
+    if (!payments?.startCardSetup) throw new AppError('SERVICE_UNAVAILABLE', 'Cards cannot be added on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
     const status = await cardOnFileStatus(deps.db, workspaceId);
     if (!status.creditsAvailable) {
       if (status.at !== null) return reply.code(200).send({ card: { onFileSince: status.at } });
       throw new AppError('FORBIDDEN', 'The card-on-file credits belong to a person’s own workspace; team workspaces buy packs');
     }
-    const customerId = await ensureCustomer(deps.stripe, deps.db, { workspaceId, email: person.email });
-    const checkout = await createCardSetupCheckout(deps.stripe, { workspaceId, customerId, successUrl: `${origin}/?card=added`, cancelUrl: `${origin}/?card=cancelled` });
+    const checkout = await payments.startCardSetup({ workspaceId, email: person.email, successUrl: `${origin}/?card=added`, cancelUrl: `${origin}/?card=cancelled` });
     return reply.code(201).send({ checkoutUrl: checkout.url });
   });
 
-  // Packs and purchases.
-  const purchaseMode = deps.stripe ? 'stripe' : deps.payments ? 'development' : 'unavailable';
+  // Packs and purchases, through the one purchase path (payments/purchase.ts) the API uses too.
+  const purchaseMode = !payments ? 'unavailable' : payments.name === 'stripe' ? 'stripe' : 'development';
   app.get('/api/v1/workspaces/:workspaceId/packs', async (request) => {
     const person = await signedIn(request);
     const { workspaceId } = workspaceParams.parse(request.params);
@@ -350,60 +360,25 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
     const body = parseBody(purchaseBody, request.body);
     const idempotencyKey = `console:${body.idempotencyKey}`;
-    if (deps.stripe) {
-      const purchase = await startHostedPurchase(deps.db, { userId: workspaceId, pack: body.pack, idempotencyKey });
-      if (purchase.status !== 'pending') return reply.code(200).send({ purchase });
-      const checkout = await createPackCheckout(deps.stripe, {
-        purchaseId: purchase.purchaseId,
+    if (!payments) throw new AppError('SERVICE_UNAVAILABLE', 'Purchases are not available on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
+    const { purchase, checkoutUrl } = await purchasePack(
+      { db: deps.db, payments },
+      {
+        userId: workspaceId,
         pack: body.pack,
+        idempotencyKey,
         email: person.email,
-        successUrl: `${origin}/?purchase=${purchase.purchaseId}`,
-        cancelUrl: `${origin}/?purchase=cancelled`,
-      });
-      return reply.code(201).send({ checkoutUrl: checkout.url, purchase });
-    }
-    if (deps.payments) {
-      const { purchase } = await purchasePack({ db: deps.db, payments: deps.payments }, { userId: workspaceId, pack: body.pack, idempotencyKey });
-      return reply.code(201).send({ purchase });
-    }
-    throw new AppError('SERVICE_UNAVAILABLE', 'Purchases are not available on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
+        returnTo: { success: (purchaseId) => `${origin}/?purchase=${purchaseId}`, cancel: `${origin}/?purchase=cancelled` },
+      },
+    );
+    if (checkoutUrl) return reply.code(201).send({ checkoutUrl, purchase });
+    // Paid at once (the development gateway) is 201 as often as it is asked; a hosted purchase
+    // already settled is answered as it stands.
+    return reply.code(payments.name === 'recording' ? 201 : 200).send({ purchase });
   });
 
-  if (deps.stripe) {
-    const stripe = deps.stripe;
-    const secret = deps.config.STRIPE_WEBHOOK_SECRET!;
-    await app.register(async (scope) => {
-      // The signature covers the exact bytes Stripe sent: keep them raw.
-      scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: 1024 * 1024 }, (_req, body, done) => done(null, body));
-      scope.post(STRIPE_WEBHOOK, async (request, reply) => {
-        const signature = request.headers['stripe-signature'];
-        let event: Stripe.Event;
-        try {
-          event = stripe.webhooks.constructEvent(request.body as Buffer, typeof signature === 'string' ? signature : '', secret);
-        } catch {
-          throw validationFailed('stripe-signature: not a valid signature of this body');
-        }
-        if (event.type === 'checkout.session.completed' || event.type === 'checkout.session.async_payment_succeeded') {
-          const session = event.data.object;
-          if (session.payment_status === 'paid' && session.client_reference_id) {
-            const paymentId = typeof session.payment_intent === 'string' ? session.payment_intent : session.id;
-            const result = await fulfilHostedPurchase(deps.db, { purchaseId: session.client_reference_id, amountCents: session.amount_total ?? -1, paymentId });
-            request.log[result.outcome === 'granted' || result.outcome === 'already-granted' ? 'info' : 'warn']({ event: event.id, purchaseId: session.client_reference_id, outcome: result.outcome }, 'stripe checkout event');
-          }
-        }
-        if (event.type === 'setup_intent.succeeded') {
-          const found = await storedCard(stripe, deps.db, event.data.object);
-          if ('skip' in found) request.log.info({ event: event.id, reason: found.skip }, 'stripe setup event not acted on');
-          else {
-            const result = await recordCardOnFile(deps.db, { userId: found.workspaceId, fingerprint: found.fingerprint });
-            request.log.info({ event: event.id, workspaceId: found.workspaceId, outcome: result.outcome, granted: result.granted }, 'card on file');
-          }
-        }
-        // Anything else is acknowledged: Stripe retries only what we refuse.
-        return reply.send({ received: true });
-      });
-    });
-  }
+  // The processor's events (Stripe's), through the one webhook handler the API mounts too.
+  await registerPaymentWebhook(app, STRIPE_WEBHOOK, { db: deps.db, payments });
 
   // The workspace's batches, and the same list pushed as server-sent events while any of them runs
   // (checked every second, sent when it changes; at most 3 open streams per person and process).
@@ -467,6 +442,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   // from there on. The batch page, its retries and thumbnails (web/batch-routes.ts).
   if (deps.batches) {
     registerConsoleBatches(app, { pipeline: deps.batches.pipeline, personQuotaBytes: deps.config.UPLOAD_QUOTA_BYTES }, signedIn, parseBody);
+    // The registry's Photos section reads and erases through the same pipeline (web/photo-routes.ts).
+    registerPhotoRoutes(app, deps.batches.pipeline, signedIn);
   } else {
     app.get('/api/v1/catalog', async (request) => {
       await signedIn(request);

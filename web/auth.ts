@@ -14,7 +14,7 @@ export interface ConsoleAuthDeps {
   /** better-auth runs its own queries on our Postgres (its tables: db/migrations/*console-auth.sql). */
   pool: Pool;
   mailer: Mailer;
-  /** A person proved their address: their personal workspace is made or linked (web/workspaces.ts). */
+  /** A person proved their address: their personal workspace is made or linked (accounts/workspaces.ts). */
   onEmailVerified(user: User): Promise<void>;
   /** better-auth's own warnings and errors go here (pino); absent = silent (tests). */
   log?: Pick<BaseLogger, 'warn' | 'error'>;

@@ -14,7 +14,7 @@ import { defaultColumnsFor } from '../lenses/columns.ts';
 import { resolveLenses } from '../lenses/resolve.ts';
 import { STACKS } from '../lenses/stacks.ts';
 import type { LensName } from '../lenses/types.ts';
-import { requireMember } from './workspaces.ts';
+import { requireMember } from '../accounts/workspaces.ts';
 
 /** Where the console's pages upload batch photos (tus 1.0), through the API's upload service. */
 export const CONSOLE_UPLOADS_PATH = '/api/v1/uploads';

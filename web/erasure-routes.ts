@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { eraseWorkspace, type EraseDeps } from '../accounts/erase.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { removeMember, type MemberDeps } from './members.ts';
-import { requireMember } from './workspaces.ts';
+import { requireMember } from '../accounts/workspaces.ts';
 
 const params = z.object({ workspaceId: z.string().min(1).max(100) });
 const deleteWorkspaceBody = z.strictObject({ confirm: z.string().max(200) });

@@ -3,7 +3,7 @@ import type { KeyCache } from '../auth/cache.ts';
 import type { EvictionBus } from '../auth/eviction-bus.ts';
 import { AppError } from '../core/errors.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
-import { refuseBeyondOwnedCap, type Role } from './workspaces.ts';
+import { refuseBeyondOwnedCap, type Role } from '../accounts/workspaces.ts';
 
 /**
  * Managing a workspace's people after they joined: remove, leave, change a role, transfer
@@ -107,7 +107,7 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
   };
 }
 
-/** The cap on owned team workspaces (web/workspaces.ts) holds for ownership handed over too. */
+/** The cap on owned team workspaces (accounts/workspaces.ts) holds for ownership handed over too. */
 const ownedCap = (n: number) => `That person owns ${n} team workspaces already, the most one person may own; nothing was changed`;
 
 /** An owner sets a member's role (their own included, while another owner remains). */

@@ -7,12 +7,11 @@ import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
-import { stripeFromConfig } from '../payments/stripe.ts';
 import { buildWebApp } from './app.ts';
 import { createConsoleAuth } from './auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
 import { isLoopbackHost } from './hardening.ts';
-import { ensurePersonalWorkspace } from './workspaces.ts';
+import { ensurePersonalWorkspace } from '../accounts/workspaces.ts';
 import { Client, Connection } from '@temporalio/client';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
@@ -48,7 +47,6 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   const keyCache = new KeyCache();
   const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
   const limiter = await RateLimiter.connect(config.REDIS_URL);
-  const stripe = stripeFromConfig(config);
   const devMailbox = config.SMTP_URL ? null : await startMailCatcher();
   const smtp = smtpMailer(config.SMTP_URL ?? devMailbox!.url, config.MAIL_FROM);
   const logger = opts.logger === false ? false : createLogger(config, 'web');
@@ -79,8 +77,8 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
     evictionBus,
     ...(devMailbox ? { devMailbox } : {}),
     limiter,
-    stripe,
-    payments: stripe ? null : configuredPaymentGateway(config, db),
+    // The same gateway, chosen the same way, as the API's (payments/configured.ts).
+    payments: configuredPaymentGateway(config, db),
     staticDir: opts.staticDir ?? UI_DIST,
     logger,
   });

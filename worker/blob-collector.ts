@@ -4,6 +4,7 @@ import type { WorkerMetrics } from '../metrics/worker.ts';
 import { cancelNeverStarted } from '../batches/repository.ts';
 import { dropExpiredLeases } from '../registry/blob-leases.ts';
 import { deleteUnreferencedBlobs } from '../registry/photos.ts';
+import { sweepRequestLog } from '../requestlog/repository.ts';
 
 /** Blobs checked against the registry per query. */
 const BATCH = 500;
@@ -14,7 +15,8 @@ const BATCH = 500;
  * photo, or a request's intake lease, registry/blob-leases.ts) and that was written more than
  * `graceMs` ago (longer than any analysis may run, so a blob an analysis in flight still reads is
  * never taken). A workspace's retention (users.retention_days) is enforced here: its photos stop
- * keeping their bytes that many days after it last sent them. Returns how many blobs and bytes it deleted.
+ * keeping their bytes that many days after it last sent them. The console's request log rows
+ * older than 30 days go in the same pass. Returns how many blobs and bytes it deleted.
  */
 export async function collectBlobs(
   db: Db,
@@ -27,6 +29,9 @@ export async function collectBlobs(
   await dropExpiredLeases(db);
   const neverStarted = await cancelNeverStarted(db, opts.graceMs);
   if (neverStarted) opts.log?.(`blob collector cancelled ${neverStarted} batch(es) whose workflow never started`);
+  // The console's request log keeps 30 days (requestlog/repository.ts); the same pass sweeps it.
+  const swept = await sweepRequestLog(db, opts.now);
+  if (swept) opts.log?.(`blob collector swept ${swept} request log row(s) older than 30 days`);
   const out = { deleted: 0, bytes: 0 };
   let batch: Array<{ sha256: string; bytes: number }> = [];
   const flush = async () => {

@@ -9,6 +9,7 @@ import type { FetchPolicy } from '../images/fetch.ts';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.ts';
 import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
 import { createVisionClients, simulatorNotice } from '../vendors/index.ts';
+import { vendorBudgetFromConfig } from '../vendors/budget.ts';
 import type { Vendor } from '../workflows/types.ts';
 import type { VisionClient } from '../vendors/types.ts';
 import { createWorkCopies } from '../vendors/work-copies.ts';
@@ -59,13 +60,22 @@ export async function startWorker(
     maxPixels: config.IMAGE_MAX_PIXELS,
     onLookup: (outcome) => metrics.workCopies.inc({ outcome }),
   });
+  // Each vendor's rate limits, one budget every worker shares (docs/decisions.md, "Vendor quotas").
+  const budget = await vendorBudgetFromConfig(config);
+  let budgetOutageLoggedAt = 0;
+  const onBudgetOutage = (err: Error) => {
+    // Fail open, said at most every 30 s: the vendors' own 429s still bound the calls.
+    if (Date.now() - budgetOutageLoggedAt < 30_000) return;
+    budgetOutageLoggedAt = Date.now();
+    log(`vendor budget unavailable, vendor calls go unpaced until Redis answers: ${err.message}`);
+  };
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ config, db, blobs, vision, metrics, workCopies, ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}) }),
+    activities: createActivities({ config, db, blobs, vision, metrics, workCopies, budget, onBudgetOutage, ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}) }),
     maxConcurrentActivityTaskExecutions: 100,
     shutdownGraceTime: config.SHUTDOWN_GRACE_MS,
     shutdownForceTime: config.SHUTDOWN_GRACE_MS + FORCE_AFTER_GRACE_MS,
@@ -95,6 +105,7 @@ export async function startWorker(
     clearInterval(collector);
     await metricsServer?.close().catch(() => {});
     await connection.close().catch(() => {});
+    await budget.close().catch(() => {});
     await db.end().catch(() => {});
   });
   return {

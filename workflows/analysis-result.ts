@@ -1,6 +1,5 @@
 import type { ImagePlan } from '../credits/delta.ts';
-import type { PersistedImage } from '../activities/billing.ts';
-import type { ImageRef, ImageResult, Vendor, VendorCallResult } from './types.ts';
+import type { HashedRef, ImageResult, PersistedImage, Vendor, VendorCallResult } from './types.ts';
 
 /** One image's vendor call (null when its plan ran nothing) and the vendors that failed before it. */
 export interface ImageCall {
@@ -9,7 +8,7 @@ export interface ImageCall {
 }
 
 /** What persisting records for each image: this run's outputs, or a registry marker when nothing ran. */
-export function persistedImages(images: readonly ImageRef[], plans: readonly ImagePlan[], calls: readonly ImageCall[]): PersistedImage[] {
+export function persistedImages(images: readonly HashedRef[], plans: readonly ImagePlan[], calls: readonly ImageCall[]): PersistedImage[] {
   return plans.map((plan, i) => {
     const r = calls[i]!.result;
     const img = images[i]!;
@@ -30,7 +29,7 @@ export function persistedImages(images: readonly ImageRef[], plans: readonly Ima
 
 /** The workflow's answer per image: what ran, what it cost, who answered (a repeat copy takes its first copy's bespoke answer). */
 export function imageResults(
-  images: readonly ImageRef[],
+  images: readonly HashedRef[],
   plans: readonly ImagePlan[],
   calls: readonly ImageCall[],
   creditsPerImage: readonly number[],

@@ -1,9 +1,9 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
-import { callWithFallback, db, short, startSaga, vendorChain, type VendorChain } from './steps.ts';
+import { callWithFallback, db, hashesWanted, short, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
-import { EXTRACT_CREDITS } from './types.ts';
+import { EXTRACT_CREDITS } from '../credits/price-book.ts';
 
 /**
  * The analyze saga: reserve the delta → vendors (retry, then fall back) → persist and settle.
@@ -16,7 +16,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
   const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
   try {
     // 1. Which lenses each image still needs, and their credits held: one step, one plan.
-    const { plans, needed, vendors } = await db.reserveDelta({
+    const { plans, needed, vendors, overflow } = await db.reserveDelta({
       reservationId,
       userId: input.userId,
       workflowId,
@@ -28,7 +28,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       extraCredits,
     });
     if (needed > 0) saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
-    const chain = vendorChain(vendors, tally);
+    const chain = vendorChain(vendors, tally, { lane: input.lane, overflow });
 
     // 2. The bespoke schema, drafted by a vendor from the caller's prompt when it has none.
     const { bespoke, bespokeSchemaId } = input.extract ? await prepareExtraction(input, chain) : { bespoke: undefined, bespokeSchemaId: undefined };
@@ -46,10 +46,12 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
           task: { kind: 'lenses', lenses: plan.ran, ...(bespoke ? { bespoke } : {}) },
           ...(input.context ? { context: input.context } : {}),
           ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
+          ...hashesWanted(img),
         },
         `image ${i + 1}/${plans.length} ${short(img.sha256)}: ${what}`,
       );
     });
+    const images = await withHashes(input.userId, input.images, calls.map((c, i) => [input.images[i]!.sha256, c.result?.hashes] as const));
 
     // 4. Records and charge in one transaction: a lens a concurrent request recorded first is not
     //    billed twice; the extraction bills every call.
@@ -58,13 +60,13 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       requestId: input.requestId,
       userId: input.userId,
       refresh: input.refresh,
-      images: persistedImages(input.images, plans, calls),
+      images: persistedImages(images, plans, calls),
       settle: needed > 0 ? { reservationId, extraCharge: extraCredits } : null,
     });
 
     return {
       workflowId,
-      images: imageResults(input.images, plans, calls, persisted.chargedPerImage, bespoke !== undefined),
+      images: imageResults(images, plans, calls, persisted.chargedPerImage, bespoke !== undefined),
       creditsCharged: persisted.charged + extraCredits,
       ...(bespokeSchemaId ? { bespokeSchemaId } : {}),
     };

@@ -15,12 +15,11 @@ import {
 } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import type { Activities } from '../activities/index.ts';
-import type { ItemOutcome } from '../batches/repository.ts';
 import { analyzeWorkflow } from './analyze.ts';
 import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
-import type { ItemHold } from '../activities/batch.ts';
-import { VEHICLE_REPORT_CREDITS, type AnalyzeContext, type AnalyzeResult, type ImageRef, type VehicleReportResult } from './types.ts';
+import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
+import { type AnalyzeContext, type AnalyzeResult, type ImageRef, type ItemHold, type ItemOutcome, type VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
   batchId: string;
@@ -77,10 +76,24 @@ const fetcher = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', 
 // photo and a lost worker is noticed within the heartbeat timeout, not at the end.
 const preparer = proxyActivities<Activities>({ startToCloseTimeout: '15 minutes', heartbeatTimeout: '1 minute', retry: { initialInterval: '1 second', maximumAttempts: 3 } });
 
+/**
+ * The domain error under a failed child or step: a child analysis that failed in its own activity
+ * (a photo the worker's decode refused, IMAGE_INVALID) arrives as a child failure caused by an
+ * activity failure caused by our ApplicationFailure, so the chain is walked to it.
+ */
+function domainCause(err: unknown): ApplicationFailure | undefined {
+  let at: unknown = err;
+  for (let depth = 0; depth < 5 && at; depth++) {
+    if (at instanceof ApplicationFailure) return at;
+    at = at instanceof ChildWorkflowFailure || at instanceof ActivityFailure ? at.cause : undefined;
+  }
+  return undefined;
+}
+
 /** The cause's type when a child analysis failed with one of our domain errors. */
 function failureOf(err: unknown): { code: string; message: string } {
-  const cause = err instanceof ChildWorkflowFailure || err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure) return { code: cause.type ?? 'INTERNAL_ERROR', message: cause.message };
+  const cause = domainCause(err);
+  if (cause) return { code: cause.type ?? 'INTERNAL_ERROR', message: cause.message };
   return { code: 'INTERNAL_ERROR', message: err instanceof Error ? err.message : String(err) };
 }
 
@@ -198,7 +211,7 @@ export const childWorkflowId = (input: Pick<BatchInput, 'kind' | 'userId'>, requ
  * expires, and charges what that run persisted).
  */
 function mayRelease(err: unknown): boolean {
-  return !(err instanceof ChildWorkflowFailure) || err.cause instanceof ApplicationFailure;
+  return !(err instanceof ChildWorkflowFailure) || domainCause(err) !== undefined;
 }
 
 /** One photo: fetched first when it was given by URL (its price held before), then the analyze saga as a child. */
@@ -227,6 +240,7 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
         ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
         reservationTtlMs: input.reservationTtlMs,
         imageConcurrency: 1,
+        lane: 'batch',
       },
     ],
     // A cancelled batch lets a running photo finish (and be billed for what it did).
@@ -259,6 +273,7 @@ async function runVehicle(input: BatchInput, index: number, requestId: string, p
         reservationTtlMs: input.reservationTtlMs,
         photoConcurrency,
         setHash: ready.setHash,
+        lane: 'batch',
       },
     ],
     parentClosePolicy: ParentClosePolicy.ABANDON,

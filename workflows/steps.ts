@@ -2,8 +2,8 @@ import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, p
 import { Compensations } from './saga.ts';
 import type { Activities } from '../activities/index.ts';
 import { MAX_ATTEMPT_MS, VENDOR_ATTEMPTS, vendorAttemptTimeoutMs } from './deadlines.ts';
-import type { Vendor, VendorCallInput, VendorCallResult } from './types.ts';
-import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_REJECTED } from './types.ts';
+import type { HashedRef, ImageRef, Lane, PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from './types.ts';
+import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from './types.ts';
 
 /** Our error code for an image that cannot be decoded (core/errors.ts; workflow code cannot import it). */
 const IMAGE_INVALID = 'IMAGE_INVALID';
@@ -36,7 +36,7 @@ export const VENDOR_OPTIONS: ActivityOptions = {
     backoffCoefficient: 2,
     maximumInterval: '4 seconds',
     maximumAttempts: VENDOR_ATTEMPTS,
-    nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, IMAGE_INVALID],
+    nonRetryableErrorTypes: [VENDOR_REJECTED, VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, IMAGE_INVALID],
   },
 };
 
@@ -59,6 +59,12 @@ function failureType(err: unknown): string | undefined {
  * One vendor call with fallback: each vendor in order gets its bounded retries; the first answer
  * wins. All failing → PROVIDER_ERROR when any vendor answered explicitly (error or invalid output),
  * else PROVIDER_UNAVAILABLE. `summary` labels the activity in the Temporal UI.
+ *
+ * An attempt that got no slot in its vendor's budget (VENDOR_QUOTA: no call was made) waits again
+ * for the same vendor while the run has time left, or, with VENDOR_OVERFLOW, goes to the next
+ * vendor (and from the last back to the first): the budget's wait is not a vendor failure
+ * (docs/decisions.md, "Vendor quotas"). Out of time, the run fails PROVIDER_UNAVAILABLE, and its
+ * saga gives the credits back.
  */
 export async function callWithFallback(
   chain: {
@@ -67,6 +73,10 @@ export async function callWithFallback(
     attemptTimeoutMs: number;
     /** Counts every vendor tried, so a run that fails can count what it spent. */
     tally: { calls: number };
+    /** Whose work this is (the vendor budget's lanes); absent = interactive. */
+    lane?: Lane | undefined;
+    /** VENDOR_OVERFLOW: a vendor with no budget left passes the call to the next one. */
+    overflow?: boolean | undefined;
   },
   input: VendorCallInput,
   summary: string,
@@ -75,21 +85,45 @@ export async function callWithFallback(
   const fellBackFrom: Vendor[] = [];
   let explicitError = false;
   let lastMessage = 'no AI provider is configured';
-  for (const v of vendors) {
+  const call: VendorCallInput = { ...input, ...(chain.lane === 'batch' ? { lane: 'batch' as const } : {}), ...(chain.overflow && vendors.length > 1 ? { overflow: true } : {}) };
+  const { executionTimeoutMs, runStartTime } = workflowInfo();
+  // Waiting for budget again leaves the rest of the run room: this chain's worst case once more.
+  const timeForAnotherWait = () => !executionTimeoutMs || runStartTime.getTime() + executionTimeoutMs - Date.now() > 3 * VENDOR_ATTEMPTS * chain.attemptTimeoutMs;
+  // After one round of overflow found no vendor with a slot, each attempt waits for its slot again
+  // (half its deadline) before passing the call on: no round of instant refusals after another.
+  let patient = false;
+  for (let i = 0; i < vendors.length; ) {
+    const v = vendors[i]!;
     tally.calls += 1;
     try {
-      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [input]);
+      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [patient ? { ...call, overflow: false } : call]);
       return { result, fellBackFrom };
     } catch (err) {
       // A cancelled workflow stops here: the next vendor would be cancelled too, and the caller
       // must learn the run was cancelled, not that every provider failed.
       if (isCancellation(err)) throw err;
       const type = failureType(err);
+      if (type === VENDOR_QUOTA) {
+        tally.calls -= 1; // no vendor call was made
+        lastMessage = `${v}: no slot in the vendor's rate-limit budget`;
+        if (chain.overflow && vendors.length > 1) {
+          if (!fellBackFrom.includes(v)) fellBackFrom.push(v);
+          i = (i + 1) % vendors.length;
+          if (i === 0) {
+            if (!timeForAnotherWait()) break;
+            patient = true;
+          }
+          continue;
+        }
+        if (timeForAnotherWait()) continue;
+        break;
+      }
       // The image itself cannot be prepared: another vendor would get the same bytes (422 for the caller).
       if (type === IMAGE_INVALID) throw err;
       if (type === VENDOR_REJECTED || type === VENDOR_INVALID_OUTPUT) explicitError = true;
       lastMessage = (err instanceof ActivityFailure && err.cause ? err.cause.message : (err as Error).message) ?? lastMessage;
-      fellBackFrom.push(v);
+      if (!fellBackFrom.includes(v)) fellBackFrom.push(v);
+      i++;
     }
   }
   throw ApplicationFailure.nonRetryable(
@@ -121,8 +155,30 @@ export function startSaga(input: { userId: string }): { workflowId: string; rese
  * the worker knows which vendors are configured), each attempt's deadline sized from this run's
  * own execution timeout.
  */
-export function vendorChain(vendors: Vendor[], tally: { calls: number }): VendorChain {
+export function vendorChain(vendors: Vendor[], tally: { calls: number }, opts: { lane?: Lane | undefined; overflow?: boolean | undefined } = {}): VendorChain {
   const workflowTimeoutMs = workflowInfo().executionTimeoutMs;
   const attemptTimeoutMs = workflowTimeoutMs ? vendorAttemptTimeoutMs({ workflowTimeoutMs, vendors: vendors.length }) : MAX_ATTEMPT_MS;
-  return { vendors, attemptTimeoutMs, tally };
+  return { vendors, attemptTimeoutMs, tally, lane: opts.lane, overflow: opts.overflow };
 }
+
+/**
+ * Each image with its perceptual hashes: those it came with (the caller's registry), those a vendor
+ * call made from the worker's decode (`found`, by SHA-256), and for any still missing (a photo a
+ * concurrent run registered between intake and the reservation, so no call here decoded it) one
+ * step that reads them from the registry or decodes the photo. An image that does not decode
+ * fails that step with IMAGE_INVALID, and the saga releases what it holds.
+ */
+export async function withHashes(userId: string, images: readonly ImageRef[], found: Iterable<readonly [string, PhotoHashes | undefined]>): Promise<HashedRef[]> {
+  const bySha = new Map<string, PhotoHashes>();
+  for (const [sha256, hashes] of found) if (hashes) bySha.set(sha256, hashes);
+  for (const img of images) if (img.pHash !== null && img.dHash !== null) bySha.set(img.sha256, { pHash: img.pHash, dHash: img.dHash });
+  const missing = [...new Set(images.filter((img) => !bySha.has(img.sha256)).map((img) => img.sha256))];
+  if (missing.length) {
+    const made = await db.photoHashes({ userId, sha256s: missing });
+    for (const sha256 of missing) bySha.set(sha256, made[sha256]!);
+  }
+  return images.map((img) => ({ ...img, ...bySha.get(img.sha256)! }));
+}
+
+/** What a vendor call on `img` asks for besides its task: the hashes, when the image has none yet. */
+export const hashesWanted = (img: ImageRef): { fingerprint?: true } => (img.pHash === null ? { fingerprint: true } : {});

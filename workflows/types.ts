@@ -12,10 +12,23 @@ export interface ImageRef {
   format: string;
   width: number;
   height: number;
-  /** Perceptual hashes: intake computes them (or finds them in the caller's registry). */
+  /**
+   * Perceptual hashes, when already known: from the caller's registry, or from intake's decode when
+   * it made one (an embedding was asked for). Null until the worker's one decode of the photo makes
+   * them, after the reservation (docs/decisions.md, "Decoding after the reservation").
+   */
+  pHash: string | null;
+  dHash: string | null;
+}
+
+/** A photo's perceptual hashes (images/fingerprint.ts). */
+export interface PhotoHashes {
   pHash: string;
   dHash: string;
 }
+
+/** An image whose hashes are known: what persisting and the answer need. */
+export type HashedRef = ImageRef & PhotoHashes;
 
 export interface AnalyzeInput {
   requestId: string;
@@ -33,6 +46,8 @@ export interface AnalyzeInput {
   reservationTtlMs: number;
   /** At most this many images are sent to vendors at once. */
   imageConcurrency: number;
+  /** 'batch' for a batch's photos; absent = interactive. */
+  lane?: Lane;
   /**
    * Bespoke extraction (v2): exactly one of a saved schema (id + its schema, checked by the API), an
    * inline schema, or a prompt the vendor drafts a schema from. Always bills EXTRACT_CREDITS.
@@ -40,8 +55,6 @@ export interface AnalyzeInput {
   extract?: { schemaId?: string; schema?: Record<string, unknown>; prompt?: string };
 }
 
-/** Credits a bespoke extraction costs per call, whatever the cache holds (docs/contract.md, /v2/analyze). */
-export const EXTRACT_CREDITS = 5;
 
 /** Bespoke extraction riding along an image's vendor call (docs/contract.md, /v2/analyze `extract`). */
 export interface BespokeTask {
@@ -64,6 +77,12 @@ export interface VendorCallInput {
   task: VendorTask;
   context?: AnalyzeContext;
   moduleOptions?: Record<string, Record<string, unknown>>;
+  /** Absent = interactive (docs/decisions.md, "Vendor quotas"). */
+  lane?: Lane;
+  /** VENDOR_OVERFLOW: give up on a budget wait that cannot end in time at once, for the next vendor. */
+  overflow?: boolean;
+  /** Also make the photo's perceptual hashes, from the same read of its bytes as the work copy. */
+  fingerprint?: boolean;
 }
 
 export interface VendorCallResult {
@@ -79,6 +98,8 @@ export interface VendorCallResult {
   promptHash: string;
   inputTokens: number;
   outputTokens: number;
+  /** The photo's perceptual hashes, when the call was asked for them (`fingerprint`). */
+  hashes?: PhotoHashes;
 }
 
 export interface ImageResult {
@@ -120,6 +141,11 @@ export interface AnalyzeResult {
 export const VENDOR_REJECTED = 'VENDOR_REJECTED';
 export const VENDOR_INVALID_OUTPUT = 'VENDOR_INVALID_OUTPUT';
 export const VENDOR_NOT_CONFIGURED = 'VENDOR_NOT_CONFIGURED';
+/** The attempt waited its share of time for the vendor's budget and got no slot: no call was made. */
+export const VENDOR_QUOTA = 'VENDOR_QUOTA';
+
+/** Whose work a vendor call is: a batch's calls leave interactive ones a reserve of the vendor budget. */
+export type Lane = 'interactive' | 'batch';
 
 /** The vehicle-condition stack: one report over many photos of one vehicle. */
 export interface VehicleReportInput {
@@ -133,6 +159,8 @@ export interface VehicleReportInput {
   photoConcurrency: number;
   /** vehicleSetHash of the photos and vehicle context (report reuse key). */
   setHash: string;
+  /** 'batch' for a batch's vehicles; absent = interactive. */
+  lane?: Lane;
 }
 
 export interface VehicleReportResult {
@@ -153,5 +181,35 @@ export interface VehicleReportResult {
   fellBackFrom: Vendor[];
 }
 
-/** Credits a vehicle-condition report costs, whatever the number of photos (docs/contract.md: 1). */
-export const VEHICLE_REPORT_CREDITS = 1;
+
+/**
+ * One image as a run persists it (registry/photos.ts persistAnalysisIn adds which lenses ran
+ * together): the workflow builds it, the persist step writes it.
+ */
+export interface PersistedImage {
+  sha256: string;
+  pHash: string;
+  dHash: string;
+  /** Lens name → validated output of this run (empty when everything was cached). */
+  outputs: Record<string, Record<string, unknown>>;
+  versions: Record<string, string>;
+  /** Lenses of `outputs` that were billed (1 credit each). */
+  billed: string[];
+  /** The lenses that ran together in this image's vendor call. */
+  lenses: string[];
+  provider: string;
+  vendor: string;
+  model: string;
+}
+
+/** A batch item's end: its charge (and report), or why it failed. batches/repository.ts records it. */
+export type ItemOutcome = { credits: number; reportId?: string } | { code: string; message: string };
+
+/** What a batch item holds before anything is fetched for it (activities/batch.ts). */
+export interface ItemHold {
+  reservationId: string;
+  workflowId: string;
+  userId: string;
+  amount: number;
+  ttlMs: number;
+}

@@ -1,7 +1,7 @@
 import { mapBounded } from '../core/map-bounded.ts';
-import { callWithFallback, db, short, startSaga, vendorChain } from './steps.ts';
+import { callWithFallback, db, hashesWanted, short, startSaga, vendorChain, withHashes } from './steps.ts';
 import type { Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
-import { VEHICLE_REPORT_CREDITS } from './types.ts';
+import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
 
 const PHOTO_STEP = 'vehicle-photo';
 const REPORT_LENS = 'vehicle-condition';
@@ -28,7 +28,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       credits: VEHICLE_REPORT_CREDITS,
     });
     saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
-    const chain = vendorChain(plan.vendors, tally);
+    const chain = vendorChain(plan.vendors, tally, { lane: input.lane, overflow: plan.overflow });
 
     // 2. One call per new photo (first copy only), then the synthesis over every photo's findings.
     const fellBack = new Set<Vendor>();
@@ -37,7 +37,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       const index = input.images.findIndex((img) => img.sha256 === sha256);
       const { result, fellBackFrom } = await callWithFallback(
         chain,
-        { userId: input.userId, sha256, task: { kind: 'vehicle-photo', photoIndex: index, photoCount: count }, ...(input.context ? { context: input.context } : {}) },
+        { userId: input.userId, sha256, task: { kind: 'vehicle-photo', photoIndex: index, photoCount: count }, ...(input.context ? { context: input.context } : {}), ...hashesWanted(input.images[index]!) },
         `vehicle photo ${index + 1}/${count} ${short(sha256)}`,
       );
       fellBackFrom.forEach((v) => fellBack.add(v));
@@ -57,6 +57,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
     synthesis.fellBackFrom.forEach((v) => fellBack.add(v));
     const s = synthesis.result;
     const report = s.outputs[REPORT_LENS]!;
+    const images = await withHashes(input.userId, input.images, [...described].map(([sha256, r]) => [sha256, r.hashes] as const));
 
     // 3. Findings, report and charge commit together.
     const { reportId } = await db.persistVehicleReport({
@@ -64,7 +65,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       requestId: input.requestId,
       userId: input.userId,
       refresh: input.refresh,
-      images: input.images.map((img, i) => {
+      images: images.map((img, i) => {
         const done = plan.sources[i] === i ? described.get(img.sha256) : undefined;
         return {
           sha256: img.sha256,
@@ -97,7 +98,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       workflowId,
       reportId,
       report,
-      images: input.images.map((img) => ({ sha256: img.sha256, pHash: img.pHash, dHash: img.dHash })),
+      images: images.map((img) => ({ sha256: img.sha256, pHash: img.pHash, dHash: img.dHash })),
       creditsCharged: VEHICLE_REPORT_CREDITS,
       vendor: s.vendor,
       model: s.model,

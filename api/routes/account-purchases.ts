@@ -2,16 +2,26 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '../../core/errors.ts';
-import { listPurchases, PACKS, purchasePack, type Purchase } from '../../credits/packs.ts';
+import { webUrl } from '../../core/config.ts';
+import { listPurchases, type Purchase } from '../../credits/packs.ts';
+import { PACKS } from '../../credits/price-book.ts';
+import { purchasePack } from '../../payments/purchase.ts';
+import { registerPaymentWebhook } from '../../payments/webhook.ts';
 import type { AppDeps } from '../deps.ts';
 import { packSchema, purchaseBody, purchaseSchema, userIdParams, internalDoc, internalRoute } from '../schemas/accounts.ts';
 import { errorResponses } from '../schemas/common.ts';
 
 const purchaseView = ({ userId: _userId, ...p }: Purchase) => p;
 
+/** The processor's signed events (Stripe's webhook endpoint): no key, the signature authenticates. */
+export const PAYMENT_WEBHOOK = '/v1/payments/webhook';
+
 /**
- * The pack catalog and a user's pack purchases, through the gateway the composition root chose
- * (deps.payments); with none, purchases are refused rather than hand out credits nobody paid for.
+ * The pack catalog and a user's pack purchases, through the one purchase path and the gateway the
+ * composition root chose (deps.payments, payments/configured.ts); with none, purchases are refused
+ * rather than hand out credits nobody paid for. With a hosted gateway (Stripe Checkout) the
+ * purchase answers pending with the `checkoutUrl` to send the buyer to, and the processor's event
+ * at PAYMENT_WEBHOOK grants it, through the console's webhook handler.
  */
 export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
   const payments = deps.payments ?? null;
@@ -42,7 +52,7 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
           operationId: 'purchasePack',
           summary: 'Buy a credit pack',
           description:
-            'Captures the price, then grants the credits to the purchased pool (2× on the first pack), once per `idempotencyKey`: a retry answers the same purchase (200) without capturing or granting again. A declined payment answers `status: "failed"` and grants nothing; a payment fault answers 500 and leaves the purchase `pending` for a retry with the same key.',
+            'Captures the price, then grants the credits to the purchased pool (2× on the first pack), once per `idempotencyKey`: a retry answers the same purchase (200) without capturing or granting again. A declined payment answers `status: "failed"` and grants nothing; a payment fault answers 500 and leaves the purchase `pending` for a retry with the same key. With a hosted payment page (Stripe Checkout) the purchase answers `pending` with the `checkoutUrl` to send the buyer to; the processor\'s signed event grants it.',
           params: userIdParams,
           body: purchaseBody,
           response: { 200: purchaseSchema, 201: purchaseSchema, ...errorResponses(400, 401, 404, 503) },
@@ -50,11 +60,17 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
       },
       async (request, reply) => {
         if (!payments) throw new AppError('SERVICE_UNAVAILABLE', 'Pack purchases are unavailable: no payment gateway is configured (PAYMENTS_GATEWAY)');
-        const { purchase, created } = await purchasePack(
+        const consoleUrl = webUrl(deps.config);
+        const { purchase, created, checkoutUrl } = await purchasePack(
           { db: deps.db, payments },
-          { userId: request.params.userId, pack: request.body.pack, idempotencyKey: request.body.idempotencyKey },
+          {
+            userId: request.params.userId,
+            pack: request.body.pack,
+            idempotencyKey: request.body.idempotencyKey,
+            returnTo: { success: (purchaseId) => `${consoleUrl}/?purchase=${purchaseId}`, cancel: `${consoleUrl}/?purchase=cancelled` },
+          },
         );
-        return reply.code(created ? 201 : 200).send(purchaseView(purchase));
+        return reply.code(created ? 201 : 200).send({ ...purchaseView(purchase), ...(checkoutUrl ? { checkoutUrl } : {}) });
       },
     );
 
@@ -72,5 +88,9 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
       },
       async (request) => ({ purchases: (await listPurchases(deps.db, request.params.userId)).map(purchaseView) }),
     );
+
+    // The same webhook handler as the console's (payments/webhook.ts); not part of the API's
+    // documents: the processor, not a client, calls it.
+    await registerPaymentWebhook(app, PAYMENT_WEBHOOK, { db: deps.db, payments }, { schema: { hide: true }, config: { auth: 'none' } });
   };
 }

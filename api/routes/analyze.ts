@@ -5,6 +5,7 @@ import { connectionSignal } from '../connection.ts';
 import type { AppDeps } from '../deps.ts';
 import { toAppError } from '../plugins/errors.ts';
 import { principalOf } from '../plugins/auth.ts';
+import { noteRequestOutcome } from '../plugins/request-log.ts';
 import { analysisSchema, analyzeBodyV1, analyzeBodyV2, type Analysis } from '../../analysis/contract.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { registerMultipartAnalyze } from './analyze-multipart.ts';
@@ -67,6 +68,7 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
             startedAt,
           );
           outcomes.set(request, outcomeOf(result));
+          noteRequestOutcome(request, { credits: result.usage.creditsCharged ?? 0, analysisId: result.id });
           return result;
         },
       );

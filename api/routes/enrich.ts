@@ -1,9 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { noteRequestOutcome } from '../plugins/request-log.ts';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { validationFailed } from '../../core/errors.ts';
 import { ENRICH_FORMATS } from '../../enrich/mapping.ts';
-import { ENRICH_CREDITS, enrichPhoto } from '../../enrich/service.ts';
+import { ENRICH_CREDITS } from '../../credits/price-book.ts';
+import { enrichPhoto } from '../../enrich/service.ts';
 import type { AppDeps } from '../deps.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { MAX_BASE64_CHARS, MAX_URL_CHARS, uploadIdSchema } from '../../analysis/contract.ts';
@@ -81,6 +83,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
           request.id,
         );
         await deps.uploads?.touch(principal.userId!, used);
+        noteRequestOutcome(request, { credits: result.creditsCharged, analysisId: null });
         return {
           object: 'enrichment' as const,
           imageBase64: result.image.toString('base64'),

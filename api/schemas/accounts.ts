@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { timestampSchema } from '../../analysis/contract.ts';
-import { PACK_NAMES } from '../../credits/packs.ts';
+import { PACK_NAMES } from '../../credits/price-book.ts';
 import { usageSchema } from '../routes/usage.ts';
 
 /** Every account route is server-to-server (the web dashboard): `x-internal-secret`, never a key. */
@@ -112,5 +112,6 @@ export const purchaseSchema = z
     idempotencyKey: z.string(),
     createdAt: timestamp,
     completedAt: timestamp.nullable(),
+    checkoutUrl: z.string().optional().describe('Set while a purchase paid on a hosted page (Stripe Checkout) is pending: where to send the buyer.'),
   })
   .meta({ id: 'CreditPurchase' });

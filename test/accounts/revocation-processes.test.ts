@@ -9,7 +9,7 @@ import { apiUrl, serviceEnv, spawnService, stopGracefully } from '../helpers/pro
 
 /**
  * Four real API processes (`node --import tsx api/server.ts`) on one Postgres and one Redis, as in
- * production (DESIGN "Where it goes next"): each keeps its own in-memory key cache.
+ * production (docs/architecture.md): each keeps its own in-memory key cache.
  */
 const PROCESSES = 4;
 /** How long the processes get to hear the eviction: a correctness window, not a latency bound. */

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { getBalance } from '../../credits/ledger.ts';
+import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
 import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
 import { HEIC_DECODERS, withHeicDecoder } from '../helpers/heic-decoder.ts';
@@ -72,7 +72,15 @@ describe.each(HEIC_DECODERS)('an iPhone HEIC, %s decoder', (mode) => {
       expect(expectEnvelope(res.json()), name).toMatchObject({ code, retryable: false });
     }
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
-    expect((await p.db.query('SELECT count(*)::int AS n FROM credit_ledger WHERE user_id = $1', [user.userId])).rows[0].n).toBe(1);
+    // The grant, and for a file whose header passed and whose pixels the worker refused, a
+    // reservation and its release (docs/decisions.md, "Decoding after the reservation"): never a settle.
+    const rows = (await p.db.query<{ kind: string; n: number; charged: string }>('SELECT kind, count(*)::int AS n, sum(charged_delta)::text AS charged FROM credit_ledger WHERE user_id = $1 GROUP BY kind ORDER BY kind', [user.userId])).rows;
+    const byKind = Object.fromEntries(rows.map((r) => [r.kind, r.n]));
+    expect(byKind.grant).toBe(1);
+    expect(byKind.settle).toBeUndefined();
+    expect(byKind.reserve ?? 0).toBe(byKind.release ?? 0);
+    expect(rows.every((r) => r.charged === '0')).toBe(true);
+    expect((await checkInvariants(p.db, user.userId))[0]!.ok).toBe(true);
     expect(await photoRows(user)).toEqual([]);
     expect(vendorSeen()).toEqual([]);
   });

@@ -10,7 +10,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t.close());
 
-describe('every error is the SPEC envelope with a requestId', () => {
+describe('every error is the error envelope (docs/contract.md) with a requestId', () => {
   it('validation failure names the field', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/v1/usage?tier=growth', headers: bearer(user.liveKey) });
     expect(res.statusCode).toBe(400);

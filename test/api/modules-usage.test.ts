@@ -9,7 +9,7 @@ beforeAll(async () => {
 afterAll(async () => t.close());
 
 describe('GET /v1/modules', () => {
-  it('lists the 16 lenses and 8 stacks exactly as the SPEC says', async () => {
+  it('lists the 16 lenses and 8 stacks exactly as docs/contract.md says', async () => {
     const user = await createTestUser(t.db);
     const res = await t.app.inject({ method: 'GET', url: '/v1/modules', headers: bearer(user.liveKey) });
     expect(res.statusCode).toBe(200);

@@ -3,7 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utimes } from 'node:fs/promises';
-import { takeBatchPhoto } from '../../analysis/intake.ts';
+import { takeBatchPhoto } from '../../registry/intake.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
 import { batchWorkflowId } from '../../batches/submit.ts';
 import { createBatch } from '../../batches/repository.ts';

@@ -13,8 +13,11 @@ import { testConfig } from '../harness/env.ts';
  * across 10 users, through 2 real API processes and 2 real worker processes that are SIGKILLed and
  * restarted, with Postgres and Redis connections reset and stalled by the fault proxies and the
  * simulated vendors failing 30% of calls; and, once each: an API SIGKILLed with analyses in
- * flight, Temporal SIGKILLed and restarted on its state file, Postgres stopped with
- * `pg_ctl -m immediate` and started, and a Temporal outage longer than the API waits for it.
+ * flight and an upload's PATCH cut (finished through the other API), a console replica SIGKILLed
+ * mid-upload (finished through the other console), Temporal SIGKILLed and restarted on its state
+ * file, Postgres stopped with `pg_ctl -m immediate` and started, and a Temporal outage longer than
+ * the API waits for it. Beside the analyze clients, batch clients upload photos with tus and submit
+ * photo and vehicle batches over them, and wait for each to end.
  * Its own Postgres cluster and Temporal server (it restarts both; other files use the shared
  * ones), so its workers' 2 s sweeper races no other file's sweeper tests either.
  */
@@ -31,6 +34,7 @@ const CI_SIZE: Omit<ChaosOptions, 'log'> = {
   killEveryMs: [2_000, 3_500],
   apiTerms: 0,
   apiKills: 1,
+  consoleKills: 1,
   temporalKills: 1,
   pgRestarts: 1,
   pgDownMs: [1_000, 2_000],
@@ -44,6 +48,10 @@ const CI_SIZE: Omit<ChaosOptions, 'log'> = {
   reservationTtlMs: 62_000,
   images: 30,
   clientTimeoutMs: 40_000,
+  batches: 4,
+  batchUsers: 2,
+  batchClients: 2,
+  consoles: 2,
 };
 
 let databaseUrl: string;
@@ -95,7 +103,15 @@ describe('chaos (CI size)', () => {
     expect(f.workerKills).toBeGreaterThanOrEqual(2);
     expect(f.workerStarts).toBeGreaterThan(2);
     expect(f.apiKills).toBe(1);
-    expect(f.restarts).toEqual({ 'api-kill': 1, 'temporal-kill': 1, 'pg-restart': 1, 'temporal-outage': 1 });
+    expect(f.restarts).toEqual({ 'api-kill': 1, 'console-kill': 1, 'temporal-kill': 1, 'pg-restart': 1, 'temporal-outage': 1 });
+    expect(f.consoleKills).toBe(1);
+    // The upload cut by the API SIGKILL and the one cut by the console SIGKILL each finished
+    // through the other replica, and their batches (with the plan's 4) ended.
+    expect(f.resumedUploads).toBe(2);
+    expect(Object.entries(f.batches).filter(([k]) => !/ (completed|cancelled)$/.test(k))).toEqual([]);
+    expect(Object.values(f.batches).reduce((a, b) => a + b, 0)).toBe(4 + 2);
+    expect(f.batchItems.pending).toBe(0);
+    expect(f.batchItems.done).toBeGreaterThan(0);
     expect(postgres.restarts).toBe(1);
     expect(temporal.kills).toBe(2);
     // Callers during the outage were told to come back (503 with Retry-After, checked per answer).

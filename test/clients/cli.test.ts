@@ -444,6 +444,8 @@ describe('lenstack CLI', () => {
 interface CountingProxy {
   url: string;
   patchBytes: Map<string, number>;
+  /** upload id → the Upload-Offset of the first PATCH through this proxy (where a resume began). */
+  firstOffset: Map<string, number>;
   /** upload id → file name, from each creation's Upload-Metadata and Location. */
   names: Map<string, string>;
   /** Resolves once the held file's PATCH reached half its bytes. */
@@ -455,6 +457,7 @@ interface CountingProxy {
 
 async function startCountingProxy(target: string, hold?: string): Promise<CountingProxy> {
   const patchBytes = new Map<string, number>();
+  const firstOffset = new Map<string, number>();
   const names = new Map<string, string>();
   const sizes = new Map<string, number>();
   let markHeld!: () => void;
@@ -476,6 +479,7 @@ async function startCountingProxy(target: string, hold?: string): Promise<Counti
       if (!res.writableFinished) upstream.destroy();
     });
     const id = req.method === 'PATCH' ? req.url!.split('/').pop()! : null;
+    if (id && !firstOffset.has(id)) firstOffset.set(id, Number(req.headers['upload-offset']));
     req.on('data', (chunk: Buffer) => {
       if (id && hold !== undefined && names.get(id) === hold && (patchBytes.get(id) ?? 0) >= sizes.get(id)! / 2) {
         req.pause();
@@ -495,6 +499,7 @@ async function startCountingProxy(target: string, hold?: string): Promise<Counti
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     patchBytes,
+    firstOffset,
     names,
     held,
     drop: () => {
@@ -607,8 +612,14 @@ describe('lenstack batch: fleets over resumable uploads', () => {
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_BASE_URL: first.url, ...env },
       });
       const exited = new Promise<string | null>((r) => child.on('exit', (_code, signal) => r(signal)));
-      // Killed once the big photo is half sent and three others finished (read from the API's rows, not a timer).
+      // Killed once the big photo is half sent and stored, and three others finished (read from the
+      // API's rows and its upload file, not a timer). Bytes the proxy passed on that the API had not
+      // yet written would be lost with the connection and rightly sent again: the wait makes the
+      // half the API holds the half that was sent.
       await first.held;
+      const bigAt = [...first.names].find(([, n]) => n === 'a-big.jpg')![0];
+      const stored = join(`${p.config.BLOB_DIR}-uploads`, bigAt);
+      while (((await stat(stored).catch(() => null))?.size ?? 0) < first.patchBytes.get(bigAt)!) await new Promise((r) => setImmediate(r));
       while ((await finished()) < 3) await new Promise((r) => setImmediate(r));
       child.kill('SIGKILL');
       expect(await exited).toBe('SIGKILL');
@@ -689,7 +700,14 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       await second.close();
     }
     const bigId = [...first.names].find(([, n]) => n === 'a-big.jpg')![0];
-    expect((first.patchBytes.get(bigId) ?? 0) + (second.patchBytes.get(bigId) ?? 0)).toBe(big.length);
+    // Continued from the offset the API held, not from zero; what the API held was not sent again.
+    // Bytes the API had received but not stored when the interrupted PATCH ended (at most its
+    // buffers) are sent again: the tus lock ends that request when the resume asks for the upload
+    // (docs/decisions.md, "One writer per upload").
+    const resumedAt = second.firstOffset.get(bigId)!;
+    expect(resumedAt).toBeGreaterThan(0);
+    expect(second.patchBytes.get(bigId)).toBe(big.length - resumedAt);
+    expect(first.patchBytes.get(bigId)! - resumedAt).toBeLessThanOrEqual(512 * 1024);
 
     // A cut connection: the PATCH is cut off once the API has stored its first half; the CLI's
     // retry asks the offset and sends only the rest, in the same run.

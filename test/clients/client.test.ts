@@ -101,7 +101,7 @@ describe('@lenstack/client against the running stack', () => {
     const v2 = await client.analyzeV2({ imageBase64: photoBase64('gps-DSCN0010.jpg'), modules: ['describe'], extract: { prompt: 'the street name and any shop signs' } });
     expect(v2.usage.creditsCharged).toBe(6);
     const out = photoOutput(v2);
-    // The document's PhotoOutput does not describe `bespoke` yet (SPEC: v2's extraction lands there).
+    // The document's PhotoOutput does not describe `bespoke` yet (docs/contract.md: v2's extraction lands there).
     expect((v2.output as { bespoke?: unknown }).bespoke).toMatchObject({ schemaId: expect.stringMatching(/^bsk_[0-9a-f]{32}$/), data: expect.any(Object) });
     expect(typeof out.title).toBe('string');
 

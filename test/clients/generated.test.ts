@@ -5,7 +5,7 @@ import { GENERATED_PATH, generateTypes, OPENAPI_PATH } from '../../clients/types
 
 type Doc = { paths: Record<string, Record<string, { security?: Array<Record<string, unknown>> }>> };
 
-/** Operations a key holder calls: unauthenticated or Bearer; internal-secret-only ones are server-to-server (SPEC "Authentication" 6). */
+/** Operations a key holder calls: unauthenticated or Bearer; internal-secret-only ones are server-to-server (docs/contract.md, "Authentication"). */
 function publicOperations(doc: Doc): string[] {
   const out: string[] = [];
   for (const [path, item] of Object.entries(doc.paths)) {

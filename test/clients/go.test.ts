@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { VEHICLE_REPORT_CREDITS } from '../../workflows/types.ts';
+import { VEHICLE_REPORT_CREDITS } from '../../credits/price-book.ts';
 import { GO_CLIENT_DIR, goClientCurrent } from '../../tools/scripts/go-client.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { PHOTOS_DIR } from '../helpers/photos.ts';

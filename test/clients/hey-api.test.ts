@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { VEHICLE_REPORT_CREDITS } from '../../workflows/types.ts';
+import { VEHICLE_REPORT_CREDITS } from '../../credits/price-book.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { PHOTOS_DIR } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';

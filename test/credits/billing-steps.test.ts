@@ -101,6 +101,8 @@ describe('one-step billing activities', () => {
       needed: 4,
       // The worker's vendors, in VENDOR_ORDER: the workflow's chain comes from here.
       vendors: ['openai', 'anthropic', 'google'],
+      // VENDOR_OVERFLOW is off: a vendor out of budget is waited for, not skipped (docs/decisions.md "Vendor quotas").
+      overflow: false,
     });
     const again = await run(acts.reserveDelta, delta);
     expect(again).toEqual(first);
@@ -132,7 +134,7 @@ describe('one-step billing activities', () => {
     await recordDating(userId, SHA_A, `evt_${userId}`, 'analyze:earlier');
 
     const cached = await run(acts.reserveDelta, { ...base, reservationId: `res:c-${userId}`, workflowId: `c-${userId}`, lenses: ['dating', 'moderation'] });
-    expect(cached).toEqual({ plans: [{ ran: ['moderation'], billed: [], first: true, source: 0 }], needed: 0, vendors: ['openai', 'anthropic', 'google'] });
+    expect(cached).toEqual({ plans: [{ ran: ['moderation'], billed: [], first: true, source: 0 }], needed: 0, vendors: ['openai', 'anthropic', 'google'], overflow: false });
 
     // describe (1) + an extraction (5) against a balance of 1.
     const short = run(acts.reserveDelta, { ...base, reservationId: `res:s-${userId}`, workflowId: `s-${userId}`, lenses: ['dating', 'describe'], extraCredits: 5 });

@@ -1,17 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import {
-  CENTS_PER_CREDIT,
-  FIRST_PACK_BONUS_KEY,
-  firstPackBonusAvailable,
-  packGrant,
-  PACKS,
-  purchasePack,
-  type PackName,
-} from '../../credits/packs.ts';
+import { FIRST_PACK_BONUS_KEY, firstPackBonusAvailable, fulfilPaidPurchase } from '../../credits/packs.ts';
+import { CENTS_PER_CREDIT, packGrant, PACKS, type PackName } from '../../credits/price-book.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import type { CaptureRequest, PaymentGateway } from '../../payments/gateway.ts';
+import type { PaymentGateway, PaymentRequest } from '../../payments/gateway.ts';
+import { purchasePack } from '../../payments/purchase.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { testConfig } from '../harness/env.ts';
 import { createTestUser } from '../helpers/app.ts';
@@ -158,12 +152,13 @@ describe('buying packs', () => {
 
   it('a capture whose answer was lost leaves the purchase pending; the retry finds the same payment and grants once', async () => {
     const { userId } = await createTestUser(db);
-    const seen: CaptureRequest[] = [];
+    const seen: PaymentRequest[] = [];
     let loseAnswer = true;
     const flaky: PaymentGateway = {
-      async capture(req) {
+      name: 'recording',
+      async startPayment(req) {
         seen.push(req);
-        const out = await payments.capture(req);
+        const out = await payments.startPayment(req);
         if (loseAnswer) throw new Error('connection reset after the capture went through');
         return out;
       },
@@ -194,5 +189,18 @@ describe('buying packs', () => {
     expect((err as AppError).message).toMatch(/already used for a starter purchase/);
     expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
     await expect(buy('usr_nobody', 'starter', 'x')).rejects.toMatchObject({ code: 'NOT_FOUND', status: 404 });
+  });
+
+  it('a hosted purchase is granted what it was recorded at, even when the price book changed before it was paid', async () => {
+    const { userId } = await createTestUser(db);
+    const hosted: PaymentGateway = { name: 'stripe', startPayment: async (req) => ({ kind: 'checkout', checkoutId: `cs_${req.purchaseId}`, url: 'https://checkout.example/x' }) };
+    const { purchase, checkoutUrl } = await buy(userId, 'starter', 'old-price', hosted);
+    expect([purchase.status, checkoutUrl]).toEqual(['pending', 'https://checkout.example/x']);
+    // The purchase as an older price book recorded it: 900 credits for 9 USD.
+    await db.query('UPDATE credit_purchases SET credits = 900, amount_cents = 900 WHERE id = $1', [purchase.purchaseId]);
+    const paid = await fulfilPaidPurchase(db, { purchaseId: purchase.purchaseId, amountCents: 900, paymentId: 'pi_old' });
+    expect(paid.purchase).toMatchObject({ status: 'granted', credits: 900, bonusCredits: 900, amountCents: 900 });
+    expect(await getBalance(db, userId)).toMatchObject({ purchased: 1_800 });
+    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setCardOnFile } from '../../accounts/card-on-file.ts';
 import { createEmailVerification, verifyEmail } from '../../accounts/email-verification.ts';
 import { checkInvariants, getBalance, release, reserve, settle } from '../../credits/ledger.ts';
-import { purchasePack } from '../../credits/packs.ts';
+import { purchasePack } from '../../payments/purchase.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { testConfig } from '../harness/env.ts';

@@ -20,7 +20,8 @@ import { loadConfig } from '../../core/config.ts';
 import { migrate } from '../../db/migrate.ts';
 import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer } from '../../tools/scripts/temporal.ts';
 import type { HarnessValues } from './provided.ts';
-import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, safeUrl } from './services.ts';
+import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, HarnessError, safeUrl } from './services.ts';
+import { formatMissing, preflight } from '../../tools/scripts/preflight.ts';
 import { createTestDatabase, type TestDatabase } from './test-database.ts';
 
 interface HarnessSettings {
@@ -63,25 +64,41 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 
   try {
-    await Promise.all([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]);
-
-    // The Go-built test tools, once into the cache before any test's timeout runs (a cold build of
-    // promtool alone takes 10-20 minutes on 2 cores); a warm cache answers at once. Only for the
-    // whole suite (`npm test`): a run of a few files builds only what its tests ask for.
+    // Everything the run needs, checked at once and reported together before anything is built.
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
-    for (const tool of wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF, OAPI_CODEGEN] : []) {
-      if (await goToolBuilt(tool)) continue;
-      if (tool === PROMTOOL && (await systemPromtool())) continue;
-      process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
-      const t0 = Date.now();
-      try {
-        await ensureGoTool(tool);
-        process.stderr.write(`[harness] built ${tool.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
-      } catch (err) {
-        // No Go here, or the build failed: the tests that use this tool fail and say why; the rest run.
-        process.stderr.write(`[harness] could not build ${tool.name}: ${err instanceof Error ? err.message : String(err)}\n`);
-      }
+    const goTools = wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF, OAPI_CODEGEN] : [];
+    const [missing, services] = await Promise.all([
+      preflight({ browser: wholeSuite, goTools, temporal: !settings.temporalAddress, testPrograms: wholeSuite }),
+      Promise.allSettled([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]),
+    ]);
+    const down = services.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
+    if (missing.length || down.length) {
+      const report = [missing.length ? formatMissing(missing) : '', ...down].filter(Boolean).join('\n\n');
+      // The whole suite stops here, before any build: every one of these fails tests later.
+      // A run of a few files goes on with a warning (it may not need them), unless a service is down.
+      if (wholeSuite || down.length) throw new HarnessError(report);
+      process.stderr.write(`[harness] ${report}\n`);
     }
+
+    // The Go-built test tools, once into the cache before any test's timeout runs; a warm cache
+    // answers at once. Built side by side (each Go build waits on downloads and the linker as
+    // much as on the CPU). Only for the whole suite (`npm test`): a run of a few files builds
+    // only what its tests ask for.
+    const toBuild = [];
+    for (const tool of goTools) if (!(await goToolBuilt(tool)) && !(tool === PROMTOOL && (await systemPromtool()))) toBuild.push(tool);
+    await Promise.all(
+      toBuild.map(async (tool) => {
+        process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
+        const t0 = Date.now();
+        try {
+          await ensureGoTool(tool);
+          process.stderr.write(`[harness] built ${tool.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
+        } catch (err) {
+          // The build failed: the tests that use this tool fail and say why; the rest run.
+          process.stderr.write(`[harness] could not build ${tool.name}: ${err instanceof Error ? err.message : String(err)}\n`);
+        }
+      }),
+    );
 
     // The native HEIC decoder, built once per source (about a second): the HEIC tests run on it
     // and on the WASM fallback. Without a C compiler and libheif's headers the tests on it fail, saying so.

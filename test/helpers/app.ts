@@ -3,7 +3,8 @@ import { buildApp } from '../../api/app.ts';
 import type { AppDeps } from '../../api/deps.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import { EvictionBus } from '../../auth/eviction-bus.ts';
-import { createUser, issueKey } from '../../auth/repository.ts';
+import { issueKey } from '../../auth/repository.ts';
+import { createUser } from '../../accounts/billing-accounts.ts';
 import type { Config } from '../../core/config.ts';
 import { grant } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
@@ -72,7 +73,7 @@ export async function createTestUser(db: Db, credits: { community?: number; purc
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-/** Asserts the SPEC error envelope and returns its `error`. */
+/** Asserts the error envelope of docs/contract.md and returns its `error`. */
 export function expectEnvelope(body: unknown): { code: string; message: string; retryable: boolean; requestId: string } & Record<string, unknown> {
   const e = (body as { error?: unknown }).error as Record<string, unknown> | undefined;
   if (!e || typeof e.code !== 'string' || typeof e.message !== 'string' || typeof e.retryable !== 'boolean' || typeof e.requestId !== 'string') {

@@ -101,7 +101,9 @@ export async function apiUrl(api: ServiceProcess): Promise<string> {
 }
 
 export async function workerPolling(worker: ServiceProcess): Promise<void> {
-  await waitForOutput(worker, /polling task queue/);
+  // Bundling the workflows takes 10–20 s on an idle core and over a minute on a 2-core machine at
+  // load 30: this bounds a hung start, it does not time one.
+  await waitForOutput(worker, /polling task queue/, 180_000);
 }
 
 /** SIGTERM, and SIGKILL after `killAfterMs` when given; resolves once the process is gone. */

@@ -5,7 +5,7 @@ import { rawRequest } from './support/raw-http.ts';
 import { envelopeOf, type Answer } from './support/report.ts';
 
 /**
- * Found by the OpenAPI request fuzzer: answers that left the SPEC envelope, or a 500, for input a
+ * Found by the OpenAPI request fuzzer: answers that left the error envelope (docs/contract.md), or a 500, for input a
  * client controls. Each case here is the smallest request that showed it.
  *  - Node's HTTP parser refusing a request (bad method, bad header bytes, conflicting lengths,
  *    headers over 16 KB) answered Fastify's own `{"error":"Bad Request",…}` or a bare 431.
@@ -40,7 +40,7 @@ function expectSpecError(a: Answer, status: number, code: string): void {
   expect(a.headers['x-request-id']).toBe(e.envelope.requestId);
 }
 
-describe('malformed HTTP is answered in the SPEC envelope, with a request id', () => {
+describe('malformed HTTP is answered in the error envelope (docs/contract.md), with a request id', () => {
   const health = (over: Partial<Parameters<typeof rawRequest>[1]>) => rawRequest(port, { method: 'GET', target: '/v1/health', headers: [], ...over });
 
   it.each([

@@ -19,7 +19,7 @@ import { envelopeOf, Tally, type Answer } from './support/report.ts';
  * app with rate limits on and the real analysis pipeline behind it (Temporal, a worker, the
  * simulated vendor): a malformed request that still passes validation runs a real analysis. Most
  * go through app.inject; a share (and everything only a socket can carry: bad methods,
- * conflicting lengths, raw bytes) over a real TCP socket. Targets: no 500, every error the SPEC
+ * conflicting lengths, raw bytes) over a real TCP socket. Targets: no 500, every error in the contract's
  * envelope with a request id, credits moved only by the analyses that answered 200 (exactly what
  * they said they charged, nothing left reserved), no registry row otherwise, no pollution.
  */

@@ -20,7 +20,7 @@ import { envelopeOf, Tally, type Answer } from './support/report.ts';
 /**
  * The hostile image corpus (bombs, truncations, mutants, masquerades, the shared photos) sent as
  * base64 to every endpoint that reads an image, against the API running as its own process: no
- * answer may be a 5xx, every refusal is a 4xx SPEC envelope, the endpoints agree on what
+ * answer may be a 5xx, every refusal is a 4xx envelope (docs/contract.md), the endpoints agree on what
  * is a picture, the process survives with bounded memory, and nothing is billed or stored for a
  * refused image. Behind the API runs the real pipeline: Temporal (the harness's dev server, this
  * file's task queue), a real worker in this process (it decodes and resizes every accepted image
@@ -97,6 +97,8 @@ let analyzerBefore: Footprint;
 const tally = new Tally();
 /** Analyze requests that started a workflow (accepted and not answered from the registry). */
 const workflowAnalyzeIds: string[] = [];
+/** Every analyze answer by request id: a refusal may come from the worker's decode, after a workflow started. */
+const analyzeAnswers = new Map<string, Answer>();
 const analyzed = { ok: 0, cacheHits: 0, refused: 0, charged: 0 };
 let requestCounter = 0;
 
@@ -219,6 +221,7 @@ describe(`image corpus (${scale} size), API in its own process`, () => {
           ENDPOINTS.filter((e) => e.path !== '/v1/analyze' || !notAnalyzed.has(c)).map(async (e): Promise<[Endpoint, Answer]> => {
             const requestId = `img-${++requestCounter}`;
             const a = await send(e, c.base64, requestId).catch((err: Error): Answer => ({ status: 0, body: `no answer: ${err.message}`, headers: {}, ms: 0 }));
+            if (e.path === '/v1/analyze') analyzeAnswers.set(requestId, a);
             if (e.path === '/v1/analyze' && e.accepted(a)) countAnalysis(requestId, a);
             tally.add(category, a, { accepted: e.accepted(a) });
             return [e, a];
@@ -282,9 +285,16 @@ describe(`image corpus (${scale} size), API in its own process`, () => {
   });
 
   it('only accepted images reached the analysis pipeline, billed per the delta; nothing else was billed or stored', async () => {
-    // Every analyze request that started a workflow, and no other (cache hits start none).
+    // Every accepted analyze request that was not a cache hit started a workflow. Refused ones
+    // started one only when their header passed and the worker's decode refused the pixels
+    // (docs/decisions.md, "Decoding after the reservation"): those were answered 422 IMAGE_INVALID.
     const ran = await analyzeWorkflowRequestIds(temporal, config.TEMPORAL_TASK_QUEUE, workflowAnalyzeIds.length);
-    expect(ran.sort()).toEqual([...workflowAnalyzeIds].sort());
+    expect(ran).toEqual(expect.arrayContaining(workflowAnalyzeIds));
+    const refusedAfterStart = ran.filter((id) => !workflowAnalyzeIds.includes(id)).map((id) => {
+      const a = analyzeAnswers.get(id);
+      return a ? `${a.status} ${(JSON.parse(a.body) as { error?: { code?: string } }).error?.code}` : 'not sent by this test';
+    });
+    expect(new Set(refusedAfterStart)).toEqual(new Set(refusedAfterStart.length ? ['422 IMAGE_INVALID'] : []));
     // The analyzing user paid what the answers said they charged, and holds nothing reserved.
     const after = await footprint(db, analyzer.userId);
     const spent = analyzerBefore.balance.community + analyzerBefore.balance.purchased - (after.balance.community + after.balance.purchased);

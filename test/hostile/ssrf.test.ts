@@ -17,7 +17,7 @@ import { corpusResolver, startRedirectServer, type RedirectServer } from './supp
  * Every SSRF corpus URL through every endpoint that takes an image URL, against the real app
  * with the production address policy (only 127.0.0.2 is treated as public). Nothing may connect
  * to the loopback canary or anywhere else; every answer is 400 (blocked) or 422 (unreachable)
- * in the SPEC envelope; nothing is billed or stored for a refused URL. The controls (URLs that must
+ * in the error envelope (docs/contract.md); nothing is billed or stored for a refused URL. The controls (URLs that must
  * work) run a real analysis through the real pipeline (Temporal, worker, simulated vendor).
  */
 

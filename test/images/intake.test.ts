@@ -42,19 +42,35 @@ describe('intakeImage', () => {
 
   it('takes base64 in, stores the exact bytes under their SHA-256 and returns only a small reference', async () => {
     const ref = await intakeImage({ base64: `data:image/jpeg;base64,${jpeg.toString('base64')}` }, deps);
-    const fp = await fingerprint(jpeg);
-    // New bytes are decoded once, which also fingerprints them.
-    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, pHash: fp.pHash, dHash: fp.dHash, stored: true });
+    // New bytes are not decoded here: the worker's one decode makes the hashes after the
+    // reservation (docs/decisions.md, "Decoding after the reservation"); the header gives the size.
+    expect(ref).toEqual({ sha256: sha, format: 'jpeg', width: 600, height: 450, bytes: jpeg.length, pHash: null, dHash: null, stored: true });
     expect((await blobs.get(sha)).equals(jpeg)).toBe(true);
   });
 
-  it('decodes bytes another account stored (no cross-account shortcut) and spares the decode only for the caller\'s own registry', async () => {
-    const fp = await fingerprint(jpeg);
+  it('decodes here only for an embedding, and then fingerprints with the same decode', async () => {
+    const fp = await fingerprint(jpeg, { embedding: true });
+    const ref = await intakeImage({ base64: jpeg.toString('base64') }, deps, { embedding: true });
+    expect(ref).toMatchObject({ sha256: sha, pHash: fp.pHash, dHash: fp.dHash, stored: true });
+    expect(ref.embedding!.length).toBeGreaterThan(0);
+    expect(ref.embedding).toEqual(fp.embedding);
+  });
+
+  it('takes in a photo whose header is whole but whose pixels are cut (the worker refuses it), and refuses it here when it must decode', async () => {
+    const cut = jpeg.subarray(0, Math.floor(jpeg.length * 0.8));
+    const cutSha = createHash('sha256').update(cut).digest('hex');
+    expect(await intakeImage({ base64: cut.toString('base64') }, deps)).toMatchObject({ sha256: cutSha, width: 600, height: 450, pHash: null, stored: true });
+    await rm(root, { recursive: true, force: true });
+    await expect(intakeImage({ base64: cut.toString('base64') }, deps, { embedding: true })).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    expect(await storedFiles().catch(() => [])).toEqual([]);
+  });
+
+  it('takes no hashes from bytes another account stored (no cross-account shortcut), only from the caller\'s own registry', async () => {
     await intakeImage({ base64: jpeg.toString('base64') }, deps);
-    // Already in the blob store, not in this caller's registry: decoded and fingerprinted again.
+    // Already in the blob store, not in this caller's registry: the worker will decode it for this caller.
     const asked: string[] = [];
     const again = await intakeImage({ base64: jpeg.toString('base64') }, { ...deps, knownFingerprint: async (s) => (asked.push(s), null) });
-    expect(again).toMatchObject({ sha256: sha, pHash: fp.pHash, dHash: fp.dHash, stored: false, registered: false });
+    expect(again).toMatchObject({ sha256: sha, pHash: null, dHash: null, stored: false, registered: false });
     expect(asked).toEqual([sha]);
     // The caller's registry holds the photo: its hashes are used as they are (no decode would produce these).
     const known = { pHash: 'ffffffffffffffff', dHash: '0000000000000000' };
@@ -82,8 +98,8 @@ describe('intakeImage', () => {
 
   it('stores nothing when the image is refused (a file whose header passes takes back the blob written while it decoded)', async () => {
     const truncated = jpeg.subarray(0, Math.floor(jpeg.length * 0.8)).toString('base64');
-    await expect(intakeImage({ base64: truncated }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
-    await expect(intakeImage({ base64: photo('heic-IMG_5195.HEIC').subarray(0, 400_000).toString('base64') }, deps)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(intakeImage({ base64: truncated }, deps, { embedding: true })).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(intakeImage({ base64: photo('heic-IMG_5195.HEIC').subarray(0, 400_000).toString('base64') }, deps, { embedding: true })).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
     await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...deps, maxPixels: 450 * 600 - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...deps, maxBytes: jpeg.length - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     await expect(intakeImage({ url: `${pub.origin}/image.jpg` }, { ...deps, maxBytes: jpeg.length - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });

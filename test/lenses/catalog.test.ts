@@ -8,7 +8,7 @@ const catalog = buildCatalog();
 const entry = (name: string) => catalog.modules.find((m) => m.name === name);
 
 describe('lens catalog (GET /v1/modules)', () => {
-  it('lists all 16 lenses of the SPEC, in catalog order, and validates against its own response schema', () => {
+  it('lists all 16 lenses of docs/contract.md, in catalog order, and validates against its own response schema', () => {
     expect(catalog.modules.map((m) => m.name)).toEqual([...LENS_NAMES]);
     expect(catalog.modules).toHaveLength(16);
     expect(catalogResponseSchema.parse(catalog)).toEqual(catalog);
@@ -29,7 +29,7 @@ describe('lens catalog (GET /v1/modules)', () => {
     expect(catalog.modules.filter((m) => !m.billable).map((m) => m.name)).toEqual(['moderation', 'vehicle-condition']);
   });
 
-  it('reports the SPEC outputFields for dating, moderation and vehicle-condition', () => {
+  it('reports the outputFields of docs/contract.md for dating, moderation and vehicle-condition', () => {
     expect(entry('dating')?.outputFields).toEqual(['estimatedDate', 'dateAnchors', 'season', 'holiday']);
     expect(entry('moderation')?.outputFields).toEqual(['moderation']);
     expect(entry('vehicle-condition')?.outputFields).toEqual([
@@ -69,7 +69,7 @@ describe('lens catalog (GET /v1/modules)', () => {
     expect(entry('moderation')?.category).toBe('safety');
   });
 
-  it('lists the 8 stacks with the SPEC lists for full-analysis, quick-scan and vehicle-condition', () => {
+  it('lists the 8 stacks with the lists of docs/contract.md for full-analysis, quick-scan and vehicle-condition', () => {
     const presets = Object.fromEntries(catalog.presets.map((p) => [p.name, p.modules]));
     expect(Object.keys(presets)).toEqual(['full-analysis', 'quick-scan', 'automobile', 'claims', 'property', 'ecommerce', 'memorial', 'vehicle-condition']);
     expect(presets['full-analysis']).toEqual([

@@ -16,7 +16,7 @@ beforeAll(async () => {
   p = await startPipeline({ worker: false });
   worker = spawnService('worker/main.ts', serviceEnv(p.config, { LOG_LEVEL: 'debug' }));
   await workerPolling(worker);
-}, 120_000);
+}, 240_000);
 afterAll(async () => {
   killAll();
   await p?.close();

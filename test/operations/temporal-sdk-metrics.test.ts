@@ -25,7 +25,7 @@ beforeAll(async () => {
     serviceEnv(p.config, { TEMPORAL_METRICS_BIND_ADDRESS: address, SIM_VENDOR_URL: '', SIM_VENDOR_URL_IF_NO_KEYS: p.sim.url }),
   );
   await workerPolling(worker);
-}, 120_000);
+}, 240_000);
 afterAll(async () => {
   killAll();
   await p?.close();

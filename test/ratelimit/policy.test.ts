@@ -6,7 +6,7 @@ const user = { userId: 'usr_1', keyHash: 'h1', anonymous: false, sandbox: false 
 const ip = () => '203.0.113.9';
 
 describe('which limits apply', () => {
-  it('the SPEC numbers', () => {
+  it('the numbers of docs/contract.md', () => {
     expect([POLICIES.user.limit, POLICIES.user.windowMs]).toEqual([600, 60_000]);
     expect([POLICIES.lookup.limit, POLICIES.lookup.windowMs]).toEqual([300, 60_000]);
     expect([POLICIES.anonymousMinute.limit, POLICIES.anonymousMinute.windowMs]).toEqual([2, 60_000]);

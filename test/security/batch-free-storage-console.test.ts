@@ -10,7 +10,7 @@ import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { createUploads } from '../../uploads/service.ts';
-import { ensurePersonalWorkspace, MAX_OWNED_TEAM_WORKSPACES } from '../../web/workspaces.ts';
+import { ensurePersonalWorkspace, MAX_OWNED_TEAM_WORKSPACES } from '../../accounts/workspaces.ts';
 import { bearer, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';

@@ -6,7 +6,7 @@ import { issueKey } from '../../auth/repository.ts';
 import { ExportSlots, prepareBatchExport } from '../../batches/export.ts';
 import { grant } from '../../credits/ledger.ts';
 import { recordKeyCreator } from '../../web/members.ts';
-import { createTeamWorkspace, ensurePersonalWorkspace } from '../../web/workspaces.ts';
+import { createTeamWorkspace, ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';

@@ -182,8 +182,17 @@ describe('tus uploads on the API', () => {
     const user = await createTestUser(a.db);
     const url = await upload(urlA, user.liveKey, photoBytes('Pentax_K10D.jpg'));
     const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config });
-    expect(await uploads.sweep(new Date(Date.now() + a.config.UPLOAD_TTL_MS - 60_000))).toBe(0);
-    expect(await uploads.sweep(new Date(Date.now() + a.config.UPLOAD_TTL_MS + 60_000))).toBeGreaterThanOrEqual(1);
+    // This upload made older, not the clock moved: a sweep at a future time would expire every
+    // other test's uploads in the shared database too.
+    const id = url.split('/').pop()!;
+    const unusedFor = (ms: number) => a.db.query('UPDATE uploads SET last_used_at = now() - make_interval(secs => $2) WHERE id = $1', [id, ms / 1000]);
+    const expiredAt = async () => (await a.db.query<{ expired_at: Date | null }>('SELECT expired_at FROM uploads WHERE id = $1', [id])).rows[0]!.expired_at;
+    await unusedFor(a.config.UPLOAD_TTL_MS - 60_000);
+    await uploads.sweep();
+    expect(await expiredAt()).toBeNull();
+    await unusedFor(a.config.UPLOAD_TTL_MS + 60_000);
+    expect(await uploads.sweep()).toBeGreaterThanOrEqual(1);
+    expect(await expiredAt()).toBeInstanceOf(Date);
     const res = await fetch(new URL(url, urlA), { method: 'PATCH', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: 'x' });
     expect(res.status).toBe(404);
     expect(expectEnvelope(await res.json()).message).toMatch(/expired .*upload the photo again/);

@@ -15,13 +15,13 @@ import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
-import { ensurePersonalWorkspace } from '../../web/workspaces.ts';
+import { ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
 import { UI_DIST } from '../../web/server.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { createUploads, type Uploads } from '../../uploads/service.ts';
 import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
-import { stripeFromConfig } from '../../payments/stripe.ts';
+import { configuredPaymentGateway } from '../../payments/configured.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
 import { startGitHubStub, type GitHubStub } from './providers/github.ts';
 import { startGoogleStub, type GoogleStub } from './providers/google.ts';
@@ -42,7 +42,8 @@ export interface ConsoleStack {
    * Another console server over the same database, sessions and origin, with other payment
    * settings (the development gateway, or none): for `inject`, not listening. Closed with the stack.
    */
-  variant(payments: { stripe: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
+  variant(payments: { stripe?: null; payments: PaymentGateway | null }): Promise<FastifyInstance>;
+  // (`stripe: null`, as the tests write it, says no Stripe: the one gateway is `payments`.)
   /**
    * A second console process: its own server on its own port, its own upload service (its own tus
    * server) over the same database, datastore and blob store, and the same sessions and origin.
@@ -111,7 +112,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads } };
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
-  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, stripe: stripeFromConfig(config), staticDir: UI_DIST, batches, logger });
+  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, payments: configuredPaymentGateway(config, db), staticDir: UI_DIST, batches, logger });
   await web.listen({ host: '127.0.0.1', port });
   const variants: FastifyInstance[] = [];
   return {
@@ -143,7 +144,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       return { url: `http://127.0.0.1:${replicaPort}`, app };
     },
     async variant(payments) {
-      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, ...payments });
+      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, payments: payments.payments });
       variants.push(app);
       return app;
     },

@@ -96,7 +96,7 @@ async function signUpAndConfirm(page: Page, email: string, shots = false): Promi
 
 async function analyzeWith(key: string) {
   const res = await stack.pipeline.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: { imageBase64: PHOTO, modules: ['dating'] } });
-  return { status: res.statusCode, body: res.json() as { usage?: { creditsCharged: number }; error?: { code: string } } };
+  return { status: res.statusCode, body: res.json() as { usage?: { creditsCharged: number }; meta?: { requestId: string }; error?: { code: string } } };
 }
 
 describe('the console in a real browser', () => {
@@ -171,7 +171,12 @@ describe('the console in a real browser', () => {
 
     await page.getByRole('button', { name: 'Refresh' }).click();
     await expect.poll(() => page.getByTestId('available').textContent()).toBe((1000 - charged).toLocaleString('en'));
-    expect(await page.getByTestId('ledger').textContent()).toContain(`Analysis charged ${charged}`);
+    // Usage & billing shows the analysis as one row with what it was charged (not a hold and a charge).
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Usage & billing' }).click();
+    const usage = page.getByTestId('usage-rows').getByRole('row');
+    await expect.poll(() => usage.count(), { timeout: 30_000 }).toBe(2);
+    expect((await usage.first().getByRole('cell').allTextContents()).slice(1, 4)).toEqual(['Analysis', first.body.meta!.requestId, String(charged)]);
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Overview' }).click();
     // The key's first use is recorded (to the minute) and listed.
     await expect.poll(async () => (await stack.pipeline.db.query('SELECT last_used_at FROM api_keys WHERE prefix = $1 AND last4 = $2', ['svc_live_', liveKey.slice(-4)])).rows[0]?.last_used_at ?? null).not.toBeNull();
     await page.reload();

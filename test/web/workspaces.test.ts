@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createUser } from '../../auth/repository.ts';
+import { createUser } from '../../accounts/billing-accounts.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import { acceptInvitation, createTeamWorkspace, ensurePersonalWorkspace, inviteMember, listInvitations, requireMember, workspacesOf } from '../../web/workspaces.ts';
+import { acceptInvitation, createTeamWorkspace, ensurePersonalWorkspace, inviteMember, listInvitations, requireMember, workspacesOf } from '../../accounts/workspaces.ts';
 import { testConfig } from '../harness/env.ts';
 
 let db: Db;

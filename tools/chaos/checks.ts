@@ -38,6 +38,15 @@ export interface Books {
   };
 }
 
+/**
+ * A batch item's child run (workflows/batch.ts childWorkflowId: `<analyze|vehicle>:<account>:batch-<batch>-<index>-<attempt>`):
+ * settled for what its analysis recorded, or the report's price; never an extraction.
+ */
+function batchItemCall(workflowId: string): Pick<PlannedCall, 'workflow' | 'extract'> | undefined {
+  const m = /^(analyze|vehicle):[^:]+:batch-/.exec(workflowId);
+  return m ? { workflow: m[1] as 'analyze' | 'vehicle', extract: false } : undefined;
+}
+
 function examples(items: string[]): string {
   return items.slice(0, EXAMPLES).join('; ') + (items.length > EXAMPLES ? `; … (${items.length} in all)` : '');
 }
@@ -98,7 +107,7 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
   const settledBy = new Map<string, { status: string; charged: number }>();
   for (const r of res.rows) {
     if (r.workflow_id) settledBy.set(r.workflow_id, { status: r.status, charged: Number(r.settled_amount ?? 0) });
-    const call = r.workflow_id ? callByWorkflow.get(r.workflow_id) : undefined;
+    const call = r.workflow_id ? (callByWorkflow.get(r.workflow_id) ?? batchItemCall(r.workflow_id)) : undefined;
     if (!call) {
       settleMismatch.push(`${r.id}: no planned call for workflow ${r.workflow_id}`);
       continue;

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { createUser, issueKey } from '../../auth/repository.ts';
+import { issueKey } from '../../auth/repository.ts';
+import { createUser } from '../../accounts/billing-accounts.ts';
 import { grant, sweepExpired } from '../../credits/ledger.ts';
 import { createPool } from '../../db/pool.ts';
 import { startSimVendor } from '../sim/index.ts';
@@ -13,6 +14,10 @@ import { intIn, pick, rngFor, type Rng } from '../../samples/random.ts';
 import { freePort } from '../scripts/temporal.ts';
 import { WORKFLOWS_PATH } from '../../worker/main.ts';
 import { checkBlobs, checkBooks } from './checks.ts';
+import { batchBody, checkBatches, followBatch, planBatches, runBatchJob, submitBatch, type BatchResult } from './batches.ts';
+import { emptyTusStats, interruptedUpload, type TusDoor } from './uploads.ts';
+import { startMailCatcher } from '../../web/mail.ts';
+import { STARTING_STALE_MS } from '../../batches/submit.ts';
 import type { PrivatePostgres, RestartableTemporal } from './infra.ts';
 import { runCall, type CallResult } from './client.ts';
 import { FaultProxy, type Faults, type FaultProxyStats } from './fault-proxy.ts';
@@ -20,11 +25,13 @@ import { makePlan, type PlannedCall } from './plan.ts';
 import { pollUntil, ROOT, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
 
 /**
- * The chaos driver: real API and worker processes against Postgres and Redis through fault
- * proxies, the simulated vendors failing and stalling, workers SIGKILLed and restarted, API
- * processes stopped and killed, while clients send a seeded plan of analyze calls. Then the load
- * and the faults stop, every workflow ends, the sweeper runs once past every expiry, and the books
- * and the answers are checked. Every loop is bounded in count and time; the run stops by itself.
+ * The chaos driver: real API, worker and console processes against Postgres and Redis (the API's
+ * and workers' through fault proxies), the simulated vendors failing and stalling, workers
+ * SIGKILLed and restarted, API processes stopped and killed with uploads cut mid-PATCH, console
+ * processes killed mid-upload, while clients send a seeded plan of analyze calls and batch clients
+ * upload photos with tus and submit batches over them. Then the load and the faults stop, every
+ * workflow and batch ends, the sweeper runs once past every expiry, and the books, the batches and
+ * the answers are checked. Every loop is bounded in count and time; the run stops by itself.
  */
 
 export interface ChaosServices {
@@ -91,6 +98,16 @@ export interface ChaosOptions {
   images: number;
   /** Client-side bound on one HTTP attempt; past it the call is a hang (a failure). */
   clientTimeoutMs: number;
+  /** Batch jobs: photos uploaded with tus through the API, a photo or vehicle batch over them, awaited to its end. */
+  batches: number;
+  /** Their own users (funded for every photo: a batch out of credits pauses, it does not end). */
+  batchUsers: number;
+  /** Concurrent batch clients (besides the analyze clients). */
+  batchClients: number;
+  /** Console processes (web/server.ts); 0 for none. */
+  consoles: number;
+  /** SIGKILLs of a console replica mid-upload, each restarted on its port; the upload finishes through the other. */
+  consoleKills: number;
   log: (line: string) => void;
 }
 
@@ -108,6 +125,11 @@ export interface ChaosReport {
     allDown: number;
     workerStarts: number;
     apiKills: number;
+    consoleKills: number;
+    /** Uploads cut by an API or console SIGKILL, finished through the other replica. */
+    resumedUploads: number;
+    batches: Record<string, number>;
+    batchItems: Record<string, number>;
     /** Faults of the restart schedule, by kind (api-term, api-kill, temporal-kill, temporal-outage, pg-restart). */
     restarts: Record<string, number>;
     /** Attempts answered (or not) while Temporal or Postgres was down, by status. */
@@ -158,6 +180,11 @@ export const FULL_SIZE: Omit<ChaosOptions, 'seed' | 'log'> = {
   sweepIntervalMs: 2_000,
   images: 60,
   clientTimeoutMs: 75_000,
+  batches: 60,
+  batchUsers: 10,
+  batchClients: 4,
+  consoles: 2,
+  consoleKills: 3,
 };
 
 const VENDORS = ['openai', 'anthropic', 'google'] as const;
@@ -301,6 +328,8 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
   const phases = { startup: 0, load: 0, settle: 0, stop: 0 };
   let workers: Group | undefined;
   let apis: Group | undefined;
+  let consoles: Group | undefined;
+  const mail = o.consoles > 0 ? await startMailCatcher() : undefined;
 
   try {
     // --- processes, the plan, the users, the workflow bundle (APIs start meanwhile) -----------
@@ -340,6 +369,28 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       log,
     );
     const apisUp = Promise.all(Array.from({ length: o.apis }, (_, i) => apis!.start(i)));
+    // The console replicas (web/server.ts) share the database, Redis, Temporal and the blob
+    // store (its upload datastore beside it) with the APIs; they reach Postgres and Redis directly
+    // (the proxies' faults are the API's and workers' lot), and mail goes to the run's catcher.
+    const consolePorts = await Promise.all(Array.from({ length: o.consoles }, () => freePort()));
+    const consoleUrls = consolePorts.map((p) => `http://127.0.0.1:${p}`);
+    const consoleEnv: NodeJS.ProcessEnv = {
+      ...env,
+      DATABASE_URL: services.databaseUrl,
+      REDIS_URL: services.redisUrl,
+      AUTH_SECRET: `chaos-auth-secret-${o.seed}-0123456789abcdef0123456789`,
+      SMTP_URL: mail?.url ?? '',
+      HOST: '127.0.0.1',
+    };
+    consoles = new Group(
+      'web',
+      o.consoles,
+      (name, slot) => new ServiceProcess(name, 'web', 'web/server.ts', [], { ...consoleEnv, WEB_PORT: String(consolePorts[slot]), WEB_URL: consoleUrls[slot] }, logDir, consolePorts[slot]),
+      (p) => waitApiReady(p, READY_TIMEOUT_MS, '/api/v1/auth/ok'),
+      log,
+    );
+    const consolesUp = Promise.all(Array.from({ length: o.consoles }, (_, i) => consoles!.start(i)));
+    consolesUp.catch(() => {});
 
     const runTag = Date.now().toString(36);
     // Workers start as soon as the workflow code is bundled, while the users are created.
@@ -361,8 +412,26 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     }
     const workflowIdOf = (c: PlannedCall) => `${c.workflow}:${userIds[c.user]}:${c.requestId}`;
     log(`plan: ${plan.calls.length} calls, ${plan.users.length} users (${plan.users.reduce((n, u) => n + u.community + u.purchased, 0)} credits granted), ${plan.images.length} photos; seed ${o.seed}`);
-    const startedOk = [...(await workersUp), ...(await apisUp)];
-    if (startedOk.some((ok) => !ok)) throw new Error(`processes not ready: ${[...apis.procs, ...workers.procs].map((p) => `${p?.name} alive=${p?.alive}`).join(', ')}`);
+    // Batch users: funded for every photo of their batches (lens and report prices are 1 credit).
+    const batchPlan = planBatches({ seed: o.seed, runTag, batches: o.batches, users: o.batchUsers, images: plan.images.length });
+    const batchKeys: string[] = [];
+    const batchUserIds: string[] = [];
+    const needs = (u: number) => batchPlan.filter((b) => b.user === u).reduce((n, b) => n + b.images.length * (b.modules.length + 1) + 2, 0);
+    for (let u = 0; u < (o.batches > 0 ? o.batchUsers : 0); u++) {
+      const { userId } = await createUser(db, `chaos-${runTag}-batch-${u}@example.test`);
+      const { key } = await issueKey(db, userId, 'live');
+      // Enough for the plan's batches and for the uploads cut by kills (their batches are extra).
+      await grant(db, { userId, pool: 'purchased', amount: needs(u) + 40, idempotencyKey: 'chaos-batches' });
+      batchUserIds.push(userId);
+      batchKeys.push(key);
+    }
+    const imageBytes = plan.images.map((b64) => Buffer.from(b64, 'base64'));
+    const startedOk = [...(await workersUp), ...(await apisUp), ...(await consolesUp)];
+    if (startedOk.some((ok) => !ok)) throw new Error(`processes not ready: ${[...apis.procs, ...workers.procs, ...consoles.procs].map((p) => `${p?.name} alive=${p?.alive}`).join(', ')}`);
+    // A person of the console, signed up the way a browser does (mail link), with a funded workspace.
+    const person = o.consoles > 0 ? await consolePerson(consoleUrls[0]!, `chaos-${runTag}-console@example.test`, mail!) : undefined;
+    if (person) await grant(db, { userId: person.workspaceId, pool: 'purchased', amount: 40 * Math.max(1, o.consoleKills), idempotencyKey: 'chaos-console' });
+    const accounts = [...userIds, ...batchUserIds, ...(person ? [person.workspaceId] : [])];
     phases.startup = Date.now() - t0;
     log(`up in ${(phases.startup / 1000).toFixed(1)} s: ${o.apis} API processes (${apiUrls.join(', ')}), ${o.workers} workers; Postgres via :${pgProxy.port}, Redis via :${redisProxy.port}, sim ${sim.url}`);
 
@@ -447,11 +516,12 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     // --- the restart schedule: one fault at a time, each at a point of the plan ----------------
     // Fault k fires once calls up to its point have been sent, and no client sends a call past
     // that point before it has fired: every fault lands with calls in flight and more coming.
-    type RestartKind = 'api-term' | 'api-kill' | 'temporal-kill' | 'temporal-outage' | 'pg-restart';
+    type RestartKind = 'api-term' | 'api-kill' | 'console-kill' | 'temporal-kill' | 'temporal-outage' | 'pg-restart';
     const srng = rngFor(`${o.seed}|restarts`);
     const kinds: RestartKind[] = [
       ...Array<RestartKind>(o.apiTerms).fill('api-term'),
       ...Array<RestartKind>(o.apiKills).fill('api-kill'),
+      ...Array<RestartKind>(o.consoles > 1 ? o.consoleKills : 0).fill('console-kill'),
       ...Array<RestartKind>(services.temporalServer ? o.temporalKills : 0).fill('temporal-kill'),
       ...Array<RestartKind>(services.postgres ? o.pgRestarts : 0).fill('pg-restart'),
       ...Array<RestartKind>(services.temporalServer && o.temporalOutageMs > 0 ? 1 : 0).fill('temporal-outage'),
@@ -466,6 +536,19 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const downWindows: Array<{ kind: 'temporal' | 'postgres'; from: number; to: number }> = [];
     const restartCounts: Record<string, number> = {};
     const inFlight = new Map<string, number>();
+    const tusStats = emptyTusStats();
+    const cutUploads: Array<{ kind: 'api' | 'console'; offsetAtKill?: number; size?: number; error?: string }> = [];
+    const extraBatches: Array<Promise<BatchResult>> = [];
+    const consoleBatches: BatchResult[] = [];
+    /** Batch jobs under way (uploading, submitting or followed) when each fault fired. */
+    let batchJobsActive = 0;
+    const batchJobsAtFault: number[] = [];
+    // A client waits for its batch as long as a run may take after an outage, and a little more.
+    const batchWaitMs = o.workflowTimeoutMs * 2 + o.temporalOutageMs + 60_000;
+    // A batch client resends a submission answered 503 (or lost) for longer than the outage lasts,
+    // and longer than a batch stranded `starting` by a killed API answers "still starting" (a
+    // resend starts it after STARTING_STALE_MS, batches/submit.ts).
+    const submitRetryMs = Math.max(o.temporalOutageMs + 90_000, STARTING_STALE_MS + 60_000);
     const restartFaults = (async () => {
       try {
         await restartSchedule();
@@ -480,6 +563,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         if (stopper.stopped) return;
         restartCounts[ev.kind] = (restartCounts[ev.kind] ?? 0) + 1;
         fired = k + 1;
+        batchJobsAtFault.push(batchJobsActive);
         if (ev.kind === 'api-term' || ev.kind === 'api-kill') {
           // The API with the most requests in flight (analyses waiting on their workflows).
           const slots = apis!.readySlots();
@@ -488,10 +572,35 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
           if (!p?.alive) continue;
           const busy = inFlight.get(apiUrls[slot]!) ?? 0;
           if (ev.kind === 'api-kill') {
-            log(`SIGKILL ${p.name} at ${done} calls, ${busy} request(s) in flight on it`);
-            apiKilledInFlight.push(busy);
-            p.kill('SIGKILL');
-            await p.exited;
+            const sigkill = async () => {
+              log(`SIGKILL ${p.name} at ${done} calls, ${busy} request(s) in flight on it${batchUserIds.length ? ' and an upload' : ''}`);
+              apiKilledInFlight.push(busy);
+              p.kill('SIGKILL');
+              await p.exited;
+            };
+            if (batchUserIds.length && o.apis > 1) {
+              // An upload whose PATCH is cut by the kill, finished through the other API process,
+              // then a batch over it through that process, awaited like the plan's batches.
+              const other = apiUrls[(slot + 1) % o.apis]!;
+              const u = k % batchUserIds.length;
+              const door: TusDoor = { bases: () => [other], createPath: '/v1/uploads', headers: { authorization: `Bearer ${batchKeys[u]}` } };
+              const cut = await interruptedUpload(door, apiUrls[slot]!, other, imageBytes[k % imageBytes.length]!, sigkill, tusStats);
+              if (p.alive) await sigkill();
+              cutUploads.push({ kind: 'api', ...('error' in cut ? { error: cut.error } : { offsetAtKill: cut.offsetAtKill, size: imageBytes[k % imageBytes.length]!.length }) });
+              if (!('error' in cut)) {
+                const job = { index: -1 - k, kind: 'photos' as const, label: `upload cut by SIGKILL of ${p.name}` };
+                extraBatches.push(
+                  (async (): Promise<BatchResult> => {
+                    const sent = await submitBatch(readyApis, '/v1/batches', door.headers, batchBody({ kind: 'photos', modules: ['describe'] }, [cut.id]), `chaos-cut-${runTag}-${k}`, slot + 1, submitRetryMs);
+                    const r: BatchResult = { job, uploads: 1, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) };
+                    if (sent.batchId) await followBatch(r, readyApis, door.headers, batchWaitMs, () => false);
+                    return r;
+                  })(),
+                );
+              }
+            } else {
+              await sigkill();
+            }
           } else {
             log(`SIGTERM ${p.name} at ${done} calls, ${busy} in flight (graceful drain, ${API_SHUTDOWN_GRACE_MS} ms grace)`);
             const bound = API_SHUTDOWN_GRACE_MS + 20_000;
@@ -501,6 +610,30 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
             else log(`${p.name} stopped ${Date.now() - t} ms after SIGTERM (code ${rec.code})`);
           }
           await apis!.start(slot);
+        } else if (ev.kind === 'console-kill') {
+          // A person's upload through the console's tus route, its PATCH cut by a SIGKILL of the
+          // console replica; finished through the other one (both read the shared datastore),
+          // then a batch over it from there. The killed replica comes back on its port.
+          const cs = consoles!;
+          const slot = k % o.consoles;
+          const p = cs.procs[slot];
+          if (!p?.alive || !person) continue;
+          const other = consoleUrls[(slot + 1) % o.consoles]!;
+          const headers = { cookie: person.cookie, 'sec-fetch-site': 'same-origin' };
+          const door: TusDoor = { bases: () => [other], createPath: '/api/v1/uploads', headers, metadata: `workspace ${Buffer.from(person.workspaceId).toString('base64')}` };
+          const sigkill = async () => {
+            log(`SIGKILL ${p.name} (console) at ${done} calls, mid-upload`);
+            p.kill('SIGKILL');
+            await p.exited;
+          };
+          const cut = await interruptedUpload(door, consoleUrls[slot]!, other, imageBytes[(k + 7) % imageBytes.length]!, sigkill, tusStats);
+          if (p.alive) await sigkill();
+          cutUploads.push({ kind: 'console', ...('error' in cut ? { error: cut.error } : { offsetAtKill: cut.offsetAtKill, size: imageBytes[(k + 7) % imageBytes.length]!.length }) });
+          if (!('error' in cut)) {
+            const sent = await submitBatch(() => [other], `/api/v1/workspaces/${person.workspaceId}/batches`, headers, { uploads: [{ id: cut.id, name: `console ${k}` }], modules: ['describe'] }, undefined, 0, submitRetryMs);
+            consoleBatches.push({ job: { index: -1 - k, kind: 'photos', label: `console upload cut by SIGKILL of ${p.name}` }, uploads: 1, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) });
+          }
+          await cs.start(slot);
         } else if (ev.kind === 'pg-restart') {
           const pg = services.postgres!;
           const downMs = intIn(srng, o.pgDownMs[0], o.pgDownMs[1]);
@@ -542,6 +675,26 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       return up.length ? up : apiUrls;
     };
     const loadStart = Date.now();
+    // The batch clients: upload, submit, follow to the end; alongside the analyze load. Batch k
+    // starts once the analyze clients reached the same share of their plan, so batches are
+    // uploaded, submitted and running while the faults fire, from the first to the last.
+    const batchResults: BatchResult[] = [];
+    let nextBatch = 0;
+    const batchLoad = Promise.all(
+      Array.from({ length: o.batches > 0 ? o.batchClients : 0 }, async () => {
+        while (nextBatch < batchPlan.length && Date.now() < loadDeadline) {
+          const job = batchPlan[nextBatch++]!;
+          const due = Math.floor((job.index * plan.calls.length) / batchPlan.length);
+          await pollUntil(() => next >= due || next >= plan.calls.length || Date.now() >= loadDeadline, o.durationMs, 100);
+          batchJobsActive++;
+          try {
+            batchResults.push(await runBatchJob(job, { apis: readyApis, key: batchKeys[job.user]!, images: imageBytes, stats: tusStats, retryForMs: submitRetryMs, waitMs: batchWaitMs, stopWaiting: () => false }));
+          } finally {
+            batchJobsActive--;
+          }
+        }
+      }),
+    );
     await Promise.all(
       Array.from({ length: o.clients }, async () => {
         for (;;) {
@@ -604,6 +757,16 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       return running().length === 0;
     }, o.workflowTimeoutMs + 15_000, 1_000);
     const stragglers = running();
+    // The batch clients follow their batches to the end (bounded); then every batch of the run
+    // must have ended in the database too (the console's are followed there).
+    await batchLoad;
+    const cutBatches = await Promise.all(extraBatches);
+    const allBatchResults = [...batchResults, ...cutBatches, ...consoleBatches];
+    const batchesEnded = await pollUntil(async () => {
+      const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM batches WHERE user_id = ANY($1) AND status NOT IN ('completed', 'cancelled')`, [accounts]);
+      return r.rows[0]!.n === 0;
+    }, batchWaitMs, 1_000);
+    if (!batchesEnded) log('!! batches still not ended after the wait');
     for (const id of stragglers) await temporal.workflow.getHandle(id).terminate('chaos: still running after the load and the faults stopped');
     if (stragglers.length) await describeAll(stragglers);
 
@@ -611,7 +774,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const openRes = await db.query<{ n: number; wait_ms: number | null }>(
       `SELECT count(*)::int AS n, ceil(extract(epoch FROM max(expires_at) - now()) * 1000)::int AS wait_ms
          FROM reservations WHERE user_id = ANY($1) AND status = 'open'`,
-      [userIds],
+      [accounts],
     );
     const openBefore = openRes.rows[0]!.n;
     const waitMs = Math.max(0, openRes.rows[0]!.wait_ms ?? 0) + 250;
@@ -626,14 +789,27 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
 
     // --- stop the processes -------------------------------------------------------------------
     const stopStart = Date.now();
-    await Promise.all([apis.stopAll(API_SHUTDOWN_GRACE_MS + 20_000), workers.stopAll(WORKER_SHUTDOWN_GRACE_MS + 15_000)]);
+    await Promise.all([apis.stopAll(API_SHUTDOWN_GRACE_MS + 20_000), workers.stopAll(WORKER_SHUTDOWN_GRACE_MS + 15_000), consoles.stopAll(API_SHUTDOWN_GRACE_MS + 20_000)]);
     phases.stop = Date.now() - stopStart;
 
     // --- the checks ---------------------------------------------------------------------------
-    const books = await checkBooks({ db, userIds, calls: plan.calls, results, workflowIdOf });
+    const books = await checkBooks({ db, userIds: accounts, calls: plan.calls, results, workflowIdOf });
     failures.push(...books.failures);
-    const blobs = await checkBlobs({ db, userIds, blobDir: services.blobDir });
+    const blobs = await checkBlobs({ db, userIds: accounts, blobDir: services.blobDir });
     failures.push(...blobs.failures);
+    const batchCheck = await checkBatches(db, [...batchUserIds, ...(person ? [person.workspaceId] : [])], allBatchResults);
+    failures.push(...batchCheck.failures);
+    const notFollowed = allBatchResults.filter((r) => r.batchId && !consoleBatches.includes(r) && r.status !== 'completed' && r.status !== 'cancelled');
+    if (notFollowed.length) failures.push(`${notFollowed.length} batch(es) whose client stopped waiting before they ended: ${notFollowed.slice(0, 5).map((r) => `${r.batchId} ${r.status}`).join(', ')}`);
+    const notSentBatches = batchPlan.length - batchResults.length;
+    if (notSentBatches) failures.push(`${notSentBatches} planned batch(es) not sent within --duration ${o.durationMs / 1000} s`);
+    // A tus request is answered like any other: 503 with Retry-After while a part is away, never a 500.
+    const tus500 = Object.entries(tusStats.byStatus).filter(([k]) => /(^| )500$/.test(k));
+    if (tus500.length) failures.push(`tus requests answered 500: ${tus500.map(([k, n]) => `${k} ×${n}`).join(', ')}`);
+    if (tusStats.noRetryAfter) failures.push(`${tusStats.noRetryAfter} tus answer(s) 503 without Retry-After`);
+    const cutFailed = cutUploads.filter((c) => c.error);
+    if (cutFailed.length) failures.push(`${cutFailed.length} upload(s) cut by a SIGKILL not finished through the other replica: ${cutFailed.map((c) => `${c.kind}: ${c.error}`).join('; ')}`);
+    const cutMidway = cutUploads.filter((c) => c.offsetAtKill !== undefined);
     if (stragglers.length) failures.push(`${stragglers.length} workflow(s) had not ended ${(o.workflowTimeoutMs + 15_000) / 1000} s after the load; the suite terminated them: ${stragglers.slice(0, 5).join(', ')}`);
     const missedFaults = schedule.length - fired;
     if (missedFaults) failures.push(`${missedFaults} scheduled fault(s) never fired (the load ended first)`);
@@ -668,6 +844,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const down = (a: (typeof attempts)[number]) => downWindows.find((w) => a.from < w.to && a.to > w.from);
     const duringOutage: Record<string, number> = {};
     const outage500: string[] = [];
+    const w500: BatchResult[] = [];
     const noRetryAfter: string[] = [];
     for (const r of answered) {
       for (const a of r.attempts) {
@@ -678,6 +855,18 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         if (a.status === 503 && !a.retryAfter) noRetryAfter.push(`#${r.call.index}`);
       }
     }
+    // The batch submissions too: during a down window 503 with Retry-After (or an answer that needed neither).
+    for (const r of allBatchResults) {
+      for (const a of r.attempts) {
+        const w = downWindows.find((d) => a.from < d.to && a.to > d.from);
+        const label = a.status ? `${a.status}${a.code ? ' ' + a.code : ''}` : (a.network ?? 'no answer');
+        if (w) duringOutage[`batch ${label}`] = (duringOutage[`batch ${label}`] ?? 0) + 1;
+        if (w && (a.status === 500 || a.network === 'client timeout')) outage500.push(`batch #${r.job.index} ${label} while ${w.kind} was down`);
+        if (a.status === 503 && !a.retryAfter) noRetryAfter.push(`batch #${r.job.index}`);
+      }
+      if (r.attempts.some((a) => a.status === 500)) w500.push(r);
+    }
+    if (w500.length) failures.push(`${w500.length} batch submission(s) answered 500: ${w500.slice(0, 5).map((r) => `#${r.job.index}`).join(', ')}`);
     if (outage500.length) failures.push(`${outage500.length} attempt(s) answered 500 or not at all while Temporal or Postgres was down: ${outage500.slice(0, 5).join('; ')}`);
     if (noRetryAfter.length) failures.push(`${noRetryAfter.length} 503 answer(s) without Retry-After: ${noRetryAfter.slice(0, 5).join(', ')}`);
     const slowestAttemptMs = attempts.reduce((m, a) => Math.max(m, a.ms), 0);
@@ -693,10 +882,10 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const stillRunning = wfIds.filter((id) => status.get(id) === 'RUNNING');
     if (stillRunning.length) failures.push(`${stillRunning.length} workflow(s) still running after termination`);
 
-    const crashes = [...workers.crashes, ...apis.crashes];
+    const crashes = [...workers.crashes, ...apis.crashes, ...consoles.crashes];
     for (const c of crashes) failures.push(`${c.name} exited on its own (code ${c.code}, signal ${c.signal}): ${c.tail.slice(-3).join(' | ')}`);
     failures.push(...apiShutdownOverruns);
-    const allProcs = [...workers.exits, ...apis.exits];
+    const allProcs = [...workers.exits, ...apis.exits, ...consoles.exits];
     const sweeperFailures = await countInLogs(logDir, /sweeper failed/);
     const sweeperPasses = await countInLogs(logDir, /sweeper (released|closed)/);
     const apiErrors = await countInLogs(logDir, /"level":50/, 'api-');
@@ -733,6 +922,14 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         `open after every workflow ended: ${openBefore}; the final sweep closed ${swept.ids.length}`,
       `phases: startup ${(phases.startup / 1000).toFixed(1)} s, load ${(phases.load / 1000).toFixed(1)} s, ` +
         `every workflow ended + expiry + sweep ${(phases.settle / 1000).toFixed(1)} s, stop ${(phases.stop / 1000).toFixed(1)} s`,
+      `batch clients: ${batchResults.length} of ${batchPlan.length} planned batches sent (${batchResults.filter((r) => r.batchId).length} accepted), ` +
+        `${cutBatches.length + consoleBatches.length} more over uploads cut by a kill; batch jobs under way as each fault fired: ${batchJobsAtFault.join(', ') || 'none'}; followed to the end: ${allBatchResults.filter((r) => r.status === 'completed' || r.status === 'cancelled').length}; ` +
+        `submissions ${allBatchResults.reduce((n, r) => n + r.attempts.length, 0)} (by status: ${fmt(groupCount(allBatchResults.flatMap((r) => r.attempts.map((a) => (a.status ? `${a.status}${a.code ? ' ' + a.code : ''}` : (a.network ?? '?'))))))})`,
+      ...batchCheck.lines,
+      `uploads (tus): ${tusStats.requests} requests (${fmt(tusStats.byStatus)}); PATCHes resumed after a HEAD ${tusStats.resumes}, creations made again ${tusStats.recreated}, 503s without Retry-After ${tusStats.noRetryAfter}; ` +
+        `cut by a SIGKILL and finished through the other replica: API ${cutMidway.filter((c) => c.kind === 'api').length}, console ${cutMidway.filter((c) => c.kind === 'console').length} ` +
+        `(offset at the kill of the upload's size: ${cutMidway.map((c) => `${c.offsetAtKill}/${c.size}`).join(', ') || 'none'}); not finished ${cutFailed.length}`,
+      `consoles: ${o.consoles} processes, ${restartCounts['console-kill'] ?? 0} SIGKILLed mid-upload, ${consoles.starts} starts; unexpected exits: ${consoles.crashes.length}`,
       `logs: ${apiErrors} API error lines, ${allProcs.length} process exits; ${services.runDir}`,
       ...books.lines,
       ...blobs.lines,
@@ -746,6 +943,10 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       allDown: counts.allDown,
       workerStarts: workers.starts,
       apiKills: restartCounts['api-kill'] ?? 0,
+      consoleKills: restartCounts['console-kill'] ?? 0,
+      resumedUploads: cutMidway.length,
+      batches: batchCheck.byStatus,
+      batchItems: batchCheck.items,
       restarts: restartCounts,
       duringOutage,
       slowestAttemptMs,
@@ -769,8 +970,11 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     stopper.stop();
     if (workers) workers.supervising = false;
     if (apis) apis.supervising = false;
-    for (const p of [...(workers?.procs ?? []), ...(apis?.procs ?? [])]) p?.kill('SIGKILL');
-    await Promise.allSettled([...(workers?.procs ?? []), ...(apis?.procs ?? [])].map((p) => p?.exited));
+    if (consoles) consoles.supervising = false;
+    const everyProc = [...(workers?.procs ?? []), ...(apis?.procs ?? []), ...(consoles?.procs ?? [])];
+    for (const p of everyProc) p?.kill('SIGKILL');
+    await Promise.allSettled(everyProc.map((p) => p?.exited));
+    await mail?.close();
     await pgProxy.close();
     await redisProxy.close();
     await sim.close();
@@ -816,4 +1020,23 @@ async function countInLogs(dir: string, pattern: RegExp, prefix = ''): Promise<n
     for (const line of (await readFile(path.join(dir, f), 'utf8')).split('\n')) if (pattern.test(line)) n++;
   }
   return n;
+}
+
+/**
+ * A console person made as a browser makes one (test/web/people.ts does the same for the tests):
+ * sign up, follow the mailed link, sign in; their session cookie and personal workspace.
+ */
+async function consolePerson(base: string, email: string, mail: Awaited<ReturnType<typeof startMailCatcher>>): Promise<{ cookie: string; workspaceId: string; origin: string }> {
+  const password = 'lantern orbit cactus violin';
+  const post = (p: string, body: unknown) =>
+    fetch(`${base}${p}`, { method: 'POST', headers: { origin: base, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const up = await post('/api/v1/auth/sign-up/email', { name: 'Chaos', email, password });
+  if (up.status !== 200) throw new Error(`console sign-up ${up.status}: ${await up.text()}`);
+  const confirm = await mail.waitFor((m) => m.to.includes(email) && m.subject === 'Confirm your e-mail address for Lenstack', 60_000);
+  await fetch(/https?:\/\/\S+/.exec(confirm.text)![0], { redirect: 'manual' });
+  const signIn = await post('/api/v1/auth/sign-in/email', { email, password });
+  if (signIn.status !== 200) throw new Error(`console sign-in ${signIn.status}: ${await signIn.text()}`);
+  const cookie = signIn.headers.getSetCookie().map((c) => c.split(';')[0]!).join('; ');
+  const session = (await (await fetch(`${base}/api/v1/session`, { headers: { cookie } })).json()) as { workspaces: Array<{ id: string }> };
+  return { cookie, workspaceId: session.workspaces[0]!.id, origin: base };
 }

@@ -1,6 +1,7 @@
 /**
  * npm run chaos -- [--seed S] [--calls N] [--clients N] [--users N] [--duration SECONDS] [--workers N]
- *                  [--api-kills N] [--temporal-kills N] [--pg-restarts N] [--outage SECONDS] [--keep]
+ *                  [--api-kills N] [--temporal-kills N] [--pg-restarts N] [--console-kills N] [--outage SECONDS]
+ *                  [--batches N] [--keep]
  *
  * The chaos suite at full size: its own Postgres cluster (initdb into the run directory with the
  * machine's /usr/lib/postgresql/<version>/bin, on a free port), its own Temporal dev server with
@@ -21,7 +22,7 @@ import { PrivatePostgres, RestartableTemporal } from './infra.ts';
 import { FULL_SIZE, runChaos, type ChaosOptions } from './driver.ts';
 import { ROOT } from './processes.ts';
 
-const USAGE = `usage: npm run chaos -- [--seed S] [--calls ${FULL_SIZE.calls}] [--clients ${FULL_SIZE.clients}] [--users ${FULL_SIZE.users}] [--duration ${FULL_SIZE.durationMs / 1000}] [--workers ${FULL_SIZE.workers}] [--api-kills ${FULL_SIZE.apiKills}] [--temporal-kills ${FULL_SIZE.temporalKills}] [--pg-restarts ${FULL_SIZE.pgRestarts}] [--outage ${FULL_SIZE.temporalOutageMs / 1000}] [--keep]`;
+const USAGE = `usage: npm run chaos -- [--seed S] [--calls ${FULL_SIZE.calls}] [--clients ${FULL_SIZE.clients}] [--users ${FULL_SIZE.users}] [--duration ${FULL_SIZE.durationMs / 1000}] [--workers ${FULL_SIZE.workers}] [--api-kills ${FULL_SIZE.apiKills}] [--temporal-kills ${FULL_SIZE.temporalKills}] [--pg-restarts ${FULL_SIZE.pgRestarts}] [--console-kills ${FULL_SIZE.consoleKills}] [--batches ${FULL_SIZE.batches}] [--outage ${FULL_SIZE.temporalOutageMs / 1000}] [--keep]`;
 
 function parseOptions(argv: string[]): { options: Partial<ChaosOptions> & { seed: string }; keep: boolean } {
   const fail = (message: string): never => {
@@ -42,6 +43,8 @@ function parseOptions(argv: string[]): { options: Partial<ChaosOptions> & { seed
         'api-kills': { type: 'string' },
         'temporal-kills': { type: 'string' },
         'pg-restarts': { type: 'string' },
+        'console-kills': { type: 'string' },
+        batches: { type: 'string' },
         outage: { type: 'string' },
         keep: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h' },
@@ -55,7 +58,7 @@ function parseOptions(argv: string[]): { options: Partial<ChaosOptions> & { seed
     process.exit(0);
   }
   if (!values.seed) fail('--seed needs a value');
-  const int = (name: 'calls' | 'clients' | 'users' | 'duration' | 'workers' | 'api-kills' | 'temporal-kills' | 'pg-restarts' | 'outage', min = 1): number | undefined => {
+  const int = (name: 'calls' | 'clients' | 'users' | 'duration' | 'workers' | 'api-kills' | 'temporal-kills' | 'pg-restarts' | 'console-kills' | 'batches' | 'outage', min = 1): number | undefined => {
     const v = values[name];
     if (v === undefined) return undefined;
     const n = Number(v);
@@ -74,6 +77,10 @@ function parseOptions(argv: string[]): { options: Partial<ChaosOptions> & { seed
   if (temporalKills !== undefined) options.temporalKills = temporalKills;
   const pgRestarts = int('pg-restarts', 0);
   if (pgRestarts !== undefined) options.pgRestarts = pgRestarts;
+  const consoleKills = int('console-kills', 0);
+  if (consoleKills !== undefined) options.consoleKills = consoleKills;
+  const batches = int('batches', 0);
+  if (batches !== undefined) options.batches = batches;
   const outage = int('outage', 0);
   if (outage !== undefined) {
     options.temporalOutageMs = outage * 1000;

@@ -6,7 +6,9 @@
  *   --sweep-ms <n>     the reservation sweeper's period (production: 30 s), so the short
  *                      reservation TTL of a chaos run is actually swept while it runs.
  *   and it waits (up to 10 minutes) for Temporal to answer before starting, as a supervisor's
- *   readiness gate would: a worker restarted during a Temporal outage starts once it is back.
+ *   readiness gate would: a worker restarted during a Temporal outage starts once it is back. A
+ *   start that fails because Temporal went away between the wait and the start (the full run saw
+ *   one: the outage began in that second) waits again, as the supervisor would restart it.
  * Prints "polling task queue" when ready. Exits when its stdin closes, so a driver that dies
  * (even by SIGKILL) leaves no worker behind.
  */
@@ -32,12 +34,19 @@ const sweepIntervalMs = Number(arg('--sweep-ms'));
 const config = loadConfig();
 // Provoked activity failures are logged by the SDK at WARN; keep those (they go to the run's logs).
 Runtime.install({ logger: new DefaultLogger('WARN') });
-await waitForTemporal(config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, { timeoutMs: 600_000 });
-const running = await startWorker(config, {
-  workflowBundle: { code: await readFile(codePath, 'utf8') },
-  sweepIntervalMs,
-  log: (m) => console.log(`[worker] ${m}`),
-});
+const code = await readFile(codePath, 'utf8');
+const deadline = Date.now() + 600_000;
+let running: Awaited<ReturnType<typeof startWorker>> | undefined;
+while (!running) {
+  await waitForTemporal(config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, { timeoutMs: Math.max(1_000, deadline - Date.now()) });
+  try {
+    running = await startWorker(config, { workflowBundle: { code }, sweepIntervalMs, log: (m) => console.log(`[worker] ${m}`) });
+  } catch (err) {
+    // Only Temporal gone again (a transport failure) is waited out; anything else is a crash.
+    if ((err as Error).name !== 'TransportError' || Date.now() >= deadline) throw err;
+    console.log(`[worker] Temporal went away while starting (${(err as Error).message.slice(0, 120)}); waiting for it again`);
+  }
+}
 console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE}`);
 process.stdin.on('end', () => process.exit(3));
 process.stdin.resume();

@@ -100,8 +100,10 @@ try {
     childEnv.SIM_VENDOR_URL = sim.url;
     say('!!! No vendor API key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY).');
     say(`!!! Analyses are answered by the vendor SIMULATOR at ${sim.url}: labelled "simulated", not real AI output.`);
-    // A stack with simulated vendors is a development one: its pack purchases charge no card either.
-    if (!childEnv.PAYMENTS_GATEWAY) {
+    // A stack with simulated vendors is a development one: its pack purchases charge no card either
+    // (unless Stripe, test mode, is configured: then API and console both sell through it,
+    // payments/configured.ts).
+    if (!childEnv.PAYMENTS_GATEWAY && !config.STRIPE_SECRET_KEY) {
       childEnv.PAYMENTS_GATEWAY = 'recording';
       say('!!! Pack purchases use the RECORDING payment gateway: no card is charged (PAYMENTS_GATEWAY=recording).');
     }

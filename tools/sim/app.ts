@@ -20,6 +20,7 @@ import { ProtocolError, type ErrorStatus, type Protocol, type SimCall, type Wire
 import { openaiProtocol } from './protocols/openai.ts';
 import { anthropicProtocol } from './protocols/anthropic.ts';
 import { geminiProtocol } from './protocols/gemini.ts';
+import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders, withRetryInfo, type Admission, type Limits, type LimitsPatch } from './rate-limits.ts';
 
 /**
  * The simulated vendor server: one HTTP server that speaks the OpenAI, Anthropic and Gemini wire
@@ -34,6 +35,7 @@ import { geminiProtocol } from './protocols/gemini.ts';
  *   POST /v1beta/models/{model}:generateContent        Gemini (also /v1/models/...)
  *   GET  /__sim/config   POST /__sim/config            behaviour per vendor (ConfigPatch body)
  *   GET  /__sim/stats    POST /__sim/reset             call counters; reset counters and behaviour
+ *   GET  /__sim/limits   POST /__sim/limits            rate limits per vendor (rate-limits.ts)
  */
 
 export const VENDORS: readonly VendorName[] = ['openai', 'anthropic', 'google'];
@@ -48,6 +50,8 @@ export interface SimVendorOptions {
   /** Starting behaviour for every vendor, then per vendor. */
   behaviour?: BehaviourPatch;
   vendors?: Partial<Record<VendorName, BehaviourPatch>>;
+  /** Requests and tokens per minute, for every vendor ('all') then per vendor; none by default (rate-limits.ts). */
+  limits?: Partial<Record<VendorName | 'all', LimitsPatch>>;
   /** Largest request body accepted (base64 images are ~4/3 of the bytes). */
   maxBodyBytes?: number;
   /** One line per call; the CLI logs them, tests leave it silent. */
@@ -84,6 +88,8 @@ export interface VendorStats {
   refused: number;
   /** Calls whose client went away before the answer (stall, or abort during latency). */
   aborted: number;
+  /** Calls answered 429 because they were beyond the vendor's rate limits (not `failed.http429`). */
+  rateLimited: number;
   last: LastCall | null;
 }
 
@@ -98,6 +104,9 @@ export interface SimVendor {
    */
   setBehaviour(vendor: VendorName | 'all', patch: BehaviourPatch, opts?: { keepFailureSequence?: boolean }): void;
   behaviour(vendor: VendorName): Behaviour;
+  /** Patch a vendor's rate limits (0 = unlimited); the calls already counted stay counted. */
+  setLimits(vendor: VendorName | 'all', patch: LimitsPatch): void;
+  limits(vendor: VendorName): Limits;
   stats(): SimStats;
   /**
    * Calls being answered now, across vendors, and the most there were at once since the start,
@@ -130,6 +139,7 @@ const emptyStats = (): VendorStats => ({
   failed: Object.fromEntries(FAILURE_MODES.map((m) => [m, 0])) as Record<FailureMode, number>,
   refused: 0,
   aborted: 0,
+  rateLimited: 0,
   last: null,
 });
 
@@ -203,6 +213,13 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     ]),
   ) as Record<VendorName, Behaviour>;
   const behaviours = { ...initial };
+  const initialLimits = Object.fromEntries(
+    VENDORS.map((v) => [v, { ...NO_LIMITS, ...limitsPatchSchema.parse({ ...opts.limits?.all, ...opts.limits?.[v] }) }]),
+  ) as Record<VendorName, Limits>;
+  const rateLimits = Object.fromEntries(VENDORS.map((v) => [v, createVendorRateLimit(initialLimits[v])])) as Record<VendorName, ReturnType<typeof createVendorRateLimit>>;
+  function setLimits(vendor: VendorName | 'all', patch: LimitsPatch): void {
+    for (const v of vendor === 'all' ? VENDORS : [vendor]) rateLimits[v].set(patch);
+  }
   const failureRng = {} as Record<VendorName, Rng>;
   const counters = {} as SimStats;
   const restartFailures = (v: VendorName) => {
@@ -232,7 +249,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     res.end(JSON.stringify(wire.body));
   }
 
-  async function answer(vendor: VendorName, call: SimCall, res: http.ServerResponse): Promise<void> {
+  async function answer(vendor: VendorName, call: SimCall, res: http.ServerResponse, admission: Extract<Admission, { ok: true }>): Promise<void> {
     const protocol = PROTOCOLS[vendor];
     const stats = counters[vendor];
     const b = behaviours[vendor];
@@ -303,6 +320,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     } else body = { json: valid };
     const outputTokens = estimateTextTokens('raw' in body ? body.raw : JSON.stringify(body.json));
     const usage = { inputTokens: imageTotal + textTokens, outputTokens, imageTokens: imageTotal, textTokens };
+    admission.addTokens(usage.inputTokens + usage.outputTokens);
     if (failure) stats.failed[failure]++;
     else stats.succeeded++;
     stats.last = { model: call.model, schemaName: call.schemaName, outcome, images, ...usage };
@@ -316,6 +334,22 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     const current = () => ({ ...behaviours });
     if (req.method === 'GET' && path === '/__sim/stats') return json(200, structuredClone(counters));
     if (req.method === 'GET' && path === '/__sim/config') return json(200, current());
+    const currentLimits = () => Object.fromEntries(VENDORS.map((v) => [v, rateLimits[v].limits()]));
+    if (req.method === 'GET' && path === '/__sim/limits') return json(200, currentLimits());
+    if (req.method === 'POST' && path === '/__sim/limits') {
+      let body: Record<string, unknown>;
+      try {
+        body = JSON.parse((await readBody(req, 1024 * 1024)) || '{}') as Record<string, unknown>;
+      } catch (e) {
+        return json(400, { error: `body is not JSON: ${e instanceof Error ? e.message : String(e)}` });
+      }
+      for (const [v, patch] of Object.entries(body)) {
+        const parsed = limitsPatchSchema.safeParse(patch);
+        if ((v !== 'all' && !VENDORS.includes(v as VendorName)) || !parsed.success) return json(400, { error: `invalid limits for ${v}` });
+        setLimits(v as VendorName | 'all', parsed.data);
+      }
+      return json(200, currentLimits());
+    }
     if (req.method === 'POST' && path === '/__sim/reset') {
       reset();
       return json(200, { ok: true, behaviours: current() });
@@ -377,10 +411,17 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       }
       throw e;
     }
+    const admission = rateLimits[vendor].admit(Date.now());
+    if (!admission.ok) {
+      stats.rateLimited++;
+      log(`[SIM] ${vendor} model=${call.model} 429 beyond ${JSON.stringify(rateLimits[vendor].limits())}, retry after ${admission.retryAfterMs} ms`);
+      const wire = protocol.error(429, `Rate limit reached (simulated): ${JSON.stringify(rateLimits[vendor].limits())} per minute. Please try again later.`);
+      return send(res, { ...withRetryInfo(vendor, wire, admission.retryAfterMs), headers: { ...wire.headers, ...retryAfterHeaders(admission.retryAfterMs) } });
+    }
     inFlight++;
     peak = Math.max(peak, inFlight);
     try {
-      await answer(vendor, call, res);
+      await answer(vendor, call, res, admission);
     } finally {
       inFlight--;
     }
@@ -402,6 +443,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       behaviours[v] = { ...initial[v] };
       counters[v] = emptyStats();
       restartFailures(v);
+      rateLimits[v].reset(initialLimits[v]);
     }
   }
 
@@ -427,6 +469,8 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     port: address.port,
     setBehaviour,
     behaviour: (v) => ({ ...behaviours[v] }),
+    setLimits,
+    limits: (v) => rateLimits[v].limits(),
     stats: () => structuredClone(counters),
     concurrency: () => ({ inFlight, peak }),
     resetPeak: () => {

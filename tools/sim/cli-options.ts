@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import type { VendorName } from '../../core/config.ts';
 import { behaviourPatchSchema, FAILURE_MODES, type BehaviourPatch } from './behaviour.ts';
 import { VENDORS, type SimVendorOptions } from './app.ts';
+import { limitsPatchSchema, type LimitsPatch } from './rate-limits.ts';
 
 /**
  * Options of `sim/server.ts` from flags, falling back to SIM_* environment variables (the sim's
@@ -15,9 +16,12 @@ import { VENDORS, type SimVendorOptions } from './app.ts';
  *   --fail-rate 0          SIM_FAIL_RATE       every vendor, 0..1
  *   --failure http500      SIM_FAILURE         http500|http429|http400|invalid-json|schema-invalid|stall
  *   --openai-fail-rate 0.5 SIM_OPENAI_FAIL_RATE   (and -latency-ms, -failure; vendors openai|anthropic|google)
+ *   --rpm 600 --tpm 0      SIM_RPM, SIM_TPM   requests / tokens per minute, every vendor (0 = unlimited)
+ *   --openai-rpm 600       SIM_OPENAI_RPM      (and -tpm) per vendor; beyond: 429 with Retry-After
  */
 
 const FIELDS = { 'latency-ms': 'latencyMs', 'fail-rate': 'failRate', failure: 'failure' } as const;
+const LIMIT_FLAGS = ['rpm', 'tpm'] as const;
 type Flag = keyof typeof FIELDS;
 
 export class SimUsageError extends Error {}
@@ -30,10 +34,12 @@ export const USAGE = `Lenstack vendor SIMULATOR (not a real AI vendor)
 usage: npx tsx sim/server.ts [--port 4010] [--host 127.0.0.1] [--seed S]
          [--latency-ms N] [--fail-rate 0..1] [--failure ${FAILURE_MODES.join('|')}]
          [--<openai|anthropic|google>-latency-ms N] [--<vendor>-fail-rate R] [--<vendor>-failure MODE]
+         [--rpm N] [--tpm N] [--<vendor>-rpm N] [--<vendor>-tpm N]   (per minute; beyond: 429 + Retry-After)
 Every flag also reads SIM_<FLAG> from the environment (e.g. SIM_OPENAI_FAIL_RATE).`;
 
 export function simOptionsFrom(argv: string[], env: Record<string, string | undefined>): SimVendorOptions & { help: boolean } {
-  const flagNames = ['port', 'host', 'seed', ...Object.keys(FIELDS), ...VENDORS.flatMap((v) => Object.keys(FIELDS).map((f) => `${v}-${f}`))];
+  const perVendor = [...Object.keys(FIELDS), ...LIMIT_FLAGS];
+  const flagNames = ['port', 'host', 'seed', ...perVendor, ...VENDORS.flatMap((v) => perVendor.map((f) => `${v}-${f}`))];
   let values: Record<string, string | boolean | undefined>;
   try {
     values = parseArgs({
@@ -63,6 +69,17 @@ export function simOptionsFrom(argv: string[], env: Record<string, string | unde
     return parsed.data;
   };
 
+  const limits = (prefix: string): LimitsPatch => {
+    const raw: Record<string, number> = {};
+    for (const f of LIMIT_FLAGS) {
+      const v = get(prefix + f);
+      if (v !== undefined) raw[f] = Number(v);
+    }
+    const parsed = limitsPatchSchema.safeParse(raw);
+    if (!parsed.success) throw new SimUsageError(`invalid ${prefix || 'default '}limits: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    return parsed.data;
+  };
+
   const port = Number(get('port') ?? 4010);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new SimUsageError(`invalid port ${get('port')}`);
   return {
@@ -72,5 +89,6 @@ export function simOptionsFrom(argv: string[], env: Record<string, string | unde
     seed: get('seed') ?? 'lenstack-sim',
     behaviour: patch(''),
     vendors: Object.fromEntries(VENDORS.map((v) => [v, patch(`${v}-`)])) as Record<VendorName, BehaviourPatch>,
+    limits: { all: limits(''), ...Object.fromEntries(VENDORS.map((v) => [v, limits(`${v}-`)])) },
   };
 }

@@ -17,4 +17,5 @@ export {
   type ConfigPatch,
   type FailureMode,
 } from './behaviour.ts';
+export { NO_LIMITS, type Limits, type LimitsPatch } from './rate-limits.ts';
 export { generate } from '../../samples/generate.ts';

@@ -29,8 +29,8 @@ console.log(
     `  listening on ${sim.url}`,
     `  OPENAI_BASE_URL=${sim.url}/v1   ANTHROPIC_BASE_URL=${sim.url}   GEMINI_BASE_URL=${sim.url}`,
     `  or, for the service: SIM_VENDOR_URL=${sim.url} (vendors without an API key use the simulator)`,
-    `  control: GET ${sim.url}/__sim/stats | GET/POST ${sim.url}/__sim/config | POST ${sim.url}/__sim/reset`,
-    ...VENDORS.map((v) => `  ${v.padEnd(9)} ${JSON.stringify(sim.behaviour(v))}`),
+    `  control: GET ${sim.url}/__sim/stats | GET/POST ${sim.url}/__sim/config | GET/POST ${sim.url}/__sim/limits | POST ${sim.url}/__sim/reset`,
+    ...VENDORS.map((v) => `  ${v.padEnd(9)} ${JSON.stringify(sim.behaviour(v))} limits ${JSON.stringify(sim.limits(v))}`),
     bar,
   ].join('\n'),
 );

@@ -1,7 +1,7 @@
 import { ERROR_STATUS, isErrorCode } from '../../../core/errors.ts';
 
 /**
- * What a hostile request got back, the checks every such answer must pass (SPEC error envelope,
+ * What a hostile request got back, the checks every such answer must pass (error envelope (docs/contract.md),
  * request id), and the per-category summary table the suites print.
  */
 
@@ -21,7 +21,7 @@ export interface Envelope {
 }
 
 /**
- * The SPEC error envelope of an error answer, or what is wrong with it: not JSON, fields missing,
+ * The error envelope (docs/contract.md) of an error answer, or what is wrong with it: not JSON, fields missing,
  * a code outside our enum or one that means another status, a request id unlike x-request-id.
  */
 export function envelopeOf(a: Answer): { envelope: Envelope } | { problem: string } {

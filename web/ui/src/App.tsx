@@ -1,4 +1,4 @@
-import { lazy, Suspense, useCallback, useEffect, useState } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState, type ReactNode } from 'react';
 import { Link, Route, Switch, useLocation } from 'wouter';
 import { call, ConsoleError, type SessionInfo } from './api.ts';
 import { SignIn, SignUp, CheckMail, ResetPassword } from './pages/Auth.tsx';
@@ -8,6 +8,35 @@ import { DevMailbox } from './pages/DevMailbox.tsx';
 import { AcceptInvitation } from './pages/Invitation.tsx';
 // A batch's page (reports, thumbnails) loads with its first visit, not with every console page.
 const BatchPage = lazy(() => import('./pages/BatchPage.tsx').then((m) => ({ default: m.BatchPage })));
+// Requests and Usage & billing, likewise: each its own chunk, loaded when its address is opened.
+const Requests = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.Requests })));
+const RequestPage = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.RequestPage })));
+const Usage = lazy(() => import('./pages/Usage.tsx').then((m) => ({ default: m.Usage })));
+const Playground = lazy(() => import('./pages/Playground.tsx').then((m) => ({ default: m.Playground })));
+const Photos = lazy(() => import('./pages/Photos.tsx').then((m) => ({ default: m.Photos })));
+
+/** The signed-in console's sections, each at its own address. */
+const SECTIONS = [
+  { href: '/', label: 'Overview' },
+  { href: '/requests', label: 'Requests' },
+  { href: '/photos', label: 'Photos' },
+  { href: '/usage', label: 'Usage & billing' },
+  { href: '/playground', label: 'Playground' },
+] as const;
+
+function SectionNav() {
+  const [location] = useLocation();
+  const current = (href: string) => (href === '/' ? location === '/' : location === href || location.startsWith(`${href}/`));
+  return (
+    <nav aria-label="Sections" className="sections">
+      {SECTIONS.map((s) => (
+        <Link key={s.href} href={s.href} aria-current={current(s.href) ? 'page' : undefined}>
+          {s.label}
+        </Link>
+      ))}
+    </nav>
+  );
+}
 
 /** Where to go after signing in: a same-site path from ?next=, else home. */
 export function nextPath(): string {
@@ -61,6 +90,7 @@ export function App() {
           </nav>
         )}
       </header>
+      {session && session.workspaces.length > 0 && <SectionNav />}
       <main id="main">
         <Switch>
           <Route path="/sign-in">
@@ -96,6 +126,21 @@ export function App() {
               )
             }
           </Route>
+          <Route path="/requests">
+            {signedInOnly(session, (s) => <Requests session={s} />)}
+          </Route>
+          <Route path="/requests/:id">
+            {(params) => signedInOnly(session, (s) => <RequestPage session={s} id={params.id} />)}
+          </Route>
+          <Route path="/photos">
+            {signedInOnly(session, (s) => <Photos session={s} />)}
+          </Route>
+          <Route path="/usage">
+            {signedInOnly(session, (s) => <Usage session={s} />)}
+          </Route>
+          <Route path="/playground">
+            {signedInOnly(session, (s) => <Playground session={s} />)}
+          </Route>
           <Route path="/dev/mailbox">
             <DevMailbox />
           </Route>
@@ -112,6 +157,13 @@ export function App() {
       </main>
     </>
   );
+}
+
+/** A lazily loaded section for a signed-in person: the welcome page otherwise. */
+function signedInOnly(session: SessionInfo | null | undefined, page: (s: SessionInfo) => ReactNode) {
+  if (session === undefined) return <p aria-live="polite">Loading…</p>;
+  if (session === null) return <Welcome />;
+  return <Suspense fallback={<p aria-busy="true">Loading…</p>}>{page(session)}</Suspense>;
 }
 
 function Welcome() {

@@ -2,58 +2,18 @@ import { lazy, Suspense, useCallback, useEffect, useState, type FormEvent } from
 import { call, ConsoleError, type BatchSummary, type Credits, type KeyListing, type SessionInfo } from '../api.ts';
 import { Link } from 'wouter';
 import { ErrorNote } from '../ErrorNote.tsx';
+import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
 
 const fmt = new Intl.NumberFormat('en');
 const day = (iso: string) => new Date(iso).toISOString().slice(0, 10);
 
-/** What a ledger row means to the account's owner. */
-function describe(e: Credits['ledger'][number]): string {
-  switch (e.kind) {
-    case 'grant':
-      return 'Free credits';
-    case 'purchase':
-      return 'Purchase';
-    case 'reserve':
-      return 'Held for an analysis';
-    case 'settle':
-      return e.charged > 0 ? `Analysis charged ${fmt.format(e.charged)}` : 'Analysis settled';
-    case 'release':
-      return 'Released (not charged)';
-    default:
-      return e.kind;
-  }
-}
-
 export function Dashboard({ session, onChanged }: { session: SessionInfo; onChanged: () => Promise<void> }) {
-  const [workspaceId, setWorkspaceId] = useState(session.workspaces[0]?.id ?? '');
-  // A workspace one just left (or was removed from) falls back to the first one left.
-  const workspace = session.workspaces.find((w) => w.id === workspaceId) ?? session.workspaces[0];
-  if (!workspace) {
-    return (
-      <section className="card narrow">
-        <h1>No workspace yet</h1>
-        <p>Confirm your e-mail address to get your workspace, or ask a workspace owner to invite you.</p>
-      </section>
-    );
-  }
+  const [workspace, setWorkspaceId] = useWorkspace(session);
+  if (!workspace) return <NoWorkspace />;
   const canManage = workspace.role !== 'member';
   return (
     <>
-      <div className="bar">
-        <h1>{workspace.name}</h1>
-        {session.workspaces.length > 1 && (
-          <span className="switcher">
-            <label htmlFor="ws-select">Workspace</label>
-            <select id="ws-select" value={workspace.id} onChange={(e) => setWorkspaceId(e.target.value)}>
-              {session.workspaces.map((w) => (
-                <option key={w.id} value={w.id}>
-                  {w.name} ({w.role})
-                </option>
-              ))}
-            </select>
-          </span>
-        )}
-      </div>
+      <WorkspaceBar session={session} workspace={workspace} onChoose={setWorkspaceId} />
       <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={canManage} isOwner={workspace.role === 'owner'} />
       <KeysPanel key={`keys-${workspace.id}`} workspaceId={workspace.id} canManage={canManage} />
       <BatchesPanel key={`batches-${workspace.id}`} workspaceId={workspace.id} canStart={canManage} />
@@ -69,7 +29,7 @@ export function Dashboard({ session, onChanged }: { session: SessionInfo; onChan
   );
 }
 
-function CreditsPanel({ workspaceId, canBuy, isOwner }: { workspaceId: string; canBuy: boolean; isOwner: boolean }) {
+export function CreditsPanel({ workspaceId, canBuy, isOwner, usageLink = true }: { workspaceId: string; canBuy: boolean; isOwner: boolean; usageLink?: boolean }) {
   const [credits, setCredits] = useState<Credits | null>(null);
   const load = useCallback(async () => setCredits(await call<Credits>('GET', `/api/v1/workspaces/${workspaceId}/credits`)), [workspaceId]);
   useEffect(() => {
@@ -81,7 +41,6 @@ function CreditsPanel({ workspaceId, canBuy, isOwner }: { workspaceId: string; c
   }, [load]);
   if (!credits) return <section className="card" aria-busy="true">Loading credits…</section>;
   const { balance } = credits;
-  const max = Math.max(1, ...credits.usage.map((u) => u.charged));
   return (
     <section className="card" aria-labelledby="credits-h">
       <div className="bar">
@@ -111,40 +70,10 @@ function CreditsPanel({ workspaceId, canBuy, isOwner }: { workspaceId: string; c
       {isOwner && credits.card.offer && <AddCard workspaceId={workspaceId} />}
       {credits.card.onFileSince && <p className="hint">A card is on file since {new Date(credits.card.onFileSince).toLocaleDateString()}. Lenstack never charges it automatically.</p>}
       {canBuy && <BuyPacks workspaceId={workspaceId} onBought={load} />}
-      <h3>Charged per day (last 30 days)</h3>
-      <svg className="chart" viewBox={`0 0 ${credits.usage.length * 10} 60`} role="img" aria-label={`Credits charged per day; total ${fmt.format(credits.usage.reduce((a, u) => a + u.charged, 0))} in 30 days`} preserveAspectRatio="none">
-        {credits.usage.map((u, i) => (
-          <rect key={u.day} x={i * 10 + 1} width="8" y={60 - (u.charged / max) * 58} height={(u.charged / max) * 58}>
-            <title>{`${u.day}: ${fmt.format(u.charged)} credits`}</title>
-          </rect>
-        ))}
-      </svg>
-      <h3>History</h3>
-      {credits.ledger.length === 0 ? (
-        <p>No credit movements yet.</p>
-      ) : (
-        <div className="scroll">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">What</th>
-                <th scope="col" className="num">Available</th>
-                <th scope="col">Note</th>
-              </tr>
-            </thead>
-            <tbody data-testid="ledger">
-              {credits.ledger.map((e, i) => (
-                <tr key={i}>
-                  <td>{new Date(e.at).toLocaleString()}</td>
-                  <td>{describe(e)}</td>
-                  <td className="num">{e.credits > 0 ? `+${fmt.format(e.credits)}` : e.credits < 0 ? `−${fmt.format(-e.credits)}` : '±0'}</td>
-                  <td>{e.note ?? ''}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {usageLink && (
+      <p>
+        <Link href="/usage">What each analysis, batch and purchase cost, day by day</Link> is under Usage &amp; billing.
+      </p>
       )}
     </section>
   );
@@ -550,7 +479,7 @@ function NewWorkspace({ onCreated }: { onCreated: (id: string) => Promise<void> 
   );
 }
 
-function AddCard({ workspaceId }: { workspaceId: string }) {
+export function AddCard({ workspaceId }: { workspaceId: string }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const returned = new URLSearchParams(window.location.search).get('card');
@@ -670,7 +599,7 @@ interface Packs {
 
 const usd = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' });
 
-function BuyPacks({ workspaceId, onBought }: { workspaceId: string; onBought: () => Promise<void> }) {
+export function BuyPacks({ workspaceId, onBought }: { workspaceId: string; onBought: () => Promise<void> }) {
   const [packs, setPacks] = useState<Packs | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);

@@ -1,7 +1,8 @@
-import { useEffect, useRef, useState, type DragEvent, type ReactNode } from 'react';
+import { useEffect, useRef, useState, type DragEvent } from 'react';
 import { Link } from 'wouter';
 import { Upload } from 'tus-js-client';
 import { call, ConsoleError } from '../api.ts';
+import { DropZone } from '../DropZone.tsx';
 import { groupFleet, pathOf, readSheet, reviewFleet, type FleetFile, type SheetRow, type Vehicle } from '../fleet.ts';
 
 interface Column {
@@ -522,25 +523,3 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
   );
 }
 
-/** A drop target for photos and folders, highlighted while something is dragged over it. */
-function DropZone({ testId, onDrop, children }: { testId: string; onDrop: (e: DragEvent) => Promise<void>; children: ReactNode }) {
-  const [dragging, setDragging] = useState(false);
-  return (
-    <div
-      className={`dropzone${dragging ? ' over' : ''}`}
-      onDragOver={(e) => {
-        e.preventDefault();
-        setDragging(true);
-      }}
-      onDragLeave={() => setDragging(false)}
-      onDrop={(e) => {
-        e.preventDefault();
-        setDragging(false);
-        void onDrop(e);
-      }}
-      data-testid={testId}
-    >
-      {children}
-    </div>
-  );
-}

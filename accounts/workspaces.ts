@@ -3,6 +3,7 @@ import { newId } from '../auth/repository.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import { grantSignupCredits } from '../credits/signup.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
+import { createBillingAccountIn } from './billing-accounts.ts';
 import { nameProblem } from './names.ts';
 
 /**
@@ -46,9 +47,7 @@ export async function ensurePersonalWorkspace(db: Db, person: { id: string; emai
     );
     let workspaceId = orphan.rows[0]?.id;
     if (!workspaceId) {
-      workspaceId = newId('usr');
-      await c.query('INSERT INTO users (id, email, email_verified_at) VALUES ($1, $2, now())', [workspaceId, person.email]);
-      await c.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [workspaceId]);
+      workspaceId = await createBillingAccountIn(c, { email: person.email, verified: true });
     } else {
       await c.query('UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1', [workspaceId]);
     }
@@ -108,12 +107,11 @@ export async function createTeamWorkspace(db: Db, person: { id: string; email: s
   if (clean.length < 1) throw validationFailed('name: 1 to 80 characters');
   const problem = nameProblem(clean, 'name');
   if (problem) throw validationFailed(problem);
-  const id = newId('usr');
-  await inTransaction(db, async (c) => {
+  const id = await inTransaction(db, async (c) => {
     await refuseBeyondOwnedCap(c, person.id, (n) => `You own ${n} team workspaces, the most one person may own; use one of them`);
-    await c.query(`INSERT INTO users (id, email, kind, name, email_verified_at) VALUES ($1, $2, 'team', $3, now())`, [id, person.email, clean]);
-    await c.query('INSERT INTO credit_accounts (user_id) VALUES ($1)', [id]);
+    const id = await createBillingAccountIn(c, { email: person.email, kind: 'team', name: clean, verified: true });
     await c.query(`INSERT INTO workspace_members (workspace_id, console_user_id, role) VALUES ($1, $2, 'owner')`, [id, person.id]);
+    return id;
   });
   return { id, name: clean, role: 'owner' };
 }

@@ -1,0 +1,233 @@
+import { useCallback, useEffect, useState } from 'react';
+import { Link } from 'wouter';
+import { call, type SessionInfo } from '../api.ts';
+import { ErrorNote } from '../ErrorNote.tsx';
+import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
+import { CreditsPanel } from './Dashboard.tsx';
+
+interface UsageRow {
+  id: string;
+  at: string;
+  kind: 'analysis' | 'vehicle-report' | 'enrichment' | 'batch' | 'purchase' | 'grant' | 'other';
+  reference: string | null;
+  items: number;
+  charged: number;
+  added: number;
+  released: boolean;
+}
+interface Day {
+  day: string;
+  total: number;
+  lenses: Record<string, number>;
+}
+interface UsagePage {
+  rows: UsageRow[];
+  next: string | null;
+  perDay?: Day[];
+}
+
+const fmt = new Intl.NumberFormat('en');
+
+function what(r: UsageRow): string {
+  switch (r.kind) {
+    case 'analysis':
+      return r.released ? 'Analysis (failed, not charged)' : 'Analysis';
+    case 'vehicle-report':
+      return r.released ? 'Vehicle report (failed, not charged)' : 'Vehicle report';
+    case 'enrichment':
+      return 'Enrichment';
+    case 'batch':
+      return `Batch of ${fmt.format(r.items)}`;
+    case 'purchase':
+      return 'Credit pack';
+    case 'grant':
+      return 'Free credits';
+    default:
+      return 'Other';
+  }
+}
+
+/**
+ * Usage & billing (/usage): the balance with packs and card as on the overview, the charges per
+ * day split by lens, and one row per analysis, batch or purchase, a page at a time, as CSV too.
+ */
+export function Usage({ session }: { session: SessionInfo }) {
+  const [workspace, choose] = useWorkspace(session);
+  if (!workspace) return <NoWorkspace />;
+  return (
+    <>
+      <WorkspaceBar session={session} workspace={workspace} onChoose={choose} section="Usage & billing" />
+      <CreditsPanel key={`credits-${workspace.id}`} workspaceId={workspace.id} canBuy={workspace.role !== 'member'} isOwner={workspace.role === 'owner'} usageLink={false} />
+      <UsagePanel key={workspace.id} workspaceId={workspace.id} />
+    </>
+  );
+}
+
+function UsagePanel({ workspaceId }: { workspaceId: string }) {
+  const [rows, setRows] = useState<UsageRow[] | null>(null);
+  const [days, setDays] = useState<Day[]>([]);
+  const [next, setNext] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = useCallback(
+    async (cursor: string | null) => {
+      setError(null);
+      try {
+        const page = await call<UsagePage>('GET', `/api/v1/workspaces/${workspaceId}/usage${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`);
+        setRows((old) => (cursor && old ? [...old, ...page.rows] : page.rows));
+        if (page.perDay) setDays(page.perDay);
+        setNext(page.next);
+      } catch {
+        setError('Could not load the usage; try again.');
+      }
+    },
+    [workspaceId],
+  );
+  useEffect(() => {
+    void load(null);
+  }, [load]);
+  return (
+    <section className="card" aria-labelledby="usage-h">
+      <div className="bar">
+        <h2 id="usage-h">Usage</h2>
+        <span className="actions">
+          <button type="button" className="quiet" onClick={() => void load(null)}>
+            Refresh
+          </button>
+          <a className="button secondary" href={`/api/v1/workspaces/${workspaceId}/usage.csv`} download>
+            Download CSV
+          </a>
+        </span>
+      </div>
+      <ErrorNote text={error} />
+      <h3 id="chart-h">Charged per day, by lens (last 30 days)</h3>
+      <LensChart days={days} />
+      <h3 id="rows-h">What was charged and added</h3>
+      {rows === null ? (
+        <p aria-busy="true">Loading usage…</p>
+      ) : rows.length === 0 ? (
+        <p>Nothing charged or added yet.</p>
+      ) : (
+        <div className="scroll">
+          <table aria-labelledby="rows-h">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">What</th>
+                <th scope="col">Reference</th>
+                <th scope="col" className="num">Charged</th>
+                <th scope="col" className="num">Added</th>
+              </tr>
+            </thead>
+            <tbody data-testid="usage-rows">
+              {rows.map((r) => (
+                <tr key={r.id}>
+                  <td>{new Date(r.at).toLocaleString()}</td>
+                  <td>{what(r)}</td>
+                  <td>
+                    {r.kind === 'batch' && r.reference ? (
+                      <Link href={`/batches/${r.reference}`}>{r.reference}</Link>
+                    ) : r.reference && (r.kind === 'analysis' || r.kind === 'vehicle-report' || r.kind === 'enrichment') ? (
+                      <code>{r.reference}</code>
+                    ) : (
+                      (r.reference ?? '')
+                    )}
+                  </td>
+                  <td className="num">{r.charged ? fmt.format(r.charged) : '0'}</td>
+                  <td className="num">{r.added ? `+${fmt.format(r.added)}` : ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {next && (
+        <p>
+          <button type="button" className="quiet" onClick={() => void load(next)}>
+            Show older
+          </button>
+        </p>
+      )}
+    </section>
+  );
+}
+
+/** Colours for lenses in the chart, in the order lenses first appear; `other` is always grey. */
+const PALETTE = ['#0b57d0', '#d93025', '#188038', '#e37400', '#8430ce', '#007b83', '#b06000', '#c5221f', '#1967d2', '#5f6368'];
+
+/** A stacked bar per day (inline SVG), its legend, and the same figures as a table for screen readers. */
+function LensChart({ days }: { days: Day[] }) {
+  const lenses = [...new Set(days.flatMap((d) => Object.keys(d.lenses)))].sort((a, b) => (a === 'other' ? 1 : b === 'other' ? -1 : a.localeCompare(b)));
+  const colour = (lens: string, i: number) => (lens === 'other' ? '#8c959f' : PALETTE[i % PALETTE.length]!);
+  const max = Math.max(1, ...days.map((d) => d.total));
+  const total = days.reduce((a, d) => a + d.total, 0);
+  return (
+    <>
+      <svg className="chart" viewBox={`0 0 ${Math.max(1, days.length) * 10} 60`} role="img" aria-labelledby="chart-h" aria-describedby="chart-total" preserveAspectRatio="none" data-testid="lens-chart">
+        {days.map((d, i) => {
+          let y = 60;
+          return lenses.map((lens, j) => {
+            const v = d.lenses[lens] ?? 0;
+            if (!v) return null;
+            const h = (v / max) * 58;
+            y -= h;
+            return (
+              <rect key={`${d.day}-${lens}`} x={i * 10 + 1} width="8" y={y} height={h} fill={colour(lens, j)} data-lens={lens}>
+                <title>{`${d.day}, ${lens}: ${fmt.format(v)} credits`}</title>
+              </rect>
+            );
+          });
+        })}
+      </svg>
+      <p id="chart-total" className="hint">
+        {fmt.format(total)} credits charged in 30 days.
+      </p>
+      {lenses.length > 0 && (
+        <ul className="legend" aria-label="Lenses in the chart">
+          {lenses.map((lens, j) => (
+            <li key={lens}>
+              <svg className="swatch" viewBox="0 0 10 10" aria-hidden="true">
+                <rect width="10" height="10" fill={colour(lens, j)} />
+              </svg>
+              {lens}: {fmt.format(days.reduce((a, d) => a + (d.lenses[lens] ?? 0), 0))}
+            </li>
+          ))}
+        </ul>
+      )}
+      <details>
+        <summary>The chart as a table</summary>
+        <div className="scroll">
+          <table data-testid="per-day">
+            <thead>
+              <tr>
+                <th scope="col">Day</th>
+                {lenses.map((l) => (
+                  <th key={l} scope="col" className="num">
+                    {l}
+                  </th>
+                ))}
+                <th scope="col" className="num">
+                  Total
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {days
+                .filter((d) => d.total > 0)
+                .map((d) => (
+                  <tr key={d.day}>
+                    <th scope="row">{d.day}</th>
+                    {lenses.map((l) => (
+                      <td key={l} className="num">
+                        {fmt.format(d.lenses[l] ?? 0)}
+                      </td>
+                    ))}
+                    <td className="num">{fmt.format(d.total)}</td>
+                  </tr>
+                ))}
+            </tbody>
+          </table>
+        </div>
+      </details>
+    </>
+  );
+}

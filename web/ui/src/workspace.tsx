@@ -1,0 +1,63 @@
+import { useCallback, useEffect, useState } from 'react';
+import type { SessionInfo, Workspace } from './api.ts';
+
+const KEY = 'lenstack.workspace';
+const EVENT = 'lenstack:workspace';
+
+/**
+ * The workspace the console shows, shared by its sections (the overview, Requests, Usage &
+ * billing): kept in this tab's sessionStorage, so moving between sections keeps it. A workspace
+ * one just left falls back to the first one left.
+ */
+export function useWorkspace(session: SessionInfo): [Workspace | undefined, (id: string) => void] {
+  const [id, setId] = useState<string | null>(() => sessionStorage.getItem(KEY));
+  useEffect(() => {
+    const onChange = () => setId(sessionStorage.getItem(KEY));
+    window.addEventListener(EVENT, onChange);
+    return () => window.removeEventListener(EVENT, onChange);
+  }, []);
+  const choose = useCallback((next: string) => {
+    sessionStorage.setItem(KEY, next);
+    window.dispatchEvent(new Event(EVENT));
+  }, []);
+  return [session.workspaces.find((w) => w.id === id) ?? session.workspaces[0], choose];
+}
+
+/** The section's heading: the workspace's name and, with more than one, the switcher. */
+export function WorkspaceBar({ session, workspace, onChoose, section }: { session: SessionInfo; workspace: Workspace; onChoose: (id: string) => void; section?: string }) {
+  return (
+    <div className="bar">
+      <h1>
+        {section ? (
+          <>
+            {section} <span className="ws-name">· {workspace.name}</span>
+          </>
+        ) : (
+          workspace.name
+        )}
+      </h1>
+      {session.workspaces.length > 1 && (
+        <span className="switcher">
+          <label htmlFor="ws-select">Workspace</label>
+          <select id="ws-select" value={workspace.id} onChange={(e) => onChoose(e.target.value)}>
+            {session.workspaces.map((w) => (
+              <option key={w.id} value={w.id}>
+                {w.name} ({w.role})
+              </option>
+            ))}
+          </select>
+        </span>
+      )}
+    </div>
+  );
+}
+
+/** A signed-in section without a workspace yet. */
+export function NoWorkspace() {
+  return (
+    <section className="card narrow">
+      <h1>No workspace yet</h1>
+      <p>Confirm your e-mail address to get your workspace, or ask a workspace owner to invite you.</p>
+    </section>
+  );
+}
