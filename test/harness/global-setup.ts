@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { ensureGoTool, goToolBuilt, goToolPath } from '../../tools/scripts/go-tool.ts';
 import { ensureHeicDecoder } from '../../tools/scripts/heic-decoder.ts';
+import { DEFAULT_HEIF_DECODE_PATH } from '../../images/heic-native.ts';
 import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
 import { PROMTOOL, systemPromtool } from '../../tools/scripts/promtool.ts';
 import { OAPI_CODEGEN } from '../../tools/scripts/go-client.ts';
@@ -68,7 +69,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
     const goTools = wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF, OAPI_CODEGEN] : [];
     const [missing, services] = await Promise.all([
-      preflight({ browser: wholeSuite, goTools, temporal: !settings.temporalAddress, testPrograms: wholeSuite }),
+      preflight({ browser: wholeSuite, goTools, temporal: !settings.temporalAddress, testPrograms: wholeSuite, ...(wholeSuite ? { heicDecoder: DEFAULT_HEIF_DECODE_PATH } : {}) }),
       Promise.allSettled([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]),
     ]);
     const down = services.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
