@@ -6,6 +6,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Real Postgres, Redis and a Temporal dev server for the whole run: test/harness/provided.ts.
     globalSetup: ['test/harness/global-setup.ts'],
+    setupFiles: ['test/harness/heic-decoder.ts'],
     pool: 'forks',
     // Our machines and CI have 2 cores.
     maxWorkers: 2,

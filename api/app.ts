@@ -33,6 +33,7 @@ import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
 import { createUploads } from '../uploads/service.ts';
 import { uploadRoutes } from './routes/uploads.ts';
+import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
 
 /** Build the HTTP app from its dependencies (listening and shutdown live in server.ts). */
 export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
@@ -109,5 +110,8 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
   await app.register(photoRoutes(deps));
   await app.register(batchRoutes(deps));
   await app.register(uploadRoutes(deps));
+  // Once per process: which decoder this server's HEICs go to (HEIC_DECODER).
+  const heic = heicDecoderNotice(await configureHeicDecoder(deps.config));
+  app.log[heic.level](heic.message);
   return app;
 }

@@ -119,6 +119,14 @@ export const configSchema = z.object({
   BODY_BYTES_IN_FLIGHT: z.coerce.number().int().positive().default(400 * 1024 * 1024),
   /** Maximum decoded pixel count (decompression-bomb guard). */
   IMAGE_MAX_PIXELS: z.coerce.number().int().positive().default(DEFAULT_IMAGE_MAX_PIXELS),
+  /**
+   * Who decodes HEIC (images/heic-native.ts): `auto` = the native decoder (the system's libheif)
+   * when it is built and answers, libheif's WASM build otherwise; `native` = the native one or
+   * refuse to start; `wasm` = always the WASM build.
+   */
+  HEIC_DECODER: z.enum(['auto', 'native', 'wasm']).default('auto'),
+  /** The native decoder's binary (images/heif-decode.c), when not where `npm run heic-decoder` builds it. */
+  HEIC_DECODER_PATH: z.string().optional(),
   /** How long an analysis (or vehicle report) workflow may run: its execution timeout. */
   WORKFLOW_TIMEOUT_MS: z.coerce.number().int().positive().default(10 * 60 * 1000),
   /**

@@ -2,16 +2,21 @@ import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
 import { Limiter } from '../core/limiter.ts';
+import { tookTooLong, unavailable, type DecoderOutcome } from './decoder-outcome.ts';
+import { decodeHeifNative, heicDecoder } from './heic-native.ts';
 
 /**
  * Decodes the two formats the prebuilt sharp cannot: HEVC-coded HEIF (iPhone HEIC; libvips is built
- * without an HEVC decoder) with libheif's WASM build (libheif-js: libheif + libde265), and BMP with
- * bmp-ts. Only images/open.ts calls this; everything else gets a sharp pipeline from there.
+ * without an HEVC decoder) and BMP (bmp-ts). Only images/open.ts calls this; everything else gets a
+ * sharp pipeline from there.
  *
- * Each decode runs in a worker thread of its own, started for it and ended after: an 8.5 MP HEIC
- * takes 0.7 s of CPU on an idle core and 2.5 s on a busy one (bench/heic-decode.ts), which must
- * not stall the event loop; the WASM heap grows to the image and never shrinks, so it goes with
- * the worker; and a decode that runs away is ended by the timeout instead of holding a core.
+ * A HEIC goes to the system's libheif in a child forked for it by a heif-decode server
+ * (images/heic-native.ts) when this machine has that decoder, and otherwise, like a BMP, to a worker
+ * thread started for it and ended after, running libheif's WASM build (libheif-js: libheif + libde265). Either way the decode is off
+ * the event loop (an 8.5 MP HEIC takes 0.27 s of CPU natively, 0.7 s in WASM, more wall time on
+ * a busy core: bench/heic-decode.ts), whatever the decoder allocates goes when it ends, and a
+ * decode that runs away is ended by the timeout instead of holding a core. Both kinds share one
+ * queue, with the same limits.
  */
 
 export type ForeignKind = 'heif' | 'bmp';
@@ -23,7 +28,7 @@ export interface DecodedRgb {
   height: number;
 }
 
-/** Decodes at once per process: each holds a core and up to width × height × 7 bytes. */
+/** Decodes at once per process: each holds a core and up to width × height × 7 bytes (16 in a native child at most). */
 const MAX_CONCURRENT = 2;
 /**
  * Decodes that may wait for a slot (each waiter holds its request's image): beyond them, 503 with
@@ -51,10 +56,11 @@ const slots = new Limiter(MAX_CONCURRENT, {
   full: () => busy('Too many images are waiting to be decoded on this server; send the request again in a moment', 2),
 });
 
-let workersStarted = 0;
+let decodersStarted = 0;
 /**
- * The process's decode queue as it stands: decodes running and waiting for a slot, decode workers
- * started since the process began, and the queue itself (tests hold its slots to fill it).
+ * The process's decode queue as it stands: decodes running and waiting for a slot, decoders
+ * (worker threads or heif-decode processes) started since the process began, and the queue
+ * itself (tests hold its slots to fill it).
  */
 export const decodeQueue = {
   get active(): number {
@@ -64,7 +70,7 @@ export const decodeQueue = {
     return slots.waiting;
   },
   get started(): number {
-    return workersStarted;
+    return decodersStarted;
   },
   slots,
 };
@@ -79,6 +85,7 @@ export interface DecodeOptions {
   timeoutMs?: number;
 }
 
+/** What foreign-decode.worker.mjs posts back. */
 type WorkerAnswer =
   | { ok: true; width: number; height: number; pixels: ArrayBuffer }
   | { ok: false; reason: 'too-large' | 'invalid' | 'failed'; message: string };
@@ -167,15 +174,17 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
   return slots
     .run(async () => {
       started = true;
-      const answer = await runWorker(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS, opts.signal);
-      if (!answer.ok) {
+      const outcome = await runDecoder(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS, opts.signal);
+      if (!outcome.ok) {
         // Only what the decoder found wrong with the image is the image's fault, and final.
-        if (answer.reason === 'failed') throw new AppError('INTERNAL_ERROR', `Image decoder failed: ${answer.message}`);
-        refuse(answer.reason === 'too-large' ? imageTooLarge(answer.message) : imageInvalid(answer.message));
+        if (outcome.reason === 'failed') throw new AppError('INTERNAL_ERROR', `Image decoder failed: ${outcome.message}`);
+        // Server-side failures are not the image's fault: 503, retryable (workflows/steps.ts retries it), never IMAGE_INVALID.
+        if (outcome.reason === 'unavailable') throw busy(outcome.message, outcome.retryAfterS);
+        refuse(outcome.reason === 'too-large' ? imageTooLarge(outcome.message) : imageInvalid(outcome.message));
       }
-      const pixels = Buffer.from(answer.pixels);
-      if (pixels.length !== answer.width * answer.height * 3) throw new AppError('INTERNAL_ERROR', 'Image decoder returned an unexpected pixel count');
-      return { pixels, width: answer.width, height: answer.height };
+      const { pixels, width, height } = outcome;
+      if (pixels.length !== width * height * 3 || width * height > maxPixels) throw new AppError('INTERNAL_ERROR', 'Image decoder returned an unexpected pixel count');
+      return { pixels, width, height };
     }, leave)
     .catch((err: unknown) => {
       if (err instanceof AppError) throw err;
@@ -184,15 +193,23 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
     });
 }
 
-function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number, signal?: AbortSignal): Promise<WorkerAnswer> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  workersStarted += 1;
+/** A HEIC to the native decoder when this process has one, anything else to a WASM/JS worker. */
+async function runDecoder(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number, signal?: AbortSignal): Promise<DecoderOutcome> {
+  const decoder = kind === 'heif' ? await heicDecoder() : null;
+  if (signal?.aborted) throw signal.reason;
+  decodersStarted += 1;
+  return decoder?.backend === 'native'
+    ? decodeHeifNative(decoder.path, bytes, maxPixels, { timeoutMs, ...(signal ? { signal } : {}) })
+    : runWorker(kind, bytes, maxPixels, timeoutMs, signal);
+}
+
+function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number, signal?: AbortSignal): Promise<DecoderOutcome> {
   return new Promise((resolve, reject) => {
     let worker: Worker;
     try {
       worker = new Worker(WORKER_URL, { workerData: { kind, bytes: new Uint8Array(bytes), maxPixels }, resourceLimits: WORKER_LIMITS });
     } catch (err) {
-      reject(busy(`Image decoder could not start: ${err instanceof Error ? err.message : String(err)}`, 2));
+      resolve(unavailable(`Image decoder could not start: ${err instanceof Error ? err.message : String(err)}`, 2));
       return;
     }
     let settled = false;
@@ -204,22 +221,19 @@ function runWorker(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutM
       void worker.terminate();
       fn();
     };
+    const answer = (outcome: DecoderOutcome) => finish(() => resolve(outcome));
     // Every caller of this decode went away: its core goes back to the others.
     const gone = () => finish(() => reject(signal!.reason));
     signal?.addEventListener('abort', gone, { once: true });
-    // Server-side failures are not the image's fault: 503, retryable (workflows/steps.ts retries
-    // it), never IMAGE_INVALID. A timeout is most often a starved CPU.
-    const timer = setTimeout(() => finish(() => reject(busy(`Image took over ${timeoutMs / 1000} s to decode on a busy server`, 5))), timeoutMs);
-    worker.once('message', (answer: WorkerAnswer) => finish(() => resolve(answer)));
-    worker.once('error', (err: Error & { code?: string }) =>
-      finish(() => {
-        // The heap limit is far above what any image within the pixel limit needs (WORKER_LIMITS):
-        // a file that exhausts it makes the decoder run away, and would do so again. Final.
-        if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
-          reject(mark(imageInvalid(`Image needs more memory than its declared size allows to decode (decoder heap over ${WORKER_LIMITS.maxOldGenerationSizeMb} MB); refused as malformed`)));
-        } else reject(busy(`Image decoder failed: ${err.message}`, 2));
-      }),
-    );
-    worker.once('exit', (code) => finish(() => reject(busy(`Image decoder stopped (exit code ${code})`, 2))));
+    const timer = setTimeout(() => answer(tookTooLong(timeoutMs)), timeoutMs);
+    worker.once('message', (a: WorkerAnswer) => answer(a.ok ? { ...a, pixels: Buffer.from(a.pixels) } : a));
+    worker.once('error', (err: Error & { code?: string }) => {
+      // The heap limit is far above what any image within the pixel limit needs (WORKER_LIMITS):
+      // a file that exhausts it makes the decoder run away, and would do so again. Final.
+      if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+        answer({ ok: false, reason: 'invalid', message: `Image needs more memory than its declared size allows to decode (decoder heap over ${WORKER_LIMITS.maxOldGenerationSizeMb} MB); refused as malformed` });
+      } else answer(unavailable(`Image decoder failed: ${err.message}`, 2));
+    });
+    worker.once('exit', (code) => answer(unavailable(`Image decoder stopped (exit code ${code})`, 2)));
   });
 }

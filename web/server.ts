@@ -17,6 +17,7 @@ import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { createUploads } from '../uploads/service.ts';
+import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
 
 export const UI_DIST = fileURLToPath(new URL('./ui/dist', import.meta.url));
 
@@ -81,6 +82,9 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
     staticDir: opts.staticDir ?? UI_DIST,
     logger,
   });
+  // Once per process: which decoder the console's HEIC thumbnails and batch photos go to (HEIC_DECODER).
+  const heic = heicDecoderNotice(await configureHeicDecoder(config));
+  app.log[heic.level](heic.message);
   const host = config.HOST;
   await app.listen({ host, port: config.WEB_PORT });
   return {

@@ -19,6 +19,7 @@ import { collectBlobs } from './blob-collector.ts';
 import { createUploads } from '../uploads/service.ts';
 import { sweepOnce } from './sweeper.ts';
 import { PinoTemporalLogger } from './temporal-logger.ts';
+import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -49,6 +50,8 @@ export async function startWorker(
   const db = createPool(config.DATABASE_URL, { application: 'lenstack-worker' });
   const { clients, warnings } = createVisionClients(config);
   for (const w of warnings) log(w);
+  // Once per process: which decoder the work copies of HEICs come from (HEIC_DECODER).
+  log(heicDecoderNotice(await configureHeicDecoder(config)).message);
   const vision = new Map<Vendor, VisionClient>(clients.map((c) => [c.vendor, c]));
   const blobs = blobStoreFromConfig(config);
   const workCopies = createWorkCopies({

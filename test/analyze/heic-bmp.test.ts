@@ -3,13 +3,15 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
 import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
+import { HEIC_DECODERS, withHeicDecoder } from '../helpers/heic-decoder.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { bmpOf, bmpVariant, heicDeclaring } from '../images/foreign-inputs.ts';
 
 /**
  * An iPhone HEIC and a BMP through the real API: analyze (Temporal worker, simulated vendors,
- * billing, registry), then lookup by image, including the HEIC's independent JPEG export.
+ * billing, registry), then lookup by image, including the HEIC's independent JPEG export. The
+ * HEIC tests run on both HEIC decoders (the API and the worker share this process and its setting).
  */
 
 let p: Pipeline;
@@ -29,7 +31,9 @@ const lookup = (key: string, images: Buffer[]) =>
 const photoRows = async (user: TestUser) => (await p.db.query('SELECT sha256 FROM photos WHERE user_id = $1', [user.userId])).rows;
 const vendorSeen = () => Object.values(p.sim.stats()).flatMap((s) => s.last?.images ?? []);
 
-describe('an iPhone HEIC', () => {
+describe.each(HEIC_DECODERS)('an iPhone HEIC, %s decoder', (mode) => {
+  withHeicDecoder(mode);
+
   it('is analyzed and billed like a JPEG; the vendor gets an upright JPEG of it; lookup finds it by its bytes and by its JPEG export', async () => {
     const user = await createTestUser(p.db, { community: 10 });
     const res = await analyze(user.liveKey, HEIC);

@@ -30,6 +30,7 @@ export function testConfig(overrides: ConfigOverrides = {}): Config {
     BLOB_DIR: `${inject('blobDir')}/${fileId}`,
     // Tests buy packs without charging a card: the recording gateway, chosen explicitly.
     PAYMENTS_GATEWAY: 'recording',
+    HEIC_DECODER: inject('heicDecoder'),
   };
   for (const [key, value] of Object.entries(overrides)) env[key] = value === undefined ? undefined : String(value);
   return loadConfig(env);

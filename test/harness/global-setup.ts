@@ -7,6 +7,8 @@ import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { ensureGoTool, goToolBuilt, goToolPath } from '../../tools/scripts/go-tool.ts';
+import { ensureHeicDecoder } from '../../tools/scripts/heic-decoder.ts';
+import { DEFAULT_HEIF_DECODE_PATH } from '../../images/heic-native.ts';
 import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
 import { PROMTOOL, systemPromtool } from '../../tools/scripts/promtool.ts';
 import { OAPI_CODEGEN } from '../../tools/scripts/go-client.ts';
@@ -32,6 +34,8 @@ interface HarnessSettings {
   temporalNamespace: string;
   /** KEEP_TEST_DB=1 leaves the run's database behind for inspection. */
   keepDatabase: boolean;
+  /** HEIC_DECODER=wasm runs the whole suite on the WASM fallback (tests that name a decoder keep theirs). */
+  heicDecoder: HarnessValues['heicDecoder'];
 }
 
 /** The only place the harness reads the environment. */
@@ -43,6 +47,7 @@ function harnessSettings(env: NodeJS.ProcessEnv = process.env): HarnessSettings 
     temporalAddress: config.TEMPORAL_ADDRESS,
     temporalNamespace: config.TEMPORAL_NAMESPACE,
     keepDatabase: env.KEEP_TEST_DB === '1',
+    heicDecoder: config.HEIC_DECODER,
   };
 }
 
@@ -64,7 +69,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
     const goTools = wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF, OAPI_CODEGEN] : [];
     const [missing, services] = await Promise.all([
-      preflight({ browser: wholeSuite, goTools, temporal: !settings.temporalAddress, testPrograms: wholeSuite }),
+      preflight({ browser: wholeSuite, goTools, temporal: !settings.temporalAddress, testPrograms: wholeSuite, ...(wholeSuite ? { heicDecoder: DEFAULT_HEIF_DECODE_PATH } : {}) }),
       Promise.allSettled([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]),
     ]);
     const down = services.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
@@ -96,6 +101,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
       }),
     );
 
+    // The native HEIC decoder, built once per source (about a second): the HEIC tests run on it
+    // and on the WASM fallback. Without a C compiler and libheif's headers the tests on it fail, saying so.
+    await ensureHeicDecoder({ log: (line) => process.stderr.write(`[harness] ${line}\n`) }).catch((err: unknown) => {
+      process.stderr.write(`[harness] native HEIC decoder not built: ${err instanceof Error ? err.message : String(err)}\n`);
+    });
+
     const redisPrefix = `lenstack-test:${runId}:`;
     cleanups.push(() => deleteRedisKeys(settings.redisUrl, redisPrefix));
     const blobDir = await mkdtemp(join(tmpdir(), `lenstack-test-${runId}-blobs-`));
@@ -118,6 +129,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       temporalNamespace: settings.temporalNamespace,
       temporalTaskQueue: `lenstack-test-${runId}`,
       blobDir,
+      heicDecoder: settings.heicDecoder,
     };
     for (const [key, value] of Object.entries(values)) project.provide(key as keyof HarnessValues, value);
 

@@ -18,6 +18,8 @@ export interface HarnessValues {
   temporalTaskQueue: string;
   /** Empty directory for blobs, removed after the run. */
   blobDir: string;
+  /** The run's HEIC_DECODER (`auto` unless set when the run started): every test file starts with it. */
+  heicDecoder: 'auto' | 'native' | 'wasm';
 }
 
 declare module 'vitest' {

@@ -1,5 +1,10 @@
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import sharp from 'sharp';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { AppError } from '../../core/errors.ts';
 import { createMetadataTool } from '../../enrich/exiftool.ts';
 import { readExisting } from '../../enrich/mapping.ts';
 import { decodeUpright } from '../../images/decode.ts';
@@ -13,19 +18,34 @@ import { readBack } from '../enrich/helpers.ts';
 import { photo } from './photos.ts';
 import { readBmpHeader } from '../../images/bmp-header.ts';
 import { bmpOf, bmpVariant, heicDeclaring, packRows } from './foreign-inputs.ts';
+import { configureHeicDecoder, HEIF_DECODE_PROTOCOL, heicDecoder, heicDecoderNotice } from '../../images/heic-native.ts';
+import { HEIC_DECODERS, onHeicDecoder, withHeicDecoder, type HeicDecoderMode } from '../helpers/heic-decoder.ts';
+import { mutate } from '../hostile/images/mutate.ts';
+import { prng } from '../hostile/support/prng.ts';
+import { SEED } from '../hostile/sizes.ts';
 
 /**
  * HEIC (HEVC in HEIF, the iPhone's format) and BMP, which the prebuilt sharp cannot decode:
- * images/open.ts hands them to libheif's WASM build and bmp-ts, and every consumer (probe,
- * fingerprint, vendor uploads) sees the same pixels.
+ * images/open.ts hands them to the system's libheif (a heif-decode process) or libheif's WASM build,
+ * and to bmp-ts, and every consumer (probe, fingerprint, vendor uploads) sees the same pixels. The
+ * HEIC tests run on both HEIC decoders.
  */
 
 const HEIC = photo('heic-IMG_5195.HEIC');
 /** The same picture exported by libheif's own command-line tool (heif-convert), independently of our decoder. */
 const HEIC_AS_JPEG = photo('heic-IMG_5195.heif-convert.jpg');
+/** 23 flat megapixels in 5.7 KB (test/fixtures/crafted/README.md). */
+const FLAT_4800 = readFileSync(new URL('../fixtures/crafted/flat-4800x4800.heic', import.meta.url));
 const limits = { maxPixels: 100_000_000 };
+const meanDiff = (x: Buffer, y: Buffer) => x.reduce((sum, v, i) => sum + Math.abs(v - y[i]!), 0) / x.length;
 
-describe('HEIC', () => {
+describe.each(HEIC_DECODERS)('HEIC, %s decoder', (mode) => {
+  withHeicDecoder(mode);
+
+  it(`goes to the ${mode} decoder`, async () => {
+    expect((await heicDecoder()).backend).toBe(mode);
+  });
+
   it('fingerprints within pHash distance 4 of its independent JPEG export, and far from another photo', async () => {
     const [heic, jpeg, other] = await Promise.all([fingerprint(HEIC), fingerprint(HEIC_AS_JPEG), fingerprint(photo('gps-DSCN0010.jpg'))]);
     expect({ width: heic.width, height: heic.height }).toEqual({ width: 2566, height: 3313 });
@@ -36,27 +56,10 @@ describe('HEIC', () => {
 
   it('decodes to the same picture as heif-convert, pixel for pixel within JPEG noise', async () => {
     const [a, b, other] = await Promise.all([decodeUpright(HEIC, limits), decodeUpright(HEIC_AS_JPEG, limits), decodeUpright(photo('gps-DSCN0010.jpg'), limits)]);
-    const meanDiff = (x: Buffer, y: Buffer) => x.reduce((sum, v, i) => sum + Math.abs(v - y[i]!), 0) / x.length;
     // JPEG q85 noise, plus up to ~0.6 because the export's Display P3 profile is converted to sRGB
     // and our HEIC pixels are taken as sRGB (docs/decisions.md, "Accepted formats").
     expect(meanDiff(a.rgb, b.rgb)).toBeLessThan(4);
     expect(meanDiff(a.rgb, other.rgb)).toBeGreaterThan(30);
-  });
-
-  it("exiftool reads its capture date, GPS and camera, and enrichment sees them as facts it must not overwrite", async () => {
-    const tool = createMetadataTool({ maxProcs: 1 });
-    try {
-      const tags = await readBack(tool, HEIC, 'heic');
-      expect(tags).toMatchObject({ 'IFD0:Make': 'Apple', 'IFD0:Model': 'iPhone 11 Pro Max', 'ExifIFD:DateTimeOriginal': '2021:04:11 15:47:53' });
-      expect(tags['GPS:GPSLatitude']).toBeCloseTo(39.05134, 4);
-      expect(tags['GPS:GPSLongitude']).toBeCloseTo(94.28877, 4);
-      expect(tags['GPS:GPSLongitudeRef']).toBe('W');
-      // No EXIF orientation: the HEIF container's own transformations (none here) are what libheif applies.
-      expect(tags['IFD0:Orientation']).toBeUndefined();
-      expect(readExisting(tags)).toMatchObject({ hasGps: true, hasCaptureDate: true });
-    } finally {
-      await tool.end();
-    }
   });
 
   it('becomes a vendor upload: an upright JPEG of the billed size, without metadata', async () => {
@@ -77,26 +80,22 @@ describe('HEIC', () => {
     await expect(probeImage(garbage, limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
   });
 
-  it('a HEIC declaring 60000×60000 is refused from its header, never decoded', async () => {
-    const huge = heicDeclaring(HEIC, 60_000, 60_000);
-    await expect(probeImage(huge, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/60000×60000/) });
-    // Under a (raised) pixel limit but over 1,000 pixels per byte: the decompression-bomb ratio
-    // refuses it, as for any format.
-    const bomb = heicDeclaring(HEIC, 30_000, 30_000);
-    await expect(probeImage(bomb, { maxPixels: 1_000_000_000, decode: false })).rejects.toMatchObject({
-      code: 'IMAGE_TOO_LARGE',
-      message: expect.stringMatching(/decompression bomb/),
-    });
-  });
-
-  it('a few kilobytes of a HEIC (its header without the coded data) are refused before any decode', async () => {
-    await expect(probeImage(HEIC.subarray(0, 4096), { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
-  });
-
   it('a HEIC whose coded data is larger or smaller than its declared size is refused by libheif', async () => {
     for (const [w, h] of [[100, 100], [3000, 4000]] as const) {
       await expect(probeImage(heicDeclaring(HEIC, w, h), limits)).rejects.toMatchObject({ code: 'IMAGE_INVALID', message: expect.stringMatching(/size signaled/) });
     }
+  });
+
+  it('23 coded megapixels behind a header declaring 100×100 are refused before they take the memory the header never asked for', async () => {
+    const liar = heicDeclaring(FLAT_4800, 100, 100);
+    await expect(probeImage(FLAT_4800, limits)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/decompression bomb/) });
+    // The native decoder's data segment is capped from the declared size, so its allocation fails;
+    // the WASM build's libheif (1.23) holds the image to its declared size itself.
+    await expect(probeImage(liar, limits)).rejects.toMatchObject(
+      mode === 'native'
+        ? { code: 'IMAGE_INVALID', message: expect.stringMatching(/more memory than its declared size allows/) }
+        : { code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/Image size 4800x4800 exceeds the maximum image size/) },
+    );
   });
 
   it("the decoder checks the pixel limit itself before decoding (libheif's size, and its security limit)", async () => {
@@ -112,6 +111,60 @@ describe('HEIC', () => {
     const later = await decodeForeign('heif', HEIC, limits.maxPixels);
     expect(later === a).toBe(false);
     expect(later.pixels.equals(a.pixels)).toBe(true);
+  });
+
+  it('byte mutants of the iPhone HEIC decode whole or are refused with a 422, never a server error', async () => {
+    const random = prng(SEED).fork('heic-mutants');
+    for (let i = 0; i < 6; i++) {
+      const m = mutate(HEIC, random);
+      const outcome = await decodeForeign('heif', m.bytes, limits.maxPixels).then(
+        (d) => ({ decoded: `${d.width}×${d.height}` }),
+        (err: AppError) => ({ refused: err.status }),
+      );
+      expect([{ decoded: '2566×3313' }, { refused: 422 }], m.recipe).toContainEqual(outcome);
+    }
+  });
+});
+
+describe('HEIC, either decoder', () => {
+  it('the native and WASM decoders give the same picture and the same fingerprint', async () => {
+    const decodeWith = (mode: HeicDecoderMode) => onHeicDecoder({ HEIC_DECODER: mode }, async () => ({ px: await decodeUpright(HEIC, limits), fp: await fingerprint(HEIC) }));
+    const native = await decodeWith('native');
+    const wasm = await decodeWith('wasm');
+    expect(meanDiff(native.px.rgb, wasm.px.rgb)).toBeLessThan(1);
+    expect({ pHash: native.fp.pHash, dHash: native.fp.dHash }).toEqual({ pHash: wasm.fp.pHash, dHash: wasm.fp.dHash });
+  });
+
+  it("exiftool reads its capture date, GPS and camera, and enrichment sees them as facts it must not overwrite", async () => {
+    const tool = createMetadataTool({ maxProcs: 1 });
+    try {
+      const tags = await readBack(tool, HEIC, 'heic');
+      expect(tags).toMatchObject({ 'IFD0:Make': 'Apple', 'IFD0:Model': 'iPhone 11 Pro Max', 'ExifIFD:DateTimeOriginal': '2021:04:11 15:47:53' });
+      expect(tags['GPS:GPSLatitude']).toBeCloseTo(39.05134, 4);
+      expect(tags['GPS:GPSLongitude']).toBeCloseTo(94.28877, 4);
+      expect(tags['GPS:GPSLongitudeRef']).toBe('W');
+      // No EXIF orientation: the HEIF container's own transformations (none here) are what libheif applies.
+      expect(tags['IFD0:Orientation']).toBeUndefined();
+      expect(readExisting(tags)).toMatchObject({ hasGps: true, hasCaptureDate: true });
+    } finally {
+      await tool.end();
+    }
+  });
+
+  it('a HEIC declaring 60000×60000 is refused from its header, never decoded', async () => {
+    const huge = heicDeclaring(HEIC, 60_000, 60_000);
+    await expect(probeImage(huge, { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE', message: expect.stringMatching(/60000×60000/) });
+    // Under a (raised) pixel limit but over 1,000 pixels per byte: the decompression-bomb ratio
+    // refuses it, as for any format.
+    const bomb = heicDeclaring(HEIC, 30_000, 30_000);
+    await expect(probeImage(bomb, { maxPixels: 1_000_000_000, decode: false })).rejects.toMatchObject({
+      code: 'IMAGE_TOO_LARGE',
+      message: expect.stringMatching(/decompression bomb/),
+    });
+  });
+
+  it('a few kilobytes of a HEIC (its header without the coded data) are refused before any decode', async () => {
+    await expect(probeImage(HEIC.subarray(0, 4096), { ...limits, decode: false })).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
   });
 });
 
@@ -288,13 +341,154 @@ describe('the decode queue, and failures that are the server\'s, not the image\'
     expect(decoded.map((d) => d.width)).toEqual([2566, 2566]);
   });
 
-  it('a decode the server did not finish in time is a retryable 503, not a refusal of the image', async () => {
-    // Worker start and the WASM set-up alone take far more than 1 ms.
-    const err = await decodeForeign('heif', HEIC, limits.maxPixels, { timeoutMs: 1 }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, retryable: true, message: expect.stringMatching(/took over 0.001 s/) });
-    expect(isDecoderRefusal(err)).toBe(false);
-    // The same image decodes when the server has the time.
-    expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
+  describe.each(HEIC_DECODERS)('%s decoder', (mode) => {
+    withHeicDecoder(mode);
+
+    it('a decode the server did not finish in time is a retryable 503, not a refusal of the image', async () => {
+      // Starting a worker or a process, and decoding 8.5 MP, take far more than 1 ms.
+      const err = await decodeForeign('heif', HEIC, limits.maxPixels, { timeoutMs: 1 }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, retryable: true, message: expect.stringMatching(/took over 0.001 s/) });
+      expect(isDecoderRefusal(err)).toBe(false);
+      // The same image decodes when the server has the time.
+      expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
+    });
+  });
+});
+
+describe('the native decoder runs in processes of its own: what they do cannot reach this one', () => {
+  /**
+   * Stand-ins for heif-decode --serve: Node scripts that speak its protocol (requests on stdin,
+   * pixels on stdout, frames on fd 3) and answer each request as the test says, as a hostile file
+   * could make the real decoder answer. Each notes its pid per request where the test reads it; the
+   * n-th request to any of a stand-in's processes gets its n-th answer.
+   */
+  let dir: string;
+  const standIn = async (name: string, answers: string): Promise<string> => {
+    const path = join(dir, name);
+    const script = `#!${process.execPath}
+const { appendFileSync, readFileSync, writeSync } = require('node:fs');
+if (process.argv[2] === '--version') { console.log('heif-decode protocol ${HEIF_DECODE_PROTOCOL} libheif stand-in'); process.exit(0); }
+const frame = (type, payload) => { const head = Buffer.alloc(5); head.write(type, 0, 'latin1'); head.writeUInt32LE(payload.length, 1); writeSync(3, Buffer.concat([head, payload])); };
+const ended = (status) => { const code = Buffer.alloc(4); code.writeInt32LE(status); frame('X', code); };
+const pixels = (width, height, bytes) => { const head = Buffer.alloc(12); head.write('RGB8', 0, 'latin1'); head.writeUInt32LE(width, 4); head.writeUInt32LE(height, 8); writeSync(1, Buffer.concat([head, Buffer.from(bytes)])); };
+const answers = [${answers}];
+const pids = __filename + '.pids';
+let pending = Buffer.alloc(0);
+process.stdin.on('data', (chunk) => {
+  pending = Buffer.concat([pending, chunk]);
+  while (pending.length >= 24 && pending.length >= 24 + pending.readUInt32LE(4)) {
+    pending = pending.subarray(24 + pending.readUInt32LE(4));
+    // The n-th request to any process of this stand-in gets the n-th answer.
+    let served = '';
+    try { served = readFileSync(pids, 'utf8'); } catch {}
+    appendFileSync(pids, process.pid + '\\n');
+    (answers[served.split('\\n').filter(Boolean).length] ?? (() => {}))();
+  }
+});
+`;
+    await writeFile(path, script, { mode: 0o755 });
+    return path;
+  };
+  const pidsOf = async (path: string) => (await readFile(`${path}.pids`, 'utf8').catch(() => '')).split('\n').filter(Boolean).map(Number);
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const until = async (ok: () => Promise<boolean>) => {
+    while (!(await ok())) await new Promise((r) => setTimeout(r, 10));
+  };
+  const using = <T>(path: string, run: () => Promise<T>): Promise<T> =>
+    onHeicDecoder({ HEIC_DECODER: 'native', HEIC_DECODER_PATH: path }, async () => {
+      expect(await heicDecoder()).toMatchObject({ backend: 'native', libheif: 'stand-in' });
+      return run();
+    });
+  const decode = (opts: { timeoutMs?: number; signal?: AbortSignal; maxPixels?: number } = {}) =>
+    decodeForeign('heif', HEIC, opts.maxPixels ?? limits.maxPixels, opts).catch((e: unknown) => e as AppError);
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'heif-decode-stand-ins-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a refusal leaves the server for the next image (one process start for many images)', async () => {
+    const refuses = await standIn('refuses', "() => { frame('M', Buffer.from('HEIF could not be read: stand-in')); ended(2); }, () => { pixels(1, 1, [1, 2, 3]); ended(0); }");
+    const [first, second] = await using(refuses, async () => [await decode(), await decode()]);
+    expect(first).toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: 'HEIF could not be read: stand-in' });
+    expect(second).toMatchObject({ width: 1, height: 1, pixels: Buffer.from([1, 2, 3]) });
+    const pids = await pidsOf(refuses);
+    expect(pids).toHaveLength(2);
+    expect(pids[0]).toBe(pids[1]);
+  });
+
+  it('a decoder that crashes on a file refuses the file (422, final); its server is replaced and decoding goes on', async () => {
+    const crash = await standIn('crash', '() => ended(-11), () => { pixels(1, 1, [9, 8, 7]); ended(0); }');
+    const [first, second] = await using(crash, async () => [await decode(), await decode()]);
+    expect(first).toMatchObject({ code: 'IMAGE_INVALID', retryable: false, message: expect.stringMatching(/crashed on this file \(SIGSEGV\)/) });
+    expect(isDecoderRefusal(first)).toBe(true);
+    // The server that saw the crash was ended; a fresh one decoded the next image.
+    const pids = await pidsOf(crash);
+    expect(pids).toHaveLength(2);
+    expect(pids[0]).not.toBe(pids[1]);
+    expect(alive(pids[0]!)).toBe(false);
+    expect((second as { pixels: Buffer }).pixels).toEqual(Buffer.from([9, 8, 7]));
+  });
+
+  it('a decoder that hangs is killed at the timeout: 503, and its process is gone', async () => {
+    const hang = await standIn('hang', '');
+    const err = await using(hang, () => decode({ timeoutMs: 500 }));
+    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryable: true, message: expect.stringMatching(/took over 0.5 s/) });
+    const [pid] = await pidsOf(hang);
+    await until(async () => !alive(pid!));
+  });
+
+  it('a decoder whose only caller went away is killed at once', async () => {
+    const hang = await standIn('hang-abandoned', '');
+    const caller = new AbortController();
+    const err = await using(hang, async () => {
+      const decoding = decode({ signal: caller.signal });
+      await until(async () => (await pidsOf(hang)).length === 1);
+      caller.abort(new Error('client went away'));
+      return decoding;
+    });
+    expect(err).toMatchObject({ message: 'client went away' });
+    const [pid] = await pidsOf(hang);
+    await until(async () => !alive(pid!));
+  });
+
+  it('output is taken only as far as its header announces, within the pixel limit', async () => {
+    // Announces 1×1 (3 bytes), writes 6.
+    const overflow = await standIn('overflow', '() => { pixels(1, 1, [1, 2, 3, 4, 5, 6]); ended(0); }');
+    expect(await using(overflow, () => decode())).toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/more than the 1×1 pixels it announced/) });
+    // Announces 4096×4096, over the caller's limit: nothing is allocated for it, and the server goes.
+    const huge = await standIn('huge', '() => pixels(4096, 4096, [])');
+    expect(await using(huge, () => decode({ maxPixels: 4096 * 4096 - 1 }))).toMatchObject({ code: 'INTERNAL_ERROR', message: expect.stringMatching(/malformed header \(4096×4096\)/) });
+    const [pid] = await pidsOf(huge);
+    await until(async () => !alive(pid!));
+  });
+
+  it('is detected once per setting: auto falls back to WASM, with a warning saying how to build it; native refuses to start without it', async () => {
+    const missing = join(dir, 'not-built');
+    try {
+      const auto = await configureHeicDecoder({ HEIC_DECODER: 'auto', HEIC_DECODER_PATH: missing });
+      expect(auto).toMatchObject({ backend: 'wasm', why: expect.stringMatching(/no native HEIC decoder at .*not-built \(not built\); `npm run heic-decoder` builds it/) });
+      expect(heicDecoderNotice(auto)).toMatchObject({ level: 'warn', message: expect.stringMatching(/WASM build/) });
+      // Decodes on the fallback.
+      expect((await decodeForeign('heif', HEIC, limits.maxPixels)).height).toBe(3313);
+      await expect(configureHeicDecoder({ HEIC_DECODER: 'native', HEIC_DECODER_PATH: missing })).rejects.toThrow(/HEIC_DECODER=native, but no native HEIC decoder/);
+      const forced = await configureHeicDecoder({ HEIC_DECODER: 'wasm' });
+      expect(heicDecoderNotice(forced)).toEqual({ level: 'info', message: expect.stringMatching(/HEIC_DECODER=wasm/) });
+      // A binary that is not heif-decode, or an older protocol, is not taken.
+      const older = join(dir, 'older');
+      await writeFile(older, '#!/bin/sh\necho "heif-decode protocol 1 libheif 1.15.1"\n', { mode: 0o755 });
+      expect(await configureHeicDecoder({ HEIC_DECODER: 'auto', HEIC_DECODER_PATH: older })).toMatchObject({ backend: 'wasm', why: expect.stringMatching(`protocol 1, not ${HEIF_DECODE_PROTOCOL}`) });
+    } finally {
+      await configureHeicDecoder({ HEIC_DECODER: inject('heicDecoder') });
+    }
   });
 });
 

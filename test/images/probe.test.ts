@@ -3,6 +3,7 @@ import { readdirSync } from 'node:fs';
 import sharp, { type Sharp } from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { probeImage } from '../../images/probe.ts';
+import { HEIC_DECODERS, onHeicDecoder } from '../helpers/heic-decoder.ts';
 import { solidPngBomb } from './bomb.ts';
 import { PHOTOS_DIR, photo } from './photos.ts';
 
@@ -47,8 +48,9 @@ describe('probeImage on the shared camera photos', () => {
     expect(await probeImage(photo('tiff-Arbitro.tiff'), limits)).toEqual({ format: 'tiff', mime: 'image/tiff', width: 174, height: 38, orientation: 1 });
   });
 
-  it('reads and fully decodes the iPhone HEIC (HEVC, through libheif WASM): upright size, no EXIF orientation applied', async () => {
-    expect(await probeImage(photo('heic-IMG_5195.HEIC'), limits)).toEqual({ format: 'heif', mime: 'image/heif', width: 2566, height: 3313 });
+  it.each(HEIC_DECODERS)('reads and fully decodes the iPhone HEIC (HEVC, through the %s libheif): upright size, no EXIF orientation applied', async (mode) => {
+    const probed = await onHeicDecoder({ HEIC_DECODER: mode }, () => probeImage(photo('heic-IMG_5195.HEIC'), limits));
+    expect(probed).toEqual({ format: 'heif', mime: 'image/heif', width: 2566, height: 3313 });
   });
 });
 

@@ -5,9 +5,10 @@
  * failing test. `.ci/run` installs all of it on Debian; docs/deployment.md lists it.
  */
 import { execFile } from 'node:child_process';
-import { access, readFile } from 'node:fs/promises';
+import { access, readdir, readFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
+import { probe } from '../../images/heic-native.ts';
 import { goToolBuilt, type GoTool } from './go-tool.ts';
 import { PROMTOOL, systemPromtool } from './promtool.ts';
 import { temporalCliLocation } from './temporal-cli.ts';
@@ -29,6 +30,11 @@ export interface PreflightNeeds {
   temporal: boolean;
   /** Programs the tests run as children (curl, script). */
   testPrograms: boolean;
+  /**
+   * Where the native HEIC decoder is looked for, when the run needs it (the HEIC tests run on it):
+   * built there already, or a C compiler and libheif's headers to build it.
+   */
+  heicDecoder?: string;
 }
 
 const runs = (file: string, args: string[], env: NodeJS.ProcessEnv) =>
@@ -39,6 +45,15 @@ const executable = (path: string) => access(path, constants.X_OK).then(() => tru
 /** `name` on PATH (absolute directories only), as the shell would find it. */
 async function onPath(name: string, env: NodeJS.ProcessEnv): Promise<boolean> {
   for (const dir of (env.PATH ?? '').split(delimiter)) if (dir && isAbsolute(dir) && (await executable(join(dir, name)))) return true;
+  return false;
+}
+
+/** libheif's C header where Debian's libheif-dev (multiarch) or a source build puts it. */
+async function heifHeadersPresent(): Promise<boolean> {
+  const multiarch = await readdir('/usr/include').then((names) => names.filter((n) => n.endsWith('-linux-gnu')), () => []);
+  for (const dir of ['/usr/include', '/usr/local/include', ...multiarch.map((n) => join('/usr/include', n))]) {
+    if (await access(join(dir, 'libheif', 'heif.h')).then(() => true, () => false)) return true;
+  }
   return false;
 }
 
@@ -63,6 +78,12 @@ export async function preflight(needs: PreflightNeeds, env: NodeJS.ProcessEnv = 
   if (needs.testPrograms) {
     if (!(await onPath('curl', env))) missing.push({ what: 'curl', why: "the README's first request is run as written", install: 'apt-get install -y curl' });
     if (!(await onPath('script', env))) missing.push({ what: 'script (util-linux)', why: "the CLI's terminal progress is tested on a real pty", install: 'apt-get install -y bsdutils' });
+  }
+  if (needs.heicDecoder && !('libheif' in (await probe(needs.heicDecoder)))) {
+    const lacking = [(await onPath('cc', env)) ? '' : 'gcc', (await heifHeadersPresent()) ? '' : 'libheif-dev'].filter(Boolean);
+    if (lacking.length) {
+      missing.push({ what: lacking.join(' and '), why: 'to build the native HEIC decoder once (images/heif-decode.c); the HEIC tests run on it as well as on the WASM fallback', install: 'apt-get install -y gcc libheif-dev' });
+    }
   }
   const toBuild: string[] = [];
   if (needs.temporal && !(await temporalCliPresent(env))) toBuild.push('the Temporal CLI');

@@ -12,6 +12,7 @@ import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
 import { startSimVendor } from '../sim/index.ts';
 import { ensureConsoleBuilt } from './build-web.ts';
+import { ensureHeicDecoder } from './heic-decoder.ts';
 import { generateInternalSecret, localAuthSecret } from './internal-secret.ts';
 import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer, type DevServer } from './temporal.ts';
 
@@ -128,6 +129,13 @@ try {
     say('!!! No SMTP_URL: console mail goes to the DEVELOPMENT MAILBOX (see below), not to anyone; the console listens on 127.0.0.1 only.');
   }
   if (await ensureConsoleBuilt()) say('console front end built (web/ui/dist)');
+  // The native HEIC decoder, built once per source when the machine has gcc and libheif-dev; the
+  // processes below fall back to libheif's WASM build without it (each logs which one it uses).
+  if (config.HEIC_DECODER !== 'wasm' && !config.HEIC_DECODER_PATH) {
+    await ensureHeicDecoder({ log: say }).catch((err: unknown) => {
+      say(`HEIC: no native decoder (${err instanceof Error ? err.message : String(err)}); HEICs are decoded by libheif's WASM build, several times slower`);
+    });
+  }
 
   const children: ChildProcess[] = [];
   const run = (name: string, script: string, env: NodeJS.ProcessEnv = {}) => {

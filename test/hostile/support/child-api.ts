@@ -28,6 +28,8 @@ function envOf(config: Config): Record<string, string> {
     BLOB_DIR: config.BLOB_DIR,
     IMAGE_MAX_BYTES: String(config.IMAGE_MAX_BYTES),
     IMAGE_MAX_PIXELS: String(config.IMAGE_MAX_PIXELS),
+    HEIC_DECODER: config.HEIC_DECODER,
+    ...(config.HEIC_DECODER_PATH ? { HEIC_DECODER_PATH: config.HEIC_DECODER_PATH } : {}),
     MAX_BODY_BYTES: String(config.MAX_BODY_BYTES),
     // The real pipeline: the harness's Temporal, this file's task queue, the simulated vendor.
     ...(config.TEMPORAL_ADDRESS ? { TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS } : {}),
