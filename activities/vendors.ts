@@ -140,7 +140,8 @@ export function vendorActivities(deps: ActivityDeps) {
     const estimatedTokens = estimateCallTokens(v, image, call.system + call.prompt + JSON.stringify(call.jsonSchema));
     const lane = input.lane ?? 'interactive';
     const waitFor = Math.max(0, (ctx.info.startToCloseTimeoutMs - ATTEMPT_MARGIN_MS) / 2 - (Date.now() - started));
-    const waitOver = AbortSignal.timeout(Math.max(1, waitFor));
+    // AbortSignal.timeout takes whole milliseconds (half an odd attempt deadline is not one).
+    const waitOver = AbortSignal.timeout(Math.max(1, Math.floor(waitFor)));
     const waitStarted = Date.now();
     try {
       // With somewhere else to go (VENDOR_OVERFLOW), a wait that cannot end in time is given up at once.
