@@ -80,9 +80,28 @@ export class RequestLog {
     if (this.rows.length >= this.batchSize) await this.flush();
   }
 
-  async close(): Promise<void> {
+  /**
+   * Write what waits, for at most `withinMs`: at shutdown the pool may have no client to give (open
+   * event streams hold theirs until the server ends them, which waits for this), so the last rows
+   * are let go rather than holding the process up. Dropped rows are counted as with Postgres away.
+   */
+  async close(withinMs = 2_000): Promise<void> {
     clearInterval(this.timer);
-    while (this.rows.length || this.flushing) await this.flush();
+    const drained = (async () => {
+      while (this.rows.length || this.flushing) await this.flush();
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = await Promise.race([
+      drained.then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), withinMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (gaveUp && this.rows.length) {
+      this.opts.onDrop?.('db', this.rows.length);
+      this.rows = [];
+    }
   }
 
   private async write(batch: RequestRecord[]): Promise<void> {

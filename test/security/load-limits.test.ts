@@ -23,7 +23,9 @@ beforeAll(async () => {
   p = await startPipeline({ worker: false, config: { EXPORTS_PER_ACCOUNT: 2, EXPORTS_IN_FLIGHT: 3 } });
   base = await p.app.listen({ port: 0, host: '127.0.0.1' });
 }, 120_000);
-afterAll(async () => p?.close());
+// The API waits for a response this file leaves unread (an export or a stream it abandons) before it
+// closes: about a minute, which the default hook timeout no longer covered.
+afterAll(async () => p?.close(), 180_000);
 
 const json = { 'content-type': 'application/json' };
 async function submit(key: string, photos: string[]): Promise<string> {
