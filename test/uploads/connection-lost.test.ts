@@ -48,6 +48,21 @@ class GatedStore extends FileStore {
   }
 }
 
+/**
+ * The finishing transaction holds the upload's row lock and waits for the bytes: its backend is
+ * idle in transaction. Terminate it, and wait until it is gone (its FATAL sent to the client).
+ */
+async function terminateFinishingBackend(): Promise<void> {
+  const backend = async () =>
+    (await a.db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle in transaction'`, [APPLICATION])).rows[0]?.pid;
+  let pid: number | undefined;
+  while (pid === undefined) pid = await backend();
+  await a.db.query('SELECT pg_terminate_backend($1)', [pid]);
+  while ((await a.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount) {
+    // until the backend is gone
+  }
+}
+
 describe('a database connection lost while an upload finishes', () => {
   it('fails that upload and leaves the process running, its pool serving', async () => {
     const user = await createTestUser(a.db);
@@ -64,15 +79,7 @@ describe('a database connection lost while an upload finishes', () => {
       const ingest = uploads.ingest(user.userId, Readable.from([bytes]), { maxBytes: a.config.IMAGE_MAX_BYTES });
       ingest.catch(() => undefined);
       await store.started;
-      // The finishing transaction holds the row lock and waits for the bytes: its backend is idle in transaction.
-      const backend = async () =>
-        (await a.db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle in transaction'`, [APPLICATION])).rows[0]?.pid;
-      let pid: number | undefined;
-      while (pid === undefined) pid = await backend();
-      await a.db.query('SELECT pg_terminate_backend($1)', [pid]);
-      while ((await a.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount) {
-        // until the backend is gone (its FATAL sent to the client)
-      }
+      await terminateFinishingBackend();
       store.open();
       await expect(ingest).rejects.toThrow(/terminat|Connection|ECONNRESET/i);
     } finally {
@@ -100,14 +107,7 @@ describe('a database connection lost while an upload finishes', () => {
       const where = new URL(created.headers.get('location')!, base).pathname;
       const patched = fetch(`${base}${where}`, { method: 'PATCH', headers: { ...auth, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: bytes });
       await store.started;
-      const backend = async () =>
-        (await a.db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle in transaction'`, [APPLICATION])).rows[0]?.pid;
-      let pid: number | undefined;
-      while (pid === undefined) pid = await backend();
-      await a.db.query('SELECT pg_terminate_backend($1)', [pid]);
-      while ((await a.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount) {
-        // until the backend is gone
-      }
+      await terminateFinishingBackend();
       store.open();
       const res = await patched;
       const body = (await res.json()) as { error: { code: string; retryable: boolean } };
