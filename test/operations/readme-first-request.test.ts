@@ -50,9 +50,10 @@ async function runFirstRequest(key: string): Promise<Record<string, unknown>> {
   const script = rest.join('\n');
   expect(script).toContain('localhost:8080');
   // execFile rejects on a non-zero exit, with the output in the error.
-  const r = await run('bash', ['-euo', 'pipefail', '-c', script.replaceAll('localhost:8080', `127.0.0.1:${port}`)], {
+  // The user's own shell set-up (BASH_ENV, rc files) stays out of it: the block is what is run.
+  const r = await run('bash', ['--norc', '--noprofile', '-euo', 'pipefail', '-c', script.replaceAll('localhost:8080', `127.0.0.1:${port}`)], {
     cwd: ROOT,
-    env: { ...process.env, KEY: key },
+    env: { ...process.env, BASH_ENV: '', ENV: '', KEY: key },
     maxBuffer: 16 * 1024 * 1024,
   });
   expect(r.stderr).toBe('');
