@@ -17,11 +17,15 @@ export const requestCpuMs = (request: FastifyRequest): number | undefined => cpu
  */
 export function registerHttpMetrics(app: FastifyInstance, metrics: ApiMetrics): void {
   const started = new WeakMap<FastifyRequest, number>();
+  // Whichever comes first, the response or the socket's close, ends the request's CPU unit.
+  const endCpuUnit = (request: FastifyRequest) => {
+    if (!cpuMs.has(request)) cpuMs.set(request, processCpuShares.stop(request));
+  };
   const record = (request: FastifyRequest, status: string) => {
     const t0 = started.get(request);
     if (t0 === undefined) return;
     started.delete(request); // once per request, whichever of response and abort comes first
-    cpuMs.set(request, processCpuShares.stop(request));
+    endCpuUnit(request);
     const method = METHODS.has(request.method) ? request.method : 'OTHER';
     const route = request.routeOptions.url ?? 'unmatched';
     metrics.httpRequests.inc({ method, route, status });
@@ -33,7 +37,10 @@ export function registerHttpMetrics(app: FastifyInstance, metrics: ApiMetrics): 
     processCpuShares.start(request);
     metrics.httpInFlight.inc({});
     // 'close' fires once whether the response finished or the client went away.
-    reply.raw.once('close', () => metrics.httpInFlight.dec({}));
+    reply.raw.once('close', () => {
+      metrics.httpInFlight.dec({});
+      endCpuUnit(request);
+    });
   });
   app.addHook('onResponse', async (request, reply) => record(request, String(reply.statusCode)));
   // A client that hangs up before its answer (say, timing out on a slow analysis) is counted as such.
