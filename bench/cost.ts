@@ -9,21 +9,16 @@
  * answers: equal in both runs); CPU ms in the API (lenstack_analysis_cpu_milliseconds) and in the
  * worker (lenstack_activity_cpu_milliseconds, every activity). Writes bench/results/cost-{N}.txt.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { issueKey } from '../auth/repository.ts';
 import { createUser } from '../accounts/billing-accounts.ts';
 import { grant } from '../credits/ledger.ts';
-import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
-import { createPool } from '../db/pool.ts';
-import { freePort, startTemporalDevServer } from '../tools/scripts/temporal.ts';
-import { startSimVendor } from '../tools/sim/index.ts';
+import { freePort } from '../tools/scripts/temporal.ts';
 import { distinctPhotos } from './distinct-photos.ts';
+import { startProcessStack } from './process-stack.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const N = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 100);
 const CONCURRENCY = 4;
 const VENDORS = ['openai', 'anthropic', 'google'] as const;
@@ -46,47 +41,8 @@ const say = (s: string) => {
   lines.push(s);
 };
 
-const dbName = `lenstack_bench_cost_${process.pid}`;
-const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-bench-'));
-const temporal = await startTemporalDevServer({});
-const sim = await startSimVendor({ port: 0 });
-const databaseUrl = `postgres://postgres@127.0.0.1:5432/${dbName}`;
-await createDatabaseIfMissing(databaseUrl);
-await migrate(databaseUrl);
-const db = createPool(databaseUrl, { max: 5 });
-const env = {
-  ...process.env,
-  NODE_ENV: 'development',
-  DATABASE_URL: databaseUrl,
-  TEMPORAL_ADDRESS: temporal.address,
-  TEMPORAL_TASK_QUEUE: `bench-${process.pid}`,
-  REDIS_PREFIX: `lenstack-bench-${process.pid}:`,
-  BLOB_DIR: blobDir,
-  SIM_VENDOR_URL: sim.url,
-  LOG_LEVEL: 'warn',
-  OPENAI_API_KEY: '',
-  ANTHROPIC_API_KEY: '',
-  GEMINI_API_KEY: '',
-  API_METRICS: 'public',
-};
-const children: ChildProcess[] = [];
-
-function start(script: string, extra: Record<string, string>, ready: RegExp): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const on = (d: Buffer) => {
-      out += d.toString();
-      if (ready.test(out)) resolve(child);
-    };
-    child.stdout!.on('data', on);
-    child.stderr!.on('data', on);
-    child.once('exit', (code) => reject(new Error(`${script} exited (${code}): ${out.slice(-1000)}`)));
-  });
-}
-const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), c.kill('SIGTERM'))));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const stack = await startProcessStack('cost', { env: { API_METRICS: 'public' } });
+const { db, sim } = stack;
 
 /** Sums of a histogram's _sum and _count series whose labels match `where`, in one scrape. */
 function histogram(text: string, name: string, where: Record<string, string> = {}): { sum: number; count: number } {
@@ -113,15 +69,7 @@ interface Run {
 }
 
 try {
-  const port = await freePort();
-  const api = spawn(process.execPath, ['--import', 'tsx', 'api/server.ts'], { cwd: ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: 'ignore' });
-  children.push(api);
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 120_000;
-  while (!(await fetch(`${base}/v1/health`).then((r) => r.ok, () => false))) {
-    if (api.exitCode !== null || Date.now() > deadline) throw new Error('the API did not start');
-    await sleep(200);
-  }
+  const { base } = await stack.startApi();
   const photos = await distinctPhotos(0, N);
   say(`cost bench, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} at start`);
   say(`full-analysis on ${N} distinct 320×240 JPEGs per run, ${CONCURRENCY} requests at a time; one API and one worker process; simulated vendors (tools/sim/prompt-cache.ts plays their caches)`);
@@ -131,7 +79,7 @@ try {
     for (const vendor of VENDORS) {
       sim.reset();
       const metricsPort = await freePort();
-      const worker = await start('worker/main.ts', { VENDOR_ORDER: vendor, VENDOR_PROMPT_CACHE: hint, WORKER_METRICS_PORT: String(metricsPort) }, /polling task queue/);
+      const worker = await stack.start('worker/main.ts', { VENDOR_ORDER: vendor, VENDOR_PROMPT_CACHE: hint, WORKER_METRICS_PORT: String(metricsPort) }, /polling task queue/);
       const user = await createUser(db, `bench-cost-${vendor}-${hint}@example.test`);
       const key = (await issueKey(db, user.userId, 'live')).key;
       await grant(db, { userId: user.userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
@@ -175,7 +123,7 @@ try {
         workerCpuMs: histogram(workerText, 'lenstack_activity_cpu_milliseconds').sum / N,
         seconds,
       });
-      await stop(worker);
+      await stack.stop(worker);
     }
   }
 
@@ -195,12 +143,7 @@ try {
     if (on!.credits !== off!.credits) throw new Error(`${vendor}: credits charged differ with and without the caching hint`);
   }
   say(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} at the end`);
-  await writeFile(path.join(ROOT, `bench/results/cost-${N}.txt`), lines.join('\n') + '\n');
+  await writeFile(path.join(stack.root, `bench/results/cost-${N}.txt`), lines.join('\n') + '\n');
 } finally {
-  for (const c of children.reverse()) await stop(c);
-  await db.end();
-  await sim.close();
-  await temporal.stop();
-  await dropDatabase(databaseUrl);
-  await rm(blobDir, { recursive: true, force: true });
+  await stack.close();
 }
