@@ -1,7 +1,9 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { AppError } from '../core/errors.ts';
 import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
+import { isStackName } from '../lenses/stacks.ts';
 import { VendorError } from '../vendors/errors.ts';
+import type { VisionResult } from '../vendors/types.ts';
 import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
 import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from '../workflows/types.ts';
@@ -104,6 +106,8 @@ export function vendorActivities(deps: ActivityDeps) {
     } finally {
       clearInterval(beat);
     }
+    // Billed by the vendor whatever our check of the answer says below.
+    recordTokens(v, client.model, input, res);
     if (slot) {
       const used = { estimatedTokens: slot.estimatedTokens, usedTokens: res.inputTokens + res.outputTokens };
       await budgetStep(() => deps.budget!.settle(v, used));
@@ -125,6 +129,19 @@ export function vendorActivities(deps: ActivityDeps) {
       outputTokens: res.outputTokens,
       ...(hashes ? { hashes } : {}),
     };
+  }
+
+  /** What the call billed, in the vendor's usage terms (vendors/types.ts VisionResult). */
+  function recordTokens(v: Vendor, model: string, input: VendorCallInput, res: VisionResult): void {
+    const m = deps.metrics;
+    if (!m) return;
+    const task = input.task.kind;
+    const stack = task === 'vehicle-photo' || task === 'vehicle-report' ? 'vehicle-condition' : isStackName(input.stack) ? input.stack : 'none';
+    const labels = { vendor: v, model, task, stack };
+    m.vendorTokens.observe({ ...labels, kind: 'input' }, res.inputTokens);
+    m.vendorTokens.observe({ ...labels, kind: 'cached_input' }, res.cachedInputTokens);
+    m.vendorTokens.observe({ ...labels, kind: 'cache_write_input' }, res.cacheWriteInputTokens);
+    m.vendorTokens.observe({ ...labels, kind: 'output' }, res.outputTokens);
   }
 
   /**
