@@ -1,9 +1,9 @@
-import { fromNodeHeaders } from 'better-auth/node';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { AppError } from '../core/errors.ts';
-import type { Db } from '../db/pool.ts';
-import type { ConsoleAuth } from './auth.ts';
+import { activeSessions, endSession, removeIdentity, signInIdentities } from '../../accounts/console-people.ts';
+import { AppError } from '../../core/errors.ts';
+import type { WebContext } from '../deps.ts';
+import { currentSession } from '../plugins/session.ts';
 
 /**
  * The person's own account, under /api/v1/account: how one can sign in to it and where it is
@@ -36,82 +36,72 @@ export const FRESH_SESSION_MS = 24 * 3600_000;
 const PROVIDER_LABELS: Record<string, string> = { github: 'GitHub', google: 'Google', credential: 'Password' };
 const idParam = z.object({ id: z.string().min(1).max(200) });
 
-export function registerAccountSecurity(app: FastifyInstance, deps: { db: Db; auth: ConsoleAuth }): void {
-  const { db } = deps;
-  const current = async (request: FastifyRequest) => {
-    const s = await deps.auth.api.getSession({ headers: fromNodeHeaders(request.headers) });
-    if (!s) throw new AppError('AUTH_FAILED', 'Sign in to use the console');
-    return s;
-  };
-  const params = (request: FastifyRequest) => {
-    const parsed = idParam.safeParse(request.params);
-    if (!parsed.success) throw new AppError('VALIDATION_FAILED', 'id: 1 to 200 characters');
-    return parsed.data.id;
-  };
+export function accountRoutes(ctx: WebContext): FastifyPluginAsync {
+  const { db, auth } = ctx.deps;
+  return async (app) => {
+    const current = (request: FastifyRequest) => currentSession(auth, request);
+    const params = (request: FastifyRequest) => {
+      const parsed = idParam.safeParse(request.params);
+      if (!parsed.success) throw new AppError('VALIDATION_FAILED', 'id: 1 to 200 characters');
+      return parsed.data.id;
+    };
 
-  async function methodsOf(userId: string, emailVerified: boolean): Promise<SignInMethod[]> {
-    const r = await db.query<{ id: string; provider_id: string; created_at: Date }>(
-      'SELECT id, provider_id, created_at FROM console_identities WHERE user_id = $1 ORDER BY created_at, id',
-      [userId],
-    );
-    // A confirmed address can always get a link; without it, the last identity is the only way in.
-    const removable = emailVerified || r.rows.length > 1;
-    return [
-      ...(emailVerified ? [{ id: 'email-link', kind: 'email-link' as const, label: 'Sign-in link by e-mail', since: null, removable: false }] : []),
-      ...r.rows.map((row) => ({
-        id: row.id,
-        kind: row.provider_id === 'credential' ? ('password' as const) : ('provider' as const),
-        label: PROVIDER_LABELS[row.provider_id] ?? row.provider_id,
-        since: row.created_at.toISOString(),
-        removable,
-      })),
-    ];
-  }
-
-  app.get('/api/v1/account/security', async (request, reply) => {
-    const s = await current(request);
-    const sessions = await db.query<{ id: string; created_at: Date; updated_at: Date; ip_address: string | null; user_agent: string | null }>(
-      'SELECT id, created_at, updated_at, ip_address, user_agent FROM console_sessions WHERE user_id = $1 AND expires_at > now() ORDER BY created_at DESC, id',
-      [s.user.id],
-    );
-    return reply.header('cache-control', 'no-store').send({
-      email: s.user.email,
-      methods: await methodsOf(s.user.id, s.user.emailVerified),
-      sessions: sessions.rows.map(
-        (row): AccountSession => ({
+    async function methodsOf(userId: string, emailVerified: boolean): Promise<SignInMethod[]> {
+      const identities = await signInIdentities(db, userId);
+      // A confirmed address can always get a link; without it, the last identity is the only way in.
+      const removable = emailVerified || identities.length > 1;
+      return [
+        ...(emailVerified ? [{ id: 'email-link', kind: 'email-link' as const, label: 'Sign-in link by e-mail', since: null, removable: false }] : []),
+        ...identities.map((row) => ({
           id: row.id,
-          createdAt: row.created_at.toISOString(),
-          lastActiveAt: row.updated_at.toISOString(),
-          ipAddress: row.ip_address,
-          userAgent: row.user_agent ? row.user_agent.slice(0, 300) : null,
-          current: row.id === s.session.id,
-        }),
-      ),
+          kind: row.providerId === 'credential' ? ('password' as const) : ('provider' as const),
+          label: PROVIDER_LABELS[row.providerId] ?? row.providerId,
+          since: row.createdAt.toISOString(),
+          removable,
+        })),
+      ];
+    }
+
+    app.get('/api/v1/account/security', async (request, reply) => {
+      const s = await current(request);
+      const sessions = await activeSessions(db, s.user.id);
+      return reply.header('cache-control', 'no-store').send({
+        email: s.user.email,
+        methods: await methodsOf(s.user.id, s.user.emailVerified),
+        sessions: sessions.map(
+          (row): AccountSession => ({
+            id: row.id,
+            createdAt: row.createdAt.toISOString(),
+            lastActiveAt: row.updatedAt.toISOString(),
+            ipAddress: row.ipAddress,
+            userAgent: row.userAgent ? row.userAgent.slice(0, 300) : null,
+            current: row.id === s.session.id,
+          }),
+        ),
+      });
     });
-  });
 
-  app.delete('/api/v1/account/sessions/:id', async (request) => {
-    const s = await current(request);
-    const id = params(request);
-    const r = await db.query('DELETE FROM console_sessions WHERE id = $1 AND user_id = $2', [id, s.user.id]);
-    if (!r.rowCount) throw new AppError('NOT_FOUND', 'No such session of your account');
-    return { revoked: id, current: id === s.session.id };
-  });
+    app.delete('/api/v1/account/sessions/:id', async (request) => {
+      const s = await current(request);
+      const id = params(request);
+      if (!(await endSession(db, s.user.id, id))) throw new AppError('NOT_FOUND', 'No such session of your account');
+      return { revoked: id, current: id === s.session.id };
+    });
 
-  app.delete('/api/v1/account/methods/:id', async (request) => {
-    const s = await current(request);
-    const id = params(request);
-    const methods = await methodsOf(s.user.id, s.user.emailVerified);
-    const method = methods.find((m) => m.id === id);
-    if (!method) throw new AppError('NOT_FOUND', 'No such sign-in method on your account');
-    if (!method.removable) {
-      throw new AppError('FORBIDDEN', method.kind === 'email-link' ? 'The sign-in link goes to your address; it cannot be removed' : 'This is your only way to sign in; add another first');
-    }
-    if (Date.now() - new Date(s.session.createdAt).getTime() > FRESH_SESSION_MS) {
-      throw new AppError('FORBIDDEN', 'Sign in again (within the last 24 hours) to remove a way of signing in');
-    }
-    await db.query('DELETE FROM console_identities WHERE id = $1 AND user_id = $2', [id, s.user.id]);
-    const ended = await db.query('DELETE FROM console_sessions WHERE user_id = $1 AND id <> $2', [s.user.id, s.session.id]);
-    return { removed: id, sessionsEnded: ended.rowCount ?? 0 };
-  });
+    app.delete('/api/v1/account/methods/:id', async (request) => {
+      const s = await current(request);
+      const id = params(request);
+      const methods = await methodsOf(s.user.id, s.user.emailVerified);
+      const method = methods.find((m) => m.id === id);
+      if (!method) throw new AppError('NOT_FOUND', 'No such sign-in method on your account');
+      if (!method.removable) {
+        throw new AppError('FORBIDDEN', method.kind === 'email-link' ? 'The sign-in link goes to your address; it cannot be removed' : 'This is your only way to sign in; add another first');
+      }
+      if (Date.now() - new Date(s.session.createdAt).getTime() > FRESH_SESSION_MS) {
+        throw new AppError('FORBIDDEN', 'Sign in again (within the last 24 hours) to remove a way of signing in');
+      }
+      const sessionsEnded = await removeIdentity(db, s.user.id, id, s.session.id);
+      return { removed: id, sessionsEnded };
+    });
+  };
 }
