@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 
 /**
  * Small defences of the console's server (issue 21's "small ones"; docs/reliability.md
- * "The console's small holes"), kept here so web/app.ts only wires them in.
+ * "The console's small holes"), kept here so web/app.ts only wires them in (registerHardeningHeaders).
  * (The newest-sign-in-link rule is SQL over better-auth's table: accounts/console-people.ts.)
  */
 
