@@ -10,7 +10,7 @@ import { configuredPaymentGateway } from '../payments/configured.ts';
 import { buildWebApp } from './app.ts';
 import { createConsoleAuth } from './auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
-import { isLoopbackHost } from './hardening.ts';
+import { isLoopbackHost } from './plugins/hardening.ts';
 import { ensurePersonalWorkspace } from '../accounts/workspaces.ts';
 import { Client, Connection } from '@temporalio/client';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';

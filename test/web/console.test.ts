@@ -298,7 +298,7 @@ describe('magic links, sign-in throttling and no enumeration', () => {
     const [a, b] = [(await fresh.json()) as { token: unknown; user: Record<string, unknown> }, (await taken.json()) as { token: unknown; user: Record<string, unknown> }];
     expect(Object.keys(b).sort()).toEqual(Object.keys(a).sort());
     expect(Object.keys(b.user).sort()).toEqual(Object.keys(a.user).sort());
-    // No session token in either body (it travels in the cookie only; web/hardening.ts).
+    // No session token in either body (it travels in the cookie only; web/plugins/hardening.ts).
     expect([a.token, b.token]).toEqual([undefined, undefined]);
     await stack.mail.waitFor((m) => m.to.includes(email) && m.subject === 'You already have a Lenstack account');
     const people = await stack.pipeline.db.query('SELECT name FROM console_users WHERE email = $1', [email]);

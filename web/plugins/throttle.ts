@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError } from '../core/errors.ts';
-import type { RateLimiter } from '../ratelimit/limiter.ts';
-import type { ScriptBucket } from '../ratelimit/script.ts';
+import { AppError } from '../../core/errors.ts';
+import type { RateLimiter } from '../../ratelimit/limiter.ts';
+import type { ScriptBucket } from '../../ratelimit/script.ts';
 
 /**
  * Sign-in throttling in Redis, for every console process alike (docs/decisions.md "Sign-in

@@ -1,9 +1,10 @@
 import { isIP } from 'node:net';
-import type { Db } from '../db/pool.ts';
+import type { FastifyInstance } from 'fastify';
 
 /**
  * Small defences of the console's server (issue 21's "small ones"; docs/reliability.md
- * "The console's small holes"), kept here so web/app.ts only wires them in.
+ * "The console's small holes"), kept here so web/app.ts only wires them in (registerHardeningHeaders).
+ * (The newest-sign-in-link rule is SQL over better-auth's table: accounts/console-people.ts.)
  */
 
 /**
@@ -58,24 +59,6 @@ export function withoutTokens(value: unknown): unknown {
   return value;
 }
 
-/**
- * A newer sign-in link replaces the older ones: only the newest magic-link row for the address
- * stays (better-auth keeps each link as a `magic-link:{hash}` verification row whose value names
- * the address). Run after each link is sent, so two requests at once still leave one link.
- */
-export async function keepNewestMagicLink(db: Db, email: string): Promise<number> {
-  const r = await db.query(
-    `WITH links AS (
-       SELECT id, created_at FROM console_verifications
-        WHERE identifier LIKE 'magic-link:%'
-          AND lower(CASE WHEN identifier LIKE 'magic-link:%' AND value LIKE '{%' THEN value::jsonb->>'email' END) = lower($1)
-     )
-     DELETE FROM console_verifications WHERE id IN (SELECT id FROM links ORDER BY created_at DESC, id DESC OFFSET 1)`,
-    [email.trim()],
-  );
-  return r.rowCount ?? 0;
-}
-
 /** 127.0.0.0/8, ::1 and `localhost`: a server bound there is reachable from this machine only. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
@@ -83,4 +66,18 @@ export function isLoopbackHost(host: string): boolean {
   if (isIP(h) === 4) return h.startsWith('127.');
   if (isIP(h) === 6) return h === '::1' || h === '0:0:0:0:0:0:0:1';
   return false;
+}
+
+/**
+ * Every answer names its request id and carries the console's hardening headers: no MIME sniffing,
+ * the referrer kept to this origin, never framed, and the content security policy above.
+ */
+export function registerHardeningHeaders(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
+    reply.header('x-frame-options', 'DENY');
+    reply.header('content-security-policy', CONTENT_SECURITY_POLICY);
+  });
 }

@@ -1,9 +1,9 @@
-import { revokeAccountKey } from '../accounts/keys.ts';
+import { revokeAccountKey } from './keys.ts';
 import type { KeyCache } from '../auth/cache.ts';
 import type { EvictionBus } from '../auth/eviction-bus.ts';
 import { AppError } from '../core/errors.ts';
 import { inTransaction, type Db, type DbClient } from '../db/pool.ts';
-import { refuseBeyondOwnedCap, type Role } from '../accounts/workspaces.ts';
+import { refuseBeyondOwnedCap, type Role } from './workspaces.ts';
 
 /**
  * Managing a workspace's people after they joined: remove, leave, change a role, transfer
