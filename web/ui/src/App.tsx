@@ -3,9 +3,22 @@ import { Link, Route, Switch, useLocation } from 'wouter';
 import { call, ConsoleError, type SessionInfo } from './api.ts';
 import { SignIn, SignUp, CheckMail, ResetPassword } from './pages/Auth.tsx';
 import { Account } from './pages/Account.tsx';
-import { Dashboard } from './pages/Dashboard.tsx';
 import { DevMailbox } from './pages/DevMailbox.tsx';
 import { AcceptInvitation } from './pages/Invitation.tsx';
+// Every section of the signed-in console is its own chunk, loaded when its address is first opened
+// (docs/decisions.md "Console: JS budget"): the first load carries the shell, sign-in and the router.
+const Overview = lazy(() => import('./pages/Overview.tsx').then((m) => ({ default: m.Overview })));
+const ApiKeys = lazy(() => import('./pages/ApiKeys.tsx').then((m) => ({ default: m.ApiKeys })));
+const Team = lazy(() => import('./pages/Team.tsx').then((m) => ({ default: m.Team })));
+const Settings = lazy(() => import('./pages/Settings.tsx').then((m) => ({ default: m.Settings })));
+const Batches = lazy(() => import('./pages/Batches.tsx').then((m) => ({ default: m.Batches })));
+// The data cache (TanStack Query) comes with the first section too.
+const QueryShell = lazy(() => import('./QueryShell.tsx'));
+
+/** Empties the data cache (when someone signs out), if a section ever loaded it. */
+async function forgetCachedData() {
+  (await import('./query.ts')).queryClient.clear();
+}
 // A batch's page (reports, thumbnails) loads with its first visit, not with every console page.
 const BatchPage = lazy(() => import('./pages/BatchPage.tsx').then((m) => ({ default: m.BatchPage })));
 // Requests and Usage & billing, likewise: each its own chunk, loaded when its address is opened.
@@ -15,13 +28,17 @@ const Usage = lazy(() => import('./pages/Usage.tsx').then((m) => ({ default: m.U
 const Playground = lazy(() => import('./pages/Playground.tsx').then((m) => ({ default: m.Playground })));
 const Photos = lazy(() => import('./pages/Photos.tsx').then((m) => ({ default: m.Photos })));
 
-/** The signed-in console's sections, each at its own address. */
+/** The signed-in console's sections, each at its own address (issue 26 §1; docs/console.md). */
 const SECTIONS = [
   { href: '/', label: 'Overview' },
+  { href: '/playground', label: 'Playground' },
   { href: '/requests', label: 'Requests' },
   { href: '/photos', label: 'Photos' },
+  { href: '/batches', label: 'Batches' },
   { href: '/usage', label: 'Usage & billing' },
-  { href: '/playground', label: 'Playground' },
+  { href: '/keys', label: 'API keys' },
+  { href: '/team', label: 'Team' },
+  { href: '/settings', label: 'Settings' },
 ] as const;
 
 function SectionNav() {
@@ -62,6 +79,8 @@ export function App() {
   const signOut = async (everywhere: boolean) => {
     if (everywhere) await call('POST', '/api/v1/auth/revoke-sessions', {});
     await call('POST', '/api/v1/auth/sign-out', {});
+    // Nothing of this person's workspaces stays in the cache for whoever signs in next.
+    await forgetCachedData();
     setSession(null);
     navigate('/sign-in');
   };
@@ -111,7 +130,7 @@ export function App() {
             ) : session === null ? (
               <Welcome />
             ) : (
-              <Account onSignedOut={() => { setSession(null); navigate('/sign-in'); }} />
+              <Account onSignedOut={() => { void forgetCachedData(); setSession(null); navigate('/sign-in'); }} />
             )}
           </Route>
           <Route path="/check-mail">
@@ -141,18 +160,22 @@ export function App() {
           <Route path="/playground">
             {signedInOnly(session, (s) => <Playground session={s} />)}
           </Route>
+          <Route path="/batches">
+            {signedInOnly(session, (s) => <Batches session={s} />)}
+          </Route>
+          <Route path="/keys">
+            {signedInOnly(session, (s) => <ApiKeys session={s} />)}
+          </Route>
+          <Route path="/team">
+            {signedInOnly(session, (s) => <Team session={s} onChanged={refresh} />)}
+          </Route>
+          <Route path="/settings">
+            {signedInOnly(session, (s) => <Settings session={s} onChanged={refresh} />)}
+          </Route>
           <Route path="/dev/mailbox">
             <DevMailbox />
           </Route>
-          <Route>
-            {session === undefined ? (
-              <p aria-live="polite">Loading…</p>
-            ) : session === null ? (
-              <Welcome />
-            ) : (
-              <Dashboard session={session} onChanged={refresh} />
-            )}
-          </Route>
+          <Route>{signedInOnly(session, (s) => <Overview session={s} />)}</Route>
         </Switch>
       </main>
     </>
@@ -163,7 +186,11 @@ export function App() {
 function signedInOnly(session: SessionInfo | null | undefined, page: (s: SessionInfo) => ReactNode) {
   if (session === undefined) return <p aria-live="polite">Loading…</p>;
   if (session === null) return <Welcome />;
-  return <Suspense fallback={<p aria-busy="true">Loading…</p>}>{page(session)}</Suspense>;
+  return (
+    <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+      <QueryShell>{page(session)}</QueryShell>
+    </Suspense>
+  );
 }
 
 function Welcome() {
