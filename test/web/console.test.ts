@@ -290,7 +290,7 @@ describe('magic links, sign-in throttling and no enumeration', () => {
     const stored = await stack.pipeline.db.query('SELECT 1 FROM console_verifications WHERE identifier = $1 OR value LIKE $2', [token, `%${token}%`]);
     expect(stored.rowCount).toBe(0);
     await page.goto(link);
-    await expect.poll(() => page.getByTestId('available').textContent()).toBe('1,000');
+    await expect.poll(() => page.getByTestId('available').textContent(), { timeout: 30_000 }).toBe('1,000');
     await context.close();
 
     const again = await browser.newContext();
@@ -539,7 +539,7 @@ describe('buying credits through Stripe Checkout and its signed webhook', () => 
     await context.route('https://checkout.stripe.com/**', (route) => route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>Stripe Checkout</title><h1>Stripe Checkout (test)</h1>' }));
     const page = await context.newPage();
     await signUpAndConfirm(page, newEmail());
-    await expect.poll(() => page.getByRole('button', { name: 'Buy the Starter pack' }).isVisible()).toBe(true);
+    await expect.poll(() => page.getByRole('button', { name: 'Buy the Starter pack' }).isVisible(), { timeout: 30_000 }).toBe(true);
     expect(await page.locator('.packlist').textContent()).toContain('Starter: 1,000 credits + 1,000 first-pack bonus for $10.00');
     await page.getByRole('button', { name: 'Buy the Starter pack' }).click();
     await page.waitForURL(/^https:\/\/checkout\.stripe\.com\//);
@@ -564,7 +564,7 @@ describe('buying credits through Stripe Checkout and its signed webhook', () => 
 
     // Back on the console from Checkout's success page.
     await page.goto(`${stack.url}/?purchase=${purchaseId}`);
-    await expect.poll(() => page.getByTestId('purchased').textContent()).toBe('2,000');
+    await expect.poll(() => page.getByTestId('purchased').textContent(), { timeout: 30_000 }).toBe('2,000');
     expect(await page.getByRole('status').first().textContent()).toContain('as soon as Stripe confirms');
     // The bonus was the first pack's: the next one is plain.
     expect(await page.locator('.packlist').textContent()).toContain('Starter: 1,000 credits for $10.00');
@@ -603,7 +603,7 @@ describe('buying credits through Stripe Checkout and its signed webhook', () => 
 
     // Back from Checkout: the credits are there and the offer is gone.
     await page.goto(`${stack.url}/?card=added`);
-    await expect.poll(() => page.getByTestId('community').textContent()).toBe('5,000');
+    await expect.poll(() => page.getByTestId('community').textContent(), { timeout: 30_000 }).toBe('5,000');
     expect(await page.getByText(/A card is on file since/).isVisible()).toBe(true);
     expect(await page.getByRole('button', { name: 'Add a card' }).count()).toBe(0);
     await context.close();

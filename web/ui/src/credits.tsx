@@ -2,7 +2,7 @@ import { useState } from 'react';
 import { Link } from 'wouter';
 import type { Credits } from './api.ts';
 import { call } from './api.ts';
-import { ActionNotes } from './ErrorNote.tsx';
+import { ActionNotes, ErrorNote } from './ErrorNote.tsx';
 import { fmt, usd } from './format.ts';
 import { useGet, ws } from './query.ts';
 import { useAction } from './useAction.ts';
@@ -18,7 +18,16 @@ export function useCredits(workspaceId: string) {
  */
 export function CreditsPanel({ workspaceId, canBuy, isOwner, usageLink = true }: { workspaceId: string; canBuy: boolean; isOwner: boolean; usageLink?: boolean }) {
   const credits = useCredits(workspaceId);
-  if (!credits.data) return <section className="card" aria-busy="true">Loading credits…</section>;
+  if (!credits.data)
+    return credits.error ? (
+      <section className="card">
+        <ErrorNote text="Could not load the credits; reload the page to try again." />
+      </section>
+    ) : (
+      <section className="card" aria-busy="true">
+        Loading credits…
+      </section>
+    );
   const { balance, card } = credits.data;
   return (
     <section className="card" aria-labelledby="credits-h">

@@ -49,7 +49,12 @@ export function useAction() {
     setError(null);
     setMessage(null);
   }, []);
-  return { run, busy, error, message, clear };
+  /** Says what is wrong before anything is sent (a check the page can make itself). */
+  const fail = useCallback((text: string) => {
+    setMessage(null);
+    setError(text);
+  }, []);
+  return { run, busy, error, message, clear, fail };
 }
 
 export type Action = ReturnType<typeof useAction>;

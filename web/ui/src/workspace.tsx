@@ -25,6 +25,13 @@ export function useWorkspace(session: SessionInfo): [Workspace | undefined, (id:
 
 /** The section's heading: the workspace's name and, with more than one, the switcher. */
 export function WorkspaceBar({ session, workspace, onChoose, section }: { session: SessionInfo; workspace: Workspace; onChoose: (id: string) => void; section?: string }) {
+  // The tab's title names the section, so history, tabs and screen readers tell them apart.
+  useEffect(() => {
+    document.title = `${section ?? 'Overview'} · ${workspace.name} · Lenstack`;
+    return () => {
+      document.title = 'Lenstack console';
+    };
+  }, [section, workspace.name]);
   return (
     <div className="bar">
       <h1>

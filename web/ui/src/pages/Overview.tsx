@@ -2,6 +2,7 @@ import { Link } from 'wouter';
 import type { SessionInfo, Workspace } from '../api.ts';
 import { BatchList, useBatches } from '../batches.tsx';
 import { CreditsPanel } from '../credits.tsx';
+import { ErrorNote } from '../ErrorNote.tsx';
 import { fmt } from '../format.ts';
 import { useGet, ws } from '../query.ts';
 import { SectionPage } from '../workspace.tsx';
@@ -63,7 +64,9 @@ function RecentUsage({ workspaceId }: { workspaceId: string }) {
   return (
     <section className="card" aria-labelledby="recent-usage-h">
       <h2 id="recent-usage-h">Recent usage</h2>
-      {!usage.data ? (
+      {usage.error ? (
+        <ErrorNote text="Could not load the usage; try again." />
+      ) : !usage.data ? (
         <p aria-busy="true">Loading usage…</p>
       ) : (
         <>
@@ -122,7 +125,9 @@ function RecentRequests({ workspaceId }: { workspaceId: string }) {
   return (
     <section className="card" aria-labelledby="recent-requests-h">
       <h2 id="recent-requests-h">Recent requests</h2>
-      {!requests.data ? (
+      {requests.error ? (
+        <ErrorNote text="Could not load the requests; try again." />
+      ) : !requests.data ? (
         <p aria-busy="true">Loading requests…</p>
       ) : requests.data.requests.length === 0 ? (
         <p className="hint">No API requests in the last 30 days. Create a key and send one, or try the playground.</p>

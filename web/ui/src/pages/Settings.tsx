@@ -48,6 +48,10 @@ function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
   const save = (e: FormEvent) => {
     e.preventDefault();
     const value = (days ?? '').trim();
+    if (value !== '' && !(/^[0-9]+$/.test(value) && Number(value) >= 1 && Number(value) <= 3650)) {
+      action.fail('Keep original photos between 1 and 3,650 days, or leave the field empty; nothing was saved.');
+      return;
+    }
     void action.run({
       run: () => call<WorkspaceSettingsData>('PATCH', `/api/v1/workspaces/${workspace.id}/settings`, { retentionDays: value === '' ? null : Number(value) }),
       fallback: 'Could not save; try again.',
@@ -75,14 +79,14 @@ function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
       <h3>Retention</h3>
       <form className="inline" aria-label="Retention" onSubmit={save}>
         <label htmlFor="retention">Keep original photos (days, empty: while the registry holds them)</label>
-        <input id="retention" inputMode="numeric" pattern="[0-9]*" value={days ?? ''} disabled={!owner || days === null} onChange={(e) => setDays(e.target.value)} />
+        <input id="retention" inputMode="numeric" aria-describedby="retention-hint" value={days ?? ''} disabled={!owner || days === null} onChange={(e) => setDays(e.target.value)} />
         {owner && (
           <button type="submit" disabled={action.busy || days === null}>
             Save
           </button>
         )}
       </form>
-      <p className="hint">Lens results stay either way: lookups and cache hits keep working. Only owners change this.</p>
+      <p className="hint" id="retention-hint">From 1 to 3,650 days. Lens results stay either way: lookups and cache hits keep working. Only owners change this.</p>
       <ActionNotes action={action} />
     </section>
   );
