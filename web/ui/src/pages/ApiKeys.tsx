@@ -2,14 +2,10 @@ import { useState, type FormEvent } from 'react';
 import { call, type KeyListing, type SessionInfo, type Workspace } from '../api.ts';
 import { ActionNotes, ErrorNote } from '../ErrorNote.tsx';
 import { day } from '../format.ts';
-import { useGet, ws } from '../query.ts';
+import { useKeys } from '../keys.ts';
+import { ws } from '../query.ts';
 import { useAction } from '../useAction.ts';
 import { SectionPage } from '../workspace.tsx';
-
-/** The workspace's keys from the cache (Requests' key filter reads the same list). */
-export function useKeys(workspaceId: string) {
-  return useGet<{ keys: KeyListing[] }>(ws(workspaceId, 'keys'), `/api/v1/workspaces/${workspaceId}/keys`);
-}
 
 /**
  * API keys (/keys): create one (the secret is shown once, with a copy button), every key with its
