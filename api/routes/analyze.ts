@@ -23,8 +23,8 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
     });
     app.addHook('onResponse', async (request, reply) => {
       const outcome = outcomes.get(request);
-      if (outcome && reply.statusCode < 400) deps.metrics?.analyses.inc({ outcome, code: 'OK' });
-      else deps.metrics?.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
+      if (outcome && reply.statusCode < 400) deps.metrics.analyses.inc({ outcome, code: 'OK' });
+      else deps.metrics.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
     });
 
     await registerMultipartAnalyze(app, deps);
@@ -53,10 +53,10 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               config: deps.config,
               db: deps.db,
               blobs: deps.blobs,
-              ...(deps.temporal ? { temporal: deps.temporal } : {}),
+              temporal: deps.temporal,
               fetchPolicy: deps.fetchPolicy,
               log: request.log,
-              ...(deps.metrics ? { metrics: deps.metrics } : {}),
+              metrics: deps.metrics,
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
               ...(deps.uploads ? { uploads: deps.uploads } : {}),
               // A client that disconnects before its answer takes its image decodes out of the queue.
