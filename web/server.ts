@@ -18,6 +18,7 @@ import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { createUploads } from '../uploads/service.ts';
 import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
+import { createApiMetrics } from '../metrics/api.ts';
 
 export const UI_DIST = fileURLToPath(new URL('./ui/dist', import.meta.url));
 
@@ -70,7 +71,7 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   const app = await buildWebApp({
     config,
     db,
-    batches: { pipeline: { config, db, blobs, temporal, fetchPolicy: PUBLIC_INTERNET, uploads } },
+    batches: { pipeline: { config, db, blobs, temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } },
     auth,
     mailer,
     keyCache,

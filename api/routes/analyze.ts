@@ -25,11 +25,11 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
     app.addHook('onResponse', async (request, reply) => {
       const outcome = outcomes.get(request);
       const ok = outcome !== undefined && reply.statusCode < 400;
-      if (ok) deps.metrics?.analyses.inc({ outcome, code: 'OK' });
-      else deps.metrics?.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
+      if (ok) deps.metrics.analyses.inc({ outcome, code: 'OK' });
+      else deps.metrics.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
       // Measured by the HTTP metrics plugin, whose onResponse (the app's) ran before this one.
       const cpuMs = requestCpuMs(request);
-      if (cpuMs !== undefined) deps.metrics?.analysisCpu.observe({ outcome: ok ? outcome : 'failed' }, cpuMs);
+      if (cpuMs !== undefined) deps.metrics.analysisCpu.observe({ outcome: ok ? outcome : 'failed' }, cpuMs);
     });
 
     await registerMultipartAnalyze(app, deps);
@@ -58,10 +58,10 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               config: deps.config,
               db: deps.db,
               blobs: deps.blobs,
-              ...(deps.temporal ? { temporal: deps.temporal } : {}),
+              temporal: deps.temporal,
               fetchPolicy: deps.fetchPolicy,
               log: request.log,
-              ...(deps.metrics ? { metrics: deps.metrics } : {}),
+              metrics: deps.metrics,
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
               ...(deps.uploads ? { uploads: deps.uploads } : {}),
               // A client that disconnects before its answer takes its image decodes out of the queue.

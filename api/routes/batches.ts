@@ -75,10 +75,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       if (p.sandbox || !p.userId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
       return p.userId;
     };
-    const pipeline = () => {
-      if (!deps.temporal) throw new AppError('SERVICE_UNAVAILABLE', 'The analysis pipeline is not connected');
-      return { ...deps, temporal: deps.temporal };
-    };
+    const pipeline = () => deps;
 
     route.post(
       '/v1/batches',
