@@ -7,7 +7,7 @@ import type { EvictionBus } from '../auth/eviction-bus.ts';
 import type { Config } from '../core/config.ts';
 import type { Db } from '../db/pool.ts';
 import type { PaymentGateway } from '../payments/gateway.ts';
-import type { RateLimiter } from '../ratelimit/limiter.ts';
+import type { RequestLimiter } from '../ratelimit/limiter.ts';
 import type { Uploads } from '../uploads/service.ts';
 import type { ConsoleAuth } from './auth.ts';
 import type { MailCatcher, Mailer } from './mail.ts';
@@ -27,8 +27,8 @@ export interface WebDeps {
   /** The built front end (web/ui/dist); its absence leaves only the API. */
   staticDir?: string;
   logger?: Logger | false;
-  /** Sign-in throttling in Redis (web/plugins/throttle.ts); absent = not throttled (tests of other things). */
-  limiter?: RateLimiter;
+  /** Sign-in throttling (web/plugins/throttle.ts): Redis in web/server.ts, shared by every replica. */
+  limiter: RequestLimiter;
   /**
    * The payments interface (payments/configured.ts, the API's too): Stripe Checkout when configured
    * (its webhooks grant), else the development (recording) gateway, else none.

@@ -10,6 +10,7 @@ import { createConsoleAuth } from '../../web/auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
+import { noRateLimits } from '../helpers/deps.ts';
 
 /**
  * The console's live batch list (`GET …/workspaces/{id}/batches/events`, web/routes/batches.ts over
@@ -33,7 +34,7 @@ beforeAll(async () => {
   const mailer = smtpMailer(mail.url, config.MAIL_FROM);
   closeMailer = () => mailer.close();
   const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
-  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache() });
+  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), limiter: noRateLimits });
   await web.listen({ host: '127.0.0.1', port });
 }, 120_000);
 afterAll(async () => {

@@ -145,7 +145,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       return { url: `http://127.0.0.1:${replicaPort}`, app };
     },
     async variant(payments) {
-      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, payments: payments.payments });
+      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, limiter, payments: payments.payments });
       variants.push(app);
       return app;
     },

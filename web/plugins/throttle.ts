@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { AppError } from '../../core/errors.ts';
-import type { RateLimiter } from '../../ratelimit/limiter.ts';
+import type { RequestLimiter } from '../../ratelimit/limiter.ts';
 import type { ScriptBucket } from '../../ratelimit/script.ts';
 
 /**
@@ -56,7 +56,7 @@ export interface Throttle {
 }
 
 export interface ThrottleDeps {
-  limiter: RateLimiter;
+  limiter: RequestLimiter;
   prefix: string;
   log: FastifyBaseLogger;
   /** Mail `email` a sign-in link (better-auth's magic link). */

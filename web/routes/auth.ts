@@ -21,14 +21,12 @@ export function authRoutes(ctx: WebContext): FastifyPluginAsync {
   return async (app) => {
     const trusted = parseTrustedProxies(deps.config.TRUSTED_PROXIES);
     const clientIp = (request: FastifyRequest) => ipBucket(clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], trusted));
-    const throttle = deps.limiter
-      ? signInThrottle({
-          limiter: deps.limiter,
-          prefix: deps.config.REDIS_PREFIX,
-          log: app.log,
-          sendSignInLink: async (email) => void (await deps.auth.api.signInMagicLink({ body: { email, callbackURL: '/' }, headers: new Headers() })),
-        })
-      : null;
+    const throttle = signInThrottle({
+      limiter: deps.limiter,
+      prefix: deps.config.REDIS_PREFIX,
+      log: app.log,
+      sendSignInLink: async (email) => void (await deps.auth.api.signInMagicLink({ body: { email, callbackURL: '/' }, headers: new Headers() })),
+    });
 
     // better-auth answers its own routes with a Fetch Response.
     app.route({
@@ -38,7 +36,7 @@ export function authRoutes(ctx: WebContext): FastifyPluginAsync {
         const url = new URL(request.url, origin);
         const ip = clientIp(request);
         const body = request.body as { email?: unknown; name?: unknown } | undefined;
-        if (request.method === 'POST') await throttle?.before({ path: url.pathname, ip, email: body?.email });
+        if (request.method === 'POST') await throttle.before({ path: url.pathname, ip, email: body?.email });
         // Display names go into other people's mail and pages: bounded (accounts/names.ts).
         const badName = request.method === 'POST' && typeof body?.name === 'string' ? nameProblem(body.name, 'name') : null;
         if (badName) throw validationFailed(badName);
@@ -48,7 +46,7 @@ export function authRoutes(ctx: WebContext): FastifyPluginAsync {
         const init: RequestInit = { method: request.method, headers };
         if (request.method === 'POST' && request.body !== undefined) init.body = JSON.stringify(request.body);
         const response = await deps.auth.handler(new Request(url, init));
-        if (request.method === 'POST') await throttle?.after({ path: url.pathname, ip, email: body?.email, status: response.status });
+        if (request.method === 'POST') await throttle.after({ path: url.pathname, ip, email: body?.email, status: response.status });
         reply.status(response.status);
         response.headers.forEach((value, key) => {
           if (key !== 'set-cookie') reply.header(key, value);
