@@ -1,8 +1,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashKey } from '../auth/keys.ts';
-import { bearer, buildTestApp, type TestApp } from './helpers/app.ts';
+import { hashKey } from '../../auth/keys.ts';
+import { bearer, buildTestApp, type TestApp } from '../helpers/app.ts';
 
 const run = promisify(execFile);
 let t: TestApp;

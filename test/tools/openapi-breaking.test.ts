@@ -9,7 +9,7 @@ import { OPENAPI_FILES, REPO_ROOT } from '../../tools/scripts/openapi.ts';
 // oasdiff is built from source the first time (CI builds it in its own step, before the tests).
 let dir: string;
 let current: OpenApiDocument;
-/** The released contract openapi/baseline.ref names, as `git show` gives it (test/tooling/openapi-baseline-ref.test.ts). */
+/** The released contract openapi/baseline.ref names, as `git show` gives it (test/tools/openapi-baseline-ref.test.ts). */
 let baseline: string;
 beforeAll(async () => {
   await ensureOasdiff();

@@ -88,7 +88,7 @@ describe('400 VALIDATION_FAILED naming the field', () => {
 
 describe('422 for images that cannot be used', () => {
   // A truncated JPEG whose header is whole passes intake and is refused by the worker's decode,
-  // after the reservation: test/analyze/refusal-order.test.ts.
+  // after the reservation: test/analysis/refusal-order.test.ts.
   it('a JPEG with a corrupted header → IMAGE_INVALID', async () => {
     const bytes = Buffer.from(photoBytes('gps-DSCN0012.jpg'));
     bytes.fill(0xff, 2, 400);

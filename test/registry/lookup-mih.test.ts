@@ -10,7 +10,7 @@ import { testConfig } from '../harness/env.ts';
 
 /**
  * The random hashes and bit flips below come from one seeded stream: a failure prints the seed,
- * and `MIH_SEED=<seed> npx vitest run test/lookup/mih.test.ts` replays the exact same cases.
+ * and `MIH_SEED=<seed> npx vitest run test/registry/lookup-mih.test.ts` replays the exact same cases.
  */
 const SEED = process.env.MIH_SEED ?? randomBytes(8).toString('hex');
 console.log(`[mih] random property seed ${SEED} (replay with MIH_SEED=${SEED})`);
