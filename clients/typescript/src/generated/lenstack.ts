@@ -953,6 +953,8 @@ export type components = {
                 };
                 customInstructions?: string;
             };
+            /** @description A vehicle batch only: its `uploadId`s may name uploads still arriving, or not made yet (an id the client chose, Upload-Metadata `uploadId`). The batch starts at once; each vehicle waits at its turn until its uploads finished (up to 10 minutes), and fails if one was refused, expired or did not finish */
+            awaitUploads?: boolean;
             /** @description Export columns chosen now; without them exports use the default columns of the lenses the batch runs */
             columns?: {
                 label: string;
