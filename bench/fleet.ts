@@ -24,10 +24,11 @@
  *   their pictures repeat. Written to a temp dir, removed after the size; free disk is checked
  *   first and a size that does not fit is refused.
  * - **The run**: `lenstack batch --vehicles <folder> --json` as a child process, as a user runs it
- *   (hash, upload over tus, one vehicle batch, follow it to the end), under GNU time for the
- *   CLI's peak RSS and CPU. Phases from the uploads and batches tables and the CLI's own
- *   "submitted" line: hashing (start → first upload created), uploads (→ last upload finished),
- *   submission (→ the batch's answer), analysis (→ the CLI's exit).
+ *   (hash, submit one vehicle batch awaiting its uploads, upload over tus beside it, follow it to
+ *   the end), under GNU time for the CLI's peak RSS and CPU. Times from the uploads, batches and
+ *   batch_items tables: the batch stored, the first upload created and the last finished, the
+ *   first vehicle done, the batch completed; and how long the analysis ran beside the uploads and
+ *   after the last of them. (Before issue 22 §4 the CLI uploaded everything, then submitted.)
  * - **Ideals** (the issue's): uploading the bytes at the loopback bandwidth this machine measures
  *   on the same files just before (four streams into a discarding server), and analyzing:
  *   V × (P + 1) calls (P photos and one synthesis per vehicle) × 800 ms ÷ the batch's vendor
@@ -36,9 +37,10 @@
  *   `vehicleLanes(4, 16)` (workflows/batch.ts) runs four vehicles of one call each.
  * - **Resume** (on the largest size, after its peaks are read, in the same processes; skipped with
  *   --no-resume): the folder written again with new numbers (new SHA-256s), a new account, the
- *   CLI through a proxy counting every PATCH byte, SIGKILLed once half the uploads finished (the
- *   uploads table), then the same command again, followed until its batch is submitted (every byte
- *   is sent by then): bytes sent ÷ the folder's bytes, batches made.
+ *   CLI through a proxy counting every POST and PATCH body byte, SIGKILLed once half the uploads
+ *   finished (the uploads table), then the same command again until every upload finished (the
+ *   batch runs on without it): bytes sent ÷ the folder's bytes, batches made, and the bytes of
+ *   requests the API did not answer 2xx (or that the kill cut off), by method and answer.
  *
  * Writes bench/results/fleet-vehicles-{V1,V2…}x{P}.txt.
  */

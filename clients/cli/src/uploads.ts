@@ -40,16 +40,18 @@ export interface UploadOutcome {
 }
 
 /**
- * Uploads every job's file with tus (POST /v1/uploads, then PATCH from the offset), a few at a
- * time, streamed from disk by tus-js-client's file source (a slice is a read stream: memory stays
- * flat whatever the folder's size). Each upload's URL is recorded in the state before its first
- * byte goes, and its id once it finished, so a run stopped anywhere continues with the next one:
- * a finished photo is not sent again, a half-sent one goes on from the API's offset.
+ * Uploads every job's file with tus, a few at a time, streamed from disk by tus-js-client's file
+ * source (a slice is a read stream: memory stays flat whatever the folder's size): with `withBody`
+ * one POST per photo carrying its bytes under an id chosen here (creation-with-upload), else a
+ * POST then a PATCH. Each upload's id is recorded in the state before its first byte goes, and
+ * once it finished, so a run stopped anywhere continues with the next one: a finished photo is
+ * not sent again, a half-sent one goes on from the API's offset (HEAD, then PATCH).
  *
  * Failures: tus-js-client retries network errors and 5xx with backoff from the last offset; a 429
- * (the account's request rate) stops every worker until the API's Retry-After passed. A file the
- * API refuses (not an image it takes, 422) is recorded as refused and the others go on. Anything
- * else stops the run (its state kept) with the API's error.
+ * (the account's request rate) stops every worker until the API's Retry-After passed, and a
+ * nearly spent rate limit pauses them before it refuses anything. A file the API refuses (not an
+ * image it takes, 422) is recorded as refused and the others go on. Anything else stops the run
+ * (its state kept) with the API's error.
  */
 export async function uploadAll(opts: {
   jobs: UploadJob[];
@@ -139,12 +141,12 @@ export async function uploadAll(opts: {
           }
         },
         onUploadUrlAvailable: () => {
-          // Synchronous: on disk before the first PATCH is sent.
-          // A resumed upload that the API no longer knew was made again under a new id.
+          // Synchronous: on disk before the first PATCH is sent. A resumed upload that the API no
+          // longer knew was made again (under a new id, unless this run chose it).
           const id = upload.url ? idOf(upload.url) : null;
           if (id && id !== begun) state.record({ upload: { sha256: job.sha256, id } });
         },
-        // One PATCH per photo (no chunkSize): what it carried, which a resumed photo starts at its offset.
+        // One request with the bytes per photo (no chunkSize): what it carried, from the offset a resumed photo starts at.
         onChunkComplete: (chunk) => {
           total.sentThisRun += chunk;
         },

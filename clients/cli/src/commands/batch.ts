@@ -52,7 +52,8 @@ interface Hashed extends FoundPhoto {
  * continue where it stopped: finished uploads are not sent again, a half-sent one goes on from
  * its offset, and the batch is submitted under the request id it was first sent with (the API
  * answers a resend with the batch the first send made); once the batch exists it is followed,
- * never paid for again. Exit 0 only when every photo was analyzed; 4 when the batch paused for
+ * never paid for again. A fleet (`--vehicles`) is submitted first and uploads while its batch
+ * runs (runFleet). Exit 0 only when every photo was analyzed; 4 when the batch paused for
  * credits; 5 when photos failed (at upload or in the batch), or the batch was cancelled or paused
  * by request; 130 when interrupted (run it again to continue).
  */
