@@ -190,32 +190,13 @@ async function run(
 
   let first: Batch | null = null;
   if (!batchId) {
-    let requestId = state.submits.get(planKey);
-    if (!requestId) {
-      requestId = `cli_${randomUUID()}`;
-      state.record({ submit: { plan: planKey, requestId } });
-    }
-    let created: Batch;
-    for (let round = 1; ; round++) {
-      try {
-        created = await ctx.client.batches.create(buildBody()!, { requestId });
-        break;
-      } catch (err) {
-        // A 404 naming uploads of ours: they expired (or were deleted) since; nothing was made under
-        // this request id. Those photos go up again and the batch is sent under a new id.
-        const gone = err instanceof LenstackError && err.status === 404 && round <= MAX_EXPIRY_ROUNDS
-          ? [...bySha.keys()].filter((sha) => state.uploaded.has(sha) && err.message.includes(state.uploaded.get(sha)!))
-          : [];
-        if (gone.length === 0) throw err;
-        for (const sha of gone) state.record({ expired: { sha256: sha } });
-        uploadsSummary.expired += gone.length;
-        ctx.stderr.write(`${gone.length} upload${gone.length === 1 ? '' : 's'} expired before the batch was submitted; uploading again\n`);
+    const created = await submitPlan(ctx, { state, planKey, shas: [...bySha.keys()], idOf: (sha) => state.uploaded.get(sha), body: () => buildBody()!, uploadsSummary,
+      // Those photos go up again before the batch is sent under a new id.
+      again: async () => {
         uploadsSummary.expired += await dropExpired({ state, shas: [...bySha.keys()], endpoint, apiKey: ctx.apiKey, olderThanMs: 0 });
         await uploadMissing();
-        requestId = `cli_${randomUUID()}`;
-        state.record({ submit: { plan: planKey, requestId } });
-      }
-    }
+      },
+    });
     state.record({ batch: { plan: planKey, id: created.id } });
     batchId = created.id;
     first = created;
@@ -416,39 +397,14 @@ async function runFleet(
     // Uploads finished long ago may have expired (UPLOAD_TTL_MS, 24 h unused): asked first, given new ids if gone.
     uploadsSummary.expired = await dropExpired({ state, shas: [...bySha.keys()], endpoint: f.endpoint, apiKey: ctx.apiKey, olderThanMs: ASK_AFTER_MS });
     choose();
-    let body = buildBody();
-    if (!body) {
+    if (!buildBody()) {
       const refused = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
       if (ctx.json) printJson(ctx, { batch: null, failed: [], refused, vehiclesLeftOut: leftOut, uploads: uploadsSummary, state: state.path, export: null });
       else print(ctx, `no batch: the API refused every photo\n${refusalTable(ctx, refused)}`);
       return EXIT.API;
     }
-    let requestId = state.submits.get(planKey);
-    if (!requestId) {
-      requestId = `cli_${randomUUID()}`;
-      state.record({ submit: { plan: planKey, requestId } });
-    }
-    let created: Batch;
-    for (let round = 1; ; round++) {
-      try {
-        created = await ctx.client.batches.create(body!, { requestId });
-        break;
-      } catch (err) {
-        // A 404 naming uploads of ours: they expired (or were deleted) since; nothing was made under
-        // this request id. Those photos get new ids (sent below) and the batch a new request id.
-        const gone = err instanceof LenstackError && err.status === 404 && round <= MAX_EXPIRY_ROUNDS
-          ? [...bySha.keys()].filter((sha) => (state.uploaded.has(sha) || state.begun.has(sha)) && err.message.includes(idOf(sha)))
-          : [];
-        if (gone.length === 0) throw err;
-        for (const sha of gone) state.record({ expired: { sha256: sha } });
-        uploadsSummary.expired += gone.length;
-        ctx.stderr.write(`${gone.length} upload${gone.length === 1 ? '' : 's'} expired before the batch was submitted; uploading again\n`);
-        choose();
-        body = buildBody();
-        requestId = `cli_${randomUUID()}`;
-        state.record({ submit: { plan: planKey, requestId } });
-      }
-    }
+    // Those photos get new ids (sent beside the batch) before it is sent under a new request id.
+    const created = await submitPlan(ctx, { state, planKey, shas: [...bySha.keys()], idOf: (sha) => state.uploaded.get(sha) ?? state.begun.get(sha), body: () => buildBody()!, uploadsSummary, again: async () => choose() });
     state.record({ batch: { plan: planKey, id: created.id } });
     batchId = created.id;
     first = created;
@@ -488,5 +444,50 @@ async function runFleet(
     // The follow stopped because the uploads failed: theirs is the error to report.
     if (stopFollow.signal.aborted) throw stopFollow.signal.reason;
     throw err;
+  }
+}
+
+/**
+ * Submits a plan's batch under the request id the state keeps for it (written before the request,
+ * so a resend after a kill is the same batch). A 404 naming uploads of ours means they expired (or
+ * were deleted) since and nothing was made under that id: they are marked expired, `again` makes
+ * them good, and the batch goes under a new request id, at most MAX_EXPIRY_ROUNDS times.
+ */
+async function submitPlan(
+  ctx: Context,
+  o: {
+    state: BatchState;
+    planKey: string;
+    shas: string[];
+    idOf: (sha: string) => string | undefined;
+    body: () => BatchRequest;
+    uploadsSummary: { expired: number };
+    again: () => Promise<void>;
+  },
+): Promise<Batch> {
+  const { state, planKey } = o;
+  let requestId = state.submits.get(planKey);
+  if (!requestId) {
+    requestId = `cli_${randomUUID()}`;
+    state.record({ submit: { plan: planKey, requestId } });
+  }
+  for (let round = 1; ; round++) {
+    try {
+      return await ctx.client.batches.create(o.body(), { requestId });
+    } catch (err) {
+      const gone = err instanceof LenstackError && err.status === 404 && round <= MAX_EXPIRY_ROUNDS
+        ? o.shas.filter((sha) => {
+          const id = o.idOf(sha);
+          return id !== undefined && err.message.includes(id);
+        })
+        : [];
+      if (gone.length === 0) throw err;
+      for (const sha of gone) state.record({ expired: { sha256: sha } });
+      o.uploadsSummary.expired += gone.length;
+      ctx.stderr.write(`${gone.length} upload${gone.length === 1 ? '' : 's'} expired before the batch was submitted; uploading again\n`);
+      await o.again();
+      requestId = `cli_${randomUUID()}`;
+      state.record({ submit: { plan: planKey, requestId } });
+    }
   }
 }
