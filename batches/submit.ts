@@ -160,12 +160,11 @@ export async function submitBatch(
       if (n.uploadId === undefined) continue;
       const st = states.get(n.uploadId)!;
       if ('gone' in st) throw new AppError(st.gone.code === 'NOT_FOUND' ? 'NOT_FOUND' : 'VALIDATION_FAILED', `${photos[i]!.at}.uploadId: ${st.gone.message}`);
-      if ('finished' in st) n.upload = st.finished;
-      else awaited.add(i);
+      if ('arriving' in st) awaited.add(i);
     }
-  } else {
-    await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
   }
+  // The finished ones as any request names them (the same inputs: resolve fills in their uploads).
+  await resolveUploadInputs(deps, userId, named.map((n, i) => (awaited.has(i) ? {} : n)), (i) => photos[i]!.at);
 
   const stored: string[] = [];
   // The submission's intake leases hold its photos' bytes until its batch items name them.

@@ -284,7 +284,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
     maxSize: config.IMAGE_MAX_BYTES,
     // The client may name the upload (Upload-Metadata `uploadId`, upl_ and 32 hex): it then knows
     // the URL before its POST is answered, so a creation-with-upload cut mid-body resumes from HEAD
-    // (docs/decisions.md, "One request per photo").
+    // (docs/decisions.md, "The fleet's analysis overlaps its uploads").
     namingFunction: (_req, metadata) => {
       const chosen = metadata?.uploadId;
       return typeof chosen === 'string' && UPLOAD_ID.test(chosen) ? chosen : `upl_${randomBytes(16).toString('hex')}`;
