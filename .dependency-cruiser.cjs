@@ -63,6 +63,20 @@ LAYERS.forEach((layer, i) => {
   forbidden.push({ name: 'layer-workflows-activity-types', comment: 'workflows import the activities\' types only (typed proxies), never their code', severity: 'error', from, to: { path: pathOf('activities'), dependencyTypesNot: ['type-only'] } });
 });
 
+/**
+ * Routes hold no SQL (docs/architecture.md "Where each concern lives"): the API's and the console's
+ * route modules reach the database only through the module that owns each table, never through the
+ * pool or the driver. test/architecture/routes.test.ts checks their text besides (no `.query(` call,
+ * no SQL statement in a string).
+ */
+forbidden.push({
+  name: 'routes-no-database',
+  comment: 'api/routes and web/routes call the owner modules (accounts/, batches/, registry/, requestlog/, credits/ …), never db/ or the Postgres driver',
+  severity: 'error',
+  from: { path: '^(api|web)/routes/' },
+  to: { path: ['^db/', '^node_modules/(pg|pg-pool|pg-protocol|postgres)/', '^(pg|pg-pool)$'] },
+});
+
 module.exports = {
   forbidden,
   options: {

@@ -12,7 +12,7 @@ export interface EraseDeps {
   keyCache: KeyCache;
   evictionBus?: EvictionBus;
   /** Running workflows of the workspace are terminated through it (absent: they end on their own, refused at their next billing step). */
-  temporal?: Client;
+  temporal: Client;
 }
 
 export interface ErasedWorkspace {
@@ -63,15 +63,13 @@ export async function eraseWorkspace(deps: EraseDeps, workspaceId: string, opts:
   for (const keyHash of marked.keyHashes) await evictEverywhere(deps.keyCache, deps.evictionBus, { keyHash });
 
   let workflowsTerminated = 0;
-  if (deps.temporal) {
-    const running = deps.temporal.workflow.list({ query: `LenstackUserId = "${workspaceId}" AND ExecutionStatus = "Running"` });
-    for await (const wf of running) {
-      try {
-        await deps.temporal.workflow.getHandle(wf.workflowId, wf.runId).terminate('workspace erased');
-        workflowsTerminated += 1;
-      } catch {
-        // Ended meanwhile: its billing steps refuse the deleted workspace anyway.
-      }
+  const running = deps.temporal.workflow.list({ query: `LenstackUserId = "${workspaceId}" AND ExecutionStatus = "Running"` });
+  for await (const wf of running) {
+    try {
+      await deps.temporal.workflow.getHandle(wf.workflowId, wf.runId).terminate('workspace erased');
+      workflowsTerminated += 1;
+    } catch {
+      // Ended meanwhile: its billing steps refuse the deleted workspace anyway.
     }
   }
   const open = await deps.db.query<{ id: string }>(`SELECT id FROM reservations WHERE user_id = $1 AND status = 'open'`, [workspaceId]);

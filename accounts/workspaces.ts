@@ -220,3 +220,45 @@ export async function acceptInvitation(db: Db, args: { token: string; person: { 
     return { id: inv.workspace_id, name: ws.rows[0]!.name, role: ws.rows[0]!.role };
   });
 }
+
+/** An invitation nobody was told about (its mail could not be sent) is not left behind. */
+export async function withdrawInvitation(db: Db, invitationId: string): Promise<void> {
+  await db.query('DELETE FROM workspace_invitations WHERE id = $1', [invitationId]);
+}
+
+/** What a workspace is (personal or team) and its name; null when there is no such account. */
+export async function workspaceKind(db: Db, workspaceId: string): Promise<{ kind: string; name: string | null } | null> {
+  const r = await db.query<{ kind: string; name: string | null }>('SELECT kind, name FROM users WHERE id = $1', [workspaceId]);
+  return r.rows[0] ?? null;
+}
+
+/** Days a workspace's original bytes are kept (docs/privacy.md "Retention"); null: while the registry holds the photo. */
+export async function retentionDays(db: Db, workspaceId: string): Promise<number | null> {
+  const r = await db.query<{ retention_days: number | null }>('SELECT retention_days FROM users WHERE id = $1', [workspaceId]);
+  return r.rows[0]?.retention_days ?? null;
+}
+
+/** Sets the retention of a workspace that is not erased. */
+export async function setRetentionDays(db: Db, workspaceId: string, days: number | null): Promise<void> {
+  await db.query('UPDATE users SET retention_days = $2 WHERE id = $1 AND deleted_at IS NULL', [workspaceId, days]);
+}
+
+export interface Membership {
+  workspaceId: string;
+  kind: string;
+  name: string | null;
+  role: string;
+  /** How many owners the workspace has. */
+  owners: number;
+}
+
+/** Every workspace a person is a member of, the oldest membership first, with its count of owners. */
+export async function membershipsOf(db: Db, personId: string): Promise<Membership[]> {
+  const r = await db.query<{ workspace_id: string; kind: string; name: string | null; role: string; owners: number }>(
+    `SELECT m.workspace_id, u.kind, u.name, m.role,
+            (SELECT count(*)::int FROM workspace_members o WHERE o.workspace_id = m.workspace_id AND o.role = 'owner') AS owners
+       FROM workspace_members m JOIN users u ON u.id = m.workspace_id WHERE m.console_user_id = $1 ORDER BY m.created_at`,
+    [personId],
+  );
+  return r.rows.map((m) => ({ workspaceId: m.workspace_id, kind: m.kind, name: m.name, role: m.role, owners: m.owners }));
+}

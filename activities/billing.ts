@@ -51,8 +51,8 @@ export function billingActivities(deps: ActivityDeps) {
 
   function countReserved(reservationId: string, held: Reservation | null): void {
     if (!held) return;
-    deps.metrics?.reservations.inc({ event: 'reserved' });
-    deps.metrics?.credits.inc({ event: 'reserved' }, held.amount);
+    deps.metrics.reservations.inc({ event: 'reserved' });
+    deps.metrics.credits.inc({ event: 'reserved' }, held.amount);
     log().info('credits reserved', { reservationId, amount: held.amount });
   }
 
@@ -60,9 +60,9 @@ export function billingActivities(deps: ActivityDeps) {
     if (!closed?.applied || !closed.reservation) return; // settled before (a retry): counted then
     const charge = closed.reservation.settledAmount ?? 0;
     const refunded = closed.reservation.amount - charge;
-    deps.metrics?.reservations.inc({ event: 'settled' });
-    deps.metrics?.credits.inc({ event: 'settled' }, charge);
-    deps.metrics?.credits.inc({ event: 'refunded' }, refunded);
+    deps.metrics.reservations.inc({ event: 'settled' });
+    deps.metrics.credits.inc({ event: 'settled' }, charge);
+    deps.metrics.credits.inc({ event: 'refunded' }, refunded);
     log().info('credits settled', { reservationId, charged: charge, refunded });
   }
 
@@ -179,8 +179,8 @@ export function billingActivities(deps: ActivityDeps) {
     async releaseCredits(input: { id: string; reason: string }): Promise<void> {
       const out = await release(deps.db, input);
       if (!out.applied || !out.reservation) return;
-      deps.metrics?.reservations.inc({ event: 'released' });
-      deps.metrics?.credits.inc({ event: 'released' }, out.reservation.amount);
+      deps.metrics.reservations.inc({ event: 'released' });
+      deps.metrics.credits.inc({ event: 'released' }, out.reservation.amount);
       log().info('credits released', { reservationId: input.id, amount: out.reservation.amount, reason: input.reason });
     },
   };

@@ -20,8 +20,8 @@ export interface ActivityDeps {
   workCopies: WorkCopies;
   /** How batch photos given by URL are fetched (default: public addresses only). */
   fetchPolicy?: FetchPolicy;
-  /** Vendor-call and credit counters (metrics/worker.ts); absent in tests that do not read them. */
-  metrics?: WorkerMetrics;
+  /** Vendor-call and credit counters (metrics/worker.ts). */
+  metrics: WorkerMetrics;
   /** Each vendor's rate limits, shared by every worker (vendors/budget.ts); absent = calls go unpaced. */
   budget?: VendorBudget;
   /** Told once when the budget's Redis does not answer and calls go on without it (fail open). */

@@ -1,7 +1,9 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { AppError } from '../core/errors.ts';
 import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
+import { isStackName } from '../lenses/stacks.ts';
 import { VendorError } from '../vendors/errors.ts';
+import type { VisionResult } from '../vendors/types.ts';
 import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
 import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from '../workflows/types.ts';
@@ -43,8 +45,8 @@ export function vendorActivities(deps: ActivityDeps) {
   async function callVendor(v: Vendor, input: VendorCallInput): Promise<VendorCallResult> {
     const ctx = Context.current();
     const task = input.task.kind;
-    const timer = deps.metrics?.vendorDuration.startTimer();
-    deps.metrics?.vendorCalls.inc({ vendor: v, task });
+    const timer = deps.metrics.vendorDuration.startTimer();
+    deps.metrics.vendorCalls.inc({ vendor: v, task });
     ctx.log.info('vendor call started', { vendor: v, task });
     try {
       const result = await callVendorOnce(v, input);
@@ -53,7 +55,7 @@ export function vendorActivities(deps: ActivityDeps) {
       return result;
     } catch (err) {
       const kind = failureKind(err, ctx.cancellationSignal.aborted);
-      deps.metrics?.vendorFailures.inc({ vendor: v, task, kind });
+      deps.metrics.vendorFailures.inc({ vendor: v, task, kind });
       const seconds = timer?.({ vendor: v, outcome: kind });
       ctx.log.warn('vendor call failed', { vendor: v, task, kind, message: (err as Error).message, ...(seconds !== undefined ? { durationMs: Math.round(seconds * 1000) } : {}) });
       throw err;
@@ -92,7 +94,7 @@ export function vendorActivities(deps: ActivityDeps) {
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
     } catch (err) {
       // The vendor said its limits are spent: every worker's budget shrinks and pauses at once.
-      if (err instanceof VendorError && err.status === 429) deps.metrics?.vendorThrottled.inc({ vendor: v });
+      if (err instanceof VendorError && err.status === 429) deps.metrics.vendorThrottled.inc({ vendor: v });
       if (slot && err instanceof VendorError && err.status === 429) await budgetStep(() => deps.budget!.throttled(v, { retryAfterMs: err.retryAfterMs, grantedAt: slot!.grantedAt }));
       if (err instanceof VendorError && !err.retryable) {
         throw ApplicationFailure.nonRetryable(`${v}: ${err.message}`, err.kind === 'invalid_output' ? VENDOR_INVALID_OUTPUT : VENDOR_REJECTED);
@@ -104,6 +106,8 @@ export function vendorActivities(deps: ActivityDeps) {
     } finally {
       clearInterval(beat);
     }
+    // Billed by the vendor whatever our check of the answer says below.
+    recordTokens(v, client.model, input, res);
     if (slot) {
       const used = { estimatedTokens: slot.estimatedTokens, usedTokens: res.inputTokens + res.outputTokens };
       await budgetStep(() => deps.budget!.settle(v, used));
@@ -127,6 +131,19 @@ export function vendorActivities(deps: ActivityDeps) {
     };
   }
 
+  /** What the call billed, in the vendor's usage terms (vendors/types.ts VisionResult). */
+  function recordTokens(v: Vendor, model: string, input: VendorCallInput, res: VisionResult): void {
+    const m = deps.metrics;
+    if (!m) return;
+    const task = input.task.kind;
+    const stack = task === 'vehicle-photo' || task === 'vehicle-report' ? 'vehicle-condition' : isStackName(input.stack) ? input.stack : 'none';
+    const labels = { vendor: v, model, task, stack };
+    m.vendorTokens.observe({ ...labels, kind: 'input' }, res.inputTokens);
+    m.vendorTokens.observe({ ...labels, kind: 'cached_input' }, res.cachedInputTokens);
+    m.vendorTokens.observe({ ...labels, kind: 'cache_write_input' }, res.cacheWriteInputTokens);
+    m.vendorTokens.observe({ ...labels, kind: 'output' }, res.outputTokens);
+  }
+
   /**
    * A slot in the vendor's budget before the call (none when the worker has no budget). The wait
    * heartbeats like the call (the interval above), ends with the activity's cancellation, and
@@ -147,7 +164,7 @@ export function vendorActivities(deps: ActivityDeps) {
       // With somewhere else to go (VENDOR_OVERFLOW), a wait that cannot end in time is given up at once.
       const d = await budget.acquire(v, lane, estimatedTokens, AbortSignal.any([signal, waitOver]), input.overflow ? { giveUpAt: waitStarted + waitFor } : {});
       const waited = Date.now() - waitStarted;
-      deps.metrics?.vendorBudgetWait.observe({ vendor: v, lane }, waited / 1000);
+      deps.metrics.vendorBudgetWait.observe({ vendor: v, lane }, waited / 1000);
       return { grantedAt: d.now, estimatedTokens };
     } catch (err) {
       if (err instanceof BudgetUnavailable) {
@@ -155,7 +172,7 @@ export function vendorActivities(deps: ActivityDeps) {
         return null; // fail open: the vendor's own 429s still bound us
       }
       if (err instanceof BudgetWaitTooLong || (waitOver.aborted && !signal.aborted)) {
-        deps.metrics?.vendorBudgetWait.observe({ vendor: v, lane }, (Date.now() - waitStarted) / 1000);
+        deps.metrics.vendorBudgetWait.observe({ vendor: v, lane }, (Date.now() - waitStarted) / 1000);
         throw ApplicationFailure.create({ message: `${v}: no slot in the vendor's budget within ${Math.round(waitFor)} ms`, type: VENDOR_QUOTA, nonRetryable: true });
       }
       throw err;

@@ -87,7 +87,7 @@ export interface WorkflowWaitDeps {
   temporal: Client;
   /** The request's logger (carries requestId); absent in tests of the service alone. */
   log?: Pick<BaseLogger, 'info' | 'warn' | 'error'>;
-  metrics?: ApiMetrics;
+  metrics: ApiMetrics;
   /** Aborted when the API gives up waiting at shutdown (api/drain.ts). */
   abandon?: AbortSignal;
 }
@@ -146,7 +146,7 @@ export async function startAndAwait<T>(
     handle = deps.temporal.workflow.getHandle<() => Promise<T>>(workflowId);
     attached = true;
   }
-  deps.metrics?.workflowsStarted.inc({ workflow, start: attached ? 'attached' : 'new' });
+  deps.metrics.workflowsStarted.inc({ workflow, start: attached ? 'attached' : 'new' });
   deps.log?.info({ workflowId, attached }, attached ? 'attached to the running workflow of this request id' : 'workflow started');
 
   const result = handle.result();
@@ -155,17 +155,17 @@ export async function startAndAwait<T>(
   const probing = new AbortController();
   try {
     const value = await Promise.race([unlessAbandoned(result, deps.abandon), whileReachable(deps.temporal, probing.signal)]);
-    deps.metrics?.workflowDuration.observe({ workflow, outcome: 'succeeded' }, elapsedMs() / 1000);
+    deps.metrics.workflowDuration.observe({ workflow, outcome: 'succeeded' }, elapsedMs() / 1000);
     deps.log?.info({ workflowId, durationMs: elapsedMs() }, 'workflow completed');
     return value;
   } catch (err) {
     if (err instanceof TemporalAway) {
-      deps.metrics?.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
+      deps.metrics.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
       deps.log?.warn({ workflowId, durationMs: elapsedMs() }, `Temporal unreachable for ${UNREACHABLE_FOR_MS} ms: stopped waiting for the workflow, which goes on`);
       throw appErrorFromWorkflow(err.cause);
     }
     if (err instanceof Abandoned) {
-      deps.metrics?.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
+      deps.metrics.workflowDuration.observe({ workflow, outcome: 'abandoned' }, elapsedMs() / 1000);
       deps.log?.warn({ workflowId, durationMs: elapsedMs() }, 'shutting down: stopped waiting for the workflow, which goes on');
       throw new AppError(
         'SERVICE_UNAVAILABLE',
@@ -174,7 +174,7 @@ export async function startAndAwait<T>(
       );
     }
     const appErr = appErrorFromWorkflow(err);
-    deps.metrics?.workflowDuration.observe({ workflow, outcome: 'failed' }, elapsedMs() / 1000);
+    deps.metrics.workflowDuration.observe({ workflow, outcome: 'failed' }, elapsedMs() / 1000);
     const fields = { workflowId, durationMs: elapsedMs(), code: appErr.code };
     if (appErr.status >= 500) deps.log?.warn({ ...fields, err }, 'workflow failed');
     else deps.log?.info(fields, 'workflow failed');

@@ -12,13 +12,12 @@ export interface AnalyzeDeps {
   config: Config;
   db: Db;
   blobs: BlobStore;
-  /** Absent only in tests of the HTTP layer: sandbox answers and validation still work. */
-  temporal?: Client;
+  temporal: Client;
   /** How image URLs are fetched (the composition root's choice). */
   fetchPolicy: FetchPolicy;
   /** The request's logger (its lines carry requestId; workflow lines add workflowId). */
   log?: Pick<BaseLogger, 'info' | 'warn' | 'error'>;
-  metrics?: ApiMetrics;
+  metrics: ApiMetrics;
   /** Aborted when the API stops waiting on workflows at shutdown (api/drain.ts). */
   abandon?: AbortSignal;
   /** Aborted when the caller's connection closes before its answer: queued image decodes are dropped. */

@@ -42,14 +42,13 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   // when an upload was deleted or expired since: the binding is looked up before the uploads.
   const namesUploads = request.inputs.some((input) => input.uploadId !== undefined);
   const hashById = namesUploads ? requestFingerprint(body) : undefined;
-  if (hashById && !principal.sandbox && deps.temporal && principal.userId) {
+  if (hashById && !principal.sandbox && principal.userId) {
     const earlier = await answeredById<Analysis>(deps.db, { userId: principal.userId, requestId, hashById });
     if (earlier) return earlier;
   }
   const uploadIds = await resolveUploadInputs(deps, principal.userId, request.inputs, 'body.images');
   if (principal.sandbox) return sandboxAnalysis(deps, principal, request, requestId, startedAt);
-  if (!deps.temporal) throw new AppError('PROVIDER_UNAVAILABLE', 'The analysis pipeline is not connected');
-  const pipeline = { ...deps, temporal: deps.temporal };
+  const pipeline = deps;
   const userId = principal.userId!;
   const progress = newProgress();
   let binding: Binding<Analysis> | undefined;

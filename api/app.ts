@@ -3,7 +3,6 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { loggerOptions } from '../core/logger.ts';
-import { createApiMetrics } from '../metrics/api.ts';
 import type { AppDeps } from './deps.ts';
 import { Drain } from './drain.ts';
 import { openApiDocuments, swaggerOptions } from './openapi.ts';
@@ -37,11 +36,10 @@ import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.t
 
 /** Build the HTTP app from its dependencies (listening and shutdown live in server.ts). */
 export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
-  const metrics = input.metrics ?? createApiMetrics();
+  const metrics = input.metrics;
   const drain = input.drain ?? new Drain();
   const deps: AppDeps = {
     ...input,
-    metrics,
     drain,
     // The process-wide exiftool starts its processes on the first enrichment, not here.
     metadata: input.metadata ?? sharedMetadataTool(),

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import type { BlobStore } from '../images/blobstore.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import type { MetadataTool } from '../enrich/exiftool.ts';
-import type { RateLimiter } from '../ratelimit/limiter.ts';
+import type { RequestLimiter } from '../ratelimit/limiter.ts';
 import type { ApiMetrics } from '../metrics/api.ts';
 import type { Drain } from './drain.ts';
 import type { Limiter } from '../core/limiter.ts';
@@ -24,8 +24,8 @@ export interface AppDeps {
   evictionBus?: EvictionBus;
   logger?: Logger | boolean;
   blobs: BlobStore;
-  /** Temporal client; analyze answers 503-free 502 PROVIDER_UNAVAILABLE without it. */
-  temporal?: Client;
+  /** Temporal client (api/server.ts connects it at start; a Temporal away later is answered 503 with Retry-After). */
+  temporal: Client;
   /** How caller-supplied image URLs are fetched: PUBLIC_INTERNET in server.ts; tests inject their own. */
   fetchPolicy: FetchPolicy;
   /** exiftool handle for /v2/enrich; absent = buildApp takes the process-wide one (enrich/exiftool.ts), started on first use. */
@@ -34,13 +34,10 @@ export interface AppDeps {
   enrichLimiter?: Limiter;
   /** The gateway packs are sold through; null = purchases refused; absent = the one PAYMENTS_GATEWAY names. */
   payments?: PaymentGateway | null;
-  /**
-   * Rate limits in Redis (api/plugins/rate-limit.ts); server.ts always sets it. Absent = no rate
-   * limiting, which in-process tests that are not about limits rely on.
-   */
-  rateLimiter?: RateLimiter;
-  /** This process's metrics (GET /metrics); absent = buildApp makes its own. */
-  metrics?: ApiMetrics;
+  /** Counts requests against the rate limits (api/plugins/rate-limit.ts): Redis in server.ts, shared by every replica. */
+  rateLimiter: RequestLimiter;
+  /** This process's metrics (GET /metrics). */
+  metrics: ApiMetrics;
   /** Graceful-shutdown state shared with server.ts; absent = buildApp makes its own. */
   drain?: Drain;
   /** Resumable uploads (tus) into the configured store; absent = buildApp makes them from the config. */

@@ -9,6 +9,7 @@ import { closeSharedMetadataTool, sharedMetadataTool } from '../enrich/exiftool.
 import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
 import { Client, Connection } from '@temporalio/client';
+import { createApiMetrics } from '../metrics/api.ts';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
@@ -49,6 +50,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
     payments: configuredPaymentGateway(config, db),
     temporal,
     rateLimiter,
+    metrics: createApiMetrics(),
     drain,
   });
   const address = await app.listen({ host: config.HOST, port: config.PORT });

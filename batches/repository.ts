@@ -450,3 +450,25 @@ export async function workspaceShare(db: Db, args: { userId: string; cap: number
   const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM batches WHERE user_id = $1 AND status = 'running'`, [args.userId]);
   return Math.max(1, Math.floor(args.cap / Math.max(1, r.rows[0]!.n)));
 }
+
+/** The account (workspace) a batch belongs to; null when there is no such batch. */
+export async function batchOwner(db: Db, batchId: string): Promise<string | null> {
+  const r = await db.query<{ user_id: string }>('SELECT user_id FROM batches WHERE id = $1', [batchId]);
+  return r.rows[0]?.user_id ?? null;
+}
+
+/**
+ * Whether the workspace holds the photo: in its registry, or in one of its batches (an item or a
+ * vehicle's photo whose bytes were not erased). Decides who may see its thumbnail.
+ */
+export async function workspaceHoldsPhoto(db: Db, workspaceId: string, sha256: string): Promise<boolean> {
+  const held = await db.query(
+    `SELECT 1 FROM photos WHERE user_id = $1 AND sha256 = $2
+     UNION ALL
+     SELECT 1 FROM batch_items i JOIN batches b ON b.id = i.batch_id
+      WHERE b.user_id = $1 AND i.erased_at IS NULL AND (i.ref->>'sha256' = $2 OR i.photos @> jsonb_build_array(jsonb_build_object('ref', jsonb_build_object('sha256', $2::text))))
+     LIMIT 1`,
+    [workspaceId, sha256],
+  );
+  return Boolean(held.rowCount);
+}

@@ -33,6 +33,8 @@ import { startSimVendor } from '../tools/sim/index.ts';
 import { createVisionClients } from '../vendors/index.ts';
 import { startWorker } from '../worker/main.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
+import { createApiMetrics } from '../metrics/api.ts';
+import { noRateLimits } from '../test/helpers/deps.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PHOTO = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
@@ -100,6 +102,9 @@ const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }
 const vision = createVisionClients(config);
 const app = await buildApp({
   fetchPolicy: PUBLIC_INTERNET,
+  // What is measured is the analysis: requests are not rate-limited here (the limit would refuse the run).
+  rateLimiter: noRateLimits,
+  metrics: createApiMetrics(),
   config,
   db,
   keyCache: new KeyCache(),

@@ -21,6 +21,8 @@ import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { startTemporalDevServer } from '../tools/scripts/temporal.ts';
 import { startSimVendor, type SimVendor } from '../tools/sim/index.ts';
 import { startWorker } from '../worker/main.ts';
+import { createApiMetrics } from '../metrics/api.ts';
+import { noRateLimits } from '../test/helpers/deps.ts';
 
 export interface BatchStack {
   config: Config;
@@ -60,7 +62,7 @@ export async function startBatchStack(name: string): Promise<BatchStack> {
   const worker = await startWorker(config, { log: () => {} });
   const connection = await Connection.connect({ address: temporalServer.address });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(blobDir), temporal });
+  const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(blobDir), temporal, rateLimiter: noRateLimits, metrics: createApiMetrics() });
   const base = await app.listen({ host: '127.0.0.1', port: 0 });
   const close = async () => {
     await app.close();

@@ -16,21 +16,16 @@
  * --unpaced: the workers are given no OPENAI_RPM (only the vendor's 429s pace them), as before
  * issue 27. Writes bench/results/quota-{N}x{K}[-unpaced][-overflow].txt.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { issueKey } from '../auth/repository.ts';
 import { createUser } from '../accounts/billing-accounts.ts';
 import { grant } from '../credits/ledger.ts';
-import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
-import { createPool } from '../db/pool.ts';
-import { freePort, startTemporalDevServer } from '../tools/scripts/temporal.ts';
-import { startSimVendor } from '../tools/sim/index.ts';
+import { freePort } from '../tools/scripts/temporal.ts';
 import { distinctPhotos } from './distinct-photos.ts';
+import { startProcessStack } from './process-stack.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const args = process.argv.slice(2);
 const N = Number(args.find((a) => /^\d+$/.test(a)) ?? 2000);
 const UNPACED = args.includes('--unpaced');
@@ -48,59 +43,25 @@ const say = (s: string) => {
 };
 
 const okAt: Record<string, number[]> = { openai: [], anthropic: [] };
-const dbName = `lenstack_bench_quota_${process.pid}`;
-const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-bench-'));
-const temporal = await startTemporalDevServer({});
-const sim = await startSimVendor({
-  port: 0,
-  behaviour: { latencyMs: LATENCY_MS },
-  limits: { openai: { rpm: RPM }, anthropic: { rpm: RPM } },
-  log: (line) => {
-    const m = /^\[SIM\] (openai|anthropic) .* ok \d+ ms$/.exec(line);
-    if (m) okAt[m[1]!]!.push(Date.now());
+const stack = await startProcessStack('quota', {
+  sim: {
+    behaviour: { latencyMs: LATENCY_MS },
+    limits: { openai: { rpm: RPM }, anthropic: { rpm: RPM } },
+    log: (line) => {
+      const m = /^\[SIM\] (openai|anthropic) .* ok \d+ ms$/.exec(line);
+      if (m) okAt[m[1]!]!.push(Date.now());
+    },
+  },
+  env: {
+    VENDOR_ORDER: 'openai,anthropic',
+    OPENAI_RPM: UNPACED ? '' : String(RPM),
+    ANTHROPIC_RPM: UNPACED ? '' : String(RPM),
+    VENDOR_OVERFLOW: OVERFLOW ? 'true' : 'false',
+    // Every batch of the workspace its four photos in flight.
+    BATCH_WORKSPACE_CONCURRENCY: String(4 * BATCHES),
   },
 });
-const databaseUrl = `postgres://postgres@127.0.0.1:5432/${dbName}`;
-await createDatabaseIfMissing(databaseUrl);
-await migrate(databaseUrl);
-const db = createPool(databaseUrl, { max: 5 });
-const env = {
-  ...process.env,
-  NODE_ENV: 'development',
-  DATABASE_URL: databaseUrl,
-  TEMPORAL_ADDRESS: temporal.address,
-  TEMPORAL_TASK_QUEUE: `bench-${process.pid}`,
-  REDIS_PREFIX: `lenstack-bench-${process.pid}:`,
-  BLOB_DIR: blobDir,
-  SIM_VENDOR_URL: sim.url,
-  LOG_LEVEL: 'warn',
-  OPENAI_API_KEY: '',
-  ANTHROPIC_API_KEY: '',
-  GEMINI_API_KEY: '',
-  VENDOR_ORDER: 'openai,anthropic',
-  OPENAI_RPM: UNPACED ? '' : String(RPM),
-  ANTHROPIC_RPM: UNPACED ? '' : String(RPM),
-  VENDOR_OVERFLOW: OVERFLOW ? 'true' : 'false',
-  // Every batch of the workspace its four photos in flight.
-  BATCH_WORKSPACE_CONCURRENCY: String(4 * BATCHES),
-};
-const children: ChildProcess[] = [];
-
-function start(script: string, extra: Record<string, string>, ready: RegExp): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: ROOT, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const on = (d: Buffer) => {
-      out += d.toString();
-      if (ready.test(out)) resolve(child);
-    };
-    child.stdout!.on('data', on);
-    child.stderr!.on('data', on);
-    child.once('exit', (code) => reject(new Error(`${script} exited (${code}): ${out.slice(-1000)}`)));
-  });
-}
-const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), c.kill('SIGTERM'))));
+const { db, sim } = stack;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(xs.length * 0.95) - 1)]!;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -113,9 +74,8 @@ try {
   const liveKey = (await issueKey(db, liveUser.userId, 'live')).key;
   await grant(db, { userId: liveUser.userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 
-  const port = await freePort();
   const metricsPorts = [await freePort(), await freePort()];
-  for (const mp of metricsPorts) await start('worker/main.ts', { WORKER_METRICS_PORT: String(mp) }, /polling task queue/);
+  for (const mp of metricsPorts) await stack.start('worker/main.ts', { WORKER_METRICS_PORT: String(mp) }, /polling task queue/);
   /** Sum and count of the budget wait histogram by lane, over both workers. */
   const budgetWaits = async () => {
     const out: Record<string, { sum: number; count: number; over100ms: number }> = {};
@@ -133,14 +93,7 @@ try {
     for (const lane of Object.values(out)) lane.over100ms += lane.count;
     return out;
   };
-  const api = spawn(process.execPath, ['--import', 'tsx', 'api/server.ts'], { cwd: ROOT, env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, stdio: 'ignore' });
-  children.push(api);
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 120_000;
-  while (!(await fetch(`${base}/v1/health`).then((r) => r.ok, () => false))) {
-    if (api.exitCode !== null || Date.now() > deadline) throw new Error('the API did not start');
-    await sleep(200);
-  }
+  const { base } = await stack.startApi();
 
   const batchPhotos = await distinctPhotos(0, N);
   const trickle = await distinctPhotos(N, BASELINE_REQUESTS + Math.ceil((N / (RPM / 60)) * 1000 / TRICKLE_EVERY_MS) * 2 + 20);
@@ -245,12 +198,7 @@ try {
       .join('; ')}`,
   );
   say(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} at the end`);
-  await writeFile(path.join(ROOT, `bench/results/quota-${N}x${BATCHES}${UNPACED ? '-unpaced' : ''}${OVERFLOW ? '-overflow' : ''}.txt`), lines.join('\n') + '\n');
+  await writeFile(path.join(stack.root, `bench/results/quota-${N}x${BATCHES}${UNPACED ? '-unpaced' : ''}${OVERFLOW ? '-overflow' : ''}.txt`), lines.join('\n') + '\n');
 } finally {
-  for (const c of children.reverse()) await stop(c);
-  await db.end();
-  await sim.close();
-  await temporal.stop();
-  await dropDatabase(databaseUrl);
-  await rm(blobDir, { recursive: true, force: true });
+  await stack.close();
 }

@@ -23,6 +23,8 @@ import { createPool } from '../db/pool.ts';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { RequestLog } from '../requestlog/buffer.ts';
+import { createApiMetrics } from '../metrics/api.ts';
+import { noRateLimits, unreachableTemporal } from '../test/helpers/deps.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const N_READ = 3000;
@@ -52,7 +54,7 @@ const config = loadConfig({
 await createDatabaseIfMissing(config.DATABASE_URL);
 await migrate(config.DATABASE_URL);
 const db = createPool(config.DATABASE_URL, { max: 20 });
-const common = { fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(blobDir) };
+const common = { fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(blobDir), temporal: unreachableTemporal(), rateLimiter: noRateLimits, metrics: createApiMetrics() };
 const on = await buildApp(common);
 const off = await buildApp({ ...common, requestLog: new RequestLog(db, { capacity: 0 }) });
 const bases = { on: await on.listen({ host: '127.0.0.1', port: 0 }), off: await off.listen({ host: '127.0.0.1', port: 0 }) };

@@ -9,10 +9,12 @@ import { loadConfig } from '../core/config.ts';
 import { createPool } from '../db/pool.ts';
 import { FsBlobStore } from '../images/blobstore.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
+import { createApiMetrics } from '../metrics/api.ts';
+import { noRateLimits, unreachableTemporal } from '../test/helpers/deps.ts';
 
 const config = loadConfig();
 const db = createPool(config.DATABASE_URL, { max: 8 });
-const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(config.BLOB_DIR) });
+const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(config.BLOB_DIR), temporal: unreachableTemporal(), rateLimiter: noRateLimits, metrics: createApiMetrics() });
 await app.listen({ host: '127.0.0.1', port: 0 });
 const address = app.server.address();
 process.send?.({ type: 'ready', port: typeof address === 'object' && address ? address.port : 0 });

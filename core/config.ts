@@ -173,6 +173,14 @@ export const configSchema = z.object({
    * (true), or waits for its own vendor again (false, the default) for as long as its run may.
    */
   VENDOR_OVERFLOW: bool.default(false),
+  /**
+   * Send the vendors' prompt-caching hints (Anthropic `cache_control`, OpenAI `prompt_cache_key`):
+   * on by default; `off` sends the same prompts without them (bench/cost.ts compares the two).
+   */
+  VENDOR_PROMPT_CACHE: z
+    .enum(['on', 'off', 'true', 'false', '1', '0', 'yes', 'no'])
+    .default('on')
+    .transform((v) => v === 'on' || v === 'true' || v === '1' || v === 'yes'),
   /** Fallback order of vendors, first tried first. */
   VENDOR_ORDER: z
     .string()

@@ -16,7 +16,7 @@ export interface Thumbnail {
  * A photo's thumbnail: made once from its stored bytes (upright by its EXIF orientation, fitted
  * inside THUMBNAIL_PX, WebP) and kept in Postgres under the photo's SHA-256, so every later
  * request, on any console process, reads it back. Null when the photo's bytes are no longer kept.
- * Who may see it is the caller's business (web/batch-routes.ts checks the workspace holds it).
+ * Who may see it is the caller's business (web/routes/photos.ts checks the workspace holds it: batches/repository.ts).
  */
 export async function thumbnailOf(deps: { db: Db; blobs: BlobStore }, sha256: string): Promise<Thumbnail | null> {
   assertSha256(sha256);

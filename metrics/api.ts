@@ -4,6 +4,8 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 /** Workflow buckets (seconds): a vendor call is seconds, a 50-photo report minutes, the cap 10 min. */
 const WORKFLOW_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+/** CPU milliseconds of one analysis in one process: a cache hit is a few, a 50-photo decode seconds. */
+export const CPU_MS_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
 
 /**
  * What an API process measures. Labels stay low-cardinality: route patterns (never URLs),
@@ -39,6 +41,13 @@ export function createApiMetrics(registry = new Registry()) {
       name: 'lenstack_analyses_total',
       help: 'Analyze requests (v1 and v2) by outcome (analyzed, cache_hit, sandbox, failed) and error code (OK on success).',
       labelNames: ['outcome', 'code'],
+    }),
+    analysisCpu: new Histogram({
+      registers,
+      name: 'lenstack_analysis_cpu_milliseconds',
+      help: 'CPU milliseconds the API process spent on one analyze request, from its arrival to its answer (its equal share while requests overlap: core/cpu-shares.ts), by outcome as in lenstack_analyses_total.',
+      labelNames: ['outcome'],
+      buckets: CPU_MS_BUCKETS,
     }),
     workflowsStarted: new Counter({
       registers,

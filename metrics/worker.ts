@@ -1,6 +1,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { CPU_MS_BUCKETS } from './api.ts';
 
 const VENDOR_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120];
+/** Tokens of one vendor call: a small photo and one lens is hundreds, full-analysis thousands. */
+const TOKEN_BUCKETS = [100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000];
 
 /**
  * What a worker process measures: vendor calls (by vendor and task kind; failures also by kind
@@ -31,6 +34,20 @@ export function createWorkerMetrics(registry = new Registry()) {
       help: 'Duration of vendor call attempts by vendor and outcome (ok or the failure kind).',
       labelNames: ['vendor', 'outcome'],
       buckets: VENDOR_BUCKETS,
+    }),
+    vendorTokens: new Histogram({
+      registers,
+      name: 'lenstack_vendor_tokens',
+      help: 'Tokens one answered vendor call billed (for task="lenses", one photo\'s analysis), by vendor, configured model, task, stack (the named stack, or none) and kind: input (all input, cached included), cached_input (read from the vendor\'s prompt cache), cache_write_input (written to it, Anthropic), output.',
+      labelNames: ['vendor', 'model', 'task', 'stack', 'kind'],
+      buckets: TOKEN_BUCKETS,
+    }),
+    activityCpu: new Histogram({
+      registers,
+      name: 'lenstack_activity_cpu_milliseconds',
+      help: 'CPU milliseconds the worker process spent on one activity execution (its equal share while activities overlap: core/cpu-shares.ts), by activity type; an analysis is its reserve, vendor-call and persist activities.',
+      labelNames: ['activity'],
+      buckets: CPU_MS_BUCKETS,
     }),
     vendorBudgetWait: new Histogram({
       registers,

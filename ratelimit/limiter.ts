@@ -30,6 +30,14 @@ export interface RateLimiterOptions {
   connectTimeoutMs?: number;
 }
 
+/** What the API's rate-limit plugin needs: count a request against buckets, answer whether it is admitted. */
+export interface RequestLimiter {
+  hit<B extends ScriptBucket>(buckets: readonly B[], opts?: { record?: boolean }): Promise<Decision<B>>;
+  /** Whether its store answered at startup (else requests go through unlimited until it does, logged). */
+  readonly ready: boolean;
+  close(): Promise<void>;
+}
+
 export const DEFAULT_COMMAND_TIMEOUT_MS = 500;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
 /** Commands waiting on a Redis that stopped answering; past this they fail at once instead of queueing. */
@@ -62,7 +70,7 @@ type Client = ReturnType<typeof makeClient>;
  * process alike. It only counts; whether to refuse, and what to do when Redis is away, is the
  * caller's (api/plugins/rate-limit.ts).
  */
-export class RateLimiter {
+export class RateLimiter implements RequestLimiter {
   private constructor(
     private readonly client: Client,
     private readonly clock: (() => number) | undefined,

@@ -41,7 +41,7 @@ function decodeCursor(cursor: string): { atUs: string; id: string } {
 
 /**
  * The key id a console Playground run is logged under (`console:test`, `console:live`): the console
- * runs the analyze use case with no key (web/playground-routes.ts), and its runs are listed as such.
+ * runs the analyze use case with no key (web/routes/playground.ts), and its runs are listed as such.
  */
 export const CONSOLE_KEY_PREFIX = 'console:';
 

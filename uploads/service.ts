@@ -41,7 +41,7 @@ type UploadsConfig = Pick<
   'IMAGE_MAX_BYTES' | 'IMAGE_MAX_PIXELS' | 'ACCOUNT_UPLOAD_QUOTA_BYTES' | 'ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES' | 'UPLOAD_TTL_MS' | 'UPLOAD_MAX_AGE_MS'
 >;
 
-/** Who may use the console's door (web/app.ts): the signed-in person, and whether they may start batches in a workspace (throws otherwise). */
+/** Who may use the console's door (web/routes/uploads.ts): the signed-in person, and whether they may start batches in a workspace (throws otherwise). */
 export interface ConsoleDoor {
   path: string;
   signedIn: (request: FastifyRequest) => Promise<{ id: string }>;

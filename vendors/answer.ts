@@ -19,6 +19,11 @@ export interface AdapterOptions {
    * when the answer carries the sim's header. */
   simulated: boolean;
   timeoutMs?: number;
+  /**
+   * Send the vendor's prompt-caching hint (VENDOR_PROMPT_CACHE): Anthropic's `cache_control` on
+   * the fixed prefix, OpenAI's `prompt_cache_key`. Off sends the same prompt without them.
+   */
+  promptCache: boolean;
 }
 
 export function providerLabel(vendor: VendorName, simulated: boolean): string {

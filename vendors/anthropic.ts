@@ -19,7 +19,8 @@ export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
  * Anthropic Messages with one tool whose `input_schema` is the answer schema, forced with
  * `tool_choice: {type: 'tool'}`: the answer is the tool_use block's `input`, already parsed JSON.
  * The tool is not `strict` (strict tools reject numeric and length bounds our lens schemas use);
- * the answer is checked against the schema here instead.
+ * the answer is checked against the schema here instead. With the prompt cache on, `cache_control`
+ * marks the end of the fixed prefix (docs/decisions.md, "Prompt caching").
  */
 export function createAnthropicClient(opts: AdapterOptions): VisionClient {
   const client = new Anthropic({
@@ -47,12 +48,15 @@ export function createAnthropicClient(opts: AdapterOptions): VisionClient {
             {
               model: opts.model,
               max_tokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
-              system: req.system,
+              // Tools, then system, then messages is Anthropic's cache order: the breakpoint on the
+              // system block caches the schema (the tool) and the instructions, the fixed prefix.
+              system: [{ type: 'text', text: req.system, ...(opts.promptCache ? { cache_control: { type: 'ephemeral' as const } } : {}) }],
               messages: [
                 {
                   role: 'user',
                   content: [
-                    // Image before text: Anthropic's documented best order for vision prompts.
+                    // Image before text: Anthropic's documented best order for vision prompts. Both
+                    // come after the cache breakpoint, so their order does not change what is cached.
                     {
                       type: 'image',
                       source: { type: 'base64', media_type: image.mimeType, data: image.data.toString('base64') },
@@ -97,6 +101,8 @@ export function createAnthropicClient(opts: AdapterOptions): VisionClient {
         simulated,
         // Cache writes and reads are input tokens too (billed at other rates).
         inputTokens: usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0),
+        cachedInputTokens: usage.cache_read_input_tokens ?? 0,
+        cacheWriteInputTokens: usage.cache_creation_input_tokens ?? 0,
         outputTokens: usage.output_tokens,
         image: { width: image.width, height: image.height, tokens: image.tokens },
       };

@@ -22,7 +22,9 @@ const POLICY_STOPS = new Set(['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_C
 /**
  * Gemini Developer API via @google/genai `models.generateContent` with
  * `responseMimeType: 'application/json'` and `responseJsonSchema` (the JSON Schema field, not the
- * older OpenAPI-subset `responseSchema`), translated to Gemini's keyword subset.
+ * older OpenAPI-subset `responseSchema`), translated to Gemini's keyword subset. No caching hint:
+ * Gemini 2.5 caches repeated prefixes implicitly, and explicit context caches bill storage by the
+ * hour (docs/decisions.md, "Prompt caching").
  */
 export function createGoogleClient(opts: AdapterOptions): VisionClient {
   const ai = new GoogleGenAI({
@@ -52,7 +54,9 @@ export function createGoogleClient(opts: AdapterOptions): VisionClient {
           contents: [
             {
               role: 'user',
-              parts: [{ inlineData: { mimeType: image.mimeType, data: image.data.toString('base64') } }, { text: req.prompt }],
+              // After the system instruction (the fixed prefix Gemini 2.5 caches implicitly): the
+              // caller's text, then the photo.
+              parts: [{ text: req.prompt }, { inlineData: { mimeType: image.mimeType, data: image.data.toString('base64') } }],
             },
           ],
           config: {
@@ -89,7 +93,10 @@ export function createGoogleClient(opts: AdapterOptions): VisionClient {
         model: response.modelVersion ?? opts.model,
         provider: providerLabel(VENDOR, simulated),
         simulated,
+        // promptTokenCount counts the cached ones too.
         inputTokens: (usage?.promptTokenCount ?? 0) + (usage?.toolUsePromptTokenCount ?? 0),
+        cachedInputTokens: usage?.cachedContentTokenCount ?? 0,
+        cacheWriteInputTokens: 0,
         // Thinking tokens are billed as output.
         outputTokens: (usage?.candidatesTokenCount ?? 0) + (usage?.thoughtsTokenCount ?? 0),
         image: { width: image.width, height: image.height, tokens: image.tokens },

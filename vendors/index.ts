@@ -85,7 +85,7 @@ export interface VisionClients {
 /** The SDK clients of the vendors vendorSetup names (the worker's; the API needs only the names). */
 export function createVisionClients(config: Config, opts: { timeoutMs?: number } = {}): VisionClients {
   const setup = vendorSetup(config);
-  const clients = setup.vendors.map(({ vendor, ...o }) => FACTORIES[vendor]({ ...o, ...opts }));
+  const clients = setup.vendors.map(({ vendor, ...o }) => FACTORIES[vendor]({ ...o, promptCache: config.VENDOR_PROMPT_CACHE, ...opts }));
   return { clients, simulated: setup.simulated, warnings: setup.warnings };
 }
 

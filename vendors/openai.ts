@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
 import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
+import { promptCacheKey } from './prompt-cache.ts';
 import { prepareImage } from './resize.ts';
 import { safeSchemaName, toOpenAISchema } from './schema-dialect.ts';
 import {
@@ -20,7 +21,8 @@ export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
  * OpenAI via Chat Completions with `response_format: json_schema, strict: true`. Chat Completions
  * rather than the Responses API because every OpenAI-compatible gateway speaks it and we need
  * nothing Responses adds (no tools, no server-side state). The image goes as a data URL at
- * `detail: 'high'`, already resized to exactly what high detail bills (vendors/resize.ts).
+ * `detail: 'high'`, already resized to exactly what high detail bills (vendors/resize.ts), after the
+ * fixed prefix; `prompt_cache_key` names that prefix (vendors/prompt-cache.ts).
  */
 export function createOpenAIClient(opts: AdapterOptions): VisionClient {
   const client = new OpenAI({
@@ -49,16 +51,18 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
           .create(
             {
               model: opts.model,
+              // The schema and the system message are the fixed prefix OpenAI caches on its own
+              // (from 1024 tokens); the caller's text, then the photo, come after it.
               messages: [
                 { role: 'system', content: req.system },
                 {
                   role: 'user',
                   content: [
+                    { type: 'text', text: req.prompt },
                     {
                       type: 'image_url',
                       image_url: { url: `data:${image.mimeType};base64,${image.data.toString('base64')}`, detail: 'high' },
                     },
-                    { type: 'text', text: req.prompt },
                   ],
                 },
               ],
@@ -67,6 +71,7 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
                 json_schema: { name: safeSchemaName(req.schemaName), schema: toOpenAISchema(req.jsonSchema), strict: true },
               },
               max_completion_tokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+              ...(opts.promptCache ? { prompt_cache_key: promptCacheKey(req) } : {}),
             },
             { signal: req.signal },
           )
@@ -91,7 +96,10 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
         model: completion.model,
         provider: providerLabel(VENDOR, simulated),
         simulated,
+        // prompt_tokens counts the cached ones too.
         inputTokens: completion.usage?.prompt_tokens ?? 0,
+        cachedInputTokens: completion.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+        cacheWriteInputTokens: 0,
         outputTokens: completion.usage?.completion_tokens ?? 0,
         image: { width: image.width, height: image.height, tokens: image.tokens },
       };

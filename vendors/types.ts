@@ -31,7 +31,12 @@ export interface VisionResult {
   /** Human-readable provider label; contains "simulated" when the answer came from sim/. */
   provider: string;
   simulated: boolean;
+  /** Every input token billed, the cached ones included (OpenAI's prompt_tokens, Anthropic's three input fields summed). */
   inputTokens: number;
+  /** Of inputTokens, those read from the vendor's prompt cache (billed at its cached-input rate). */
+  cachedInputTokens: number;
+  /** Of inputTokens, those written to the vendor's prompt cache (Anthropic bills writes above the input rate; 0 elsewhere). */
+  cacheWriteInputTokens: number;
   outputTokens: number;
   /** Size of the image as uploaded (after the vendor-specific resize) and the tokens it bills. */
   image?: { width: number; height: number; tokens: number };

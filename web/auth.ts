@@ -2,6 +2,7 @@ import { betterAuth, type User } from 'better-auth';
 import { APIError, createAuthMiddleware } from 'better-auth/api';
 import { genericOAuth } from 'better-auth/plugins/generic-oauth';
 import { magicLink } from 'better-auth/plugins/magic-link';
+import { consolePerson } from '../accounts/console-people.ts';
 import { identityProviderConfigs } from './identity-providers.ts';
 import type { Pool } from 'pg';
 import type { BaseLogger } from 'pino';
@@ -20,7 +21,7 @@ export interface ConsoleAuthDeps {
   log?: Pick<BaseLogger, 'warn' | 'error'>;
 }
 
-/** The header web/app.ts sets to the client's address (from the socket or a trusted proxy); any sent by a client is dropped. */
+/** The header web/routes/auth.ts sets to the client's address (from the socket or a trusted proxy); any sent by a client is dropped. */
 export const CLIENT_IP_HEADER = 'x-lenstack-client-ip';
 
 /** snake_case columns, like every other table of ours. */
@@ -140,12 +141,8 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
       session: {
         create: {
           async after(session) {
-            const r = await deps.pool.query<{ id: string; email: string; name: string; email_verified: boolean }>(
-              'SELECT id, email, name, email_verified FROM console_users WHERE id = $1',
-              [session.userId],
-            );
-            const u = r.rows[0];
-            if (u?.email_verified) await deps.onEmailVerified({ id: u.id, email: u.email, name: u.name, emailVerified: true } as User);
+            const u = await consolePerson(deps.pool, session.userId);
+            if (u?.emailVerified) await deps.onEmailVerified({ id: u.id, email: u.email, name: u.name, emailVerified: true } as User);
           },
         },
       },
@@ -163,7 +160,7 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
         if (problem) throw new APIError('BAD_REQUEST', { message: problem, code: 'PASSWORD_REFUSED' });
       }),
     },
-    // Throttling is ours, in Redis for every process (web/throttle.ts), not better-auth's per-process memory.
+    // Throttling is ours, in Redis for every process (web/plugins/throttle.ts), not better-auth's per-process memory.
     rateLimit: { enabled: false },
     advanced: {
       ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },

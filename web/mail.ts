@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { mailSafe } from '../accounts/names.ts';
 import nodemailer from 'nodemailer';
 import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
@@ -144,5 +145,25 @@ export function limitedMailer(
       }
       await mailer.send(mail);
     },
+  };
+}
+
+/**
+ * The invitation to a workspace. People's names go in neutralised (no line breaks, links or
+ * addresses of their making: accounts/names.ts); the inviter is named by their confirmed address as well.
+ */
+export function invitationMail(args: {
+  to: string;
+  inviter: { name: string; email: string };
+  workspaceName: string;
+  role: string;
+  acceptUrl: string;
+}): OutgoingMail {
+  const inviter = mailSafe(args.inviter.name);
+  const workspace = mailSafe(args.workspaceName);
+  return {
+    to: args.to,
+    subject: `You are invited to ${workspace} on Lenstack`,
+    text: `Hello,\n\n${inviter ? `${inviter} <${args.inviter.email}>` : args.inviter.email} invited you to the Lenstack workspace "${workspace}" as ${args.role}.\nAccept within 7 days (sign in, or create an account, with this address):\n\n${args.acceptUrl}\n\nIf you did not expect this, ignore this mail.\n`,
   };
 }

@@ -10,7 +10,7 @@ import { configuredPaymentGateway } from '../payments/configured.ts';
 import { buildWebApp } from './app.ts';
 import { createConsoleAuth } from './auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
-import { isLoopbackHost } from './hardening.ts';
+import { isLoopbackHost } from './plugins/hardening.ts';
 import { ensurePersonalWorkspace } from '../accounts/workspaces.ts';
 import { Client, Connection } from '@temporalio/client';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
@@ -18,6 +18,7 @@ import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { createUploads } from '../uploads/service.ts';
 import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
+import { createApiMetrics } from '../metrics/api.ts';
 
 export const UI_DIST = fileURLToPath(new URL('./ui/dist', import.meta.url));
 
@@ -70,7 +71,7 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   const app = await buildWebApp({
     config,
     db,
-    batches: { pipeline: { config, db, blobs, temporal, fetchPolicy: PUBLIC_INTERNET, uploads } },
+    batches: { pipeline: { config, db, blobs, temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } },
     auth,
     mailer,
     keyCache,

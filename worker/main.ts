@@ -7,6 +7,7 @@ import { createPool } from '../db/pool.ts';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import type { FetchPolicy } from '../images/fetch.ts';
 import { startMetricsServer, type MetricsServer } from '../metrics/server.ts';
+import { activityCpuInterceptor } from './activity-cpu.ts';
 import { createWorkerMetrics, type WorkerMetrics } from '../metrics/worker.ts';
 import { createVisionClients, simulatorNotice } from '../vendors/index.ts';
 import { vendorBudgetFromConfig } from '../vendors/budget.ts';
@@ -76,6 +77,7 @@ export async function startWorker(
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ config, db, blobs, vision, metrics, workCopies, budget, onBudgetOutage, ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}) }),
+    interceptors: { activity: [activityCpuInterceptor(metrics)] },
     maxConcurrentActivityTaskExecutions: 100,
     shutdownGraceTime: config.SHUTDOWN_GRACE_MS,
     shutdownForceTime: config.SHUTDOWN_GRACE_MS + FORCE_AFTER_GRACE_MS,

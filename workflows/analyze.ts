@@ -44,6 +44,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
           userId: input.userId,
           sha256: img.sha256,
           task: { kind: 'lenses', lenses: plan.ran, ...(bespoke ? { bespoke } : {}) },
+          ...(input.stack ? { stack: input.stack } : {}),
           ...(input.context ? { context: input.context } : {}),
           ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
           ...hashesWanted(img),

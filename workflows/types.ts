@@ -75,6 +75,8 @@ export interface VendorCallInput {
   userId: string;
   sha256: string;
   task: VendorTask;
+  /** The stack the request named (AnalyzeInput.stack), for the token metrics' label; absent = none. */
+  stack?: string;
   context?: AnalyzeContext;
   moduleOptions?: Record<string, Record<string, unknown>>;
   /** Absent = interactive (docs/decisions.md, "Vendor quotas"). */

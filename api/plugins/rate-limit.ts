@@ -3,7 +3,7 @@ import { bearerToken } from '../../auth/authenticate.ts';
 import { ANONYMOUS_SANDBOX_KEY, hashKey } from '../../auth/keys.ts';
 import { AppError } from '../../core/errors.ts';
 import { clientAddress, ipBucket, parseTrustedProxies, type TrustedProxies } from '../../ratelimit/client-ip.ts';
-import type { Decision, RateLimiter } from '../../ratelimit/limiter.ts';
+import type { Decision, RequestLimiter } from '../../ratelimit/limiter.ts';
 import { OutageReporter } from '../../ratelimit/outage.ts';
 import { authFailureBucket, bucketsFor, internalSecretFailureBucket, type Bucket } from '../../ratelimit/policy.ts';
 import type { AppDeps } from '../deps.ts';
@@ -22,7 +22,6 @@ import type { AppDeps } from '../deps.ts';
  */
 export function registerRateLimit(app: FastifyInstance, deps: AppDeps): void {
   const ctx = contextOf(app, deps);
-  if (!ctx) return;
   const { limiter, outage, trusted, prefix } = ctx;
   if (!limiter.ready) {
     app.log.error({}, 'rate limiter: Redis not reachable at startup, requests are NOT rate-limited until it is (failing open)');
@@ -55,7 +54,6 @@ export function registerRateLimit(app: FastifyInstance, deps: AppDeps): void {
  */
 export function registerAuthFailureGuard(app: FastifyInstance, deps: AppDeps): void {
   const ctx = contextOf(app, deps);
-  if (!ctx) return;
   app.addHook('onRequest', async (request) => {
     const bucket = failureBucketOf(ctx, request);
     if (!bucket) return;
@@ -69,7 +67,7 @@ export function registerAuthFailureGuard(app: FastifyInstance, deps: AppDeps): v
 }
 
 interface Context {
-  limiter: RateLimiter;
+  limiter: RequestLimiter;
   outage: OutageReporter;
   trusted: TrustedProxies;
   prefix: string;
@@ -78,8 +76,7 @@ interface Context {
 // Both hooks of one app share one outage reporter, so an outage is one log line, not two.
 const contexts = new WeakMap<FastifyInstance, Context>();
 
-function contextOf(app: FastifyInstance, deps: AppDeps): Context | undefined {
-  if (!deps.rateLimiter) return undefined;
+function contextOf(app: FastifyInstance, deps: AppDeps): Context {
   let ctx = contexts.get(app);
   if (!ctx) {
     ctx = {

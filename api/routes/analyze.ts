@@ -4,6 +4,7 @@ import { analyze } from '../../analysis/service.ts';
 import { connectionSignal } from '../connection.ts';
 import type { AppDeps } from '../deps.ts';
 import { toAppError } from '../plugins/errors.ts';
+import { requestCpuMs } from '../plugins/http-metrics.ts';
 import { principalOf } from '../plugins/auth.ts';
 import { noteRequestOutcome } from '../plugins/request-log.ts';
 import { analysisSchema, analyzeBodyV1, analyzeBodyV2, type Analysis } from '../../analysis/contract.ts';
@@ -23,8 +24,12 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
     });
     app.addHook('onResponse', async (request, reply) => {
       const outcome = outcomes.get(request);
-      if (outcome && reply.statusCode < 400) deps.metrics?.analyses.inc({ outcome, code: 'OK' });
-      else deps.metrics?.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
+      const ok = outcome !== undefined && reply.statusCode < 400;
+      if (ok) deps.metrics.analyses.inc({ outcome, code: 'OK' });
+      else deps.metrics.analyses.inc({ outcome: 'failed', code: codes.get(request) ?? String(reply.statusCode) });
+      // Measured by the HTTP metrics plugin, whose onResponse (the app's) ran before this one.
+      const cpuMs = requestCpuMs(request);
+      if (cpuMs !== undefined) deps.metrics.analysisCpu.observe({ outcome: ok ? outcome : 'failed' }, cpuMs);
     });
 
     await registerMultipartAnalyze(app, deps);
@@ -53,10 +58,10 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
               config: deps.config,
               db: deps.db,
               blobs: deps.blobs,
-              ...(deps.temporal ? { temporal: deps.temporal } : {}),
+              temporal: deps.temporal,
               fetchPolicy: deps.fetchPolicy,
               log: request.log,
-              ...(deps.metrics ? { metrics: deps.metrics } : {}),
+              metrics: deps.metrics,
               ...(deps.drain ? { abandon: deps.drain.signal } : {}),
               ...(deps.uploads ? { uploads: deps.uploads } : {}),
               // A client that disconnects before its answer takes its image decodes out of the queue.

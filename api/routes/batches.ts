@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { EVENT_STREAM_HEADERS, eventStream } from '../../core/event-stream.ts';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -75,10 +75,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
       if (p.sandbox || !p.userId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
       return p.userId;
     };
-    const pipeline = () => {
-      if (!deps.temporal) throw new AppError('SERVICE_UNAVAILABLE', 'The analysis pipeline is not connected');
-      return { ...deps, temporal: deps.temporal };
-    };
+    const pipeline = () => deps;
 
     route.post(
       '/v1/batches',
@@ -202,44 +199,26 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
               : `At most ${MAX_STREAMS_PER_PERSON} batch event streams at once for the person who made this key, over all their workspaces; close one or poll GET /v1/batches/{id}`,
           );
         }
-        const body = new PassThrough();
-        let last = '';
-        let lastSent = Date.now();
-        let closed = false;
-        request.raw.once('close', () => {
-          closed = true;
-        });
-        const send = (summary: typeof first) => {
-          const text = JSON.stringify({ object: 'batch', ...summary, etaSeconds: null, updatedAt: null });
-          if (text === last) return false;
-          last = text;
-          body.write(`event: batch\ndata: ${JSON.stringify({ object: 'batch', ...summary })}\n\n`);
-          lastSent = Date.now();
-          return true;
-        };
-        void (async () => {
-          try {
-            let summary = first;
-            send(summary);
+        let summary = first;
+        let round = 0;
+        const { body } = eventStream({
+          client: request.raw,
+          everyMs: 500,
+          heartbeat: { afterMs: 15_000, comment: 'still running' },
+          async tick(sink) {
+            if (round++ > 0) summary = await batchSummary(deps.db, userId, request.params.batchId);
+            // Sent when it changes; the estimate and the update time alone do not make a change.
+            sink.sendIfChanged('batch', { object: 'batch', ...summary }, { object: 'batch', ...summary, etaSeconds: null, updatedAt: null });
             // A paused batch ends the stream too: it may wait for credits for days, and a stream
             // held open that long is a slot nobody uses. The caller resumes it and opens another.
-            while (!closed && summary.status === 'running') {
-              await new Promise((r) => setTimeout(r, 500));
-              summary = await batchSummary(deps.db, userId, request.params.batchId);
-              if (!send(summary) && Date.now() - lastSent > 15_000) {
-                body.write(': still running\n\n');
-                lastSent = Date.now();
-              }
-            }
-            if (!closed) body.write(`event: end\ndata: ${JSON.stringify({ reason: summary.status, pauseReason: summary.pauseReason })}\n\n`);
-          } catch (err) {
-            request.log.warn({ err }, 'batch event stream stopped');
-          } finally {
-            slot.release();
-            body.end();
-          }
-        })();
-        return reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(body as never);
+            if (summary.status === 'running') return true;
+            sink.send('end', { reason: summary.status, pauseReason: summary.pauseReason });
+            return false;
+          },
+          onError: (err) => request.log.warn({ err }, 'batch event stream stopped'),
+          onEnd: () => slot.release(),
+        });
+        return reply.headers(EVENT_STREAM_HEADERS).send(body as never);
       },
     );
 

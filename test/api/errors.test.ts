@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp, type TestUser } from '../helpers/app.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits, unreachableTemporal } from '../helpers/deps.ts';
 
 let t: TestApp;
 let user: TestUser;
@@ -82,7 +84,7 @@ describe('internal faults', () => {
       // Registered before ready() is impossible on a ready app, so build a second one and add a failing route.
       await f.app.close();
       const { buildApp } = await import('../../api/app.ts');
-      const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config: f.config, db: f.db, keyCache: f.keyCache, blobs: null as never, });
+      const app = await buildApp({ fetchPolicy: PUBLIC_INTERNET, config: f.config, db: f.db, keyCache: f.keyCache, blobs: null as never, temporal: unreachableTemporal(), rateLimiter: noRateLimits, metrics: createApiMetrics() });
       app.get('/v1/boom', { config: { auth: 'none' } }, async () => {
         throw new Error('secret database password in a stack');
       });

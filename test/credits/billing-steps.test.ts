@@ -9,6 +9,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { testConfig } from '../harness/env.ts';
+import { createWorkerMetrics } from '../../metrics/worker.ts';
 
 /**
  * The two billing steps of a fresh analysis, each one local activity and one transaction:
@@ -28,7 +29,7 @@ beforeAll(() => {
   const blobs = new FsBlobStore(config.BLOB_DIR);
   // The reserve step names the worker's vendors; none is called here.
   const vision = new Map(createVisionClients(testConfig({ SIM_VENDOR_URL: 'http://127.0.0.1:9' })).clients.map((c) => [c.vendor, c]));
-  acts = createActivities({ config, db, blobs, vision, workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20, maxPixels: config.IMAGE_MAX_PIXELS }) });
+  acts = createActivities({ config, db, blobs, vision, metrics: createWorkerMetrics(), workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20, maxPixels: config.IMAGE_MAX_PIXELS }) });
 });
 afterAll(async () => {
   await db.end();

@@ -11,6 +11,8 @@ import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { testConfig, type ConfigOverrides } from '../harness/env.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits, unreachableTemporal } from './deps.ts';
 
 export const INTERNAL_SECRET = 'test-internal-secret-0123456789abcdef0123456789';
 
@@ -36,6 +38,9 @@ export async function buildTestApp(
     keyCache,
     blobs: new FsBlobStore(config.BLOB_DIR),
     fetchPolicy: PUBLIC_INTERNET,
+    temporal: unreachableTemporal(),
+    rateLimiter: noRateLimits,
+    metrics: createApiMetrics(),
     ...(evictionBus ? { evictionBus } : {}),
     ...opts.deps,
   });

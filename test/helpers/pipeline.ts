@@ -1,5 +1,7 @@
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits } from './deps.ts';
 import { buildApp } from '../../api/app.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import type { Config } from '../../core/config.ts';
@@ -61,6 +63,8 @@ export async function startPipeline(
     blobs: blobStoreFromConfig(config),
     temporal,
     fetchPolicy: opts.fetchPolicy ?? PUBLIC_INTERNET,
+    rateLimiter: noRateLimits,
+    metrics: createApiMetrics(),
     ...opts.deps,
   });
   await app.ready();

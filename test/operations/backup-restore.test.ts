@@ -17,6 +17,8 @@ import { backup, restore } from '../../tools/scripts/backup.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, createTestUser, type TestUser } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits, unreachableTemporal } from '../helpers/deps.ts';
 
 const run = promisify(execFile);
 
@@ -92,7 +94,7 @@ describe('backup and restore (docs/backup.md)', () => {
     const config = testConfig({ DATABASE_URL: restoredUrl, BLOB_DIR: blobDir });
     restoredDb = createPool(restoredUrl, { max: 4 });
     const blobs = new FsBlobStore(blobDir);
-    const app = await buildApp({ config, db: restoredDb, keyCache: new KeyCache(), blobs, fetchPolicy: PUBLIC_INTERNET });
+    const app = await buildApp({ config, db: restoredDb, keyCache: new KeyCache(), blobs, fetchPolicy: PUBLIC_INTERNET, temporal: unreachableTemporal(), rateLimiter: noRateLimits, metrics: createApiMetrics() });
     try {
       expect(await lookups(app)).toEqual(before.lookups);
       expect(await usages(app)).toEqual(before.usages);

@@ -9,6 +9,8 @@ import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from '../helpers/processes.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits } from '../helpers/deps.ts';
 
 let p: Pipeline;
 let worker: ServiceProcess;
@@ -29,6 +31,8 @@ describe('structured logs', () => {
     // The API's own logger (core/logger.ts) at its most verbose, writing into `lines`.
     const app = await buildApp({
       fetchPolicy: PUBLIC_INTERNET,
+      rateLimiter: noRateLimits,
+      metrics: createApiMetrics(),
       config: p.config,
       db: p.db,
       keyCache: new KeyCache(),

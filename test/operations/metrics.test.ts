@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance, reserve } from '../../credits/ledger.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
@@ -58,6 +59,7 @@ describe('GET /metrics on the API port', () => {
 
 describe('what the API and the worker count', () => {
   let p: Pipeline;
+  const apiScrape = async () => (await p.app.inject({ method: 'GET', url: '/metrics', headers: { 'x-internal-secret': INTERNAL_SECRET } })).body;
   beforeAll(async () => {
     p = await startPipeline({ config: { WORKER_METRICS_PORT: 0, VENDOR_ORDER: 'openai,anthropic' } });
   }, 120_000);
@@ -139,6 +141,46 @@ describe('what the API and the worker count', () => {
     const api = (await p.app.inject({ method: 'GET', url: '/metrics', headers: { 'x-internal-secret': INTERNAL_SECRET } })).body;
     expect(sample(api, 'lenstack_analyses_total{outcome="failed",code="PROVIDER_ERROR"}')).toBe(1);
     expect(sample(api, 'lenstack_workflow_duration_seconds_count{workflow="analyze",outcome="failed"}')).toBe(1);
+  });
+
+  it('what a photo costs: vendor tokens per call by vendor, model and stack, the second photo\'s cached input, CPU ms in the API and the worker; the credits are the same either way', async () => {
+    const user = await createTestUser(p.db, { community: 100 });
+    const before = { api: await apiScrape(), worker: await (await fetch(p.worker!.metricsUrl!)).text() };
+    const sha256s: string[] = [];
+    const charged: number[] = [];
+    for (const name of ['gps-DSCN0010.jpg', 'Canon_40D.jpg']) {
+      const imageBase64 = photoBase64(name);
+      const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageBase64, preset: 'full-analysis' } });
+      expect(res.statusCode, res.body).toBe(200);
+      charged.push(res.json().usage.creditsCharged);
+      sha256s.push(createHash('sha256').update(Buffer.from(imageBase64, 'base64')).digest('hex'));
+    }
+    // The vendor bills the second photo's prefix at the cached rate; the customer pays per lens.
+    expect(charged[1]).toBe(charged[0]);
+    expect(charged[0]).toBeGreaterThan(10);
+    const last = p.sim.stats().openai.last!;
+    expect(last.cachedTokens).toBeGreaterThan(1024);
+
+    const after = { api: await apiScrape(), worker: await (await fetch(p.worker!.metricsUrl!)).text() };
+    const delta = (which: 'api' | 'worker', s: string) => (sample(after[which], s) ?? 0) - (sample(before[which], s) ?? 0);
+    const series = (kind: string, part: 'count' | 'sum') =>
+      `lenstack_vendor_tokens_${part}{vendor="openai",model="${p.config.OPENAI_MODEL}",task="lenses",stack="full-analysis",kind="${kind}"}`;
+    expect(delta('worker', series('input', 'count'))).toBe(2);
+    expect(delta('worker', series('cached_input', 'count'))).toBe(2);
+    // The first photo cached nothing, the second what the vendor said.
+    expect(delta('worker', series('cached_input', 'sum'))).toBe(last.cachedTokens);
+    expect(delta('worker', series('input', 'sum'))).toBeGreaterThan(2 * last.cachedTokens);
+    expect(delta('worker', series('output', 'sum'))).toBeGreaterThan(0);
+    expect(delta('worker', series('cache_write_input', 'sum'))).toBe(0);
+    // CPU: each analyze request in the API, each activity (reserve, vendor call, persist) in the worker.
+    expect(delta('api', 'lenstack_analysis_cpu_milliseconds_count{outcome="analyzed"}')).toBe(2);
+    expect(delta('api', 'lenstack_analysis_cpu_milliseconds_sum{outcome="analyzed"}')).toBeGreaterThan(0);
+    expect(delta('worker', 'lenstack_activity_cpu_milliseconds_count{activity="callOpenAI"}')).toBe(2);
+    expect(delta('worker', 'lenstack_activity_cpu_milliseconds_sum{activity="callOpenAI"}')).toBeGreaterThan(0);
+    expect(delta('worker', 'lenstack_activity_cpu_milliseconds_count{activity="persistAndSettle"}')).toBe(2);
+    for (const text of [after.api, after.worker]) {
+      for (const leak of [user.userId, ...sha256s]) expect(text).not.toContain(leak);
+    }
   });
 
   it('the sweeper counts the reservations it releases and their credits', async () => {

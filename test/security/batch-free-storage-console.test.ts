@@ -15,6 +15,8 @@ import { bearer, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits } from '../helpers/deps.ts';
 
 /**
  * The console's side of free batches (issue 21, item 2), over HTTP against the console's real
@@ -43,7 +45,7 @@ beforeAll(async () => {
   closeMailer = () => mailer.close();
   const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
   const uploads = createUploads({ db: p.db, blobs, config: p.config });
-  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, uploads } } });
+  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), limiter: noRateLimits, batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } } });
   await web.listen({ host: '127.0.0.1', port });
 }, 120_000);
 afterAll(async () => {

@@ -13,6 +13,8 @@ import { collectBlobs } from '../../worker/blob-collector.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { noRateLimits } from '../helpers/deps.ts';
 
 /**
  * Free storage and free intake through batches (issue 21, item 2). Before: a workspace with 0
@@ -279,7 +281,7 @@ describe('bytes of photos that will not run are let go', () => {
 
   it('a batch paused longer than BATCH_PAUSED_EXPIRY_MS ends: cancelled, its pending photos failed as expired, its workflow completed, its bytes collected', async () => {
     // An API whose batches expire 4 s after they pause (the setting travels with each batch's workflow).
-    const shortApp = await buildApp({ config: { ...p.config, BATCH_PAUSED_EXPIRY_MS: 4000 }, db: p.db, keyCache: new KeyCache(), blobs: store, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET });
+    const shortApp = await buildApp({ config: { ...p.config, BATCH_PAUSED_EXPIRY_MS: 4000 }, db: p.db, keyCache: new KeyCache(), blobs: store, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, rateLimiter: noRateLimits, metrics: createApiMetrics() });
     await shortApp.ready();
     try {
       const user = await createTestUser(p.db, { community: 1 });

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueKey } from '../../auth/repository.ts';
 import { ExportSlots, prepareBatchExport } from '../../batches/export.ts';
 import { grant } from '../../credits/ledger.ts';
-import { recordKeyCreator } from '../../web/members.ts';
+import { recordKeyCreator } from '../../accounts/members.ts';
 import { createTeamWorkspace, ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';

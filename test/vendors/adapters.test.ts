@@ -180,7 +180,7 @@ describe.each(VENDORS)('%s adapter → real SDK → sim', (vendor) => {
 
   it('the SDK timeout (backstop) surfaces as unavailable, not aborted, without a retry', async () => {
     sim.setBehaviour(vendor, { failRate: 1, failure: 'stall' });
-    const client = FACTORY[vendor]({ apiKey: 'k', baseURL: simBaseURL(vendor, sim.url), model: MODELS[vendor], simulated: true, timeoutMs: 300 });
+    const client = FACTORY[vendor]({ apiKey: 'k', baseURL: simBaseURL(vendor, sim.url), model: MODELS[vendor], simulated: true, promptCache: true, timeoutMs: 300 });
     const err = await failureOf(client.analyze(request(JOLLA)));
     expect({ kind: err.kind, retryable: err.retryable, aborted: err.aborted }).toEqual({ kind: 'unavailable', retryable: true, aborted: false });
     expect(sim.stats()[vendor].calls).toBe(1);
@@ -190,14 +190,14 @@ describe.each(VENDORS)('%s adapter → real SDK → sim', (vendor) => {
     const closed = await startSimVendor();
     const deadUrl = closed.url;
     await closed.close();
-    const client = FACTORY[vendor]({ apiKey: 'k', baseURL: simBaseURL(vendor, deadUrl), model: MODELS[vendor], simulated: true });
+    const client = FACTORY[vendor]({ apiKey: 'k', baseURL: simBaseURL(vendor, deadUrl), model: MODELS[vendor], simulated: true, promptCache: true });
     const err = await failureOf(client.analyze(request(photo('Canon_40D.jpg'))));
     expect({ kind: err.kind, retryable: err.retryable, aborted: err.aborted }).toEqual({ kind: 'unavailable', retryable: true, aborted: false });
   });
 
   it('labels answers from the sim as simulated even when the client was configured as real', async () => {
     // Someone sets <VENDOR>_API_KEY and points <VENDOR>_BASE_URL at the sim: the sim's header still wins.
-    const client = FACTORY[vendor]({ apiKey: 'looks-real', baseURL: simBaseURL(vendor, sim.url), model: MODELS[vendor], simulated: false });
+    const client = FACTORY[vendor]({ apiKey: 'looks-real', baseURL: simBaseURL(vendor, sim.url), model: MODELS[vendor], simulated: false, promptCache: true });
     expect(client.simulated).toBe(false);
     const result = await client.analyze(request(photo('Canon_40D.jpg')));
     expect({ simulated: result.simulated, provider: result.provider }).toEqual({ simulated: true, provider: `${vendor} (simulated)` });

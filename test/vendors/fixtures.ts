@@ -5,7 +5,7 @@ import addFormatsModule from 'ajv-formats';
 import sharp from 'sharp';
 import { z } from 'zod';
 
-/** Shared by test/vendors and test/sim: real photos, a demanding schema, an independent validator. */
+/** Shared by test/vendors and the simulator tests (test/tools/sim-*): real photos, a demanding schema, an independent validator. */
 
 const PHOTOS_DIR = fileURLToPath(new URL('../fixtures/photos/', import.meta.url));
 export const photo = (name: string): Buffer => readFileSync(PHOTOS_DIR + name);

@@ -25,6 +25,7 @@ import { configuredPaymentGateway } from '../../payments/configured.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
 import { startGitHubStub, type GitHubStub } from './providers/github.ts';
 import { startGoogleStub, type GoogleStub } from './providers/google.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
 
 export const STRIPE_WEBHOOK_SECRET = 'whsec_test_0123456789abcdef';
 
@@ -109,7 +110,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   // service over the pipeline's blob store and upload datastore, as the API's.
   const pc = pipeline.config;
   const uploads = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
-  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads } };
+  const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } };
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
   const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, payments: configuredPaymentGateway(config, db), staticDir: UI_DIST, batches, logger });
@@ -144,7 +145,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       return { url: `http://127.0.0.1:${replicaPort}`, app };
     },
     async variant(payments) {
-      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, payments: payments.payments });
+      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, limiter, payments: payments.payments });
       variants.push(app);
       return app;
     },

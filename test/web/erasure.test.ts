@@ -222,7 +222,7 @@ describe('in the console (Chromium)', () => {
     await ctx.addCookies(browserCookies(stack, owner));
     const page = await ctx.newPage();
     try {
-      await page.goto(stack.url);
+      await page.goto(`${stack.url}/settings`);
       await page.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Harbour Survey (owner)' });
       const form = page.getByRole('form', { name: 'Delete Harbour Survey' });
       const button = form.getByRole('button', { name: 'Delete workspace' });

@@ -68,7 +68,7 @@ describe('a fleet from the console', () => {
 
     const context = await signedInContext(person);
     const page = await context.newPage();
-    await page.goto(`${stack.url}/`);
+    await page.goto(`${stack.url}/batches`);
     await page.getByRole('button', { name: 'New batch' }).click();
     await page.getByLabel('Vehicles (a folder per vehicle)').check();
     await page.getByLabel('Choose the fleet folder').setInputFiles(root);
@@ -396,7 +396,7 @@ describe('an upload across a page reload', () => {
     const cdp = await context.newCDPSession(page);
     await cdp.send('Network.enable');
     await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: 256 * 1024 });
-    await page.goto(`${stack.url}/`);
+    await page.goto(`${stack.url}/batches`);
     await page.getByRole('button', { name: 'New batch' }).click();
     await page.getByLabel('Choose photos').setInputFiles(file);
     await page.getByRole('button', { name: 'Upload 1 and start the batch' }).click();

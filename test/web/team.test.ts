@@ -247,7 +247,7 @@ describe('in the browser', () => {
     const ownerCookie = browserCookies(stack, owner);
     await ownerCtx.addCookies(ownerCookie);
     const page = await ownerCtx.newPage();
-    await page.goto(stack.url);
+    await page.goto(`${stack.url}/team`);
     await page.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Fleet Ops (owner)' });
     await expect.poll(() => page.getByTestId('members').textContent(), soon).toContain(admin.email);
     expect(await seriousA11yViolations(page)).toEqual([]);
@@ -274,7 +274,7 @@ describe('in the browser', () => {
     const memberCtx = await browser.newContext();
     await memberCtx.addCookies(browserCookies(stack, member));
     const memberPage = await memberCtx.newPage();
-    await memberPage.goto(stack.url);
+    await memberPage.goto(`${stack.url}/team`);
     await memberPage.getByLabel('Workspace', { exact: true }).selectOption({ label: 'Fleet Ops (member)' });
     await expect.poll(() => memberPage.getByTestId('members').textContent(), soon).toContain(owner.email);
     expect(await memberPage.getByRole('button', { name: /^Remove / }).count()).toBe(0);

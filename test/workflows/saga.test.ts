@@ -14,6 +14,7 @@ import type { AnalyzeInput } from '../../workflows/types.ts';
 import { createTestUser } from '../helpers/app.ts';
 import { quietTemporal, workflowBundle } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
+import { createWorkerMetrics } from '../../metrics/worker.ts';
 
 /**
  * The saga's unwinding against a real Temporal server and database: a compensation that fails is
@@ -34,7 +35,7 @@ beforeAll(async () => {
   quietTemporal();
   db = createPool(config.DATABASE_URL, { max: 3 });
   const blobs = new FsBlobStore(config.BLOB_DIR);
-  const activities = createActivities({ config, db, blobs, vision, workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20, maxPixels: config.IMAGE_MAX_PIXELS }) });
+  const activities = createActivities({ config, db, blobs, vision, metrics: createWorkerMetrics(), workCopies: createWorkCopies({ read: (sha) => blobs.get(sha), maxBytes: 1 << 20, maxPixels: config.IMAGE_MAX_PIXELS }) });
   worker = await Worker.create({
     connection: await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS! }),
     namespace: config.TEMPORAL_NAMESPACE,

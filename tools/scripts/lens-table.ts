@@ -6,7 +6,7 @@ import { isMain } from './is-main.ts';
 
 /**
  * docs/lenses.md, generated from the lens modules and stacks.ts: `npm run docs:lenses` writes it,
- * test/tooling/lens-table.test.ts fails when the committed file differs from what this makes.
+ * test/tools/lens-table.test.ts fails when the committed file differs from what this makes.
  */
 export const LENS_TABLE_PATH = fileURLToPath(new URL('../../docs/lenses.md', import.meta.url));
 

@@ -9,7 +9,11 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
 import { buildApp } from '../../api/app.ts';
+import type { AppDeps } from '../../api/deps.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
+import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
 import { openApiDocuments, type OpenApiDocument } from '../../api/openapi.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import { configSchema } from '../../core/config.ts';
@@ -23,12 +27,28 @@ export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..
 /** Where each document is committed, relative to the repository root. */
 export const OPENAPI_FILES = { public: 'openapi/lenstack.json', internal: 'openapi/internal.json' } as const;
 
+/**
+ * The app's Temporal client, rate limiter and metrics, for documenting only: a client connects on
+ * its first call and a limiter counts on a request's, and documenting makes neither.
+ */
+function offline(): Pick<AppDeps, 'temporal' | 'rateLimiter' | 'metrics'> {
+  return {
+    temporal: new Client({ connection: Connection.lazy({ address: DEFAULT_TEMPORAL_ADDRESS }) }),
+    rateLimiter: {
+      ready: true,
+      hit: () => Promise.reject(new Error('documenting the API makes no request')),
+      close: async () => {},
+    },
+    metrics: createApiMetrics(),
+  };
+}
+
 /** The documents the code makes. Defaults only (no environment): the files must not depend on who ran it. */
 export async function generateOpenApiDocuments(): Promise<{ public: OpenApiDocument; internal: OpenApiDocument }> {
   const config = configSchema.parse({ LOG_LEVEL: 'silent' });
   // A pool connects on its first query, which documenting never makes.
   const db = createPool(config.DATABASE_URL, { max: 1 });
-  const app = await buildApp({ config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(config.BLOB_DIR), fetchPolicy: PUBLIC_INTERNET, logger: false });
+  const app = await buildApp({ config, db, keyCache: new KeyCache(), blobs: new FsBlobStore(config.BLOB_DIR), fetchPolicy: PUBLIC_INTERNET, logger: false, ...offline() });
   try {
     await app.ready();
     return structuredClone(openApiDocuments(app));

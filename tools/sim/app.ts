@@ -5,6 +5,7 @@ import { SIMULATED_HEADER } from '../../vendors/answer.ts';
 import { checkAgainstSchema } from '../../vendors/output-schema.ts';
 import sharp from 'sharp';
 import { vendorImageTokens } from './billing.ts';
+import { createPromptCache, describeSegments, type SegmentSeen } from './prompt-cache.ts';
 import {
   behaviourPatchSchema,
   configPatchSchema,
@@ -74,8 +75,17 @@ export interface LastCall {
   images: ImageSeen[];
   imageTokens: number;
   textTokens: number;
+  /** Every input token, the cached and cache-written ones included. */
   inputTokens: number;
+  /** Of inputTokens, read from the simulated prompt cache (prompt-cache.ts). */
+  cachedTokens: number;
+  /** Of inputTokens, written to it (Anthropic breakpoints). */
+  cacheWriteTokens: number;
   outputTokens: number;
+  /** The caching hint the request carried (OpenAI's prompt_cache_key, 'cache_control'), or null. */
+  cacheHint: string | null;
+  /** The prompt as the vendor's cache read it: per segment its kind, tokens and prefix hash. */
+  segments: SegmentSeen[];
 }
 
 export interface VendorStats {
@@ -123,7 +133,7 @@ export interface SimVendor {
   held(): number;
   /** Answer every held call and stop holding. */
   release(): void;
-  /** Zero the counters and restore the starting behaviour. */
+  /** Zero the counters, empty the prompt caches and restore the starting behaviour. */
   reset(): void;
   close(): Promise<void>;
 }
@@ -220,6 +230,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
   function setLimits(vendor: VendorName | 'all', patch: LimitsPatch): void {
     for (const v of vendor === 'all' ? VENDORS : [vendor]) rateLimits[v].set(patch);
   }
+  const promptCache = createPromptCache();
   const failureRng = {} as Record<VendorName, Rng>;
   const counters = {} as SimStats;
   const restartFailures = (v: VendorName) => {
@@ -298,6 +309,8 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     }
     const imageTotal = images.reduce((n, im) => n + im.tokens, 0);
     const textTokens = estimateTextTokens(call.promptText);
+    const segments = describeSegments(call.segments, call.images, images.map((im) => im.tokens), estimateTextTokens);
+    const cache = promptCache.use(vendor, call.model, segments);
     const seedKey = `${seed}|${sha256Hex(Buffer.concat(call.images))}`;
     const valid = generate(call.schema, { seedKey });
     const check = checkAgainstSchema(call.schema, valid);
@@ -319,14 +332,18 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       outcome = failure;
     } else body = { json: valid };
     const outputTokens = estimateTextTokens('raw' in body ? body.raw : JSON.stringify(body.json));
-    const usage = { inputTokens: imageTotal + textTokens, outputTokens, imageTokens: imageTotal, textTokens };
+    const inputTokens = imageTotal + textTokens;
+    // Segments round on their own: never more cached than the whole input.
+    const cachedTokens = Math.min(cache.cachedTokens, inputTokens);
+    const cacheWriteTokens = Math.min(cache.cacheWriteTokens, inputTokens - cachedTokens);
+    const usage = { inputTokens, cachedTokens, cacheWriteTokens, outputTokens, imageTokens: imageTotal, textTokens };
     admission.addTokens(usage.inputTokens + usage.outputTokens);
     if (failure) stats.failed[failure]++;
     else stats.succeeded++;
-    stats.last = { model: call.model, schemaName: call.schemaName, outcome, images, ...usage };
+    stats.last = { model: call.model, schemaName: call.schemaName, outcome, images, ...usage, cacheHint: call.cacheHint, segments };
     send(res, protocol.success(call, body, usage));
     const sizes = images.map((im) => `${im.width}x${im.height}`).join(',') || 'none';
-    log(`[SIM] ${vendor} model=${call.model} image=${sizes} in=${usage.inputTokens} out=${outputTokens} ${outcome} ${Date.now() - started} ms`);
+    log(`[SIM] ${vendor} model=${call.model} image=${sizes} in=${usage.inputTokens} cached=${cachedTokens} out=${outputTokens} ${outcome} ${Date.now() - started} ms`);
   }
 
   async function control(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
@@ -438,6 +455,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
 
   function reset(): void {
     release();
+    promptCache.reset();
     peak = inFlight;
     for (const v of VENDORS) {
       behaviours[v] = { ...initial[v] };

@@ -17,5 +17,6 @@ export {
   type ConfigPatch,
   type FailureMode,
 } from './behaviour.ts';
+export { CACHE_RULES, type SegmentSeen } from './prompt-cache.ts';
 export { NO_LIMITS, type Limits, type LimitsPatch } from './rate-limits.ts';
 export { generate } from '../../samples/generate.ts';

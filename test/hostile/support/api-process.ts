@@ -7,6 +7,8 @@ import { closeSharedMetadataTool } from '../../../enrich/exiftool.ts';
 import { FsBlobStore } from '../../../images/blobstore.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../../worker/address.ts';
 import { PUBLIC_INTERNET } from '../../../images/fetch.ts';
+import { createApiMetrics } from '../../../metrics/api.ts';
+import { noRateLimits } from '../../helpers/deps.ts';
 
 /**
  * The API as its own process, for the image corpus: a decoder crash kills this process, not the
@@ -23,6 +25,8 @@ const db = createPool(config.DATABASE_URL, { max: 8 });
 const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
 const app = await buildApp({
   fetchPolicy: PUBLIC_INTERNET,
+  rateLimiter: noRateLimits,
+  metrics: createApiMetrics(),
   config,
   db,
   keyCache: new KeyCache(),

@@ -10,6 +10,7 @@ import {
   type SimCall,
   type WireResponse,
 } from './common.ts';
+import type { PromptSegment } from '../prompt-cache.ts';
 
 /**
  * Anthropic Messages: `POST /v1/messages`. The schema comes from the tool the request forces
@@ -28,6 +29,18 @@ function textBlocks(content: unknown): string {
     .join('\n');
 }
 
+/** A string, or a list of blocks: text and image blocks as segments, `cache_control` as breakpoints. */
+function blockSegments(content: unknown, images: Map<object, number>): PromptSegment[] {
+  if (typeof content === 'string') return [{ text: content }];
+  if (!Array.isArray(content)) return [];
+  return content.filter(isObject).flatMap((b): PromptSegment[] => {
+    const breakpoint = isObject(b.cache_control);
+    if (b.type === 'text' && typeof b.text === 'string') return [{ text: b.text, breakpoint }];
+    const index = images.get(b);
+    return index === undefined ? [] : [{ image: index, breakpoint }];
+  });
+}
+
 function parse(raw: unknown): SimCall {
   const body = requireObject(raw, 'body');
   const model = requireString(body.model, 'model');
@@ -37,12 +50,14 @@ function parse(raw: unknown): SimCall {
   if (!Array.isArray(body.messages) || body.messages.length === 0) throw new ProtocolError(400, 'messages: Field required');
   const texts: string[] = [textBlocks(body.system)];
   const images: Buffer[] = [];
+  const imageBlocks = new Map<object, number>();
   body.messages.forEach((m: unknown, i: number) => {
     const msg = requireObject(m, `messages.${i}`);
     texts.push(textBlocks(msg.content));
     if (!Array.isArray(msg.content)) return;
     msg.content.forEach((block: unknown, j: number) => {
       if (!isObject(block) || block.type !== 'image') return;
+      imageBlocks.set(block, images.length);
       const source = requireObject(block.source, `messages.${i}.content.${j}.image.source`);
       if (source.type !== 'base64') {
         throw new ProtocolError(400, `messages.${i}.content.${j}.image.source: the simulator accepts base64 sources only`);
@@ -54,10 +69,31 @@ function parse(raw: unknown): SimCall {
     });
   });
 
+  // Anthropic's cache order: tools, system, messages.
+  const tail: PromptSegment[] = [
+    ...blockSegments(body.system, imageBlocks),
+    ...(body.messages as unknown[]).flatMap((m) => blockSegments((m as Record<string, unknown>).content, imageBlocks)),
+  ];
+  const toolSegments: PromptSegment[] = (Array.isArray(body.tools) ? body.tools : []).map((t: unknown) => ({
+    text: JSON.stringify(t),
+    breakpoint: isObject(t) && isObject(t.cache_control),
+  }));
+  const segments = [...toolSegments, ...tail];
+  const cacheHint = segments.some((s) => s.breakpoint) ? 'cache_control' : null;
+
   const outputFormat = isObject(body.output_config) && isObject(body.output_config.format) ? body.output_config.format : undefined;
   if (outputFormat?.type === 'json_schema') {
     const schema = requireObject(outputFormat.schema, 'output_config.format.schema');
-    return { model, schema, schemaName: 'output', images, promptText: [...texts, JSON.stringify(outputFormat)].join('\n'), answerAs: 'text' };
+    return {
+      model,
+      schema,
+      schemaName: 'output',
+      images,
+      promptText: [...texts, JSON.stringify(outputFormat)].join('\n'),
+      answerAs: 'text',
+      segments: [{ text: JSON.stringify(outputFormat) }, ...segments],
+      cacheHint,
+    };
   }
 
   const tools = Array.isArray(body.tools) ? body.tools.filter(isObject) : [];
@@ -74,7 +110,7 @@ function parse(raw: unknown): SimCall {
   const name = requireString(tool.name, 'tools.0.name');
   const schema = requireObject(tool.input_schema, `tools.${name}.input_schema`);
   if (schema.type !== 'object') throw new ProtocolError(400, `tools.${name}.input_schema.type: Input should be 'object'`);
-  return { model, schema, schemaName: name, images, promptText: [...texts, JSON.stringify(body.tools)].join('\n'), answerAs: 'tool' };
+  return { model, schema, schemaName: name, images, promptText: [...texts, JSON.stringify(body.tools)].join('\n'), answerAs: 'tool', segments, cacheHint };
 }
 
 const ERROR_TYPES: Record<ErrorStatus, string> = {
@@ -121,11 +157,12 @@ export const anthropicProtocol: Protocol = {
         container: null,
         diagnostics: null,
         usage: {
-          input_tokens: usage.inputTokens,
+          // input_tokens are those after the last cache breakpoint: reads and writes are apart.
+          input_tokens: usage.inputTokens - usage.cachedTokens - usage.cacheWriteTokens,
           output_tokens: usage.outputTokens,
-          cache_creation_input_tokens: 0,
-          cache_read_input_tokens: 0,
-          cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+          cache_creation_input_tokens: usage.cacheWriteTokens,
+          cache_read_input_tokens: usage.cachedTokens,
+          cache_creation: { ephemeral_5m_input_tokens: usage.cacheWriteTokens, ephemeral_1h_input_tokens: 0 },
           inference_geo: null,
           output_tokens_details: null,
           server_tool_use: null,

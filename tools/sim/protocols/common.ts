@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { VendorName } from '../../../core/config.ts';
+import type { PromptSegment } from '../prompt-cache.ts';
 
 /** What the sim needs from any vendor's request, once parsed from that vendor's wire format. */
 export interface SimCall {
@@ -14,10 +15,19 @@ export interface SimCall {
   promptText: string;
   /** Anthropic only: whether the answer goes into a tool_use block or a text block. */
   answerAs: 'text' | 'tool';
+  /** The prompt in the order the vendor's prompt cache reads it (prompt-cache.ts). */
+  segments: PromptSegment[];
+  /** The caching hint the request carried: OpenAI's prompt_cache_key, 'cache_control' for Anthropic; null without. */
+  cacheHint: string | null;
 }
 
 export interface SimUsage {
+  /** Every input token, the cached and cache-written ones included. */
   inputTokens: number;
+  /** Of inputTokens, read from the prompt cache. */
+  cachedTokens: number;
+  /** Of inputTokens, written to the prompt cache (Anthropic). */
+  cacheWriteTokens: number;
   outputTokens: number;
   imageTokens: number;
   textTokens: number;

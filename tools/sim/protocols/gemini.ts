@@ -10,6 +10,7 @@ import {
   type SimCall,
   type WireResponse,
 } from './common.ts';
+import type { PromptSegment } from '../prompt-cache.ts';
 
 /**
  * Gemini Developer API: `POST /v1beta/models/{model}:generateContent` (also /v1), structured
@@ -41,8 +42,10 @@ function parse(raw: unknown, pathModel: string | undefined): SimCall {
   if (!Array.isArray(body.contents) || body.contents.length === 0) {
     throw new ProtocolError(400, '* GenerateContentRequest.contents: contents is not specified');
   }
-  const texts: string[] = [partsText(field(body, 'systemInstruction', 'system_instruction'))];
+  const system = partsText(field(body, 'systemInstruction', 'system_instruction'));
+  const texts: string[] = [system];
   const images: Buffer[] = [];
+  const contentSegments: PromptSegment[] = [];
   body.contents.forEach((c: unknown, i: number) => {
     const content = requireObject(c, `contents[${i}]`);
     texts.push(partsText(content));
@@ -52,8 +55,12 @@ function parse(raw: unknown, pathModel: string | undefined): SimCall {
       if (field(p, 'fileData', 'file_data') !== undefined) {
         throw new ProtocolError(400, `contents[${i}].parts[${j}].fileData: the simulator accepts inlineData only`);
       }
+      if (typeof p.text === 'string') contentSegments.push({ text: p.text });
       const inline = field(p, 'inlineData', 'inline_data');
-      if (isObject(inline)) images.push(decodeBase64Image(inline.data, `contents[${i}].parts[${j}].inlineData.data`));
+      if (isObject(inline)) {
+        contentSegments.push({ image: images.length });
+        images.push(decodeBase64Image(inline.data, `contents[${i}].parts[${j}].inlineData.data`));
+      }
     });
   });
 
@@ -81,6 +88,10 @@ function parse(raw: unknown, pathModel: string | undefined): SimCall {
     images,
     promptText: [...texts, JSON.stringify(schema)].join('\n'),
     answerAs: 'text',
+    // Google does not say where the schema sits in what implicit caching compares; the sim reads
+    // it with the system instruction, before the contents.
+    segments: [...(system ? [{ text: system }] : []), { text: JSON.stringify(schema) }, ...contentSegments],
+    cacheHint: null,
   };
 }
 
@@ -107,6 +118,7 @@ export const geminiProtocol: Protocol = {
           promptTokenCount: usage.inputTokens,
           candidatesTokenCount: usage.outputTokens,
           totalTokenCount: usage.inputTokens + usage.outputTokens,
+          ...(usage.cachedTokens > 0 ? { cachedContentTokenCount: usage.cachedTokens } : {}),
           promptTokensDetails: [
             { modality: 'TEXT', tokenCount: usage.textTokens },
             ...(usage.imageTokens > 0 ? [{ modality: 'IMAGE', tokenCount: usage.imageTokens }] : []),

@@ -11,6 +11,7 @@ import {
   type SimCall,
   type WireResponse,
 } from './common.ts';
+import type { PromptSegment } from '../prompt-cache.ts';
 
 /**
  * OpenAI Chat Completions: `POST /v1/chat/completions` with `response_format: {type: 'json_schema',
@@ -66,15 +67,19 @@ function parse(raw: unknown): SimCall {
   if (!Array.isArray(body.messages) || body.messages.length === 0) throw new ProtocolError(400, "Missing required parameter: 'messages'.");
   const texts: string[] = [];
   const images: Buffer[] = [];
+  const messageSegments: PromptSegment[] = [];
   body.messages.forEach((m: unknown, i: number) => {
     const msg = requireObject(m, `messages[${i}]`);
     texts.push(textOf(msg.content));
-    if (msg.role !== 'user' || !Array.isArray(msg.content)) return;
+    if (typeof msg.content === 'string') messageSegments.push({ text: msg.content });
+    if (!Array.isArray(msg.content)) return;
     msg.content.forEach((part: unknown, j: number) => {
-      if (!isObject(part) || part.type !== 'image_url') return;
+      if (isObject(part) && part.type === 'text' && typeof part.text === 'string') messageSegments.push({ text: part.text });
+      if (msg.role !== 'user' || !isObject(part) || part.type !== 'image_url') return;
       const url = isObject(part.image_url) ? part.image_url.url : undefined;
       const match = typeof url === 'string' ? DATA_URL.exec(url) : null;
       if (!match) throw new ProtocolError(400, `messages[${i}].content[${j}].image_url.url: the simulator accepts base64 data URLs only`);
+      messageSegments.push({ image: images.length });
       images.push(decodeBase64Image(match[2], `messages[${i}].content[${j}].image_url`));
     });
   });
@@ -98,6 +103,9 @@ function parse(raw: unknown): SimCall {
     images,
     promptText: [...texts, JSON.stringify(format)].join('\n'),
     answerAs: 'text',
+    // The structured-output schema is a prefix to the system message (OpenAI's caching guide).
+    segments: [{ text: JSON.stringify(format) }, ...messageSegments],
+    cacheHint: typeof body.prompt_cache_key === 'string' ? body.prompt_cache_key : null,
   };
 }
 
@@ -136,7 +144,7 @@ export const openaiProtocol: Protocol = {
           prompt_tokens: usage.inputTokens,
           completion_tokens: usage.outputTokens,
           total_tokens: usage.inputTokens + usage.outputTokens,
-          prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+          prompt_tokens_details: { cached_tokens: usage.cachedTokens, audio_tokens: 0 },
           completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
         },
         service_tier: 'default',

@@ -3,25 +3,76 @@ import { Link, Route, Switch, useLocation } from 'wouter';
 import { call, ConsoleError, type SessionInfo } from './api.ts';
 import { SignIn, SignUp, CheckMail, ResetPassword } from './pages/Auth.tsx';
 import { Account } from './pages/Account.tsx';
-import { Dashboard } from './pages/Dashboard.tsx';
 import { DevMailbox } from './pages/DevMailbox.tsx';
 import { AcceptInvitation } from './pages/Invitation.tsx';
-// A batch's page (reports, thumbnails) loads with its first visit, not with every console page.
-const BatchPage = lazy(() => import('./pages/BatchPage.tsx').then((m) => ({ default: m.BatchPage })));
-// Requests and Usage & billing, likewise: each its own chunk, loaded when its address is opened.
-const Requests = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.Requests })));
-const RequestPage = lazy(() => import('./pages/Requests.tsx').then((m) => ({ default: m.RequestPage })));
-const Usage = lazy(() => import('./pages/Usage.tsx').then((m) => ({ default: m.Usage })));
-const Playground = lazy(() => import('./pages/Playground.tsx').then((m) => ({ default: m.Playground })));
-const Photos = lazy(() => import('./pages/Photos.tsx').then((m) => ({ default: m.Photos })));
+// Every section of the signed-in console is its own chunk, loaded when its address is first opened
+// (docs/decisions.md "The console's sections and its front-end shape"): the first load carries the
+// shell, sign-in and the router. The data cache (TanStack Query) comes with the first section.
+const chunks = {
+  overview: () => import('./pages/Overview.tsx'),
+  playground: () => import('./pages/Playground.tsx'),
+  requests: () => import('./pages/Requests.tsx'),
+  photos: () => import('./pages/Photos.tsx'),
+  batches: () => import('./pages/Batches.tsx'),
+  batch: () => import('./pages/BatchPage.tsx'),
+  usage: () => import('./pages/Usage.tsx'),
+  keys: () => import('./pages/ApiKeys.tsx'),
+  team: () => import('./pages/Team.tsx'),
+  settings: () => import('./pages/Settings.tsx'),
+  queries: () => import('./QueryShell.tsx'),
+};
+const Overview = lazy(() => chunks.overview().then((m) => ({ default: m.Overview })));
+const Playground = lazy(() => chunks.playground().then((m) => ({ default: m.Playground })));
+const Requests = lazy(() => chunks.requests().then((m) => ({ default: m.Requests })));
+const RequestPage = lazy(() => chunks.requests().then((m) => ({ default: m.RequestPage })));
+const Photos = lazy(() => chunks.photos().then((m) => ({ default: m.Photos })));
+const Batches = lazy(() => chunks.batches().then((m) => ({ default: m.Batches })));
+const BatchPage = lazy(() => chunks.batch().then((m) => ({ default: m.BatchPage })));
+const Usage = lazy(() => chunks.usage().then((m) => ({ default: m.Usage })));
+const ApiKeys = lazy(() => chunks.keys().then((m) => ({ default: m.ApiKeys })));
+const Team = lazy(() => chunks.team().then((m) => ({ default: m.Team })));
+const Settings = lazy(() => chunks.settings().then((m) => ({ default: m.Settings })));
+const QueryShell = lazy(chunks.queries);
 
-/** The signed-in console's sections, each at its own address. */
+/**
+ * The chunk of the section the address names starts loading beside the session check, not after
+ * it: a page opened at a section's address is no slower than when every section was in the first load.
+ */
+function preloadSection(path: string) {
+  const [, first = '', second] = path.split('/');
+  const bySection: Record<string, () => Promise<unknown>> = {
+    '': chunks.overview,
+    playground: chunks.playground,
+    requests: chunks.requests,
+    photos: chunks.photos,
+    batches: second ? chunks.batch : chunks.batches,
+    usage: chunks.usage,
+    keys: chunks.keys,
+    team: chunks.team,
+    settings: chunks.settings,
+  };
+  const load = bySection[first];
+  if (!load) return;
+  void load().catch(() => undefined);
+  void chunks.queries().catch(() => undefined);
+}
+
+/** Empties the data cache (when someone signs out), if a section ever loaded it. */
+async function forgetCachedData() {
+  (await import('./query.ts')).queryClient.clear();
+}
+
+/** The signed-in console's sections, each at its own address (issue 26 §1). */
 const SECTIONS = [
   { href: '/', label: 'Overview' },
+  { href: '/playground', label: 'Playground' },
   { href: '/requests', label: 'Requests' },
   { href: '/photos', label: 'Photos' },
+  { href: '/batches', label: 'Batches' },
   { href: '/usage', label: 'Usage & billing' },
-  { href: '/playground', label: 'Playground' },
+  { href: '/keys', label: 'API keys' },
+  { href: '/team', label: 'Team' },
+  { href: '/settings', label: 'Settings' },
 ] as const;
 
 function SectionNav() {
@@ -56,12 +107,15 @@ export function App() {
     }
   }, []);
   useEffect(() => {
+    preloadSection(window.location.pathname);
     void refresh();
   }, [refresh]);
 
   const signOut = async (everywhere: boolean) => {
     if (everywhere) await call('POST', '/api/v1/auth/revoke-sessions', {});
     await call('POST', '/api/v1/auth/sign-out', {});
+    // Nothing of this person's workspaces stays in the cache for whoever signs in next.
+    await forgetCachedData();
     setSession(null);
     navigate('/sign-in');
   };
@@ -111,7 +165,7 @@ export function App() {
             ) : session === null ? (
               <Welcome />
             ) : (
-              <Account onSignedOut={() => { setSession(null); navigate('/sign-in'); }} />
+              <Account onSignedOut={() => { void forgetCachedData(); setSession(null); navigate('/sign-in'); }} />
             )}
           </Route>
           <Route path="/check-mail">
@@ -141,18 +195,22 @@ export function App() {
           <Route path="/playground">
             {signedInOnly(session, (s) => <Playground session={s} />)}
           </Route>
+          <Route path="/batches">
+            {signedInOnly(session, (s) => <Batches session={s} />)}
+          </Route>
+          <Route path="/keys">
+            {signedInOnly(session, (s) => <ApiKeys session={s} />)}
+          </Route>
+          <Route path="/team">
+            {signedInOnly(session, (s) => <Team session={s} onChanged={refresh} />)}
+          </Route>
+          <Route path="/settings">
+            {signedInOnly(session, (s) => <Settings session={s} onChanged={refresh} />)}
+          </Route>
           <Route path="/dev/mailbox">
             <DevMailbox />
           </Route>
-          <Route>
-            {session === undefined ? (
-              <p aria-live="polite">Loading…</p>
-            ) : session === null ? (
-              <Welcome />
-            ) : (
-              <Dashboard session={session} onChanged={refresh} />
-            )}
-          </Route>
+          <Route>{signedInOnly(session, (s) => <Overview session={s} />)}</Route>
         </Switch>
       </main>
     </>
@@ -163,7 +221,11 @@ export function App() {
 function signedInOnly(session: SessionInfo | null | undefined, page: (s: SessionInfo) => ReactNode) {
   if (session === undefined) return <p aria-live="polite">Loading…</p>;
   if (session === null) return <Welcome />;
-  return <Suspense fallback={<p aria-busy="true">Loading…</p>}>{page(session)}</Suspense>;
+  return (
+    <Suspense fallback={<p aria-busy="true">Loading…</p>}>
+      <QueryShell>{page(session)}</QueryShell>
+    </Suspense>
+  );
 }
 
 function Welcome() {

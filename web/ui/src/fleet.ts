@@ -3,7 +3,7 @@
  * an optional spreadsheet (CSV or XLSX; columns folder, VIN, mileage, make, model, year) says what
  * each vehicle is. Everything here runs in the browser before anything is uploaded or charged, so
  * the person sees which vehicles will run and which are refused, and why (docs/decisions.md
- * "Console vehicle batches"). The server checks the same bounds again (web/batch-routes.ts).
+ * "Console vehicle batches"). The server checks the same bounds again (web/routes/batches.ts).
  */
 
 export const MAX_VEHICLE_PHOTOS = 50;

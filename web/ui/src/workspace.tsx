@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from 'react';
+import { Fragment, useCallback, useEffect, useState, type ReactNode } from 'react';
 import type { SessionInfo, Workspace } from './api.ts';
 
 const KEY = 'lenstack.workspace';
@@ -25,6 +25,13 @@ export function useWorkspace(session: SessionInfo): [Workspace | undefined, (id:
 
 /** The section's heading: the workspace's name and, with more than one, the switcher. */
 export function WorkspaceBar({ session, workspace, onChoose, section }: { session: SessionInfo; workspace: Workspace; onChoose: (id: string) => void; section?: string }) {
+  // The tab's title names the section, so history, tabs and screen readers tell them apart.
+  useEffect(() => {
+    document.title = `${section ?? 'Overview'} · ${workspace.name} · Lenstack`;
+    return () => {
+      document.title = 'Lenstack console';
+    };
+  }, [section, workspace.name]);
   return (
     <div className="bar">
       <h1>
@@ -59,5 +66,20 @@ export function NoWorkspace() {
       <h1>No workspace yet</h1>
       <p>Confirm your e-mail address to get your workspace, or ask a workspace owner to invite you.</p>
     </section>
+  );
+}
+
+/**
+ * A section's page: its heading with the workspace switcher, then its content for the workspace
+ * chosen; a new workspace mounts new content (keyed), so nothing of the last one lingers.
+ */
+export function SectionPage({ session, section, children }: { session: SessionInfo; section?: string; children: (workspace: Workspace) => ReactNode }) {
+  const [workspace, choose] = useWorkspace(session);
+  if (!workspace) return <NoWorkspace />;
+  return (
+    <>
+      <WorkspaceBar session={session} workspace={workspace} onChoose={choose} {...(section ? { section } : {})} />
+      <Fragment key={workspace.id}>{children(workspace)}</Fragment>
+    </>
   );
 }

@@ -114,7 +114,7 @@ export function BatchPage({ id }: { id: string }) {
   return (
     <div className="batch-page">
       <p>
-        <Link href="/">← Dashboard</Link>
+        <Link href="/batches">← Batches</Link>
       </p>
       <section className="card" aria-labelledby="batch-h">
         <h1 id="batch-h">Batch {batch.id}</h1>

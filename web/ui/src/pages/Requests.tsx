@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
 import { Link, useLocation, useSearch } from 'wouter';
-import { call, ConsoleError, type KeyListing, type SessionInfo } from '../api.ts';
+import { call, ConsoleError, type SessionInfo } from '../api.ts';
+import { useKeys } from '../keys.ts';
 import { ErrorNote } from '../ErrorNote.tsx';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
 
@@ -76,7 +77,7 @@ function RequestList({ workspaceId, search }: { workspaceId: string; search: str
   const [cursor, setCursor] = useState<string | null>(null);
   const [page, setPage] = useState<RequestPage | null>(null);
   const [operations, setOperations] = useState<string[]>([]);
-  const [keys, setKeys] = useState<KeyListing[]>([]);
+  const keys = useKeys(workspaceId).data?.keys ?? [];
   const [error, setError] = useState<string | null>(null);
   const load = useCallback(async () => {
     setError(null);
@@ -91,9 +92,6 @@ function RequestList({ workspaceId, search }: { workspaceId: string; search: str
   useEffect(() => {
     void load();
   }, [load]);
-  useEffect(() => {
-    void call<{ keys: KeyListing[] }>('GET', `/api/v1/workspaces/${workspaceId}/keys`).then((r) => setKeys(r.keys));
-  }, [workspaceId]);
   const apply = (e: FormEvent) => {
     e.preventDefault();
     const q = new URLSearchParams(Object.entries(draft).filter(([, v]) => v !== ''));

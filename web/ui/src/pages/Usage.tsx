@@ -3,7 +3,7 @@ import { Link } from 'wouter';
 import { call, type SessionInfo } from '../api.ts';
 import { ErrorNote } from '../ErrorNote.tsx';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
-import { CreditsPanel } from './Dashboard.tsx';
+import { CreditsPanel } from '../credits.tsx';
 
 interface UsageRow {
   id: string;
