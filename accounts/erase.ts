@@ -87,7 +87,7 @@ export async function eraseWorkspace(deps: EraseDeps, workspaceId: string, opts:
     );
     const batches = await c.query('DELETE FROM batches WHERE user_id = $1', [workspaceId]);
     const uploads = await c.query<{ sha256: string | null }>('DELETE FROM uploads WHERE user_id = $1 RETURNING sha256', [workspaceId]);
-    for (const table of ['analysis_requests', 'analysis_runs', 'api_requests', 'bespoke_schemas', 'email_verification_tokens', 'unbilled_vendor_calls']) {
+    for (const table of ['analysis_requests', 'analysis_runs', 'api_requests', 'bespoke_schemas', 'email_verification_tokens', 'refused_uploads', 'unbilled_vendor_calls']) {
       await c.query(`DELETE FROM ${table} WHERE user_id = $1`, [workspaceId]);
     }
     await c.query(`UPDATE credit_ledger SET note = '[erased]' WHERE user_id = $1 AND note IS NOT NULL AND note <> '[erased]'`, [workspaceId]);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import {
   claimPendingItems,
@@ -24,10 +25,14 @@ import { getLens } from '../lenses/index.ts';
 import { recordCacheHit } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
 import type { AnalyzeContext, ImageRef, ItemHold } from '../workflows/types.ts';
+import { awaitedUploads, type AwaitedUpload } from '../uploads/service.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 
 /** A vehicle's photos fetched at once while it is made ready. */
 const VEHICLE_FETCH_CONCURRENCY = 4;
+/** How long a vehicle waits at its turn for uploads still arriving (awaitUploads), and how often it looks. */
+export const UPLOAD_WAIT_MS = 10 * 60_000;
+const UPLOAD_POLL_MS = 250;
 
 /**
  * Credits held for a batch item before anything is fetched for it: its full price, under the
@@ -59,6 +64,30 @@ export function batchActivities(deps: ActivityDeps) {
   const giveBack = async (h: ItemHold | undefined, reason: string) => {
     if (h && h.amount > 0) await release(deps.db, { id: h.reservationId, reason });
   };
+
+  /**
+   * A vehicle's uploads that were still arriving at submission, once each has finished or is gone
+   * for good (refused, expired, another account's); one that has not finished within
+   * UPLOAD_WAIT_MS of the vehicle's turn is gone too, so a client that stopped uploading does not
+   * hold a lane of the batch for ever. A heartbeat per look: the wait is the step's to outlast.
+   */
+  async function awaitUploads(userId: string, ids: string[]): Promise<Map<string, Exclude<AwaitedUpload, { arriving: true }>>> {
+    const settled = new Map<string, Exclude<AwaitedUpload, { arriving: true }>>();
+    const deadline = Date.now() + UPLOAD_WAIT_MS;
+    for (let left = ids; left.length > 0; ) {
+      const states = await awaitedUploads(deps.db, userId, left);
+      for (const [id, st] of states) if (!('arriving' in st)) settled.set(id, st);
+      left = left.filter((id) => !settled.has(id));
+      if (left.length === 0) break;
+      if (Date.now() > deadline) {
+        for (const id of left) settled.set(id, { gone: { code: 'VALIDATION_FAILED', message: `upload ${id} did not finish within ${UPLOAD_WAIT_MS / 60_000} minutes of its vehicle's turn; upload it, then retry the vehicle` } });
+        break;
+      }
+      Context.current().heartbeat('awaiting uploads');
+      await sleep(UPLOAD_POLL_MS);
+    }
+    return settled;
+  }
 
   return {
     claimBatchItems: (args: { batchId: string; afterIndex: number; limit: number }) => claimPendingItems(deps.db, args),
@@ -116,9 +145,16 @@ export function batchActivities(deps: ActivityDeps) {
       const refs: Array<ImageRef | undefined> = item.photos.map((p) => p.ref);
       const refused: Array<{ at: number; code: string; message: string }> = [];
       const holder = newLeaseHolder('batch-vehicle');
+      // Uploads still arriving when the batch was submitted (awaitUploads) are waited for first.
+      const arrived = await awaitUploads(item.userId, item.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId])));
       await mapBounded(item.photos, VEHICLE_FETCH_CONCURRENCY, async (p, at) => {
-        if (p.ref || !p.url) return;
-        const got = await takeBatchPhoto(photoDeps, item.userId, { url: p.url }, holder);
+        if (p.ref || (!p.url && !p.uploadId)) return;
+        const upload = p.uploadId ? arrived.get(p.uploadId)! : null;
+        if (upload && 'gone' in upload) {
+          refused.push({ at, ...upload.gone });
+          return;
+        }
+        const got = await takeBatchPhoto(photoDeps, item.userId, upload ? { upload: upload.finished } : { url: p.url! }, holder);
         Context.current().heartbeat(at);
         if ('refused' in got) {
           refused.push({ at, ...got.refused });

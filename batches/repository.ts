@@ -31,6 +31,8 @@ export type VehicleContext = NonNullable<AnalyzeContext['vehicle']>;
 export interface VehiclePhoto {
   source: string;
   url?: string;
+  /** An upload still arriving when the batch was submitted (awaitUploads): taken in at the vehicle's turn. */
+  uploadId?: string;
   ref?: ImageRef;
 }
 export type PauseReason = 'requested' | 'credits';
@@ -40,6 +42,8 @@ export interface NewBatchItem {
   ref: ImageRef | null;
   /** A photo to fetch when its turn comes (ref stays null until then). */
   url?: string;
+  /** A vehicle's photo whose upload was still arriving (ref stays null until its vehicle's turn). */
+  uploadId?: string;
   /** Set when intake refused the photo: the item is failed from the start. */
   error?: { code: string; message: string };
   /** A vehicle item: its photos in submission order and its own vehicle context. */
@@ -355,7 +359,7 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
  * every photo is. A photo intake refused has neither.
  */
 const RUNNABLE = `(i.ref IS NOT NULL OR i.url IS NOT NULL OR (i.photos IS NOT NULL AND NOT EXISTS (
-  SELECT 1 FROM jsonb_array_elements(i.photos) p WHERE NOT (p ? 'ref' OR p ? 'url'))))`;
+  SELECT 1 FROM jsonb_array_elements(i.photos) p WHERE NOT (p ? 'ref' OR p ? 'url' OR p ? 'uploadId'))))`;
 
 /**
  * A failed photo back to pending, to run again (a fetch that failed, a vendor outage). A photo

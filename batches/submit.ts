@@ -2,6 +2,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import { z } from 'zod';
 import { anyLensNameSchema, contextSchema, lensNameSchema, MAX_BASE64_CHARS, MAX_URL_CHARS, stackNameSchema, uploadIdSchema } from '../analysis/contract.ts';
 import { takeBatchPhoto } from '../registry/intake.ts';
+import { awaitedUploads, UPLOAD_ID } from '../uploads/service.ts';
 import { resolveUploadInputs, type AnalyzeDeps } from '../analysis/service.ts';
 import type { ImageInput } from '../analysis/request.ts';
 import { AppError, planLimitExceeded, validationFailed } from '../core/errors.ts';
@@ -67,6 +68,8 @@ export const batchBodySchema = z
     modulesRemove: z.array(anyLensNameSchema).max(50).optional().describe('Lenses taken out of the stack (moderation always runs)'),
     moduleOptions: z.record(z.string().max(100), z.record(z.string().max(100), z.unknown())).optional(),
     context: contextSchema.optional(),
+    awaitUploads: z.boolean().optional()
+      .describe('A vehicle batch only: its `uploadId`s may name uploads still arriving, or not made yet (an id the client chose, Upload-Metadata `uploadId`). The batch starts at once; each vehicle waits at its turn until its uploads finished (up to 10 minutes), and fails if one was refused, expired or did not finish'),
     columns: z.array(columnSchema.extend({ label: z.string().min(1).max(200), jsonPath: z.string().min(1).max(500) })).min(1).max(200).optional()
       .describe('Export columns chosen now; without them exports use the default columns of the lenses the batch runs'),
   })
@@ -144,7 +147,24 @@ export async function submitBatch(
   await admitBatch(deps.db, userId, vehicles ? 'vehicles' : 'photos', resolved.billable);
   // Upload ids name the account's own finished uploads (404 otherwise) before anything is taken in.
   const named: ImageInput[] = photos.map(({ it }) => ('read' in it || it.uploadId === undefined ? {} : { uploadId: it.uploadId }));
-  await resolveUploadInputs(deps, userId, named, (i) => photos[i]!.at);
+  /** Photos whose upload is still arriving (awaitUploads): taken in by the worker at their vehicle's turn. */
+  const awaited = new Set<number>();
+  if (body.awaitUploads) {
+    if (!vehicles) throw validationFailed('awaitUploads: only a vehicle batch awaits its uploads (each vehicle waits at its turn)');
+    const ids = named.flatMap((n) => (n.uploadId === undefined ? [] : [n.uploadId]));
+    for (const [i, n] of named.entries()) {
+      if (n.uploadId !== undefined && !UPLOAD_ID.test(n.uploadId)) throw new AppError('NOT_FOUND', `${photos[i]!.at}.uploadId: no upload ${JSON.stringify(n.uploadId.slice(0, 100))} for this account (upl_ and 32 hex digits)`);
+    }
+    const states = await awaitedUploads(deps.db, userId, ids);
+    for (const [i, n] of named.entries()) {
+      if (n.uploadId === undefined) continue;
+      const st = states.get(n.uploadId)!;
+      if ('gone' in st) throw new AppError(st.gone.code === 'NOT_FOUND' ? 'NOT_FOUND' : 'VALIDATION_FAILED', `${photos[i]!.at}.uploadId: ${st.gone.message}`);
+      if ('arriving' in st) awaited.add(i);
+    }
+  }
+  // The finished ones as any request names them (the same inputs: resolve fills in their uploads).
+  await resolveUploadInputs(deps, userId, named.map((n, i) => (awaited.has(i) ? {} : n)), (i) => photos[i]!.at);
 
   const stored: string[] = [];
   // The submission's intake leases hold its photos' bytes until its batch items name them.
@@ -155,6 +175,7 @@ export async function submitBatch(
   };
   const taken = await mapBounded(photos, INTAKE_CONCURRENCY, async ({ it }, i): Promise<NewBatchItem> => {
     const source = it.name ?? ('url' in it ? it.url : undefined) ?? ('uploadId' in it ? it.uploadId : undefined) ?? `upload ${i + 1}`;
+    if (awaited.has(i)) return { source, ref: null, uploadId: named[i]!.uploadId! };
     const upload = named[i]!.upload;
     if (!('read' in it) && it.base64 === undefined && !upload) {
       // Fetched by the worker when its turn comes; here only what the URL itself says is checked.
@@ -247,7 +268,7 @@ function groupByVehicle(vehicles: NonNullable<BatchBody['vehicles']>, taken: New
     return {
       source: v.name ?? v.vehicle?.vin ?? `vehicle ${vi + 1}`,
       ref: null,
-      photos: own.map((p) => ({ source: p.source, ...(p.ref ? { ref: p.ref } : {}), ...(p.url ? { url: p.url } : {}) })),
+      photos: own.map((p) => ({ source: p.source, ...(p.ref ? { ref: p.ref } : {}), ...(p.url ? { url: p.url } : {}), ...(p.uploadId ? { uploadId: p.uploadId } : {}) })),
       ...(v.vehicle ? { vehicle: v.vehicle } : {}),
       ...(refused >= 0 ? { error: { code: own[refused]!.error!.code, message: `photo ${refused + 1} (${own[refused]!.source}): ${own[refused]!.error!.message}` } } : {}),
     };

@@ -24,10 +24,11 @@
  *   their pictures repeat. Written to a temp dir, removed after the size; free disk is checked
  *   first and a size that does not fit is refused.
  * - **The run**: `lenstack batch --vehicles <folder> --json` as a child process, as a user runs it
- *   (hash, upload over tus, one vehicle batch, follow it to the end), under GNU time for the
- *   CLI's peak RSS and CPU. Phases from the uploads and batches tables and the CLI's own
- *   "submitted" line: hashing (start → first upload created), uploads (→ last upload finished),
- *   submission (→ the batch's answer), analysis (→ the CLI's exit).
+ *   (hash, submit one vehicle batch awaiting its uploads, upload over tus beside it, follow it to
+ *   the end), under GNU time for the CLI's peak RSS and CPU. Times from the uploads, batches and
+ *   batch_items tables: the batch stored, the first upload created and the last finished, the
+ *   first vehicle done, the batch completed; and how long the analysis ran beside the uploads and
+ *   after the last of them. (Before issue 22 §4 the CLI uploaded everything, then submitted.)
  * - **Ideals** (the issue's): uploading the bytes at the loopback bandwidth this machine measures
  *   on the same files just before (four streams into a discarding server), and analyzing:
  *   V × (P + 1) calls (P photos and one synthesis per vehicle) × 800 ms ÷ the batch's vendor
@@ -36,9 +37,10 @@
  *   `vehicleLanes(4, 16)` (workflows/batch.ts) runs four vehicles of one call each.
  * - **Resume** (on the largest size, after its peaks are read, in the same processes; skipped with
  *   --no-resume): the folder written again with new numbers (new SHA-256s), a new account, the
- *   CLI through a proxy counting every PATCH byte, SIGKILLed once half the uploads finished (the
- *   uploads table), then the same command again, followed until its batch is submitted (every byte
- *   is sent by then): bytes sent ÷ the folder's bytes, batches made.
+ *   CLI through a proxy counting every POST and PATCH body byte, SIGKILLed once half the uploads
+ *   finished (the uploads table), then the same command again until every upload finished (the
+ *   batch runs on without it): bytes sent ÷ the folder's bytes, batches made, and the bytes of
+ *   requests the API did not answer 2xx (or that the kill cut off), by method and answer.
  *
  * Writes bench/results/fleet-vehicles-{V1,V2…}x{P}.txt.
  */
@@ -175,33 +177,33 @@ async function loopbackSeconds(files: string[]): Promise<number> {
 }
 
 /**
- * A proxy counting the bytes of every PATCH on their way to the API, and apart those of PATCHes the
- * API answered 429 (the rate limit answers before reading the body: what was on the wire is sent again).
+ * A proxy counting the photo bytes on their way to the API (the bodies of POSTs, which carry a
+ * photo with tus creation-with-upload, and of PATCHes), and apart, by the API's answer, those of
+ * requests it did not answer 2xx (the rate limit answers before reading the body: what was on the
+ * wire is sent again), or that got no answer (cut by the kill).
  */
-async function countingProxy(target: string): Promise<{ url: string; bytes: () => number; refused: () => { patches: number; bytes: number }; close: () => void }> {
+async function countingProxy(target: string): Promise<{ url: string; bytes: () => number; lost: () => string; close: () => void }> {
   let bytes = 0;
-  const refused = { patches: 0, bytes: 0 };
+  const lost = new Map<string, { requests: number; bytes: number }>();
   const server = createServer((req, res) => {
     let mine = 0;
-    let limited = false;
+    let status = '';
     const up = httpRequest(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
-      if (req.method === 'PATCH' && answer.statusCode === 429) {
-        limited = true;
-        refused.patches++;
-      }
+      status = String(answer.statusCode);
       res.writeHead(answer.statusCode!, answer.headers);
       answer.pipe(res);
-    });
-    // What a PATCH answered 429 had sent by the time it ended.
-    req.on('close', () => {
-      if (limited) refused.bytes += mine;
     });
     up.on('error', () => res.destroy());
     res.on('close', () => {
       if (!res.writableFinished) up.destroy();
+      // What a request not answered 2xx (or not answered at all) had sent by the time it ended.
+      if (mine === 0 || (status.startsWith('2') && res.writableFinished)) return;
+      const key = `${req.method} ${res.writableFinished ? status : 'no answer'}`;
+      const at = lost.get(key) ?? { requests: 0, bytes: 0 };
+      lost.set(key, { requests: at.requests + 1, bytes: at.bytes + mine });
     });
     req.on('data', (c: Buffer) => {
-      if (req.method === 'PATCH') {
+      if (req.method === 'PATCH' || req.method === 'POST') {
         bytes += c.length;
         mine += c.length;
       }
@@ -212,7 +214,7 @@ async function countingProxy(target: string): Promise<{ url: string; bytes: () =
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     bytes: () => bytes,
-    refused: () => ({ ...refused }),
+    lost: () => [...lost].map(([k, v]) => `${k}: ${v.requests} requests, ${mib(v.bytes)}`).join('; ') || 'none',
     close: () => {
       server.closeAllConnections();
       server.close();
@@ -403,14 +405,15 @@ try {
       const cpu = () => ({ api: cpuSeconds(pids.api), worker: cpuSeconds(pids.worker), web: cpuSeconds(pids.web), bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, machine: machineBusySeconds() });
       const loadBefore = load();
       const cpu0 = cpu();
-      let cpuSubmitted = cpu0;
       const wall0 = Date.now();
-      const run = await runCli(['batch', '--vehicles', dir, '--json'], { LENSTACK_API_KEY: key, LENSTACK_BASE_URL: stack.base }, { onSubmitted: () => (cpuSubmitted = cpu()) });
+      const run = await runCli(['batch', '--vehicles', dir, '--json'], { LENSTACK_API_KEY: key, LENSTACK_BASE_URL: stack.base }, {});
       const cpu1 = cpu();
       const peaks = { api: hwmMb(pids.api), worker: hwmMb(pids.worker), web: hwmMb(pids.web) };
       if (run.code !== 0) throw new Error(`lenstack exited ${run.code}: ${run.stderr.slice(-3000)}`);
       const result = JSON.parse(run.stdout) as { batch: { counts: { done: number; failed: number; total: number } } };
       const t = (await stack.db.query<{ first: Date; last: Date; n: number }>('SELECT min(created_at) AS first, max(finished_at) AS last, count(*)::int AS n FROM uploads WHERE user_id = $1', [userId])).rows[0]!;
+      // The first vehicle report stored: when the analysis' results began (the batch runs beside the uploads).
+      const firstDone = (await stack.db.query<{ at: Date | null }>("SELECT min(finished_at) AS at FROM batch_items i JOIN batches b ON b.id = i.batch_id WHERE b.user_id = $1 AND i.status = 'done'", [userId])).rows[0]!.at;
       const b = (await stack.db.query<{ created: Date; completed: Date }>('SELECT created_at AS created, completed_at AS completed FROM batches WHERE user_id = $1', [userId])).rows[0]!;
       const at = (d: Date) => d.getTime() - wall0;
       const wall = run.ms / 1000;
@@ -419,10 +422,10 @@ try {
       say('');
       say(`${v} vehicles × ${P} photos = ${photos} photos, ${mib(bytes)} (${(bytes / photos / 1e6).toFixed(2)} MB each), written in ${s1(genMs)}; load average ${loadBefore} at the start, ${load()} at the end`);
       say(`  done ${result.batch.counts.done}/${result.batch.counts.total} vehicles, failed ${result.batch.counts.failed}; ${t.n} uploads`);
-      say(`  wall ${wall.toFixed(1)} s: start and hashing ${s1(at(t.first))}, uploads ${s1(at(t.last) - at(t.first))}, submission ${s1((run.submittedMs ?? 0) - at(t.last))} (batch stored at +${s1(at(b.created))}), analysis ${s1(run.ms - (run.submittedMs ?? 0))} (completed at +${s1(at(b.completed))})`);
+      say(`  wall ${wall.toFixed(1)} s: batch stored at +${s1(at(b.created))} (the CLI's "submitted" at +${s1(run.submittedMs ?? 0)}), uploads from +${s1(at(t.first))} to +${s1(at(t.last))} (${s1(at(t.last) - at(t.first))}), first vehicle done at +${firstDone ? s1(at(firstDone)) : '?'}, batch completed at +${s1(at(b.completed))}; the analysis ran ${s1(Math.max(0, Math.min(at(t.last), at(b.completed)) - Math.max(at(b.created), at(t.first))))} beside the uploads and ${s1(Math.max(0, at(b.completed) - Math.max(at(t.last), at(b.created))))} after the last`);
       say(`  ideals: upload ${upIdeal.toFixed(1)} s (${mib(bytes)} at the loopback's ${((bytes / 1024 ** 2) / upIdeal).toFixed(0)} MiB/s), analysis ${v} × ${P + 1} calls × ${LATENCY_MS} ms ÷ ${SHARE} = ${anIdeal.toFixed(1)} s → wall ${(wall / ideal).toFixed(2)}× the larger (target ≤ 1.25×)`);
       say(`  peak RSS: API ${peaks.api.toFixed(0)} MB, worker ${peaks.worker.toFixed(0)} MB, console ${peaks.web.toFixed(0)} MB, CLI ${run.maxRssKb ? (run.maxRssKb / 1024).toFixed(0) : '?'} MB`);
-      say(`  CPU s (until submitted / analysis): API ${d('api', cpu0, cpuSubmitted)} / ${d('api', cpuSubmitted, cpu1)}, worker ${d('worker', cpu0, cpuSubmitted)} / ${d('worker', cpuSubmitted, cpu1)}, console ${d('web', cpu0, cpuSubmitted)} / ${d('web', cpuSubmitted, cpu1)}, bench process with the simulator ${d('bench', cpu0, cpuSubmitted)} / ${d('bench', cpuSubmitted, cpu1)}; CLI ${run.cpuS?.toFixed(1) ?? '?'} in all; the whole machine (${os.cpus().length} cores, everyone's work) ${d('machine', cpu0, cpuSubmitted)} / ${d('machine', cpuSubmitted, cpu1)} of ${(((run.submittedMs ?? 0) / 1000) * os.cpus().length).toFixed(0)} / ${(((run.ms - (run.submittedMs ?? 0)) / 1000) * os.cpus().length).toFixed(0)} possible`);
+      say(`  CPU s over the run (uploads and analysis overlap): API ${d('api', cpu0, cpu1)}, worker ${d('worker', cpu0, cpu1)}, console ${d('web', cpu0, cpu1)}, bench process with the simulator ${d('bench', cpu0, cpu1)}, CLI ${run.cpuS?.toFixed(1) ?? '?'}; the whole machine (${os.cpus().length} cores, everyone's work) ${d('machine', cpu0, cpu1)} of ${((run.ms / 1000) * os.cpus().length).toFixed(0)} possible`);
       results.push({ v, ...peaks });
 
       if (v === largest && !opts['no-resume']) {
@@ -440,11 +443,18 @@ try {
           kill();
           const first = await killed;
           const sentBefore = proxy.bytes();
+          // The same command again, until every photo is uploaded (the batch was submitted before
+          // the uploads began, and runs on without the CLI: its analysis is not waited for).
           let stopAgain!: () => void;
-          const again = await runCli(['batch', '--vehicles', rdir, '--json'], env, { kill: (k) => (stopAgain = k), onSubmitted: () => stopAgain() });
-          if (again.submittedMs === null) throw new Error(`the resumed run did not submit (${again.code}): ${again.stderr.slice(-3000)}`);
+          const again = runCli(['batch', '--vehicles', rdir, '--json'], env, { kill: (k) => (stopAgain = k) });
+          let exited = false;
+          void again.then(() => (exited = true));
+          while (!exited && (await finished()) < photos) await new Promise((r) => setTimeout(r, 100));
+          stopAgain();
+          const second = await again;
+          if ((await finished()) < photos) throw new Error(`the resumed run did not upload every photo (${second.code}): ${second.stderr.slice(-3000)}`);
           const rows = (await stack.db.query<{ n: number; items: number }>('SELECT count(*)::int AS n, max(item_count)::int AS items FROM batches WHERE user_id = $1', [acct.userId])).rows[0]!;
-          say(`  resume: ${v} × ${P} photos, ${mib(resumeFleet.bytes)}; killed (${first.signal ?? first.code}) after ${mib(sentBefore)} sent, the same command again until its batch was submitted: ${mib(proxy.bytes())} sent in all → ${(proxy.bytes() / resumeFleet.bytes).toFixed(3)}× the folder's bytes (target ≤ 1.05×); batches ${rows.n}, of ${rows.items} vehicles; ${proxy.refused().patches} PATCHes answered 429 by the rate limit, ${mib(proxy.refused().bytes)} sent in them`);
+          say(`  resume: ${v} × ${P} photos, ${mib(resumeFleet.bytes)}; killed (${first.signal ?? first.code}) after ${mib(sentBefore)} sent, the same command again until every photo was uploaded: ${mib(proxy.bytes())} sent in all → ${(proxy.bytes() / resumeFleet.bytes).toFixed(3)}× the folder's bytes (target ≤ 1.05×); batches ${rows.n}, of ${rows.items} vehicles; bytes of requests not answered 2xx: ${proxy.lost()}`);
         } finally {
           proxy.close();
           await rm(rdir, { recursive: true, force: true });

@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { Readable, Transform } from 'node:stream';
 import { FileStore } from '@tus/file-store';
 import type { Server } from '@tus/server';
-import { Upload, type DataStore } from '@tus/utils';
+import { EVENTS, Upload, type DataStore } from '@tus/utils';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../core/config.ts';
 import { AppError, ERROR_STATUS, validationFailed } from '../core/errors.ts';
@@ -159,7 +159,18 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
           `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads${paid.rows[0]?.paid ? '' : '; an account that has bought credits gets more'}): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
         );
       }
-      await c.query('INSERT INTO uploads (id, user_id, size, person_id) VALUES ($1, $2, $3, $4)', [id, userId, size, person?.id ?? null]);
+      // An id the client chose (Upload-Metadata uploadId) may be taken: a collision changes nothing.
+      const made = await c.query('INSERT INTO uploads (id, user_id, size, person_id) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [id, userId, size, person?.id ?? null]);
+      if (made.rowCount === 0) {
+        // The same account's creation of this id cut off before its datastore entry was made (HEAD
+        // answered 404): this one takes the row over. Any other holder keeps it.
+        const held = (await c.query<{ user_id: string; sha256: string | null; expired_at: Date | null }>('SELECT user_id, sha256, expired_at FROM uploads WHERE id = $1', [id])).rows[0];
+        const stored = await store.getUpload(id).then(() => true, () => false);
+        if (!held || held.user_id !== userId || held.sha256 !== null || held.expired_at !== null || stored) {
+          throw validationFailed(`Upload-Metadata: uploadId ${id} is taken; choose another (or HEAD ${UPLOADS_ROUTE}/${id} to resume it)`);
+        }
+        await c.query('UPDATE uploads SET size = $2, created_at = now(), last_used_at = now() WHERE id = $1', [id, size]);
+      }
       await c.query('COMMIT');
     } catch (err) {
       await c.query('ROLLBACK').catch(() => undefined);
@@ -191,7 +202,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
    * while onUploadFinish is still at work waits for it and returns its result, rather than reading
    * bytes that are gone by then (docs/reliability.md).
    */
-  async function complete(id: string): Promise<FinishedUpload> {
+  async function complete(id: string, opts: { keepCopy?: boolean } = {}): Promise<FinishedUpload> {
     // Guarded: the connection may be lost while the bytes are read (checkOut, db/pool.ts).
     const { client: c, release } = await checkOut(db);
     let removeAfter = false;
@@ -213,6 +224,8 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       } catch (err) {
         if (err instanceof AppError && err.status < 500) {
           await c.query('DELETE FROM uploads WHERE id = $1', [id]);
+          // Kept apart, so a batch awaiting this upload learns why it will never finish.
+          await c.query('INSERT INTO refused_uploads (id, user_id, code, message) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [id, row.user_id, err.code, err.message]);
           await c.query('COMMIT');
           await store.remove(id).catch(() => undefined);
         }
@@ -239,7 +252,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       throw err;
     } finally {
       release();
-      if (removeAfter) await store.remove(id).catch(() => undefined);
+      if (removeAfter && !opts.keepCopy) await store.remove(id).catch(() => undefined);
     }
   }
 
@@ -259,12 +272,23 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
   /** One tus server per door (its path makes its Locations); the datastore and the hooks are shared. */
   // One lock per upload across processes (uploads/locker.ts), shared by both doors.
   const locker = rowLocker(db);
-  const serverAt = (route: string): Server => tusServer({
+  /** The datastore's copy of an upload finished in its POST goes once the POST is answered. */
+  const withCopiesRemoved = (server: Server): Server => {
+    server.on(EVENTS.POST_FINISH, (_req, _res, upload) => void store.remove(upload.id).catch(() => undefined));
+    return server;
+  };
+  const serverAt = (route: string): Server => withCopiesRemoved(tusServer({
     path: route,
     datastore: store,
     locker,
     maxSize: config.IMAGE_MAX_BYTES,
-    namingFunction: () => `upl_${randomBytes(16).toString('hex')}`,
+    // The client may name the upload (Upload-Metadata `uploadId`, upl_ and 32 hex): it then knows
+    // the URL before its POST is answered, so a creation-with-upload cut mid-body resumes from HEAD
+    // (docs/decisions.md, "The fleet's analysis overlaps its uploads").
+    namingFunction: (_req, metadata) => {
+      const chosen = metadata?.uploadId;
+      return typeof chosen === 'string' && UPLOAD_ID.test(chosen) ? chosen : `upl_${randomBytes(16).toString('hex')}`;
+    },
     async onUploadCreate(req, upload) {
       const caller = callerOf<Caller>(req);
       if (!caller) throw refusal(req, 'AUTH_FAILED', 401, 'Missing or invalid API key');
@@ -279,19 +303,25 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
     },
     async onUploadFinish(req, upload) {
       try {
-        await complete(upload.id);
+        // A creation-with-upload finished in its POST: tus reads the datastore's entry once more
+        // before it answers (Upload-Expires), so the copy goes after the answer (POST_FINISH below).
+        await complete(upload.id, { keepCopy: req.method === 'POST' });
       } catch (err) {
         throw hookFailure(req, err, (e) => `The upload was refused and deleted: ${e.message}`);
       }
       return {};
     },
-    // A creation that failed after its row was written gives its quota back at once.
+    // A creation that failed after its row was written gives its quota back at once, unless bytes
+    // of its body arrived (creation-with-upload cut off): the client resumes it from HEAD.
     async onResponseError(req) {
       const created = req.method === 'POST' ? callerOf<{ created?: string }>(req)?.created : undefined;
-      if (created) await db.query('DELETE FROM uploads WHERE id = $1 AND sha256 IS NULL', [created]);
+      if (!created) return undefined;
+      const held = await store.getUpload(created).catch(() => null);
+      if (held && held.offset > 0) return undefined;
+      await db.query('DELETE FROM uploads WHERE id = $1 AND sha256 IS NULL', [created]);
       return undefined;
     },
-  });
+  }));
   const tus = serverAt(UPLOADS_ROUTE);
 
   /** tus's own refusals (no Tus-Resumable, a malformed header, an offset mismatch …) in the envelope, on `route`. */
@@ -484,8 +514,38 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       // Unfinished ones still have bytes in the datastore; finished ones' blobs go to the blob collector.
       for (const r of expired.rows) if (r.sha256 === null) await store.remove(r.id).catch(() => undefined);
       await db.query(`DELETE FROM uploads WHERE expired_at < $1::timestamptz - make_interval(secs => $2)`, [now, EXPIRED_ROW_KEPT_MS / 1000]);
+      await db.query(`DELETE FROM refused_uploads WHERE refused_at < $1::timestamptz - make_interval(secs => $2)`, [now, EXPIRED_ROW_KEPT_MS / 1000]);
       await store.deleteExpired().catch(() => 0);
       return expired.rows.length;
     },
   };
+}
+
+export type AwaitedUpload = { finished: FinishedUpload } | { arriving: true } | { gone: { code: string; message: string } };
+
+/**
+ * Where uploads a vehicle batch awaits stand (docs/decisions.md, "The fleet's analysis overlaps its
+ * uploads"), by id: finished (its bytes are in the blob store), still arriving (not made yet, or not
+ * every byte in), or gone for good (another account's, expired, refused when it finished). Read at
+ * submission and by the worker at the vehicle's turn (activities/batch.ts).
+ */
+export async function awaitedUploads(db: Db, userId: string, ids: string[]): Promise<Map<string, AwaitedUpload>> {
+  type R = { id: string; user_id: string; size: string; sha256: string | null; format: ImageFormat | null; width: number | null; height: number | null; expired_at: Date | null };
+  const rows = new Map((await db.query<R>('SELECT id, user_id, size::text, sha256, format, width, height, expired_at FROM uploads WHERE id = ANY($1)', [ids])).rows.map((r) => [r.id, r]));
+  const missing = ids.filter((id) => !rows.has(id));
+  const refused = new Map(missing.length
+    ? (await db.query<{ id: string; code: string; message: string }>('SELECT id, code, message FROM refused_uploads WHERE id = ANY($1) AND user_id = $2', [missing, userId])).rows.map((r) => [r.id, r])
+    : []);
+  const out = new Map<string, AwaitedUpload>();
+  for (const id of ids) {
+    const row = rows.get(id);
+    if (!row) {
+      const r = refused.get(id);
+      out.set(id, r ? { gone: { code: r.code, message: `upload ${id} was refused: ${r.message}` } } : { arriving: true });
+    } else if (row.user_id !== userId) out.set(id, { gone: { code: 'NOT_FOUND', message: `no upload ${id} for this account` } });
+    else if (row.expired_at) out.set(id, { gone: { code: 'NOT_FOUND', message: `upload ${id} expired; upload the photo again` } });
+    else if (row.sha256 === null) out.set(id, { arriving: true });
+    else out.set(id, { finished: { id, sha256: row.sha256, format: row.format!, width: row.width!, height: row.height!, size: Number(row.size) } });
+  }
+  return out;
 }

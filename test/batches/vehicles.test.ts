@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
-import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
+import { DISTINCT_PHOTOS, photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { vehicleLanes } from '../../workflows/batch.ts';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
@@ -148,5 +149,72 @@ describe('vehicle lanes', () => {
         expect(atOnce).toBe(Math.min(share, vehicles));
       }
     }
+  });
+});
+
+describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
+  /** One tus creation-with-upload under an id the client chose: the photo in the POST. */
+  const uploadAs = (key: string, id: string, bytes: Buffer) =>
+    p.app.inject({
+      method: 'POST',
+      url: '/v1/uploads',
+      headers: {
+        ...bearer(key),
+        'tus-resumable': '1.0.0',
+        'upload-length': String(bytes.length),
+        'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`,
+        'content-type': 'application/offset+octet-stream',
+      },
+      payload: bytes,
+    });
+  const newId = () => `upl_${randomBytes(16).toString('hex')}`;
+
+  it('starts before its photos exist; each vehicle runs once its own uploads finished, and one refused at upload fails its vehicle by name', async () => {
+    const user = await createTestUser(p.db, { community: 20 });
+    const ids = [newId(), newId(), newId()];
+    const res = await submit(user.liveKey, {
+      awaitUploads: true,
+      vehicles: [
+        { name: 'van', items: [{ uploadId: ids[0], name: 'front.jpg' }, { uploadId: ids[1], name: 'rear.jpg' }] },
+        { name: 'wreck', items: [{ uploadId: ids[2], name: 'bad.jpg' }] },
+      ],
+    });
+    expect(res.statusCode, res.body).toBe(202);
+    const batch = res.json();
+    expect(batch).toMatchObject({ kind: 'vehicles', status: 'running', counts: { total: 2, done: 0, failed: 0, pending: 2 } });
+    // Nothing uploaded: nothing can run, nothing is billed.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await get(user.liveKey, `/v1/batches/${batch.id}`)).counts).toEqual({ total: 2, done: 0, failed: 0, pending: 2 });
+
+    expect((await uploadAs(user.liveKey, ids[0]!, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+    expect((await uploadAs(user.liveKey, ids[1]!, photoBytes('Nikon_D70.jpg'))).statusCode).toBe(201);
+    expect((await uploadAs(user.liveKey, ids[2]!, Buffer.from('not a photo at all'))).statusCode).toBe(422);
+    await completed(user.liveKey, batch.id);
+    const items = (await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items;
+    expect(items[0]).toMatchObject({ source: 'van', status: 'done', creditsCharged: 1 });
+    expect(items[0].photos.map((ph: { sha256: string }) => ph.sha256)).toEqual(
+      (await p.db.query<{ sha256: string }>('SELECT sha256 FROM uploads WHERE id = ANY($1) ORDER BY array_position($1, id)', [ids.slice(0, 2)])).rows.map((r) => r.sha256),
+    );
+    expect(items[1]).toMatchObject({ source: 'wreck', status: 'failed', error: { code: 'IMAGE_INVALID' } });
+    expect(items[1].error.message).toMatch(new RegExp(`^photo 1 \\(bad\\.jpg\\): upload ${ids[2]} was refused`));
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 19, reserved: 0 });
+  });
+
+  it('refuses another account\'s upload (404), an id not shaped like one (404), and a photo batch that would await (400), changing nothing', async () => {
+    const user = await createTestUser(p.db, { community: 20 });
+    const other = await createTestUser(p.db, { community: 20 });
+    const theirs = newId();
+    expect((await uploadAs(other.liveKey, theirs, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+    const cases: Array<[Record<string, unknown>, number, RegExp]> = [
+      [{ awaitUploads: true, vehicles: [{ items: [{ uploadId: theirs }] }] }, 404, new RegExp(`no upload ${theirs} for this account`)],
+      [{ awaitUploads: true, vehicles: [{ items: [{ uploadId: 'upl_nope' }] }] }, 404, /no upload "upl_nope"/],
+      [{ awaitUploads: true, items: [{ uploadId: newId() }], preset: 'full-analysis' }, 400, /only a vehicle batch awaits/],
+    ];
+    for (const [body, status, message] of cases) {
+      const res = await submit(user.liveKey, body);
+      expect(res.statusCode, res.body).toBe(status);
+      expect(res.json().error.message).toMatch(message);
+    }
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
   });
 });

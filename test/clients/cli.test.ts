@@ -514,6 +514,65 @@ async function startCountingProxy(target: string, hold?: string): Promise<Counti
   };
 }
 
+/**
+ * A proxy for the fleet's uploads (one request per photo: the body in the POST under the id the
+ * CLI chose): the body bytes each upload id received, every request in order, and optionally one
+ * file's POST held after half its bytes, so a test can kill the CLI with it half sent.
+ */
+async function startFleetProxy(target: string, hold?: string): Promise<{ url: string; bodyBytes: Map<string, number>; requests: Array<{ method: string; path: string; id: string | null }>; idOf(name: string): string | undefined; held: Promise<void>; close(): Promise<void> }> {
+  const bodyBytes = new Map<string, number>();
+  const names = new Map<string, string>();
+  const requests: Array<{ method: string; path: string; id: string | null }> = [];
+  let markHeld!: () => void;
+  const held = new Promise<void>((r) => (markHeld = r));
+  const server = createServer((req, res) => {
+    const upstream = httpRequest(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode!, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+    const path = req.url!.split('?')[0]!;
+    const id = req.method === 'POST' && path === '/v1/uploads' ? metadataValueOf(req.headers['upload-metadata'], 'uploadId') || null : path.startsWith('/v1/uploads/') ? path.split('/').pop()! : null;
+    if (req.method === 'POST' && id) names.set(id, metadataName(req.headers['upload-metadata']));
+    requests.push({ method: req.method!, path, id });
+    const size = Number(req.headers['upload-length'] ?? 0);
+    req.on('data', (chunk: Buffer) => {
+      if (id && hold !== undefined && req.method === 'POST' && names.get(id) === hold && (bodyBytes.get(id) ?? 0) >= size / 2) {
+        req.pause();
+        markHeld();
+        return;
+      }
+      if (id) bodyBytes.set(id, (bodyBytes.get(id) ?? 0) + chunk.length);
+      upstream.write(chunk);
+    });
+    req.on('end', () => upstream.end());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    bodyBytes,
+    requests,
+    idOf: (name) => [...names].find(([, n]) => n === name)?.[0],
+    held,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+function metadataValueOf(header: string | string[] | undefined, key: string): string {
+  for (const pair of String(header ?? '').split(',')) {
+    const [k, v] = pair.trim().split(' ');
+    if (k === key && v) return Buffer.from(v, 'base64').toString('utf8');
+  }
+  return '';
+}
+
 function metadataName(header: string | string[] | undefined): string {
   for (const pair of String(header ?? '').split(',')) {
     const [k, v] = pair.trim().split(' ');
@@ -666,6 +725,77 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       ...small.map((n) => [`b-${n}`, 'done', sha256(photoBytes(n))]),
     ]);
   }, 90_000);
+
+  it('--vehicles: the batch is submitted before the photos go up, one request each; killed with one half sent, run again: it resumes from the offset, no photo goes twice, no second batch', async () => {
+    const fleet = join(work, 'fleet-resume');
+    await mkdir(join(fleet, 'van-a'), { recursive: true });
+    await mkdir(join(fleet, 'van-b'));
+    const big = await noisyJpeg(11);
+    await writeFile(join(fleet, 'van-a', 'a-big.jpg'), big);
+    const small = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0021.jpg', 'orientation-landscape_6.jpg'];
+    for (const [i, name] of small.entries()) await copyFile(photo(name), join(fleet, i < 2 ? 'van-a' : 'van-b', name));
+    const fleetUser = await createTestUser(p.db, { community: 20 });
+    const env = { LENSTACK_API_KEY: fleetUser.liveKey };
+    const uploadsOf = async () => (await p.db.query<{ id: string; size: string; sha256: string | null; finished_at: Date | null }>('SELECT id, size::text, sha256, finished_at FROM uploads WHERE user_id = $1', [fleetUser.userId])).rows;
+    const batchesOf = async () => (await p.db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM batches WHERE user_id = $1', [fleetUser.userId])).rows;
+
+    const first = await startFleetProxy(baseUrl, 'a-big.jpg');
+    try {
+      const child = spawn(process.execPath, [BIN, 'batch', '--vehicles', fleet, '--json'], {
+        cwd: work,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_BASE_URL: first.url, ...env },
+      });
+      const exited = new Promise<string | null>((r) => child.on('exit', (_code, signal) => r(signal)));
+      // Killed once the big photo's POST is half sent and stored by the API (its upload file), and the
+      // batch exists: it was submitted before any photo went up.
+      await first.held;
+      const bigId = first.idOf('a-big.jpg')!;
+      const stored = join(`${p.config.BLOB_DIR}-uploads`, bigId);
+      while (((await stat(stored).catch(() => null))?.size ?? 0) < first.bodyBytes.get(bigId)!) await new Promise((r) => setImmediate(r));
+      while ((await batchesOf()).length === 0) await new Promise((r) => setImmediate(r));
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+    } finally {
+      await first.close();
+    }
+    const bigId = first.idOf('a-big.jpg')!;
+    const [batch] = await batchesOf();
+    expect(first.bodyBytes.get(bigId)).toBeGreaterThanOrEqual(big.length / 2);
+    expect(first.bodyBytes.get(bigId)).toBeLessThan(big.length);
+    // Every photo of the first run went in its POST: one request each.
+    expect(first.requests.filter((r) => r.method === 'PATCH')).toEqual([]);
+
+    const second = await startFleetProxy(baseUrl);
+    let result;
+    try {
+      const run = await lenstack(['batch', '--vehicles', fleet, '--json'], { ...env, LENSTACK_BASE_URL: second.url });
+      expect(run.code, `${run.stderr}\n${await readFile(join(fleet, '.lenstack-batch.json'), 'utf8')}`).toBe(0);
+      expect(run.stderr).toContain(`batch ${batch!.id} was submitted by an earlier run`);
+      result = JSON.parse(run.stdout);
+    } finally {
+      await second.close();
+    }
+    // The same batch, run to its end; no second one was submitted.
+    expect(result.batch).toMatchObject({ id: batch!.id, kind: 'vehicles', status: 'completed', counts: { total: 2, done: 2, failed: 0 }, creditsCharged: 2 });
+    expect(await batchesOf()).toHaveLength(1);
+    expect(second.requests.filter((r) => r.method === 'POST' && r.path === '/v1/batches')).toEqual([]);
+    // The half-sent photo went on from the offset the API held (HEAD, then one PATCH of the rest), under the same id.
+    expect(second.requests.filter((r) => r.id === bigId).map((r) => r.method)).toEqual(['HEAD', 'PATCH']);
+    expect(second.bodyBytes.get(bigId)).toBe(big.length - first.bodyBytes.get(bigId)!);
+    // One finished upload per photo; over both runs each one's bytes add up to its file's size exactly.
+    const rows = await uploadsOf();
+    expect(rows).toHaveLength(6);
+    expect(new Set(rows.map((r) => r.sha256))).toEqual(new Set([sha256(big), ...small.map((n) => sha256(photoBytes(n)))]));
+    for (const r of rows) expect((first.bodyBytes.get(r.id) ?? 0) + (second.bodyBytes.get(r.id) ?? 0), r.id).toBe(Number(r.size));
+    // The analysis did not wait for the uploads: the batch existed before the first of them finished.
+    expect(batch!.created_at.getTime()).toBeLessThan(Math.min(...rows.map((r) => r.finished_at!.getTime())));
+    const items = await p.db.query<{ source: string; photos: Array<{ source: string; ref: { sha256: string } }> }>('SELECT source, photos FROM batch_items WHERE batch_id = $1 ORDER BY index', [batch!.id]);
+    expect(items.rows.map((r) => [r.source, r.photos.map((ph) => ph.ref.sha256)])).toEqual([
+      // In the order of their names (code points: capitals first).
+      ['van-a', [sha256(photoBytes(small[0]!)), sha256(photoBytes(small[1]!)), sha256(big)]],
+      ['van-b', small.slice(2).map((n) => sha256(photoBytes(n)))],
+    ]);
+  }, 120_000);
 
   it('Ctrl-C while uploading exits 130 and the same command finishes; a connection cut mid-photo is retried from the offset the API holds', async () => {
     const folder = join(work, 'interrupted');

@@ -1,5 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -130,6 +132,69 @@ describe('tus uploads on the API', () => {
     const row = (await b.db.query('SELECT size::int, sha256 FROM uploads WHERE id = $1', [location.split('/').pop()])).rows[0];
     expect(row).toEqual({ size: bytes.length, sha256: sha(bytes) });
     expect((await new FsBlobStore(b.config.BLOB_DIR).get(sha(bytes))).equals(bytes)).toBe(true);
+  });
+
+  it('creation-with-upload under an id the client chose: a POST cut mid-body keeps what arrived, and HEAD then PATCH on the other process finish it', async () => {
+    const user = await createTestUser(a.db);
+    const bytes = photoBytes('mobile-jolla.jpg');
+    const id = `upl_${randomBytes(16).toString('hex')}`;
+    const metadata = `filename ${Buffer.from('car.jpg').toString('base64')},uploadId ${Buffer.from(id).toString('base64')}`;
+    // The POST announces every byte and carries a third of them, then the connection drops: no answer, no Location.
+    const cutAt = Math.floor(bytes.length / 3);
+    await new Promise<void>((resolve) => {
+      const { port } = a.app.server.address() as AddressInfo;
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/uploads',
+        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': metadata, 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) },
+      });
+      req.on('error', () => resolve());
+      req.on('close', () => resolve());
+      req.write(bytes.subarray(0, cutAt), () => setImmediate(() => req.destroy()));
+    });
+    // The client knows the URL without the answer: the id it chose. What arrived is kept (the row too).
+    const location = `/v1/uploads/${id}`;
+    let offset = 0;
+    await expect
+      .poll(async () => {
+        offset = Number((await head(urlB, user.liveKey, location)).headers.get('upload-offset'));
+        return offset;
+      }, { timeout: 10_000 })
+      .toBe(cutAt);
+    const patchedFrom: string[] = [];
+    const url = await upload(urlB, user.liveKey, bytes, {
+      uploadUrl: new URL(location, urlB).toString(),
+      onBeforeRequest: (req) => {
+        if (req.getMethod() === 'PATCH') patchedFrom.push(String(req.getHeader('Upload-Offset')));
+      },
+    });
+    expect(patchedFrom).toEqual([String(cutAt)]);
+    expect(new URL(url).pathname).toBe(location);
+    expect((await b.db.query('SELECT user_id, size::int, sha256 FROM uploads WHERE id = $1', [id])).rows[0]).toEqual({ user_id: user.userId, size: bytes.length, sha256: sha(bytes) });
+
+    // One request for a whole photo: the POST carries it and answers it finished, under the chosen id.
+    const whole = `upl_${randomBytes(16).toString('hex')}`;
+    const methods: string[] = [];
+    const one = await upload(urlA, user.liveKey, photoBytes('Canon_40D.jpg'), {
+      uploadDataDuringCreation: true,
+      metadata: { filename: 'car.jpg', uploadId: whole },
+      onBeforeRequest: (req) => void methods.push(req.getMethod()),
+    });
+    expect(methods).toEqual(['POST']);
+    expect(new URL(one).pathname).toBe(`/v1/uploads/${whole}`);
+    expect((await a.db.query('SELECT sha256 FROM uploads WHERE id = $1', [whole])).rows[0].sha256).toBe(sha(photoBytes('Canon_40D.jpg')));
+    // Its datastore copy goes once the POST was answered (the bytes are in the blob store).
+    expect((await new FsBlobStore(a.config.BLOB_DIR).get(sha(photoBytes('Canon_40D.jpg')))).equals(photoBytes('Canon_40D.jpg'))).toBe(true);
+    await expect.poll(() => existsSync(join(`${a.config.BLOB_DIR}-uploads`, whole))).toBe(false);
+
+    // An id another account holds is refused (400), and that upload is untouched.
+    const other = await createTestUser(a.db);
+    const taken = await upload(urlA, other.liveKey, photoBytes('Canon_40D.jpg'), { uploadDataDuringCreation: true, metadata: { filename: 'x.jpg', uploadId: whole } }).catch((e: tus.DetailedError) => e);
+    expect((taken as tus.DetailedError).originalResponse?.getStatus()).toBe(400);
+    expect((taken as tus.DetailedError).originalResponse?.getBody()).toContain('is taken');
+    expect((await a.db.query('SELECT user_id FROM uploads WHERE id = $1', [whole])).rows[0].user_id).toBe(user.userId);
   });
 
   it('answers 404 to another account for an upload, finished or not, and keeps it for its owner', async () => {

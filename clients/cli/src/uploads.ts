@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LenstackError, type LenstackErrorCode } from '@lenstack/client';
@@ -39,16 +40,18 @@ export interface UploadOutcome {
 }
 
 /**
- * Uploads every job's file with tus (POST /v1/uploads, then PATCH from the offset), a few at a
- * time, streamed from disk by tus-js-client's file source (a slice is a read stream: memory stays
- * flat whatever the folder's size). Each upload's URL is recorded in the state before its first
- * byte goes, and its id once it finished, so a run stopped anywhere continues with the next one:
- * a finished photo is not sent again, a half-sent one goes on from the API's offset.
+ * Uploads every job's file with tus, a few at a time, streamed from disk by tus-js-client's file
+ * source (a slice is a read stream: memory stays flat whatever the folder's size): with `withBody`
+ * one POST per photo carrying its bytes under an id chosen here (creation-with-upload), else a
+ * POST then a PATCH. Each upload's id is recorded in the state before its first byte goes, and
+ * once it finished, so a run stopped anywhere continues with the next one: a finished photo is
+ * not sent again, a half-sent one goes on from the API's offset (HEAD, then PATCH).
  *
  * Failures: tus-js-client retries network errors and 5xx with backoff from the last offset; a 429
- * (the account's request rate) stops every worker until the API's Retry-After passed. A file the
- * API refuses (not an image it takes, 422) is recorded as refused and the others go on. Anything
- * else stops the run (its state kept) with the API's error.
+ * (the account's request rate) stops every worker until the API's Retry-After passed, and a
+ * nearly spent rate limit pauses them before it refuses anything. A file the API refuses (not an
+ * image it takes, 422) is recorded as refused and the others go on. Anything else stops the run
+ * (its state kept) with the API's error.
  */
 export async function uploadAll(opts: {
   jobs: UploadJob[];
@@ -57,6 +60,13 @@ export async function uploadAll(opts: {
   apiKey: string;
   signal: AbortSignal;
   onProgress: (p: UploadProgress) => void;
+  /** Photos whose upload id this run chose (chooseUploadIds) and never sent: created at once, no HEAD first. */
+  fresh?: ReadonlySet<string>;
+  /**
+   * One request per photo (tus creation-with-upload): the id chosen here, the bytes in the POST.
+   * Without it (a folder's photos), a POST then a PATCH, the API naming the upload.
+   */
+  withBody?: boolean;
 }): Promise<UploadOutcome> {
   const { jobs, state } = opts;
   const total = { photos: 0, bytes: 0, sentThisRun: 0 };
@@ -71,8 +81,12 @@ export async function uploadAll(opts: {
   }
   opts.onProgress({ ...total });
 
-  /** Until when every worker waits after a 429 (shared: the limit is the account's). */
+  /** Until when every worker waits after a 429 or near the limit (shared: the limit is the account's). */
   let pausedUntil = 0;
+  /** Photos whose id uploadOne chose itself (never sent before this run). */
+  const chosenNow = new Set<string>();
+  const withBody = opts.withBody === true;
+  if (withBody) for (const job of pending) if (!state.begun.has(job.sha256)) chosenNow.add(job.sha256);
   const running = new Set<tus.Upload>();
   const onAbort = () => {
     for (const u of running) void u.abort(false);
@@ -81,40 +95,58 @@ export async function uploadAll(opts: {
 
   const uploadOne = (job: UploadJob) =>
     new Promise<void>((resolve, reject) => {
-      const begun = state.begun.get(job.sha256);
-      const previous = begun ? new URL(begun, `${opts.endpoint}/`).toString() : undefined;
-      if (previous) resumed++;
+      // The id is ours to choose (the API takes Upload-Metadata uploadId) and is on disk before the
+      // POST goes: a creation cut off mid-body resumes from HEAD like any other upload.
+      const begun = state.begun.get(job.sha256) ?? (withBody ? chooseUploadIds(state, [job.sha256]).get(job.sha256) : undefined);
+      const url = begun ? new URL(begun, `${opts.endpoint}/`).toString() : undefined;
+      // An id an earlier run may have sent is asked about first (HEAD; a 404 creates it then).
+      const sentBefore = url !== undefined && !(opts.fresh?.has(job.sha256) ?? false) && !chosenNow.has(job.sha256);
+      if (sentBefore) resumed++;
       else started++;
       const source = createReadStream(job.path);
       const upload = new tus.Upload(source, {
         endpoint: opts.endpoint,
-        ...(previous ? { uploadUrl: previous } : {}),
+        ...(sentBefore ? { uploadUrl: url } : {}),
         uploadSize: job.size,
-        metadata: { filename: job.name },
+        uploadDataDuringCreation: withBody,
+        metadata: { filename: job.name, ...(withBody && begun ? { uploadId: begun } : {}) },
         headers: { authorization: `Bearer ${opts.apiKey}` },
         retryDelays: RETRY_DELAYS,
         // The state file is where uploads are remembered, not tus-js-client's own URL storage.
         storeFingerprintForResuming: false,
         onShouldRetry: (err) => {
           const status = err.originalResponse?.getStatus() ?? 0;
+          let again = status === 0 || status >= 500 || status === 409 || status === 423;
           if (status === 429 || status === 503) {
             const after = Number(err.originalResponse?.getHeader('retry-after'));
             pausedUntil = Math.max(pausedUntil, Date.now() + (Number.isFinite(after) && after > 0 ? after * 1000 : 2000));
-            return true;
+            again = true;
           }
-          return status === 0 || status >= 500 || status === 409 || status === 423;
+          // A creation that failed (cut mid-body, or refused before it read any): asked about
+          // first next time, from the URL the chosen id gives, and resumed from what arrived.
+          if (again && upload.url === null && withBody) upload.options.uploadUrl = url!;
+          return again;
         },
         onBeforeRequest: async () => {
           const wait = pausedUntil - Date.now();
           if (wait > 0) await sleep(wait);
         },
+        // Paced by the account's rate limit (RateLimit-Remaining, -Reset): a request refused 429
+        // after its body went on the wire would send those bytes again.
+        onAfterResponse: (_req, res) => {
+          const remaining = Number(res.getHeader('ratelimit-remaining'));
+          const reset = Number(res.getHeader('ratelimit-reset'));
+          if (Number.isFinite(remaining) && Number.isFinite(reset) && remaining < RATE_RESERVE) {
+            pausedUntil = Math.max(pausedUntil, Date.now() + Math.max(1, reset) * 1000);
+          }
+        },
         onUploadUrlAvailable: () => {
-          // Synchronous: on disk before the first PATCH is sent.
-          // A resumed upload that the API no longer knew was made again under a new id.
+          // Synchronous: on disk before the first PATCH is sent. A resumed upload that the API no
+          // longer knew was made again (under a new id, unless this run chose it).
           const id = upload.url ? idOf(upload.url) : null;
           if (id && id !== begun) state.record({ upload: { sha256: job.sha256, id } });
         },
-        // One PATCH per photo (no chunkSize): what it carried, which a resumed photo starts at its offset.
+        // One request with the bytes per photo (no chunkSize): what it carried, from the offset a resumed photo starts at.
         onChunkComplete: (chunk) => {
           total.sentThisRun += chunk;
         },
@@ -206,6 +238,28 @@ export async function dropExpired(opts: { state: BatchState; shas: string[]; end
 }
 
 const idOf = (url: string) => new URL(url).pathname.split('/').pop()!;
+
+/**
+ * Requests kept back from the account's rate limit while uploading: the batch's submission and
+ * its event stream, and the other uploads in flight, still get through.
+ */
+const RATE_RESERVE = UPLOAD_CONCURRENCY + 4;
+
+/**
+ * An upload id for each photo that has none yet (`upl_` and 32 random hex digits, as the API makes
+ * them), recorded in the state before anything is sent: the batch can name the upload, and a cut
+ * creation can be asked about, before the API has answered it.
+ */
+export function chooseUploadIds(state: BatchState, shas: string[]): Map<string, string> {
+  const chosen = new Map<string, string>();
+  for (const sha256 of shas) {
+    if (state.begun.has(sha256) || state.uploaded.has(sha256)) continue;
+    const id = `upl_${randomBytes(16).toString('hex')}`;
+    state.record({ upload: { sha256, id } });
+    chosen.set(sha256, id);
+  }
+  return chosen;
+}
 
 function aborted(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {

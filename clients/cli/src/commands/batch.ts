@@ -9,7 +9,7 @@ import { collectPhotos, hashFile, mapLimit, type FoundPhoto } from '../files.ts'
 import { OutputFile } from '../output.ts';
 import { Progress } from '../progress.ts';
 import { table } from '../render.ts';
-import { dropExpired, uploadAll, type UploadJob } from '../uploads.ts';
+import { chooseUploadIds, dropExpired, uploadAll, type UploadJob } from '../uploads.ts';
 import { MAX_BATCH_PHOTOS, planVehicles, type PlannedVehicle } from '../vehicles.ts';
 
 export interface BatchArgs {
@@ -52,7 +52,8 @@ interface Hashed extends FoundPhoto {
  * continue where it stopped: finished uploads are not sent again, a half-sent one goes on from
  * its offset, and the batch is submitted under the request id it was first sent with (the API
  * answers a resend with the batch the first send made); once the batch exists it is followed,
- * never paid for again. Exit 0 only when every photo was analyzed; 4 when the batch paused for
+ * never paid for again. A fleet (`--vehicles`) is submitted first and uploads while its batch
+ * runs (runFleet). Exit 0 only when every photo was analyzed; 4 when the batch paused for
  * credits; 5 when photos failed (at upload or in the batch), or the batch was cancelled or paused
  * by request; 130 when interrupted (run it again to continue).
  */
@@ -130,11 +131,12 @@ async function run(
   let batchId = state.batches.get(planKey);
   const uploadsSummary = { photos: all.length, distinct: bySha.size, uploaded: 0, resumed: 0, alreadyUploaded: 0, bytesSent: 0, expired: 0 };
   const endpoint = `${ctx.baseUrl.replace(/\/+$/, '')}/v1/uploads`;
-  const uploadMissing = async () => {
+  /** Uploads what is not uploaded yet; `beside` a batch already running, its bar shows the uploads instead. */
+  const uploadMissing = async (o: { fresh?: ReadonlySet<string>; beside?: (done: number, total: number) => void } = {}) => {
     const jobs: UploadJob[] = [...bySha.values()].map((p) => ({ sha256: p.sha256, path: p.path, size: p.size, name: basename(p.name) }));
     const before = jobs.filter((j) => state.uploaded.has(j.sha256) || state.refused.has(j.sha256)).length;
     const totalBytes = jobs.reduce((n, j) => n + j.size, 0);
-    const progress = new Progress(ctx.stderr, 'upload');
+    const progress = o.beside ? { update: o.beside, finish: () => undefined } : new Progress(ctx.stderr, 'upload');
     const started = Date.now();
     const stop = new AbortController();
     const interrupt = () => stop.abort(new CliError(`interrupted; run the same command again to continue (state in ${state.path})`, EXIT.INTERRUPTED));
@@ -142,7 +144,7 @@ async function run(
     process.once('SIGTERM', interrupt);
     try {
       const outcome = await uploadAll({
-        jobs, state, signal: stop.signal, endpoint, apiKey: ctx.apiKey,
+        jobs, state, signal: stop.signal, endpoint, apiKey: ctx.apiKey, ...(o.fresh ? { fresh: o.fresh, withBody: true } : {}),
         onProgress: (p) => {
           const seconds = (Date.now() - started) / 1000;
           const rate = seconds > 0.5 ? `  ${size(p.sentThisRun / seconds)}/s` : '';
@@ -160,6 +162,9 @@ async function run(
     if (!ctx.json) ctx.stderr.write(`uploaded ${uploadsSummary.uploaded + uploadsSummary.resumed} of ${jobs.length} distinct photos (${size(uploadsSummary.bytesSent)} sent${before ? `; ${before} were uploaded before` : ''}${uploadsSummary.resumed ? `; ${uploadsSummary.resumed} resumed` : ''})\n`);
     return before;
   };
+  if (vehicles) {
+    return runFleet(ctx, { vehicles, hashed, bySha, state, planKey, format, output, stack: args.stack, endpoint, uploadsSummary, uploadMissing });
+  }
   if (batchId) {
     ctx.stderr.write(`batch ${batchId} was submitted by an earlier run of this command (state in ${state.path}); following it\n`);
   } else {
@@ -168,29 +173,15 @@ async function run(
     uploadsSummary.alreadyUploaded = await uploadMissing();
   }
 
-  // Photos the API refused at upload (not an image it takes) fail here; a vehicle with one is left out whole, as the API would fail it.
+  // Photos the API refused at upload (not an image it takes) fail here.
   const refusedPhotos = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
   const leftOut: string[] = [];
   const buildBody = (): BatchRequest | null => {
-    const item = (p: Hashed) => ({ uploadId: state.uploaded.get(p.sha256)!, name: itemName(p.name) });
-    leftOut.length = 0;
-    if (vehicles) {
-      let i = 0;
-      const entries = vehicles.flatMap((v) => {
-        const photos = hashed.slice(i, (i += v.photos.length));
-        if (photos.some((p) => state.refused.has(p.sha256))) {
-          leftOut.push(v.folder);
-          return [];
-        }
-        return [{ name: itemName(v.folder), ...(Object.keys(v.vehicle).length ? { vehicle: v.vehicle } : {}), items: photos.map(item) }];
-      });
-      return entries.length ? { vehicles: entries, ...(args.stack ? { preset: args.stack as BatchRequest['preset'] } : {}) } : null;
-    }
-    const items = hashed.filter((p) => !state.refused.has(p.sha256)).map(item);
+    const items = hashed.filter((p) => !state.refused.has(p.sha256)).map((p) => ({ uploadId: state.uploaded.get(p.sha256)!, name: itemName(p.name) }));
     return items.length ? { items, ...options } : null;
   };
   const body = buildBody();
-  const failedAtUpload = { refused: refusedPhotos, ...(vehicles ? { vehiclesLeftOut: leftOut } : {}) };
+  const failedAtUpload = { refused: refusedPhotos };
   if (!body) {
     if (ctx.json) printJson(ctx, { batch: null, failed: [], ...failedAtUpload, uploads: uploadsSummary, state: state.path, export: null });
     else print(ctx, `no batch: the API refused every photo\n${refusalTable(ctx, refusedPhotos)}`);
@@ -199,39 +190,20 @@ async function run(
 
   let first: Batch | null = null;
   if (!batchId) {
-    let requestId = state.submits.get(planKey);
-    if (!requestId) {
-      requestId = `cli_${randomUUID()}`;
-      state.record({ submit: { plan: planKey, requestId } });
-    }
-    let created: Batch;
-    for (let round = 1; ; round++) {
-      try {
-        created = await ctx.client.batches.create(buildBody()!, { requestId });
-        break;
-      } catch (err) {
-        // A 404 naming uploads of ours: they expired (or were deleted) since; nothing was made under
-        // this request id. Those photos go up again and the batch is sent under a new id.
-        const gone = err instanceof LenstackError && err.status === 404 && round <= MAX_EXPIRY_ROUNDS
-          ? [...bySha.keys()].filter((sha) => state.uploaded.has(sha) && err.message.includes(state.uploaded.get(sha)!))
-          : [];
-        if (gone.length === 0) throw err;
-        for (const sha of gone) state.record({ expired: { sha256: sha } });
-        uploadsSummary.expired += gone.length;
-        ctx.stderr.write(`${gone.length} upload${gone.length === 1 ? '' : 's'} expired before the batch was submitted; uploading again\n`);
+    const created = await submitPlan(ctx, { state, planKey, shas: [...bySha.keys()], idOf: (sha) => state.uploaded.get(sha), body: () => buildBody()!, uploadsSummary,
+      // Those photos go up again before the batch is sent under a new id.
+      again: async () => {
         uploadsSummary.expired += await dropExpired({ state, shas: [...bySha.keys()], endpoint, apiKey: ctx.apiKey, olderThanMs: 0 });
         await uploadMissing();
-        requestId = `cli_${randomUUID()}`;
-        state.record({ submit: { plan: planKey, requestId } });
-      }
-    }
+      },
+    });
     state.record({ batch: { plan: planKey, id: created.id } });
     batchId = created.id;
     first = created;
-    ctx.stderr.write(`batch ${created.id} submitted (${created.counts.total} ${vehicles ? 'vehicle' : 'photo'}${created.counts.total === 1 ? '' : 's'})\n`);
+    ctx.stderr.write(`batch ${created.id} submitted (${created.counts.total} photo${created.counts.total === 1 ? '' : 's'})\n`);
   }
   return follow(ctx, batchId, first, {
-    vehicles: vehicles !== null,
+    vehicles: false,
     format,
     output,
     refusedPhotos,
@@ -250,6 +222,11 @@ interface FollowOptions {
   leftOut: string[];
   /** More for the --json answer. */
   json: Record<string, unknown>;
+  /** Awaited once the batch ended, before the summary (the uploads that ran beside it). */
+  settle?: () => Promise<void>;
+  /** What the bar says beside the batch's own progress. */
+  note?: () => string;
+  signal?: AbortSignal;
 }
 
 /**
@@ -265,12 +242,13 @@ async function follow(ctx: Context, batchId: string, first: Batch | null, o: Fol
   ctx.errorContext.batchId = batchId;
   const progress = new Progress(ctx.stderr, 'batch');
   try {
-    const show = (b: Batch) => progress.update(b.counts.done + b.counts.failed, b.counts.total, b.etaSeconds !== null ? `about ${b.etaSeconds}s left` : '');
+    const show = (b: Batch) => progress.update(b.counts.done + b.counts.failed, b.counts.total, [o.note?.() ?? '', b.etaSeconds !== null ? `about ${b.etaSeconds}s left` : ''].filter(Boolean).join('  '));
     show(first ?? (await ctx.client.batches.get(batchId)));
-    batch = await ctx.client.batches.wait(batchId, { onProgress: show });
+    batch = await ctx.client.batches.wait(batchId, { onProgress: show, ...(o.signal ? { signal: o.signal } : {}) });
   } finally {
     progress.finish();
   }
+  await o.settle?.();
   if (batch.status === 'running') throw new CliError(`batch ${batch.id} is still running; follow it with GET /v1/batches/${batch.id}`, EXIT.API);
   for await (const it of ctx.client.batches.allItems(batch.id)) if (it.status === 'failed') failed.push(it);
   if (output && format && batch.status !== 'paused') await output.commit(await ctx.client.batches.export(batch.id, format));
@@ -361,4 +339,155 @@ export function itemName(name: string): string {
 
 function refusalTable(ctx: Context, refused: Array<{ source: string; code: string; message: string }>): string {
   return table(refused.map((r): [string, string] => [itemName(r.source), `${r.code}: ${r.message}`]), '  ', ctx.width);
+}
+
+/**
+ * A fleet (`--vehicles`): the batch is submitted before the photos are uploaded, naming each
+ * photo's upload by the id this command chose for it (kept in the state before anything is sent),
+ * with `awaitUploads`; the photos then go up in vehicle order while the batch runs, each vehicle
+ * waiting at its turn for its own (docs/decisions.md, "The fleet's analysis overlaps its uploads").
+ * One batch, one request id, one export, as before; a rerun resumes the uploads and follows the
+ * same batch.
+ */
+async function runFleet(
+  ctx: Context,
+  f: {
+    vehicles: PlannedVehicle[];
+    hashed: Hashed[];
+    bySha: Map<string, Hashed>;
+    state: BatchState;
+    planKey: string;
+    format: ExportFormat | undefined;
+    output: OutputFile | undefined;
+    stack: string | undefined;
+    endpoint: string;
+    uploadsSummary: { photos: number; distinct: number; uploaded: number; resumed: number; alreadyUploaded: number; bytesSent: number; expired: number };
+    uploadMissing: (o?: { fresh?: ReadonlySet<string>; beside?: (done: number, total: number) => void }) => Promise<number>;
+  },
+): Promise<number> {
+  const { vehicles, hashed, bySha, state, planKey, uploadsSummary } = f;
+  let batchId = state.batches.get(planKey);
+  const fresh = new Set<string>();
+  const choose = () => {
+    const shas = [...bySha.keys()].filter((sha) => !state.refused.has(sha));
+    for (const sha of chooseUploadIds(state, shas).keys()) fresh.add(sha);
+  };
+  // Photos the API refused in an earlier run: their vehicles are left out, as the API would fail them.
+  const refusedPhotos: Array<{ source: string; code: string; message: string }> = [];
+  const leftOut: string[] = [];
+  const idOf = (sha: string) => state.uploaded.get(sha) ?? state.begun.get(sha)!;
+  const buildBody = (): BatchRequest | null => {
+    leftOut.length = 0;
+    let i = 0;
+    const entries = vehicles.flatMap((v) => {
+      const photos = hashed.slice(i, (i += v.photos.length));
+      if (photos.some((p) => state.refused.has(p.sha256))) {
+        leftOut.push(v.folder);
+        return [];
+      }
+      return [{ name: itemName(v.folder), ...(Object.keys(v.vehicle).length ? { vehicle: v.vehicle } : {}), items: photos.map((p) => ({ uploadId: idOf(p.sha256), name: itemName(p.name) })) }];
+    });
+    return entries.length ? { vehicles: entries, awaitUploads: true, ...(f.stack ? { preset: f.stack as BatchRequest['preset'] } : {}) } : null;
+  };
+
+  let first: Batch | null = null;
+  if (batchId) {
+    ctx.stderr.write(`batch ${batchId} was submitted by an earlier run of this command (state in ${state.path}); following it\n`);
+  } else {
+    // Uploads finished long ago may have expired (UPLOAD_TTL_MS, 24 h unused): asked first, given new ids if gone.
+    uploadsSummary.expired = await dropExpired({ state, shas: [...bySha.keys()], endpoint: f.endpoint, apiKey: ctx.apiKey, olderThanMs: ASK_AFTER_MS });
+    choose();
+    if (!buildBody()) {
+      const refused = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
+      if (ctx.json) printJson(ctx, { batch: null, failed: [], refused, vehiclesLeftOut: leftOut, uploads: uploadsSummary, state: state.path, export: null });
+      else print(ctx, `no batch: the API refused every photo\n${refusalTable(ctx, refused)}`);
+      return EXIT.API;
+    }
+    // Those photos get new ids (sent beside the batch) before it is sent under a new request id.
+    const created = await submitPlan(ctx, { state, planKey, shas: [...bySha.keys()], idOf: (sha) => state.uploaded.get(sha) ?? state.begun.get(sha), body: () => buildBody()!, uploadsSummary, again: async () => choose() });
+    state.record({ batch: { plan: planKey, id: created.id } });
+    batchId = created.id;
+    first = created;
+    ctx.stderr.write(`batch ${created.id} submitted (${created.counts.total} vehicle${created.counts.total === 1 ? '' : 's'}; its photos upload while it runs)\n`);
+  }
+
+  // The uploads run beside the batch; a failure of theirs (401, quota, no answer) stops the follow.
+  let uploaded = { done: 0, total: bySha.size };
+  const stopFollow = new AbortController();
+  const uploading = f.uploadMissing({ fresh, beside: (done, total) => (uploaded = { done, total }) }).then(
+    (before) => {
+      uploadsSummary.alreadyUploaded = before;
+    },
+    (err: unknown) => {
+      stopFollow.abort(err);
+      throw err;
+    },
+  );
+  uploading.catch(() => undefined);
+  const settle = async () => {
+    await uploading;
+    for (const p of hashed) if (state.refused.has(p.sha256)) refusedPhotos.push({ source: p.label, ...state.refused.get(p.sha256)! });
+  };
+  try {
+    return await follow(ctx, batchId, first, {
+      vehicles: true,
+      format: f.format,
+      output: f.output,
+      refusedPhotos,
+      leftOut,
+      json: { refused: refusedPhotos, vehiclesLeftOut: leftOut, uploads: uploadsSummary, state: state.path },
+      settle,
+      note: () => (uploaded.done < uploaded.total ? `uploads ${uploaded.done}/${uploaded.total}` : ''),
+      signal: stopFollow.signal,
+    });
+  } catch (err) {
+    // The follow stopped because the uploads failed: theirs is the error to report.
+    if (stopFollow.signal.aborted) throw stopFollow.signal.reason;
+    throw err;
+  }
+}
+
+/**
+ * Submits a plan's batch under the request id the state keeps for it (written before the request,
+ * so a resend after a kill is the same batch). A 404 naming uploads of ours means they expired (or
+ * were deleted) since and nothing was made under that id: they are marked expired, `again` makes
+ * them good, and the batch goes under a new request id, at most MAX_EXPIRY_ROUNDS times.
+ */
+async function submitPlan(
+  ctx: Context,
+  o: {
+    state: BatchState;
+    planKey: string;
+    shas: string[];
+    idOf: (sha: string) => string | undefined;
+    body: () => BatchRequest;
+    uploadsSummary: { expired: number };
+    again: () => Promise<void>;
+  },
+): Promise<Batch> {
+  const { state, planKey } = o;
+  let requestId = state.submits.get(planKey);
+  if (!requestId) {
+    requestId = `cli_${randomUUID()}`;
+    state.record({ submit: { plan: planKey, requestId } });
+  }
+  for (let round = 1; ; round++) {
+    try {
+      return await ctx.client.batches.create(o.body(), { requestId });
+    } catch (err) {
+      const gone = err instanceof LenstackError && err.status === 404 && round <= MAX_EXPIRY_ROUNDS
+        ? o.shas.filter((sha) => {
+          const id = o.idOf(sha);
+          return id !== undefined && err.message.includes(id);
+        })
+        : [];
+      if (gone.length === 0) throw err;
+      for (const sha of gone) state.record({ expired: { sha256: sha } });
+      o.uploadsSummary.expired += gone.length;
+      ctx.stderr.write(`${gone.length} upload${gone.length === 1 ? '' : 's'} expired before the batch was submitted; uploading again\n`);
+      await o.again();
+      requestId = `cli_${randomUUID()}`;
+      state.record({ submit: { plan: planKey, requestId } });
+    }
+  }
 }

@@ -384,7 +384,7 @@ export type paths = {
         put?: never;
         /**
          * Start a resumable photo upload (tus 1.0)
-         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH, resume after a drop with HEAD then PATCH, from any API process. The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are not billed; they count against the account's upload quota (413 beyond it; 2 GiB by default until the account has bought credits) and expire when no billed request (analyze, batches, enrich; not lookup) used them for 24 h, and 7 days after creation in any case. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH (or in this POST, tus creation-with-upload), resume after a drop with HEAD then PATCH, from any API process. `Upload-Metadata: uploadId` (`upl_` and 32 hex digits) names the upload yourself: you know its URL before this answer arrives, so a POST cut off mid-body resumes from HEAD (400 when the id is taken). The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are not billed; they count against the account's upload quota (413 beyond it; 2 GiB by default until the account has bought credits) and expire when no billed request (analyze, batches, enrich; not lookup) used them for 24 h, and 7 days after creation in any case. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
          */
         post: operations["createUpload"];
         delete?: never;
@@ -953,6 +953,8 @@ export type components = {
                 };
                 customInstructions?: string;
             };
+            /** @description A vehicle batch only: its `uploadId`s may name uploads still arriving, or not made yet (an id the client chose, Upload-Metadata `uploadId`). The batch starts at once; each vehicle waits at its turn until its uploads finished (up to 10 minutes), and fails if one was refused, expired or did not finish */
+            awaitUploads?: boolean;
             /** @description Export columns chosen now; without them exports use the default columns of the lenses the batch runs */
             columns?: {
                 label: string;
