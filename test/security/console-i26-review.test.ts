@@ -80,3 +80,34 @@ describe('signed-out and malformed calls', () => {
     }
   });
 });
+
+describe('another workspace, and signed-out callers, on the sections issue 26 added', () => {
+  it('a stranger gets 404 and a signed-out caller 401 on every workspace route of Requests, Usage, Photos, Playground and Batches', async () => {
+    const owner = await signUpOverHttp(stack, newEmail());
+    const stranger = await signUpOverHttp(stack, newEmail());
+    const w = `/api/v1/workspaces/${owner.workspaceId}`;
+    const sha = 'b'.repeat(64);
+    const calls: Array<[string, string, unknown?]> = [
+      ['GET', `${w}/requests`],
+      ['GET', `${w}/requests/1`],
+      ['GET', `${w}/usage`],
+      ['GET', `${w}/usage.csv`],
+      ['GET', `${w}/photos`],
+      ['POST', `${w}/photos/lookup`, { imageBase64: 'AAAA' }],
+      ['DELETE', `${w}/photos/${sha}`],
+      ['GET', `${w}/thumbnails/${sha}`],
+      ['GET', `${w}/playground/catalog`],
+      ['POST', `${w}/playground/preview`, { sha256: sha, modules: ['dating'] }],
+      ['POST', `${w}/playground/analyze`, { mode: 'test', imageBase64: 'AAAA', modules: ['dating'] }],
+      ['GET', `${w}/batches`],
+      ['GET', `${w}/batches/events`],
+    ];
+    const got: string[] = [];
+    for (const [method, path, body] of calls) {
+      const asStranger = await consoleCall(stack, stranger, method, path, body);
+      const signedOut = await consoleCall(stack, { cookie: '' }, method, path, body);
+      got.push(`${method} ${path.replace(w, '…')}: stranger ${asStranger.status}, signed out ${signedOut.status}`);
+    }
+    expect(got).toEqual(calls.map(([method, path]) => `${method} ${path.replace(w, '…')}: stranger 404, signed out 401`));
+  });
+});
