@@ -67,6 +67,9 @@ describe('signed-out and malformed calls', () => {
       ['GET', `/api/v1/workspaces/${long}/members`],
       ['GET', `/api/v1/batch/${long}`],
       ['GET', `/api/v1/workspaces/${owner.workspaceId}/thumbnails/${'a'.repeat(65)}`],
+      // (fastify's maxParamLength, 100, turns the 101-character ones above into 404s before zod sees them.)
+      ['POST', `/api/v1/batch/bat_nothing/items/abc/retry`],
+      ['POST', `/api/v1/batch/bat_nothing/items/100001/retry`],
     ];
     const got: Array<[string, number, string]> = [];
     for (const [method, path] of calls) {
