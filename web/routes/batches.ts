@@ -13,7 +13,7 @@ import { resolveLenses } from '../../lenses/resolve.ts';
 import { STACKS } from '../../lenses/stacks.ts';
 import type { LensName } from '../../lenses/types.ts';
 import type { WebContext } from '../deps.ts';
-import { parseBody, workspaceParams } from '../plugins/validation.ts';
+import { parse, parseBody, workspaceParams } from '../plugins/validation.ts';
 
 /**
  * A VIN as the console accepts it (docs/decisions.md "Console vehicle batches"): the 17 characters
@@ -61,7 +61,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
   return async (app) => {
     app.get('/api/v1/workspaces/:workspaceId/batches', async (request) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId);
       return { batches: await recentBatches(db, workspaceId) };
     });
@@ -69,7 +69,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
     const streams = new Map<string, number>();
     app.get('/api/v1/workspaces/:workspaceId/batches/events', async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId);
       const open = streams.get(person.id) ?? 0;
       if (open >= MAX_STREAMS_PER_PERSON) throw new AppError('RATE_LIMITED', 'At most 3 live batch lists at once; close another tab');
@@ -114,7 +114,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
     const exportSlots = new ExportSlots(deps.config);
     app.get('/api/v1/batch/:batchId/export', async (request, reply) => {
       const person = await signedIn(request);
-      const { batchId } = batchParams.parse(request.params);
+      const { batchId } = parse('path', batchParams, request.params);
       const format = (request.query as { format?: unknown }).format;
       const { workspaceId } = await batchWorkspace(person.id, batchId);
       return sendBatchExport(request, reply, batchId, await prepareBatchExport(db, workspaceId, batchId, format, exportSlots));
@@ -133,7 +133,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
     // A batch spends the workspace's credits: owners and admins, as for keys and purchases.
     app.post('/api/v1/workspaces/:workspaceId/batches', { bodyLimit: 4 * 1024 * 1024 }, async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const body = parseBody(newBatchBody, request.body);
       if ((body.uploads === undefined) === (body.vehicles === undefined)) throw validationFailed('body: send either uploads (photos) or vehicles (groups of uploads), not both');
@@ -172,7 +172,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
     // Addressed by the batch alone, as its export is: the page learns the workspace from it.
     app.get('/api/v1/batch/:batchId', async (request, reply) => {
       const person = await signedIn(request);
-      const { batchId } = batchParams.parse(request.params);
+      const { batchId } = parse('path', batchParams, request.params);
       const q = itemsQuery.safeParse(request.query);
       if (!q.success) throw validationFailed(`query: ${q.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
       const { workspaceId, role } = await batchWorkspace(person.id, batchId);
@@ -199,7 +199,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
 
     app.post('/api/v1/batch/:batchId/items/:index/retry', async (request, reply) => {
       const person = await signedIn(request);
-      const { batchId, index } = batchParams.extend({ index: z.coerce.number().int().min(0).max(100_000) }).parse(request.params);
+      const { batchId, index } = parse('path', batchParams.extend({ index: z.coerce.number().int().min(0).max(100_000) }), request.params);
       const { workspaceId } = await batchWorkspace(person.id, batchId, ['owner', 'admin']);
       return reply.code(202).send(await retryBatchItem(pipeline, workspaceId, batchId, index));
     });

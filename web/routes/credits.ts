@@ -10,7 +10,7 @@ import { PACK_NAMES, PACKS, packGrant } from '../../credits/price-book.ts';
 import { purchasePack } from '../../payments/purchase.ts';
 import { registerPaymentWebhook } from '../../payments/webhook.ts';
 import type { WebContext } from '../deps.ts';
-import { parseBody, workspaceParams } from '../plugins/validation.ts';
+import { parse, parseBody, workspaceParams } from '../plugins/validation.ts';
 
 /** Stripe's events arrive here, authenticated by their signature (not by cookie or origin: web/plugins/origin-check.ts exempts it). */
 export const STRIPE_WEBHOOK = '/api/v1/stripe/webhook';
@@ -28,7 +28,7 @@ export function creditRoutes(ctx: WebContext): FastifyPluginAsync {
   return async (app) => {
     app.get('/api/v1/workspaces/:workspaceId/credits', async (request) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId);
       const [balance, ledger, usage, card] = await Promise.all([
         getBalance(db, workspaceId),
@@ -51,7 +51,7 @@ export function creditRoutes(ctx: WebContext): FastifyPluginAsync {
     // return to this page.
     app.post('/api/v1/workspaces/:workspaceId/card', async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId, ['owner']);
       if (!payments?.startCardSetup) throw new AppError('SERVICE_UNAVAILABLE', 'Cards cannot be added on this server: it has no payment processor configured (STRIPE_SECRET_KEY)');
       const status = await cardOnFileStatus(db, workspaceId);
@@ -66,7 +66,7 @@ export function creditRoutes(ctx: WebContext): FastifyPluginAsync {
     const purchaseMode = !payments ? 'unavailable' : payments.name === 'stripe' ? 'stripe' : 'development';
     app.get('/api/v1/workspaces/:workspaceId/packs', async (request) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId);
       const first = await firstPackBonusAvailable(db, workspaceId);
       return {
@@ -77,7 +77,7 @@ export function creditRoutes(ctx: WebContext): FastifyPluginAsync {
 
     app.post('/api/v1/workspaces/:workspaceId/purchases', async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const body = parseBody(purchaseBody, request.body);
       const idempotencyKey = `console:${body.idempotencyKey}`;

@@ -5,7 +5,7 @@ import { recordKeyCreator } from '../../accounts/members.ts';
 import { requireMember } from '../../accounts/workspaces.ts';
 import { AppError } from '../../core/errors.ts';
 import type { WebContext } from '../deps.ts';
-import { parseBody, workspaceParams } from '../plugins/validation.ts';
+import { parse, parseBody, workspaceParams } from '../plugins/validation.ts';
 
 const newKeyBody = z.object({ kind: z.enum(['live', 'test']), name: z.string().trim().min(1).max(100).optional() });
 
@@ -20,14 +20,14 @@ export function keyRoutes(ctx: WebContext): FastifyPluginAsync {
   return async (app) => {
     app.get('/api/v1/workspaces/:workspaceId/keys', async (request) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId);
       return { keys: await listAccountKeys(db, workspaceId) };
     });
 
     app.post('/api/v1/workspaces/:workspaceId/keys', async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const data = parseBody(newKeyBody, request.body);
       const issued = await issueAccountKey(db, { userId: workspaceId, kind: data.kind, name: data.name ?? null });
@@ -37,7 +37,7 @@ export function keyRoutes(ctx: WebContext): FastifyPluginAsync {
 
     app.delete('/api/v1/workspaces/:workspaceId/keys/:keyId', async (request) => {
       const person = await signedIn(request);
-      const { workspaceId, keyId } = workspaceParams.extend({ keyId: z.string().min(1).max(100) }).parse(request.params);
+      const { workspaceId, keyId } = parse('path', workspaceParams.extend({ keyId: z.string().min(1).max(100) }), request.params);
       await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const revoked = await revokeAccountKey(
         { db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) },

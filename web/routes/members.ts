@@ -34,7 +34,7 @@ export function memberRoutes(ctx: WebContext): FastifyPluginAsync {
   return async (app) => {
     app.get(`${base}/members`, async (request) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       const role = await requireMember(db, person.id, workspaceId);
       // With each person, how many active keys they made: what removing them would keep or revoke.
       const keys = await keysByCreator(db, workspaceId);
@@ -65,7 +65,7 @@ export function memberRoutes(ctx: WebContext): FastifyPluginAsync {
 
     app.post(`${base}/invitations`, async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId } = workspaceParams.parse(request.params);
+      const { workspaceId } = parse('path', workspaceParams, request.params);
       const role = await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const body = parseBody(inviteBody, request.body);
       const { token, invitation, workspaceName } = await inviteMember(db, { workspaceId, inviter: { id: person.id, role }, email: body.email, role: body.role });

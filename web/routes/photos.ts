@@ -73,6 +73,8 @@ export function photoRoutes(ctx: WebContext): FastifyPluginAsync {
     });
 
     app.get(`${base}/:sha256`, async (request, reply) => {
+      // Signed out is 401 as on every route; another workspace's person gets 404 whatever exists.
+      await signedIn(request);
       const workspaceId = await member(request).catch(() => {
         throw noSuchPhoto();
       });
@@ -93,7 +95,7 @@ export function photoRoutes(ctx: WebContext): FastifyPluginAsync {
     // anyone else gets 404 whether or not the photo exists. Cached by the browser only (private).
     app.get('/api/v1/workspaces/:workspaceId/thumbnails/:sha256', async (request, reply) => {
       const person = await signedIn(request);
-      const { workspaceId, sha256 } = workspaceParams.extend({ sha256: z.string().max(64) }).parse(request.params);
+      const { workspaceId, sha256 } = parse('path', photoParams, request.params);
       await requireMember(db, person.id, workspaceId).catch(() => {
         throw noSuchPhoto();
       });
