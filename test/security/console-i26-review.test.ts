@@ -42,6 +42,13 @@ describe('the Playground spends credits', () => {
     // Before a fix: 200 and 3 credits of the owner's workspace spent by a member.
     expect({ status: res.status, code: body.error?.code, charged: body.usage?.creditsCharged }).toEqual({ status: 403, code: 'FORBIDDEN', charged: undefined });
     expect(await money(owner.workspaceId)).toEqual(before);
+    // The free test mode stays open to every member.
+    const free = await consoleCall(stack, member, 'POST', `/api/v1/workspaces/${owner.workspaceId}/playground/analyze`, { mode: 'test', imageBase64: photo.toString('base64'), modules: ['dating'] });
+    expect(free.status).toBe(200);
+    // The vehicle stack, which the preview cannot price, is not run by anyone (the owner included).
+    const vehicle = await consoleCall(stack, owner, 'POST', `/api/v1/workspaces/${owner.workspaceId}/playground/analyze`, { mode: 'live', imageBase64: photo.toString('base64'), preset: 'vehicle-condition' });
+    expect({ status: vehicle.status, code: ((await vehicle.json()) as { error?: { code: string } }).error?.code }).toEqual({ status: 400, code: 'VALIDATION_FAILED' });
+    expect(await money(owner.workspaceId)).toEqual(before);
   });
 });
 

@@ -3,7 +3,7 @@ import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { requireMember } from '../../accounts/workspaces.ts';
 import type { Principal } from '../../auth/authenticate.ts';
-import { AppError } from '../../core/errors.ts';
+import { AppError, validationFailed } from '../../core/errors.ts';
 import { recordConsoleRequest } from '../../requestlog/repository.ts';
 import { previewAnalysis } from '../../analysis/preview.ts';
 import { analyze } from '../../analysis/service.ts';
@@ -65,8 +65,15 @@ export function playgroundRoutes(ctx: WebContext): FastifyPluginAsync {
     const pipeline = deps.pipeline;
     if (!pipeline) return;
     app.post(`${base}/analyze`, { bodyLimit: MAX_PLAYGROUND_BASE64 + 64 * 1024 }, async (request, reply) => {
-      const workspaceId = await member(request);
+      const person = await signedIn(request);
+      const { workspaceId } = parse('path', workspace, request.params);
+      await requireMember(deps.db, person.id, workspaceId);
       const { mode, imageBase64, ...choice } = parse('body', runBody, request.body);
+      // A live run spends the workspace's credits: owners and admins only, as batches, keys and
+      // purchases; any member may run the free test mode (docs/decisions.md, "The console's Playground").
+      if (mode === 'live') await requireMember(deps.db, person.id, workspaceId, ['owner', 'admin']);
+      // What the preview cannot price is not run either: the vehicle stack is the batches' business.
+      if (choice.preset === 'vehicle-condition') throw validationFailed('preset: the vehicle-condition stack is not run in the Playground (it takes several photos of one vehicle; submit a vehicle batch)');
       const principal: Principal = {
         keyId: `console_playground_${mode}`,
         keyHash: '',
