@@ -21,6 +21,7 @@ import { requestRoutes } from './routes/requests.ts';
 import { uploadRoutes } from './routes/uploads.ts';
 import { usageRoutes } from './routes/usage.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
+import { registerBodyBudget } from '../api/plugins/body-budget.ts';
 
 export type { WebDeps } from './deps.ts';
 
@@ -44,6 +45,9 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   registerConsoleErrors(app, { serveUi });
   registerHardeningHeaders(app);
   registerOriginCheck(app, { origin, exemptRoute: STRIPE_WEBHOOK });
+  // The Playground's and the photo lookup's bodies (a photo as base64, up to ~14 MB) are read whole:
+  // the bytes of such bodies held at once are bounded as on the API; beyond it, 503 + Retry-After.
+  registerBodyBudget(app, deps.config.BODY_BYTES_IN_FLIGHT);
 
   const ctx: WebContext = { deps, origin, payments: deps.payments ?? null, signedIn: sessionResolver(deps.auth) };
   await app.register(authRoutes(ctx));

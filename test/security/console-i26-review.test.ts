@@ -121,3 +121,35 @@ describe('another workspace, and signed-out callers, on the sections issue 26 ad
     expect(got).toEqual(calls.map(([method, path]) => `${method} ${path.replace(w, '…')}: stranger 404, signed out 401`));
   });
 });
+
+describe('large bodies in flight on the console', () => {
+  it('a Playground run beyond the process budget is 503 with Retry-After before it is read, and the budget frees once answered', async () => {
+    const MiB = 1024 * 1024;
+    // One console process with a 2.5 MiB budget: one ~1.5 MB run fits, a second at once does not.
+    const small = await stack.replica({ BODY_BYTES_IN_FLIGHT: 2.5 * MiB });
+    const owner = await signUpOverHttp(stack, newEmail());
+    const photo = await sharp(randomBytes(64 * 48 * 3), { raw: { width: 64, height: 48, channels: 3 } }).jpeg().toBuffer();
+    const run = (modules: string[]) =>
+      fetch(`${small.url}/api/v1/workspaces/${owner.workspaceId}/playground/analyze`, {
+        method: 'POST',
+        headers: { cookie: owner.cookie, origin: stack.url, 'content-type': 'application/json' },
+        // A real photo, the body padded with JSON white space to ~1.5 MB.
+        body: `{"mode":"live","imageBase64":"${photo.toString('base64')}","modules":${JSON.stringify(modules)}${' '.repeat(1.5 * MiB)}}`,
+      });
+    stack.pipeline.sim.setBehaviour('openai', { latencyMs: 1500 });
+    try {
+      const before = stack.pipeline.sim.stats().openai.calls;
+      const first = run(['dating']);
+      // The first run's body is read and its vendor call under way: it holds its share of the budget.
+      await expect.poll(() => stack.pipeline.sim.stats().openai.calls, { timeout: 20_000 }).toBeGreaterThan(before);
+      const refused = await run(['location']);
+      const body = (await refused.json()) as { error?: { code: string; retryable: boolean } };
+      expect({ status: refused.status, retryAfter: refused.headers.get('retry-after'), code: body.error?.code }).toEqual({ status: 503, retryAfter: '2', code: 'SERVICE_UNAVAILABLE' });
+      expect((await first).status).toBe(200);
+      const again = await run(['location']);
+      expect(again.status).toBe(200);
+    } finally {
+      stack.pipeline.sim.reset();
+    }
+  }, 90_000);
+});

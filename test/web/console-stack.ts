@@ -9,7 +9,7 @@ import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { createLogger } from '../../core/logger.ts';
 import type { Pipeline } from '../helpers/pipeline.ts';
 import { startPipeline } from '../helpers/pipeline.ts';
-import { testConfig } from '../harness/env.ts';
+import { testConfig, type ConfigOverrides } from '../harness/env.ts';
 import { freePort } from '../../tools/scripts/temporal.ts';
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { buildWebApp } from '../../web/app.ts';
@@ -50,7 +50,8 @@ export interface ConsoleStack {
    * server) over the same database, datastore and blob store, and the same sessions and origin.
    * Closed with the stack.
    */
-  replica(): Promise<{ url: string; app: FastifyInstance }>;
+  /** Another console process on the same stack; `overrides` change its settings only. */
+  replica(overrides?: ConfigOverrides): Promise<{ url: string; app: FastifyInstance }>;
   /**
    * Forget the sign-in throttle's per-address counts: every browser of the suite signs up from
    * 127.0.0.1, which one real address would not do; tests late in the file start from zero.
@@ -136,10 +137,10 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
         await redis.quit();
       }
     },
-    async replica() {
+    async replica(overrides: ConfigOverrides = {}) {
       const replicaPort = await freePort();
       const own = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
-      const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, limiter, batches: { pipeline: { ...batches.pipeline, uploads: own } } });
+      const app = await buildWebApp({ config: { ...config, ...overrides } as typeof config, db, auth, mailer, keyCache: webKeys, limiter, batches: { pipeline: { ...batches.pipeline, uploads: own } } });
       await app.listen({ host: '127.0.0.1', port: replicaPort });
       variants.push(app);
       return { url: `http://127.0.0.1:${replicaPort}`, app };
