@@ -104,7 +104,7 @@ describe('Overview', () => {
 });
 
 describe('API keys', () => {
-  it('creates a key shown once with a copy button, lists it by prefix, the API takes it; revoked after a confirmation, it leaves the list and the API refuses it', async () => {
+  it('creates a key shown once with a copy button, lists it by prefix, the API takes it; revoked after an in-page confirmation, it leaves the list and the API refuses it', async () => {
     const owner = await signUpOverHttp(stack, newEmail());
     const { page, close } = await openConsole(owner, '/', { clipboard: true });
     try {
@@ -127,20 +127,27 @@ describe('API keys', () => {
       expect(await fitsAPhone(page)).toBe(true);
       await screenshot(page, 'api-keys');
 
-      // Dismissing the confirmation revokes nothing.
-      page.once('dialog', (d) => void d.dismiss());
-      await page.getByRole('button', { name: `Revoke svc_live_…${key.slice(-4)}` }).click();
+      // The confirmation is in the page: "Keep it" has the focus, and keeping (Escape) revokes nothing.
+      const revokeButton = page.getByRole('button', { name: `Revoke svc_live_…${key.slice(-4)}` });
+      await revokeButton.click();
+      const ask = page.getByRole('group', { name: `Revoke svc_live_…${key.slice(-4)}?` });
+      await expect.poll(() => ask.count(), WAIT).toBe(1);
+      expect(await ask.textContent()).toContain('Requests with it are refused within a second. This cannot be undone; billing server needs another key.');
+      await expect.poll(() => page.evaluate(() => (globalThis as unknown as { document: { activeElement: { textContent: string } | null } }).document.activeElement?.textContent)).toBe('Keep it');
+      expect(await seriousA11yViolations(page)).toEqual([]);
+      await page.keyboard.press('Escape');
+      await expect.poll(() => ask.count()).toBe(0);
+      await expect.poll(() => revokeButton.evaluate((b) => b === (b.ownerDocument as unknown as { activeElement: unknown }).activeElement)).toBe(true);
       expect(await page.getByTestId('keys').getByRole('row').count()).toBe(1);
       expect((await api().inject({ method: 'GET', url: '/v1/modules', headers: bearer(key) })).statusCode).toBe(200);
 
-      let asked = '';
-      page.once('dialog', (d) => {
-        asked = d.message();
-        void d.accept();
-      });
-      await page.getByRole('button', { name: `Revoke svc_live_…${key.slice(-4)}` }).click();
+      // With the keyboard: Revoke, then Tab back from "Keep it" to "Revoke key".
+      await revokeButton.press('Enter');
+      await expect.poll(() => ask.count(), WAIT).toBe(1);
+      await page.keyboard.press('Shift+Tab');
+      await page.keyboard.press('Enter');
       await expect.poll(() => page.getByRole('status').filter({ hasText: 'is revoked' }).textContent(), WAIT).toBe(`svc_live_…${key.slice(-4)} is revoked.`);
-      expect(asked).toContain(`Revoke svc_live_…${key.slice(-4)}?`);
+      expect(await ask.count()).toBe(0);
       expect(await page.getByTestId('keys').count()).toBe(0);
       expect(await page.getByText('No active keys.').isVisible()).toBe(true);
       await page.getByText('Revoked keys (1)').click();
@@ -318,6 +325,8 @@ describe('every section', () => {
         await goBySections(page, label, path);
         await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent(), WAIT).toBe(heading === owner.email ? heading : `${heading} · ${owner.email}`);
         expect(await page.title()).toBe(`${label} · ${owner.email} · Lenstack`);
+        // The new section's heading has the focus: a screen reader says where one is now.
+        await expect.poll(() => page.evaluate(() => (globalThis as unknown as { document: { activeElement: { tagName: string } | null } }).document.activeElement?.tagName), { ...WAIT, message: label }).toBe('H1');
         // Loaded: nothing on the page still says it is loading.
         await expect.poll(() => page.locator('[aria-busy="true"]').count(), WAIT).toBe(0);
         expect(await seriousA11yViolations(page), label).toEqual([]);
