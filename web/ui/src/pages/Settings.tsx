@@ -16,8 +16,7 @@ export function Settings({ session, onChanged }: { session: SessionInfo; onChang
     <SectionPage session={session} section="Settings">
       {(w) => (
         <>
-          {w.role !== 'member' && <RenameWorkspace key={w.id} workspace={w} onRenamed={onChanged} />}
-          <WorkspaceSettings workspace={w} />
+          <WorkspaceSettings workspace={w} onRenamed={onChanged} />
           {w.role === 'owner' && w.kind === 'team' && <DeleteWorkspace workspace={w} onDeleted={onChanged} />}
           <NewWorkspace session={session} onChanged={onChanged} />
           <section className="card" aria-labelledby="account-h">
@@ -37,7 +36,7 @@ interface WorkspaceSettingsData {
   retentionDays: number | null;
 }
 
-function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
+function WorkspaceSettings({ workspace, onRenamed }: { workspace: Workspace; onRenamed: () => Promise<void> }) {
   const owner = workspace.role === 'owner';
   const settings = useGet<WorkspaceSettingsData>(ws(workspace.id, 'settings'), `/api/v1/workspaces/${workspace.id}/settings`);
   const [days, setDays] = useState<string | null>(null);
@@ -77,6 +76,7 @@ function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
           <dd>{workspace.role}</dd>
         </div>
       </dl>
+      {workspace.role !== 'member' && <RenameWorkspace key={workspace.id} workspace={workspace} onRenamed={onRenamed} />}
       <h3>Retention</h3>
       <form className="inline" aria-label="Retention" onSubmit={save}>
         <label htmlFor="retention">Keep original photos (days, empty: while the registry holds them)</label>
@@ -110,8 +110,8 @@ function RenameWorkspace({ workspace, onRenamed }: { workspace: Workspace; onRen
     });
   };
   return (
-    <section className="card" aria-labelledby="rename-h">
-      <h2 id="rename-h">Workspace name</h2>
+    <>
+      <h3>Name</h3>
       <form className="inline" aria-label="Rename workspace" onSubmit={rename}>
         <label htmlFor="ws-rename">Name</label>
         <input id="ws-rename" required maxLength={80} autoComplete="off" aria-describedby="rename-hint" value={name} onChange={(e) => setName(e.target.value)} />
@@ -123,7 +123,7 @@ function RenameWorkspace({ workspace, onRenamed }: { workspace: Workspace; onRen
         Up to 80 characters, on one line. Everyone in the workspace sees the new name; owners and admins change it.
       </p>
       <ActionNotes action={action} />
-    </section>
+    </>
   );
 }
 
