@@ -97,16 +97,33 @@ export async function refuseBeyondOwnedCap(c: DbClient, personId: string, messag
   if (n >= MAX_OWNED_TEAM_WORKSPACES) throw new AppError('FORBIDDEN', message(n));
 }
 
+/** A workspace name as typed, trimmed; VALIDATION_FAILED when empty, over NAME_MAX characters, or holding control characters (accounts/names.ts). */
+function workspaceName(name: string): string {
+  const clean = name.trim();
+  if (clean.length < 1) throw validationFailed('name: 1 to 80 characters');
+  const problem = nameProblem(clean, 'name');
+  if (problem) throw validationFailed(problem);
+  return clean;
+}
+
+/**
+ * Renames a workspace that is not erased (the caller has checked the person's role). Bounded as a
+ * new workspace's name is; a personal workspace so named shows the name instead of its address.
+ */
+export async function renameWorkspace(db: Db, workspaceId: string, name: string): Promise<{ id: string; name: string }> {
+  const clean = workspaceName(name);
+  const r = await db.query('UPDATE users SET name = $2 WHERE id = $1 AND deleted_at IS NULL', [workspaceId, clean]);
+  if (r.rowCount !== 1) throw workspaceNotFound();
+  return { id: workspaceId, name: clean };
+}
+
 /**
  * A team workspace: its own credits, keys and registry; the creator is its owner. No signup
  * credits. 403 once the person owns MAX_OWNED_TEAM_WORKSPACES (counted under a per-person lock,
  * so concurrent creations cannot pass it).
  */
 export async function createTeamWorkspace(db: Db, person: { id: string; email: string }, name: string): Promise<Workspace> {
-  const clean = name.trim();
-  if (clean.length < 1) throw validationFailed('name: 1 to 80 characters');
-  const problem = nameProblem(clean, 'name');
-  if (problem) throw validationFailed(problem);
+  const clean = workspaceName(name);
   const id = await inTransaction(db, async (c) => {
     await refuseBeyondOwnedCap(c, person.id, (n) => `You own ${n} team workspaces, the most one person may own; use one of them`);
     const id = await createBillingAccountIn(c, { email: person.email, kind: 'team', name: clean, verified: true });

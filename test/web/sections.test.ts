@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { bearer } from '../helpers/app.ts';
 import { screenshot, seriousA11yViolations } from './browser.ts';
 import { consoleSuite, type ConsoleStack } from './console-stack.ts';
-import { browserCookies, consoleCall, emailMaker, type Person, signUpOverHttp } from './people.ts';
+import { browserCookies, consoleCall, emailMaker, joinWorkspace, type Person, signUpOverHttp } from './people.ts';
 
 /**
  * The console's Overview, API keys, Team and Settings sections, each at its own address (issue 26
@@ -104,7 +104,7 @@ describe('Overview', () => {
 });
 
 describe('API keys', () => {
-  it('creates a key shown once with a copy button, lists it by prefix, the API takes it; revoked after a confirmation, it leaves the list and the API refuses it', async () => {
+  it('creates a key shown once with a copy button, lists it by prefix, the API takes it; revoked after an in-page confirmation, it leaves the list and the API refuses it', async () => {
     const owner = await signUpOverHttp(stack, newEmail());
     const { page, close } = await openConsole(owner, '/', { clipboard: true });
     try {
@@ -127,20 +127,27 @@ describe('API keys', () => {
       expect(await fitsAPhone(page)).toBe(true);
       await screenshot(page, 'api-keys');
 
-      // Dismissing the confirmation revokes nothing.
-      page.once('dialog', (d) => void d.dismiss());
-      await page.getByRole('button', { name: `Revoke svc_live_…${key.slice(-4)}` }).click();
+      // The confirmation is in the page: "Keep it" has the focus, and keeping (Escape) revokes nothing.
+      const revokeButton = page.getByRole('button', { name: `Revoke svc_live_…${key.slice(-4)}` });
+      await revokeButton.click();
+      const ask = page.getByRole('group', { name: `Revoke svc_live_…${key.slice(-4)}?` });
+      await expect.poll(() => ask.count(), WAIT).toBe(1);
+      expect(await ask.textContent()).toContain('Requests with it are refused within a second. This cannot be undone; billing server needs another key.');
+      await expect.poll(() => page.evaluate(() => (globalThis as unknown as { document: { activeElement: { textContent: string } | null } }).document.activeElement?.textContent)).toBe('Keep it');
+      expect(await seriousA11yViolations(page)).toEqual([]);
+      await page.keyboard.press('Escape');
+      await expect.poll(() => ask.count()).toBe(0);
+      await expect.poll(() => revokeButton.evaluate((b) => b === (b.ownerDocument as unknown as { activeElement: unknown }).activeElement)).toBe(true);
       expect(await page.getByTestId('keys').getByRole('row').count()).toBe(1);
       expect((await api().inject({ method: 'GET', url: '/v1/modules', headers: bearer(key) })).statusCode).toBe(200);
 
-      let asked = '';
-      page.once('dialog', (d) => {
-        asked = d.message();
-        void d.accept();
-      });
-      await page.getByRole('button', { name: `Revoke svc_live_…${key.slice(-4)}` }).click();
+      // With the keyboard: Revoke, then Tab back from "Keep it" to "Revoke key".
+      await revokeButton.press('Enter');
+      await expect.poll(() => ask.count(), WAIT).toBe(1);
+      await page.keyboard.press('Shift+Tab');
+      await page.keyboard.press('Enter');
       await expect.poll(() => page.getByRole('status').filter({ hasText: 'is revoked' }).textContent(), WAIT).toBe(`svc_live_…${key.slice(-4)} is revoked.`);
-      expect(asked).toContain(`Revoke svc_live_…${key.slice(-4)}?`);
+      expect(await ask.count()).toBe(0);
       expect(await page.getByTestId('keys').count()).toBe(0);
       expect(await page.getByText('No active keys.').isVisible()).toBe(true);
       await page.getByText('Revoked keys (1)').click();
@@ -185,7 +192,7 @@ describe('Team', () => {
 });
 
 describe('Settings', () => {
-  it('an owner sets how long originals are kept: saved, said, and read back after a reload; a team workspace offers deletion behind its typed name', async () => {
+  it('an owner sets how long originals are kept and renames the workspace: saved, said, and read back after a reload; a team workspace offers deletion behind its typed name', async () => {
     const owner = await signUpOverHttp(stack, newEmail());
     const team = await teamWorkspace(owner, 'Quay Survey');
     const { page, close } = await openConsole(owner, '/');
@@ -219,8 +226,24 @@ describe('Settings', () => {
       }
       expect((await stack.pipeline.db.query<{ retention_days: number }>('SELECT retention_days FROM users WHERE id = $1', [team])).rows[0]!.retention_days).toBe(30);
 
+      // Renamed: the heading, the switcher and the delete confirmation follow, without a reload.
+      const renameForm = page.getByRole('form', { name: 'Rename workspace' });
+      expect(await renameForm.getByLabel('Name', { exact: true }).inputValue()).toBe('Quay Survey');
+      await renameForm.getByLabel('Name', { exact: true }).fill('  Quay Survey North ');
+      await renameForm.getByRole('button', { name: 'Rename' }).click();
+      await expect.poll(() => page.getByRole('status').filter({ hasText: 'Renamed' }).textContent(), WAIT).toBe('Renamed to Quay Survey North.');
+      await expect.poll(() => page.getByTestId('workspace-name').textContent(), WAIT).toBe('Quay Survey North');
+      expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Settings · Quay Survey North');
+      expect(await page.title()).toBe(`Settings · Quay Survey North · Lenstack`);
+      expect(await page.getByLabel('Workspace', { exact: true }).locator('option:checked').textContent()).toBe('Quay Survey North (owner)');
+      expect(await page.getByRole('form', { name: 'Delete Quay Survey North' }).count()).toBe(1);
+      expect(await renameForm.getByLabel('Name', { exact: true }).inputValue()).toBe('Quay Survey North');
+      expect((await stack.pipeline.db.query<{ name: string }>('SELECT name FROM users WHERE id = $1', [team])).rows[0]!.name).toBe('Quay Survey North');
+      expect(await seriousA11yViolations(page)).toEqual([]);
+
       await page.reload();
       await expect.poll(() => page.getByLabel(/^Keep original photos/).inputValue(), WAIT).toBe('30');
+      expect(await page.getByTestId('workspace-name').textContent()).toBe('Quay Survey North');
       // The personal workspace has no delete form: it goes with the account.
       await page.getByLabel('Workspace', { exact: true }).selectOption({ label: `${owner.email} (owner)` });
       await expect.poll(() => page.getByTestId('workspace-name').textContent(), WAIT).toBe(owner.email);
@@ -228,6 +251,56 @@ describe('Settings', () => {
     } finally {
       await close();
     }
+  }, 180_000);
+});
+
+describe('renaming a workspace', () => {
+  const nameOf = async (id: string) => (await stack.pipeline.db.query<{ name: string | null }>('SELECT name FROM users WHERE id = $1', [id])).rows[0]!.name;
+  const rename = (person: Person, id: string, body: unknown) => consoleCall(stack, person, 'PATCH', `/api/v1/workspaces/${id}`, body);
+
+  it('is refused to a member, to an outsider (404, as if it did not exist), for a bad name, and from another site; an owner or admin renames', async () => {
+    const [owner, admin, member, outsider] = [await signUpOverHttp(stack, newEmail()), await signUpOverHttp(stack, newEmail()), await signUpOverHttp(stack, newEmail()), await signUpOverHttp(stack, newEmail())];
+    const ws = await teamWorkspace(owner, 'Dock Ledger');
+    await joinWorkspace(stack, owner, ws, admin, 'admin');
+    await joinWorkspace(stack, owner, ws, member, 'member');
+
+    const byMember = await rename(member, ws, { name: 'Taken Over' });
+    expect(byMember.status).toBe(403);
+    expect(await byMember.json()).toMatchObject({ error: { code: 'FORBIDDEN' } });
+    expect((await rename(outsider, ws, { name: 'Taken Over' })).status).toBe(404);
+    // Another person's workspace, by its id: not found, not forbidden.
+    const elsewhere = await rename(owner, outsider.workspaceId, { name: 'Taken Over' });
+    expect(elsewhere.status).toBe(404);
+    expect(await elsewhere.json()).toMatchObject({ error: { code: 'NOT_FOUND' } });
+    expect(await nameOf(outsider.workspaceId)).toBeNull();
+
+    for (const bad of ['x'.repeat(81), 'Dock\nLedger', 'Dock\r\nBcc: someone', 'Dock\u202eregdeL', 'tab\there', '   ', '', 42, null]) {
+      const res = await rename(owner, ws, { name: bad });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(await res.json(), JSON.stringify(bad)).toMatchObject({ error: { code: 'VALIDATION_FAILED', message: expect.stringMatching(/name/) } });
+    }
+    expect((await rename(owner, ws, { name: 'Fine', extra: true })).status).toBe(400);
+    // The cross-site check: the same call without the console's own Origin changes nothing.
+    const crossSite = await fetch(`${stack.url}/api/v1/workspaces/${ws}`, {
+      method: 'PATCH',
+      headers: { cookie: owner.cookie, origin: 'https://evil.example', 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Cross Site' }),
+    });
+    expect(crossSite.status).toBe(403);
+    expect(await nameOf(ws)).toBe('Dock Ledger');
+
+    const byAdmin = await rename(admin, ws, { name: '  Dock Ledger East  ' });
+    expect(byAdmin.status).toBe(200);
+    expect(await byAdmin.json()).toEqual({ workspace: { id: ws, name: 'Dock Ledger East' } });
+    expect(await nameOf(ws)).toBe('Dock Ledger East');
+    const seen = (await (await consoleCall(stack, member, 'GET', '/api/v1/session')).json()) as { workspaces: Array<{ id: string; name: string }> };
+    expect(seen.workspaces.find((w) => w.id === ws)?.name).toBe('Dock Ledger East');
+    // 80 characters is the bound (as for a new workspace), counted in characters, not bytes.
+    expect((await rename(owner, ws, { name: 'é'.repeat(80) })).status).toBe(200);
+    expect(await nameOf(ws)).toBe('é'.repeat(80));
+    // An owner names their personal workspace too (shown instead of their address).
+    expect((await rename(owner, owner.workspaceId, { name: 'Ada’s photos' })).status).toBe(200);
+    expect(await nameOf(owner.workspaceId)).toBe('Ada’s photos');
   }, 180_000);
 });
 
@@ -252,6 +325,8 @@ describe('every section', () => {
         await goBySections(page, label, path);
         await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent(), WAIT).toBe(heading === owner.email ? heading : `${heading} · ${owner.email}`);
         expect(await page.title()).toBe(`${label} · ${owner.email} · Lenstack`);
+        // The new section's heading has the focus: a screen reader says where one is now.
+        await expect.poll(() => page.evaluate(() => (globalThis as unknown as { document: { activeElement: { tagName: string } | null } }).document.activeElement?.tagName), { ...WAIT, message: label }).toBe('H1');
         // Loaded: nothing on the page still says it is loading.
         await expect.poll(() => page.locator('[aria-busy="true"]').count(), WAIT).toBe(0);
         expect(await seriousA11yViolations(page), label).toEqual([]);

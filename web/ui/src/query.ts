@@ -1,4 +1,4 @@
-import { QueryClient, useQuery, type QueryKey } from '@tanstack/react-query';
+import { QueryClient, useInfiniteQuery, useQuery, type keepPreviousData, type QueryKey } from '@tanstack/react-query';
 import { call, ConsoleError } from './api.ts';
 
 /**
@@ -22,6 +22,23 @@ export const queryClient = new QueryClient({
 export const ws = (workspaceId: string, ...rest: string[]): QueryKey => ['workspace', workspaceId, ...rest];
 
 /** A GET of the console's API, cached under `key`. */
-export function useGet<T>(key: QueryKey, path: string, opts: { enabled?: boolean; refetchInterval?: number | false } = {}) {
+export function useGet<T>(
+  key: QueryKey,
+  path: string,
+  opts: { enabled?: boolean; refetchInterval?: number | false; placeholderData?: typeof keepPreviousData; staleTime?: number } = {},
+) {
   return useQuery({ queryKey: key, queryFn: () => call<T>('GET', path), ...opts });
+}
+
+/**
+ * A keyset-paged GET (`{…, next}` with `?cursor=`), cached under `key`: "Show older" is
+ * `fetchNextPage()`; a refetch reads the pages shown again from the newest.
+ */
+export function usePages<T extends { next: string | null }>(key: QueryKey, path: string) {
+  return useInfiniteQuery({
+    queryKey: key,
+    queryFn: ({ pageParam }) => call<T>('GET', pageParam ? `${path}${path.includes('?') ? '&' : '?'}cursor=${encodeURIComponent(pageParam)}` : path),
+    initialPageParam: null as string | null,
+    getNextPageParam: (last) => last.next,
+  });
 }

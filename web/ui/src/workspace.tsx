@@ -1,4 +1,5 @@
-import { Fragment, useCallback, useEffect, useState, type ReactNode } from 'react';
+import { Fragment, useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
+import { useLocation } from 'wouter';
 import type { SessionInfo, Workspace } from './api.ts';
 
 const KEY = 'lenstack.workspace';
@@ -23,8 +24,23 @@ export function useWorkspace(session: SessionInfo): [Workspace | undefined, (id:
   return [session.workspaces.find((w) => w.id === id) ?? session.workspaces[0], choose];
 }
 
-/** The section's heading: the workspace's name and, with more than one, the switcher. */
+/** The address the console was opened at, and whether the person has moved from it since. */
+const openedAt = window.location.pathname;
+let moved = false;
+
+/**
+ * The section's heading: the workspace's name and, with more than one, the switcher. Shown after
+ * moving to another address (not on the page the console was opened at, and not when only the
+ * query string changes, as a filter does), the heading takes the focus, so a screen reader says
+ * where one is and the keyboard starts from the top of the new section (docs/decisions.md).
+ */
 export function WorkspaceBar({ session, workspace, onChoose, section }: { session: SessionInfo; workspace: Workspace; onChoose: (id: string) => void; section?: string }) {
+  const [path] = useLocation();
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    if (path !== openedAt) moved = true;
+    if (moved) heading.current?.focus();
+  }, [path]);
   // The tab's title names the section, so history, tabs and screen readers tell them apart.
   useEffect(() => {
     document.title = `${section ?? 'Overview'} · ${workspace.name} · Lenstack`;
@@ -34,7 +50,7 @@ export function WorkspaceBar({ session, workspace, onChoose, section }: { sessio
   }, [section, workspace.name]);
   return (
     <div className="bar">
-      <h1>
+      <h1 tabIndex={-1} ref={heading}>
         {section ? (
           <>
             {section} <span className="ws-name">· {workspace.name}</span>

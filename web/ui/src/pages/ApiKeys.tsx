@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { call, type KeyListing, type SessionInfo, type Workspace } from '../api.ts';
 import { ActionNotes, ErrorNote } from '../ErrorNote.tsx';
 import { day } from '../format.ts';
@@ -9,7 +9,8 @@ import { SectionPage } from '../workspace.tsx';
 
 /**
  * API keys (/keys): create one (the secret is shown once, with a copy button), every key with its
- * prefix, name, creation and last use, and revoking one after a confirmation. Members see the list.
+ * prefix, name, creation and last use, and revoking one after an in-page confirmation (its safe
+ * answer, "Keep it", takes the focus; Escape keeps the key too). Members see the list.
  */
 export function ApiKeys({ session }: { session: SessionInfo }) {
   return <SectionPage session={session} section="API keys">{(w) => <KeysPanel workspace={w} />}</SectionPage>;
@@ -36,20 +37,27 @@ function KeysPanel({ workspace }: { workspace: Workspace }) {
     setCopied(false);
     setName('');
   };
-  const revoke = (k: KeyListing) => {
-    if (!window.confirm(`Revoke ${k.prefix}…${k.last4}? Requests with it are refused within a second. This cannot be undone.`)) return;
-    void action.run({
+  // The key whose revocation is being confirmed.
+  const [asking, setAsking] = useState<KeyListing | null>(null);
+  const heading = useRef<HTMLHeadingElement>(null);
+  const revoke = async (k: KeyListing) => {
+    const done = await action.run({
       run: () => call('DELETE', `/api/v1/workspaces/${workspace.id}/keys/${k.id}`),
       fallback: 'Could not revoke the key; try again.',
       done: `${k.prefix}…${k.last4} is revoked.`,
       invalidate,
     });
+    setAsking(null);
+    // Its row (and its Revoke button) are gone: the keyboard starts again from the section's top.
+    if (done !== undefined) heading.current?.focus();
   };
   const active = keys.data?.keys.filter((k) => !k.revokedAt) ?? [];
   const revoked = keys.data?.keys.filter((k) => k.revokedAt) ?? [];
   return (
     <section className="card" aria-labelledby="keys-h">
-      <h2 id="keys-h">API keys</h2>
+      <h2 id="keys-h" tabIndex={-1} ref={heading}>
+        API keys
+      </h2>
       <p className="hint">
         Send a key as <code>Authorization: Bearer …</code>. Live keys run real analyses and are billed; test keys answer with sandbox fixtures, free.
       </p>
@@ -95,8 +103,9 @@ function KeysPanel({ workspace }: { workspace: Workspace }) {
       ) : active.length === 0 ? (
         <p>No active keys.</p>
       ) : (
-        <KeyTable keys={active} testId="keys" caption="Active keys" onRevoke={canManage ? revoke : undefined} busy={action.busy} />
+        <KeyTable keys={active} testId="keys" caption="Active keys" onRevoke={canManage ? (k) => setAsking(k) : undefined} busy={action.busy} />
       )}
+      {asking && <ConfirmRevoke key={asking.id} k={asking} busy={action.busy} onRevoke={() => void revoke(asking)} onKeep={() => setAsking(null)} />}
       {revoked.length > 0 && (
         <details>
           <summary>Revoked keys ({revoked.length})</summary>
@@ -104,6 +113,51 @@ function KeysPanel({ workspace }: { workspace: Workspace }) {
         </details>
       )}
     </section>
+  );
+}
+
+/**
+ * "Revoke svc_live_…abcd?" in the page, not the browser's confirm(): the question is the group's
+ * name, "Keep it" has the focus (a stray Enter revokes nothing), Escape keeps the key, and the focus
+ * goes back to the row's Revoke button when it is kept.
+ */
+function ConfirmRevoke({ k, busy, onRevoke, onKeep }: { k: KeyListing; busy: boolean; onRevoke: () => void; onKeep: () => void }) {
+  const keep = useRef<HTMLButtonElement>(null);
+  const label = `${k.prefix}…${k.last4}`;
+  useEffect(() => {
+    keep.current?.focus();
+  }, []);
+  const kept = () => {
+    onKeep();
+    // The Revoke button of the row this question was about.
+    requestAnimationFrame(() => document.querySelector<HTMLButtonElement>(`button[data-revoke="${k.id}"]`)?.focus());
+  };
+  return (
+    <div
+      role="group"
+      aria-labelledby="revoke-q"
+      aria-describedby="revoke-what"
+      className="confirm"
+      data-testid="confirm-revoke"
+      onKeyDown={(e) => {
+        if (e.key === 'Escape') kept();
+      }}
+    >
+      <p id="revoke-q">
+        <strong>Revoke {label}?</strong>
+      </p>
+      <p id="revoke-what">
+        Requests with it are refused within a second. This cannot be undone{k.name ? `; ${k.name} needs another key` : ''}.
+      </p>
+      <span className="actions">
+        <button type="button" className="danger" disabled={busy} onClick={onRevoke}>
+          Revoke key
+        </button>
+        <button type="button" className="quiet" ref={keep} disabled={busy} onClick={kept}>
+          Keep it
+        </button>
+      </span>
+    </div>
   );
 }
 
@@ -140,7 +194,7 @@ function KeyTable({ keys, testId, caption, onRevoke, busy }: { keys: KeyListing[
               <td>{k.revokedAt ? `revoked ${day(k.revokedAt)}` : 'active'}</td>
               {onRevoke && (
                 <td>
-                  <button type="button" className="danger" disabled={busy} onClick={() => onRevoke(k)} aria-label={`Revoke ${k.prefix}…${k.last4}`}>
+                  <button type="button" className="danger" disabled={busy} onClick={() => onRevoke(k)} aria-label={`Revoke ${k.prefix}…${k.last4}`} data-revoke={k.id}>
                     Revoke
                   </button>
                 </td>

@@ -1,7 +1,9 @@
-import { useCallback, useEffect, useRef, useState, type DragEvent } from 'react';
+import { useQueryClient, type InfiniteData } from '@tanstack/react-query';
+import { useEffect, useRef, useState, type DragEvent } from 'react';
 import { call, ConsoleError, type SessionInfo } from '../api.ts';
 import { DropZone } from '../DropZone.tsx';
 import { ErrorNote } from '../ErrorNote.tsx';
+import { useGet, usePages, ws } from '../query.ts';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
 
 interface BilledLens {
@@ -53,32 +55,22 @@ export function Photos({ session }: { session: SessionInfo }) {
 
 function PhotosPanel({ workspaceId, mayDelete }: { workspaceId: string; mayDelete: boolean }) {
   const base = `/api/v1/workspaces/${workspaceId}/photos`;
-  const [photos, setPhotos] = useState<Photo[] | null>(null);
-  const [next, setNext] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const client = useQueryClient();
+  const listKey = ws(workspaceId, 'photos', 'pages');
+  const list = usePages<PhotoPage>(listKey, base);
+  const photos = list.data ? list.data.pages.flatMap((p) => p.photos) : null;
+  const error = list.error ? 'Could not load the photos; try again.' : null;
   const [open, setOpen] = useState<string | null>(null);
   const [noBytes, setNoBytes] = useState<Set<string>>(new Set());
   const [notice, setNotice] = useState<string | null>(null);
   const registryHeading = useRef<HTMLHeadingElement>(null);
-  const load = useCallback(
-    async (cursor: string | null) => {
-      setError(null);
-      try {
-        const page = await call<PhotoPage>('GET', `${base}${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`);
-        setPhotos((old) => (cursor && old ? [...old, ...page.photos] : page.photos));
-        setNext(page.next);
-      } catch {
-        setError('Could not load the photos; try again.');
-      }
-    },
-    [base],
-  );
-  useEffect(() => {
-    void load(null);
-  }, [load]);
   const erased = (sha256: string) => {
     setOpen(null);
-    setPhotos((old) => (old ?? []).filter((p) => p.sha256 !== sha256));
+    // Gone from the pages shown at once (the cursors stay valid: they point past older photos).
+    client.setQueryData<InfiniteData<PhotoPage, string | null>>(listKey, (old) =>
+      old ? { ...old, pages: old.pages.map((p) => ({ ...p, photos: p.photos.filter((x) => x.sha256 !== sha256) })) } : old,
+    );
+    client.removeQueries({ queryKey: ws(workspaceId, 'photos', 'one', sha256) });
     setNotice(`Photo ${short(sha256)} was erased with its lens records.`);
     // The records' section is gone with the photo: keyboard and screen reader go back to the list.
     registryHeading.current?.focus();
@@ -91,7 +83,7 @@ function PhotosPanel({ workspaceId, mayDelete }: { workspaceId: string; mayDelet
           <h2 id="photos-h" tabIndex={-1} ref={registryHeading}>
             Registry
           </h2>
-          <button type="button" className="quiet" onClick={() => void load(null)}>
+          <button type="button" className="quiet" onClick={() => void list.refetch()}>
             Refresh
           </button>
         </div>
@@ -139,30 +131,40 @@ function PhotosPanel({ workspaceId, mayDelete }: { workspaceId: string; mayDelet
             ))}
           </ol>
         )}
-        {next && (
+        {list.hasNextPage && (
           <p>
-            <button type="button" className="quiet" onClick={() => void load(next)}>
+            <button type="button" className="quiet" disabled={list.isFetchingNextPage} onClick={() => void list.fetchNextPage()}>
               Show older
             </button>
           </p>
         )}
       </section>
-      {open && <Records key={open} base={base} sha256={open} mayDelete={mayDelete} onErased={erased} onClose={() => setOpen(null)} />}
+      {open && <Records key={open} workspaceId={workspaceId} base={base} sha256={open} mayDelete={mayDelete} onErased={erased} onClose={() => setOpen(null)} />}
     </>
   );
 }
 
 /** One photo's lens records as JSON, with its erasure behind a confirmation. */
-function Records({ base, sha256, mayDelete, onErased, onClose }: { base: string; sha256: string; mayDelete: boolean; onErased: (sha256: string) => void; onClose: () => void }) {
-  const [detail, setDetail] = useState<Detail | null>(null);
-  const [error, setError] = useState<string | null>(null);
+function Records({
+  workspaceId,
+  base,
+  sha256,
+  mayDelete,
+  onErased,
+  onClose,
+}: {
+  workspaceId: string;
+  base: string; sha256: string; mayDelete: boolean; onErased: (sha256: string) => void; onClose: () => void }) {
+  const read = useGet<Detail>(ws(workspaceId, 'photos', 'one', sha256), `${base}/${sha256}`);
+  const detail = read.data ?? null;
+  const [eraseError, setError] = useState<string | null>(null);
+  const error = eraseError ?? (read.error ? 'Could not load this photo’s records.' : null);
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     heading.current?.focus();
-    call<Detail>('GET', `${base}/${sha256}`).then(setDetail, () => setError('Could not load this photo’s records.'));
-  }, [base, sha256]);
+  }, [sha256]);
   const erase = async () => {
     setBusy(true);
     setError(null);

@@ -1,6 +1,8 @@
-import { useEffect, useId, useState, type ClipboardEvent, type DragEvent } from 'react';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useId, useState, type ClipboardEvent, type DragEvent } from 'react';
 import { call, type SessionInfo } from '../api.ts';
 import { ErrorNote } from '../ErrorNote.tsx';
+import { useGet, ws } from '../query.ts';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
 
 interface CatalogLens {
@@ -107,38 +109,34 @@ export function Playground({ session }: { session: SessionInfo }) {
 function Bench({ workspaceId }: { workspaceId: string }) {
   const ids = useId();
   const base = `/api/v1/workspaces/${encodeURIComponent(workspaceId)}/playground`;
-  const [catalog, setCatalog] = useState<Catalog>();
+  const client = useQueryClient();
+  const catalogRead = useGet<Catalog>(ws(workspaceId, 'playground', 'catalog'), `${base}/catalog`);
+  const catalog = catalogRead.data;
   const [photo, setPhoto] = useState<Photo>();
   const [by, setBy] = useState<'stack' | 'lenses'>('stack');
-  const [stack, setStack] = useState('');
+  // The first stack of the catalog until the person picks another.
+  const [stackPicked, setStack] = useState<string>();
+  const stack = stackPicked ?? catalog?.stacks[0]?.name ?? '';
   const [picked, setPicked] = useState<string[]>([]);
   const [mode, setMode] = useState<'test' | 'live'>('test');
-  const [preview, setPreview] = useState<Preview>();
   const [answer, setAnswer] = useState<Analysis>();
   const [running, setRunning] = useState(false);
-  const [error, setFailure] = useState<string>();
+  const [failure, setFailure] = useState<string>();
   const setError = (e: unknown) => setFailure(e === undefined ? undefined : e instanceof Error ? e.message : 'Something went wrong; try again.');
   const [copied, setCopied] = useState('');
 
-  useEffect(() => {
-    call<Catalog>('GET', `${base}/catalog`).then((c) => {
-      setCatalog(c);
-      setStack(c.stacks[0]?.name ?? '');
-    }, setError);
-  }, [base]);
-
   const choice = by === 'stack' ? { preset: stack } : picked.length ? { modules: picked } : undefined;
-  const choiceKey = JSON.stringify(choice);
-  useEffect(() => {
-    setPreview(undefined);
-    if (!photo || !choice) return;
-    let live = true;
-    call<Preview>('POST', `${base}/preview`, { sha256: photo.sha256, ...choice }).then((p) => live && setPreview(p), (e) => live && setError(e));
-    return () => {
-      live = false;
-    };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [base, photo, choiceKey, answer]);
+  // The cost of this photo with this choice: a read (the POST carries the choice), cached per both.
+  const previewKey = ws(workspaceId, 'playground', 'preview', photo?.sha256 ?? '', JSON.stringify(choice));
+  const previewRead = useQuery({
+    queryKey: previewKey,
+    queryFn: () => call<Preview>('POST', `${base}/preview`, { sha256: photo!.sha256, ...choice }),
+    enabled: photo !== undefined && choice !== undefined,
+    staleTime: 0,
+  });
+  const preview = previewRead.data;
+  const readError = catalogRead.error ?? previewRead.error;
+  const error = failure ?? (readError ? (readError instanceof Error ? readError.message : 'Something went wrong; try again.') : undefined);
 
   const take = async (file: File | undefined | null) => {
     if (!file) return;
@@ -163,6 +161,8 @@ function Bench({ workspaceId }: { workspaceId: string }) {
     setError(undefined);
     try {
       setAnswer(await call<Analysis>('POST', `${base}/analyze`, { mode, imageBase64: photo.base64, ...choice }));
+      // What is in the registry now changed: the cost is worked out again (shown as being worked out).
+      void client.resetQueries({ queryKey: ws(workspaceId, 'playground', 'preview') });
     } catch (e) {
       setError(e);
     } finally {

@@ -1,8 +1,10 @@
-import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { keepPreviousData } from '@tanstack/react-query';
+import { useEffect, useMemo, useState, type FormEvent } from 'react';
 import { Link, useLocation, useSearch } from 'wouter';
 import { call, ConsoleError, type SessionInfo } from '../api.ts';
 import { useKeys } from '../keys.ts';
 import { ErrorNote } from '../ErrorNote.tsx';
+import { useGet, ws } from '../query.ts';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
 
 interface RequestRow {
@@ -75,23 +77,18 @@ function RequestList({ workspaceId, search }: { workspaceId: string; search: str
   // The cursors of the pages before this one (keyset pagination has no page numbers).
   const [trail, setTrail] = useState<Array<string | null>>([]);
   const [cursor, setCursor] = useState<string | null>(null);
-  const [page, setPage] = useState<RequestPage | null>(null);
+  // Each page is a cache entry; the page shown stays while the next one loads ("Older", "Newer").
+  const list = useGet<RequestPage>(ws(workspaceId, 'requests', 'list', search, cursor ?? ''), `/api/v1/workspaces/${workspaceId}/requests${query(filter, cursor)}`, {
+    placeholderData: keepPreviousData,
+  });
+  const page = list.data ?? null;
+  // The operations the server names come with a page; the last ones given stay in the filter.
   const [operations, setOperations] = useState<string[]>([]);
-  const keys = useKeys(workspaceId).data?.keys ?? [];
-  const [error, setError] = useState<string | null>(null);
-  const load = useCallback(async () => {
-    setError(null);
-    try {
-      const p = await call<RequestPage>('GET', `/api/v1/workspaces/${workspaceId}/requests${query(filter, cursor)}`);
-      setPage(p);
-      if (p.operations) setOperations(p.operations);
-    } catch (err) {
-      setError(err instanceof ConsoleError ? err.message : 'Could not load the requests; try again.');
-    }
-  }, [workspaceId, filter, cursor]);
   useEffect(() => {
-    void load();
-  }, [load]);
+    if (list.data?.operations) setOperations(list.data.operations);
+  }, [list.data]);
+  const keys = useKeys(workspaceId).data?.keys ?? [];
+  const error = list.error ? (list.error instanceof ConsoleError ? list.error.message : 'Could not load the requests; try again.') : null;
   const apply = (e: FormEvent) => {
     e.preventDefault();
     const q = new URLSearchParams(Object.entries(draft).filter(([, v]) => v !== ''));
@@ -102,7 +99,7 @@ function RequestList({ workspaceId, search }: { workspaceId: string; search: str
     <section className="card" aria-labelledby="requests-h">
       <div className="bar">
         <h2 id="requests-h">API requests, last 30 days</h2>
-        <button type="button" className="quiet" onClick={() => void load()}>
+        <button type="button" className="quiet" onClick={() => void list.refetch()}>
           Refresh
         </button>
       </div>
@@ -238,16 +235,16 @@ interface RequestDetail extends RequestRow {
 /** One request (/requests/{id}): what it was, and the error envelope or the stored analysis it answered with. */
 export function RequestPage({ session, id }: { session: SessionInfo; id: string }) {
   const [workspace, choose] = useWorkspace(session);
-  const [detail, setDetail] = useState<RequestDetail | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    if (!workspace) return;
-    setDetail(null);
-    setError(null);
-    call<RequestDetail>('GET', `/api/v1/workspaces/${workspace.id}/requests/${encodeURIComponent(id)}`).then(setDetail, (err: unknown) =>
-      setError(err instanceof ConsoleError && err.status === 404 ? 'No such request in this workspace (requests are kept 30 days).' : 'Could not load the request; try again.'),
-    );
-  }, [workspace, id]);
+  const read = useGet<RequestDetail>(ws(workspace?.id ?? '', 'requests', 'one', id), `/api/v1/workspaces/${workspace?.id ?? ''}/requests/${encodeURIComponent(id)}`, {
+    enabled: workspace !== undefined,
+  });
+  const detail = read.data ?? null;
+  const failed = read.error;
+  const error = failed
+    ? failed instanceof ConsoleError && failed.status === 404
+      ? 'No such request in this workspace (requests are kept 30 days).'
+      : 'Could not load the request; try again.'
+    : null;
   if (!workspace) return <NoWorkspace />;
   return (
     <>

@@ -7,7 +7,7 @@ import { useAction } from '../useAction.ts';
 import { SectionPage, useWorkspace } from '../workspace.tsx';
 
 /**
- * Settings (/settings): how long original photos are kept (docs/privacy.md "Retention"), deleting
+ * Settings (/settings): the workspace's name (owners and admins rename it), how long original photos are kept (docs/privacy.md "Retention"), deleting
  * a team workspace (typing its name confirms), another workspace, and the way to one's own
  * account (sign-in methods, sessions, deleting it: /account).
  */
@@ -16,7 +16,7 @@ export function Settings({ session, onChanged }: { session: SessionInfo; onChang
     <SectionPage session={session} section="Settings">
       {(w) => (
         <>
-          <WorkspaceSettings workspace={w} />
+          <WorkspaceSettings workspace={w} onRenamed={onChanged} />
           {w.role === 'owner' && w.kind === 'team' && <DeleteWorkspace workspace={w} onDeleted={onChanged} />}
           <NewWorkspace session={session} onChanged={onChanged} />
           <section className="card" aria-labelledby="account-h">
@@ -36,7 +36,7 @@ interface WorkspaceSettingsData {
   retentionDays: number | null;
 }
 
-function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
+function WorkspaceSettings({ workspace, onRenamed }: { workspace: Workspace; onRenamed: () => Promise<void> }) {
   const owner = workspace.role === 'owner';
   const settings = useGet<WorkspaceSettingsData>(ws(workspace.id, 'settings'), `/api/v1/workspaces/${workspace.id}/settings`);
   const [days, setDays] = useState<string | null>(null);
@@ -76,6 +76,7 @@ function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
           <dd>{workspace.role}</dd>
         </div>
       </dl>
+      {workspace.role !== 'member' && <RenameWorkspace key={workspace.id} workspace={workspace} onRenamed={onRenamed} />}
       <h3>Retention</h3>
       <form className="inline" aria-label="Retention" onSubmit={save}>
         <label htmlFor="retention">Keep original photos (days, empty: while the registry holds them)</label>
@@ -89,6 +90,40 @@ function WorkspaceSettings({ workspace }: { workspace: Workspace }) {
       <p className="hint" id="retention-hint">From 1 to 3,650 days. Lens results stay either way: lookups and cache hits keep working. Only owners change this.</p>
       <ActionNotes action={action} />
     </section>
+  );
+}
+
+function RenameWorkspace({ workspace, onRenamed }: { workspace: Workspace; onRenamed: () => Promise<void> }) {
+  const [name, setName] = useState(workspace.name);
+  const action = useAction();
+  const rename = (e: FormEvent) => {
+    e.preventDefault();
+    void action.run({
+      run: () => call<{ workspace: { name: string } }>('PATCH', `/api/v1/workspaces/${workspace.id}`, { name }),
+      fallback: 'Could not rename the workspace; try again.',
+      // The session holds the names the heading, the switcher and every section show.
+      after: async (r) => {
+        setName(r.workspace.name);
+        await onRenamed();
+      },
+      done: (r) => `Renamed to ${r.workspace.name}.`,
+    });
+  };
+  return (
+    <>
+      <h3>Name</h3>
+      <form className="inline" aria-label="Rename workspace" onSubmit={rename}>
+        <label htmlFor="ws-rename">Name</label>
+        <input id="ws-rename" required maxLength={80} autoComplete="off" aria-describedby="rename-hint" value={name} onChange={(e) => setName(e.target.value)} />
+        <button type="submit" disabled={action.busy || name.trim() === '' || name.trim() === workspace.name}>
+          Rename
+        </button>
+      </form>
+      <p className="hint" id="rename-hint">
+        Up to 80 characters, on one line. Everyone in the workspace sees the new name; owners and admins change it.
+      </p>
+      <ActionNotes action={action} />
+    </>
   );
 }
 

@@ -1,6 +1,6 @@
-import { useCallback, useEffect, useState } from 'react';
 import { Link } from 'wouter';
-import { call, type SessionInfo } from '../api.ts';
+import type { SessionInfo } from '../api.ts';
+import { usePages, ws } from '../query.ts';
 import { ErrorNote } from '../ErrorNote.tsx';
 import { NoWorkspace, useWorkspace, WorkspaceBar } from '../workspace.tsx';
 import { CreditsPanel } from '../credits.tsx';
@@ -64,33 +64,17 @@ export function Usage({ session }: { session: SessionInfo }) {
 }
 
 function UsagePanel({ workspaceId }: { workspaceId: string }) {
-  const [rows, setRows] = useState<UsageRow[] | null>(null);
-  const [days, setDays] = useState<Day[]>([]);
-  const [next, setNext] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = useCallback(
-    async (cursor: string | null) => {
-      setError(null);
-      try {
-        const page = await call<UsagePage>('GET', `/api/v1/workspaces/${workspaceId}/usage${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ''}`);
-        setRows((old) => (cursor && old ? [...old, ...page.rows] : page.rows));
-        if (page.perDay) setDays(page.perDay);
-        setNext(page.next);
-      } catch {
-        setError('Could not load the usage; try again.');
-      }
-    },
-    [workspaceId],
-  );
-  useEffect(() => {
-    void load(null);
-  }, [load]);
+  // Under ws(id, 'usage'), which a purchase invalidates; the newest page brings the per-day figures.
+  const usage = usePages<UsagePage>(ws(workspaceId, 'usage', 'pages'), `/api/v1/workspaces/${workspaceId}/usage`);
+  const rows = usage.data ? usage.data.pages.flatMap((p) => p.rows) : null;
+  const days: Day[] = usage.data?.pages[0]?.perDay ?? [];
+  const error = usage.error ? 'Could not load the usage; try again.' : null;
   return (
     <section className="card" aria-labelledby="usage-h">
       <div className="bar">
         <h2 id="usage-h">Usage</h2>
         <span className="actions">
-          <button type="button" className="quiet" onClick={() => void load(null)}>
+          <button type="button" className="quiet" onClick={() => void usage.refetch()}>
             Refresh
           </button>
           <a className="button secondary" href={`/api/v1/workspaces/${workspaceId}/usage.csv`} download>
@@ -140,9 +124,9 @@ function UsagePanel({ workspaceId }: { workspaceId: string }) {
           </table>
         </div>
       )}
-      {next && (
+      {usage.hasNextPage && (
         <p>
-          <button type="button" className="quiet" onClick={() => void load(next)}>
+          <button type="button" className="quiet" disabled={usage.isFetchingNextPage} onClick={() => void usage.fetchNextPage()}>
             Show older
           </button>
         </p>
