@@ -1,5 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { AppError } from '../core/errors.ts';
+import { VENDOR_ACTIVITY, VENDOR_NAMES, type VendorActivityName } from '../core/vendor-names.ts';
 import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
 import { isStackName } from '../lenses/stacks.ts';
 import { VendorError } from '../vendors/errors.ts';
@@ -188,9 +189,8 @@ export function vendorActivities(deps: ActivityDeps) {
     }
   }
 
-  return {
-    callOpenAI: (input: VendorCallInput) => callVendor('openai', input),
-    callAnthropic: (input: VendorCallInput) => callVendor('anthropic', input),
-    callGoogle: (input: VendorCallInput) => callVendor('google', input),
-  };
+  // One activity per vendor, named in core/vendor-names.ts (recorded histories name them).
+  return Object.fromEntries(
+    VENDOR_NAMES.map((v) => [VENDOR_ACTIVITY[v], (input: VendorCallInput) => callVendor(v, input)]),
+  ) as Record<VendorActivityName, (input: VendorCallInput) => Promise<VendorCallResult>>;
 }

@@ -1,3 +1,4 @@
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import { analysisPersisted, getPhotos, recordCacheHit } from '../registry/photos.ts';
 import type { Analysis } from './contract.ts';
 import { embeddingOf, type TakenImages } from './intake.ts';
@@ -51,7 +52,7 @@ export async function answerFromRegistry(
     outputTokens: 0,
     creditsCharged: 0,
     warnings: request.warnings,
-    origin: origin ?? { provider: 'registry', model: 'registry', vendor: deps.config.VENDOR_ORDER[0] ?? 'openai' },
+    origin: origin ?? { provider: 'registry', model: 'registry', vendor: deps.config.VENDOR_ORDER[0] ?? VENDOR_NAMES[0] },
     promptHash: null,
     cacheHit: true,
     requestId,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields, type Lens } from '../lenses/index.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
 import { STACKS } from '../lenses/stacks.ts';
@@ -226,7 +227,7 @@ export const analysisSchema = z
       requestId: z.string(),
       ai_generated: z.literal(true),
       model: z.string(),
-      vendor: z.enum(['openai', 'anthropic', 'google']),
+      vendor: z.enum(VENDOR_NAMES),
       cacheHit: z.boolean().optional(),
     }),
     embedding: z.array(z.number()).optional(),

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import type { Analysis } from './contract.ts';
 import type { PhotoRecord, LensOrigin } from '../registry/photos.ts';
 import type { Vendor } from '../workflows/types.ts';
@@ -59,7 +60,7 @@ export function originOf(photos: Array<PhotoRecord & { origins: Record<string, L
       if (rec && origin && (!best || rec.producedAt > best.at)) best = { at: rec.producedAt, ...origin, provider: rec.provider };
     }
   }
-  if (!best || !['openai', 'anthropic', 'google'].includes(best.vendor)) return null;
+  if (!best || !(VENDOR_NAMES as readonly string[]).includes(best.vendor)) return null;
   return { vendor: best.vendor as Vendor, model: best.model, provider: best.provider };
 }
 

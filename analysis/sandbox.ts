@@ -1,3 +1,4 @@
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import type { Principal } from '../auth/authenticate.ts';
 import { toStrictJsonSchema, type BespokeSchema } from '../bespoke/schema.ts';
 import { sandboxOutput } from '../lenses/fixtures.ts';
@@ -35,7 +36,7 @@ export function sandboxAnalysis(deps: AnalyzeDeps, principal: Principal, request
     outputTokens: 0,
     creditsCharged: 0,
     warnings: [...(principal.anonymous ? [] : request.warnings), 'sandbox: fixture data from a svc_test_ key; no AI call was made and nothing was billed'],
-    origin: { provider: 'sandbox', model: 'sandbox-fixtures', vendor: deps.config.VENDOR_ORDER[0] ?? 'openai' },
+    origin: { provider: 'sandbox', model: 'sandbox-fixtures', vendor: deps.config.VENDOR_ORDER[0] ?? VENDOR_NAMES[0] },
     promptHash: null,
     cacheHit: false,
     requestId,

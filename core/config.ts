@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VENDOR_NAMES } from './vendor-names.ts';
 
 /**
  * All configuration, parsed once per process from the environment (one parse, one owner of the environment).
@@ -8,7 +9,8 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
-const vendorName = z.enum(['openai', 'anthropic', 'google']);
+/** The vendors' names come from core/vendor-names.ts, the one list (docs/architecture.md, "Adding a vendor"). */
+export const vendorName = z.enum(VENDOR_NAMES);
 
 /** IMAGE_MAX_PIXELS unless configured: also the limit of a decode whose caller holds no config. */
 export const DEFAULT_IMAGE_MAX_PIXELS = 100_000_000;
@@ -184,7 +186,7 @@ export const configSchema = z.object({
   /** Fallback order of vendors, first tried first. */
   VENDOR_ORDER: z
     .string()
-    .default('openai,anthropic,google')
+    .default(VENDOR_NAMES.join(','))
     .transform((s) => s.split(',').map((v) => v.trim()).filter(Boolean))
     .pipe(z.array(vendorName).min(1)),
   /** When set, every vendor without its own key is pointed at this simulated vendor server. */
@@ -225,7 +227,7 @@ export const configSchema = z.object({
 });
 
 export type Config = z.infer<typeof configSchema>;
-export type VendorName = z.infer<typeof vendorName>;
+export type { VendorName } from './vendor-names.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

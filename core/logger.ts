@@ -1,6 +1,7 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import pretty from 'pino-pretty';
 import type { Config } from './config.ts';
+import { VENDOR_SECRET_PATHS } from './vendor-names.ts';
 
 /**
  * Where a key or a secret could sit in a log object. Request headers are not serialized by
@@ -16,9 +17,7 @@ export const REDACT_PATHS = [
   'authorization',
   'internalSecret',
   'config.INTERNAL_SECRET',
-  'config.OPENAI_API_KEY',
-  'config.ANTHROPIC_API_KEY',
-  'config.GEMINI_API_KEY',
+  ...VENDOR_SECRET_PATHS,
   'config.AUTH_SECRET',
   'config.SMTP_URL',
   'config.GITHUB_CLIENT_SECRET',

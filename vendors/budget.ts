@@ -1,5 +1,7 @@
 import { createClient } from 'redis';
 import type { Config, VendorName } from '../core/config.ts';
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
+import { vendorSettings } from './settings.ts';
 import { VENDOR_BUDGET_LUA, vendorBudgetScript } from './budget-script.ts';
 
 /**
@@ -191,10 +193,11 @@ export function vendorBudgetFromConfig(config: Config): Promise<VendorBudget> {
   return VendorBudget.connect(config.REDIS_URL, {
     prefix: config.REDIS_PREFIX,
     interactiveReserve: config.VENDOR_INTERACTIVE_RESERVE,
-    limits: {
-      openai: { rpm: config.OPENAI_RPM, tpm: config.OPENAI_TPM },
-      anthropic: { rpm: config.ANTHROPIC_RPM, tpm: config.ANTHROPIC_TPM },
-      google: { rpm: config.GEMINI_RPM, tpm: config.GEMINI_TPM },
-    },
+    limits: Object.fromEntries(
+      VENDOR_NAMES.map((v) => {
+        const { rpm, tpm } = vendorSettings(config, v);
+        return [v, { rpm, tpm }];
+      }),
+    ) as Record<VendorName, { rpm: number; tpm: number }>,
   });
 }

@@ -1,39 +1,20 @@
 import type { Config, VendorName } from '../core/config.ts';
 import type { VisionClient } from './types.ts';
-import type { AdapterOptions } from './answer.ts';
-import { createOpenAIClient } from './openai.ts';
-import { createAnthropicClient } from './anthropic.ts';
-import { createGoogleClient } from './google.ts';
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
+import { VENDOR_REGISTRY } from './registry.ts';
+import { apiKeyVar, vendorSettings } from './settings.ts';
 
 export type { VisionClient, VisionRequest, VisionResult } from './types.ts';
 export { VendorError, type VendorErrorKind } from './errors.ts';
+export { VENDOR_PLUGINS, VENDOR_REGISTRY, type VendorPlugin } from './registry.ts';
+export { vendorSettings, type VendorSettings } from './settings.ts';
 
 /** Key sent to the sim: it checks that a key is present, never its value. */
 export const SIM_API_KEY = 'sim-key-not-a-secret';
 
-const FACTORIES: Record<VendorName, (opts: AdapterOptions) => VisionClient> = {
-  openai: createOpenAIClient,
-  anthropic: createAnthropicClient,
-  google: createGoogleClient,
-};
-
 /** Where each SDK must point to reach sim/ running at `simUrl` (see sim/README in the report). */
 export function simBaseURL(vendor: VendorName, simUrl: string): string {
-  const root = simUrl.replace(/\/+$/, '');
-  // The openai SDK appends `/chat/completions` to its base URL, which must therefore carry /v1;
-  // the anthropic SDK appends `/v1/messages`; @google/genai appends `/v1beta/models/...`.
-  return vendor === 'openai' ? `${root}/v1` : root;
-}
-
-function vendorSettings(config: Config, vendor: VendorName): { apiKey?: string; baseURL?: string; model: string } {
-  switch (vendor) {
-    case 'openai':
-      return { apiKey: config.OPENAI_API_KEY, baseURL: config.OPENAI_BASE_URL, model: config.OPENAI_MODEL };
-    case 'anthropic':
-      return { apiKey: config.ANTHROPIC_API_KEY, baseURL: config.ANTHROPIC_BASE_URL, model: config.ANTHROPIC_MODEL };
-    case 'google':
-      return { apiKey: config.GEMINI_API_KEY, baseURL: config.GEMINI_BASE_URL, model: config.GEMINI_MODEL };
-  }
+  return `${simUrl.replace(/\/+$/, '')}${VENDOR_REGISTRY[vendor].simPath}`;
 }
 
 /** Which vendors this deployment calls, from config alone (no SDK client is built). */
@@ -57,7 +38,7 @@ export function vendorSetup(config: Config): VendorSetup {
   // Config parsing does not reject duplicates in VENDOR_ORDER; a vendor is tried once.
   for (const vendor of new Set(config.VENDOR_ORDER)) {
     const settings = vendorSettings(config, vendor);
-    const keyVar = `${vendor === 'google' ? 'GEMINI' : vendor.toUpperCase()}_API_KEY`;
+    const keyVar = apiKeyVar(vendor);
     if (settings.apiKey) {
       vendors.push({ vendor, apiKey: settings.apiKey, baseURL: settings.baseURL, model: settings.model, simulated: false });
     } else if (config.SIM_VENDOR_URL) {
@@ -85,7 +66,7 @@ export interface VisionClients {
 /** The SDK clients of the vendors vendorSetup names (the worker's; the API needs only the names). */
 export function createVisionClients(config: Config, opts: { timeoutMs?: number } = {}): VisionClients {
   const setup = vendorSetup(config);
-  const clients = setup.vendors.map(({ vendor, ...o }) => FACTORIES[vendor]({ ...o, promptCache: config.VENDOR_PROMPT_CACHE, ...opts }));
+  const clients = setup.vendors.map(({ vendor, ...o }) => VENDOR_REGISTRY[vendor].createClient({ ...o, promptCache: config.VENDOR_PROMPT_CACHE, ...opts }));
   return { clients, simulated: setup.simulated, warnings: setup.warnings };
 }
 
@@ -97,7 +78,7 @@ export function simulatorNotice(config: Config): string | null {
   const setup = vendorSetup(config);
   if (setup.vendors.length === 0 || setup.vendors.some((v) => !v.simulated)) return null;
   return (
-    `!!! No vendor API key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY): analyses are answered by the ` +
+    `!!! No vendor API key configured (${VENDOR_NAMES.map(apiKeyVar).join(', ')}): analyses are answered by the ` +
     `vendor SIMULATOR at ${config.SIM_VENDOR_URL}, labelled "simulated", not real AI output.`
   );
 }

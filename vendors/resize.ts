@@ -1,4 +1,5 @@
 import { DEFAULT_IMAGE_MAX_PIXELS, type VendorName } from '../core/config.ts';
+import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-pixels.ts';
 
 /**
@@ -51,8 +52,6 @@ const ANTHROPIC = { longEdge: 1568, maxPixels: Math.floor(1.15 * 1024 * 1024), p
  */
 const GEMINI = { smallSide: 384, tile: 768, tileTokens: 258, longEdge: 1536 } as const;
 
-const ALL_VENDORS: readonly VendorName[] = ['openai', 'anthropic', 'google'];
-
 function scaled(size: Size, factor: number, round: (n: number) => number = Math.round): Size {
   if (factor >= 1) return size;
   return { width: Math.max(1, round(size.width * factor)), height: Math.max(1, round(size.height * factor)) };
@@ -85,7 +84,7 @@ export function billedSize(vendor: VendorName, width: number, height: number): S
  * JPEG original shrinks on load toward it (a 12 MP photo decodes at half size).
  */
 export function workCopySize(source: Size): Size {
-  return ALL_VENDORS.map((v) => billedSize(v, source.width, source.height)).reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
+  return VENDOR_NAMES.map((v) => billedSize(v, source.width, source.height)).reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
 }
 
 /** Input tokens the vendor bills for one image of exactly this size (no further downscaling). */

@@ -1,5 +1,6 @@
 import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, proxyLocalActivities, workflowInfo, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import { Compensations } from './saga.ts';
+import { VENDOR_ACTIVITY } from '../core/vendor-names.ts';
 import type { Activities } from '../activities/index.ts';
 import { MAX_ATTEMPT_MS, VENDOR_ATTEMPTS, vendorAttemptTimeoutMs } from './deadlines.ts';
 import type { HashedRef, ImageRef, Lane, PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from './types.ts';
@@ -44,11 +45,6 @@ export const VENDOR_OPTIONS: ActivityOptions = {
 export const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 const vendor = proxyActivities<Activities>(VENDOR_OPTIONS);
 
-const VENDOR_ACTIVITY = {
-  openai: vendor.callOpenAI,
-  anthropic: vendor.callAnthropic,
-  google: vendor.callGoogle,
-} as const;
 
 function failureType(err: unknown): string | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -96,7 +92,7 @@ export async function callWithFallback(
     const v = vendors[i]!;
     tally.calls += 1;
     try {
-      const result = await VENDOR_ACTIVITY[v].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [patient ? { ...call, overflow: false } : call]);
+      const result = await vendor[VENDOR_ACTIVITY[v]].executeWithOptions({ ...VENDOR_OPTIONS, startToCloseTimeout: chain.attemptTimeoutMs, summary: `${v}: ${summary}` }, [patient ? { ...call, overflow: false } : call]);
       return { result, fellBackFrom };
     } catch (err) {
       // A cancelled workflow stops here: the next vendor would be cancelled too, and the caller

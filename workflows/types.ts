@@ -1,5 +1,7 @@
 /** Inputs and results of AnalyzeWorkflow. Pure types: safe to import from workflow code. */
-export type Vendor = 'openai' | 'anthropic' | 'google';
+/** A vendor's name: the list is core/vendor-names.ts (no code of its own, safe in the workflow sandbox). */
+import type { VendorName } from '../core/vendor-names.ts';
+export type Vendor = VendorName;
 
 export interface AnalyzeContext {
   knownPeople?: Array<{ name: string; birthYear?: number; deathYear?: number; role?: string }>;

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { issueKey } from '../../auth/repository.ts';
+import { VENDOR_NAMES } from '../../core/vendor-names.ts';
 import { createUser } from '../../accounts/billing-accounts.ts';
 import { grant, sweepExpired } from '../../credits/ledger.ts';
 import { createPool } from '../../db/pool.ts';
@@ -187,7 +188,7 @@ export const FULL_SIZE: Omit<ChaosOptions, 'seed' | 'log'> = {
   consoleKills: 3,
 };
 
-const VENDORS = ['openai', 'anthropic', 'google'] as const;
+const VENDORS = VENDOR_NAMES;
 /** How often the simulated vendors change failure mode and latency (the failure sequence goes on). */
 const WEATHER_MS = 10_000;
 const KEEP = { keepFailureSequence: true };

@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { loadConfig } from '../../core/config.ts';
+import { anyVendorKey } from '../../vendors/settings.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { startMailCatcher } from '../../web/mail.ts';
 import { startS3Server } from '../scripts/s3-server.ts';
@@ -75,7 +76,7 @@ try {
     client.destroy();
     Object.assign(env, { BLOB_STORE: 's3', S3_BUCKET: 'lenstack-blobs', S3_ENDPOINT: s3.endpoint, S3_FORCE_PATH_STYLE: 'true', S3_REGION: 'us-east-1', S3_ACCESS_KEY_ID: s3.accessKeyId, S3_SECRET_ACCESS_KEY: s3.secretAccessKey });
   }
-  if (!config.SIM_VENDOR_URL && !(config.OPENAI_API_KEY || config.ANTHROPIC_API_KEY || config.GEMINI_API_KEY)) {
+  if (!config.SIM_VENDOR_URL && !anyVendorKey(config)) {
     const sim = await startSimVendor({ port: 0 });
     stops.push(() => sim.close());
     env.SIM_VENDOR_URL = sim.url;

@@ -10,6 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, refuseLivePaymentsWithSimulator, webUrl } from '../../core/config.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
+import { VENDOR_NAMES } from '../../core/vendor-names.ts';
+import { anyVendorKey, apiKeyVar } from '../../vendors/settings.ts';
 import { startSimVendor } from '../sim/index.ts';
 import { ensureConsoleBuilt } from './build-web.ts';
 import { ensureHeicDecoder } from './heic-decoder.ts';
@@ -24,7 +26,7 @@ try {
   config = loadConfig();
   // Without a vendor key the children run on the simulator started below: check that configuration
   // now (a live Stripe key refuses it), before the database or Temporal are touched.
-  if (!config.SIM_VENDOR_URL && !(config.OPENAI_API_KEY || config.ANTHROPIC_API_KEY || config.GEMINI_API_KEY)) {
+  if (!config.SIM_VENDOR_URL && !anyVendorKey(config)) {
     refuseLivePaymentsWithSimulator({ ...config, SIM_VENDOR_URL: 'the simulator npm start runs' });
   }
 } catch (err) {
@@ -93,12 +95,12 @@ try {
   childEnv.TEMPORAL_ADDRESS = temporalAddress;
 
   // No vendor key at all: answer from the simulator, and say so loudly.
-  const anyKey = config.OPENAI_API_KEY || config.ANTHROPIC_API_KEY || config.GEMINI_API_KEY;
+  const anyKey = anyVendorKey(config);
   if (!config.SIM_VENDOR_URL && !anyKey) {
     const sim = await startSimVendor({ port: 0 });
     stops.push(() => sim.close());
     childEnv.SIM_VENDOR_URL = sim.url;
-    say('!!! No vendor API key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY).');
+    say(`!!! No vendor API key configured (${VENDOR_NAMES.map(apiKeyVar).join(', ')}).`);
     say(`!!! Analyses are answered by the vendor SIMULATOR at ${sim.url}: labelled "simulated", not real AI output.`);
     // A stack with simulated vendors is a development one: its pack purchases charge no card either
     // (unless Stripe, test mode, is configured: then API and console both sell through it,

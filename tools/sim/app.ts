@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { VendorName } from '../../core/config.ts';
+import { VENDOR_NAMES } from '../../core/vendor-names.ts';
 import { SIMULATED_HEADER } from '../../vendors/answer.ts';
 import { checkAgainstSchema } from '../../vendors/output-schema.ts';
 import sharp from 'sharp';
@@ -39,7 +40,7 @@ import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders,
  *   GET  /__sim/limits   POST /__sim/limits            rate limits per vendor (rate-limits.ts)
  */
 
-export const VENDORS: readonly VendorName[] = ['openai', 'anthropic', 'google'];
+export const VENDORS: readonly VendorName[] = VENDOR_NAMES;
 const PROTOCOLS: Record<VendorName, Protocol> = { openai: openaiProtocol, anthropic: anthropicProtocol, google: geminiProtocol };
 
 export interface SimVendorOptions {

@@ -1,0 +1,94 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { configSchema, loadConfig, vendorName } from '../../core/config.ts';
+import { REDACT_PATHS } from '../../core/logger.ts';
+import { VENDOR_ACTIVITY, VENDOR_ENV_PREFIX, VENDOR_NAMES } from '../../core/vendor-names.ts';
+import { vendorActivities } from '../../activities/vendors.ts';
+import type { ActivityDeps } from '../../activities/deps.ts';
+import { analysisSchema } from '../../analysis/contract.ts';
+import { VENDORS as SIM_VENDORS } from '../../tools/sim/app.ts';
+import { VENDOR_PLUGINS, VENDOR_REGISTRY, vendorSettings } from '../../vendors/index.ts';
+
+/**
+ * The registry is the only list of vendors (docs/architecture.md, "Adding a vendor"): every list the
+ * product keeps of them equals the registry's names, so a vendor added to the registry appears
+ * everywhere, and a vendor spelled anywhere else without it fails here.
+ */
+const names = [...VENDOR_NAMES].sort();
+
+describe('the vendor registry is the one list of vendors', () => {
+  it('registers one plug-in per name, under its own name', () => {
+    expect(Object.keys(VENDOR_REGISTRY).sort()).toEqual(names);
+    expect(VENDOR_PLUGINS.map((p) => p.name)).toEqual([...VENDOR_NAMES]);
+    for (const p of VENDOR_PLUGINS) expect(VENDOR_REGISTRY[p.name]).toBe(p);
+    expect(names).toEqual(['anthropic', 'google', 'openai']);
+  });
+
+  it("config's vendor enum and VENDOR_ORDER's default are the registry's names", () => {
+    expect([...vendorName.options].sort()).toEqual(names);
+    expect(loadConfig({}).VENDOR_ORDER).toEqual([...VENDOR_NAMES]);
+    expect(() => loadConfig({ VENDOR_ORDER: 'openai,mistral' })).toThrow();
+  });
+
+  it("config's per-vendor variables are exactly the registry's prefixes, each with its five variables", () => {
+    const keys = Object.keys(configSchema.shape);
+    const keyPrefixes = keys.flatMap((k) => /^([A-Z]+)_API_KEY$/.exec(k)?.[1] ?? []).sort();
+    expect(keyPrefixes).toEqual(VENDOR_NAMES.map((v) => VENDOR_ENV_PREFIX[v]).sort());
+    for (const v of VENDOR_NAMES) {
+      for (const suffix of ['API_KEY', 'BASE_URL', 'MODEL', 'RPM', 'TPM']) expect(keys).toContain(`${VENDOR_ENV_PREFIX[v]}_${suffix}`);
+    }
+    const s = vendorSettings(loadConfig({ GEMINI_API_KEY: 'g-key', GEMINI_MODEL: 'gemini-x', GEMINI_RPM: '7', OPENAI_TPM: '9' }), 'google');
+    expect(s).toEqual({ apiKey: 'g-key', baseURL: undefined, model: 'gemini-x', rpm: 7, tpm: 0 });
+  });
+
+  it("log redaction hides every registered vendor's key and names no other", () => {
+    const vendorKeyPaths = REDACT_PATHS.filter((p) => /^config\.[A-Z]+_API_KEY$/.test(p)).sort();
+    expect(vendorKeyPaths).toEqual(VENDOR_NAMES.map((v) => `config.${VENDOR_ENV_PREFIX[v]}_API_KEY`).sort());
+  });
+
+  it('the worker has one activity per vendor, named as the workflow calls it', () => {
+    const activities = vendorActivities({} as ActivityDeps);
+    expect(Object.keys(activities).sort()).toEqual(VENDOR_NAMES.map((v) => VENDOR_ACTIVITY[v]).sort());
+    expect(new Set(Object.values(VENDOR_ACTIVITY)).size).toBe(VENDOR_NAMES.length);
+    // The recorded histories name these: an existing vendor's activity keeps its name.
+    expect(VENDOR_ACTIVITY).toEqual({ openai: 'callOpenAI', anthropic: 'callAnthropic', google: 'callGoogle' });
+  });
+
+  it("the API contract's vendor enum, the OpenAPI document's and the simulator's list are the registry's names", () => {
+    const vendor = analysisSchema.shape.meta.shape.vendor;
+    expect([...vendor.options].sort()).toEqual(names);
+    const doc = JSON.parse(readFileSync('openapi/lenstack.json', 'utf8'));
+    expect([...doc.components.schemas.Analysis.properties.meta.properties.vendor.enum].sort()).toEqual(names);
+    expect([...SIM_VENDORS].sort()).toEqual(names);
+  });
+
+  it('no product module outside the vendor code spells a vendor name', () => {
+    // Where a vendor's own code still lives (its adapter, its billed size, its simulator protocol):
+    // the folder-per-vendor step moves these beside each other (docs/architecture.md, "Adding a vendor").
+    const vendorCode = new Set([
+      'core/vendor-names.ts',
+      'vendors/registry.ts',
+      'vendors/openai.ts',
+      'vendors/anthropic.ts',
+      'vendors/google.ts',
+      'vendors/resize.ts',
+    ]);
+    // tools/sim is the simulator: one protocol per vendor, checked against the list above. The
+    // console's `google` is a sign-in provider, quoted as such in web/ (not a vendor).
+    const skip = new Set(['node_modules', 'test', 'bench', 'docs', 'openapi', 'clients', 'tools/sim', 'web', 'deploy', 'samples', 'examples']);
+    const files: string[] = [];
+    const walk = (dir: string) => {
+      for (const d of readdirSync(dir, { withFileTypes: true })) {
+        const p = dir === '.' ? d.name : path.join(dir, d.name);
+        if (d.isDirectory()) {
+          if (!d.name.startsWith('.') && !skip.has(p)) walk(p);
+        } else if (/\.tsx?$/.test(d.name)) files.push(p);
+      }
+    };
+    walk('.');
+    expect(files).toContain('workflows/steps.ts');
+    const spelled = files.filter((f) => !vendorCode.has(f) && /(['"])(openai|anthropic|google)\1/.test(readFileSync(f, 'utf8')));
+    expect(spelled).toEqual([]);
+  });
+});
