@@ -140,13 +140,16 @@ export function batchActivities(deps: ActivityDeps) {
     > {
       const item = await vehicleToTake(deps.db, args);
       if (!item) return { error: { code: 'INTERNAL_ERROR', message: 'The vehicle is not pending' } };
+      // Uploads still arriving when the batch was submitted (awaitUploads) are waited for first,
+      // holding nothing: a hold taken before the wait would age through it (its TTL is sized to the
+      // report's run, RESERVATION_TTL_MS > WORKFLOW_TIMEOUT_MS), and ids that never come would hold
+      // credits for nothing (docs/decisions.md, "The fleet's analysis overlaps its uploads").
+      const arrived = await awaitUploads(item.userId, item.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId])));
       // Its photos may be fetched now: the report's price first (runs from before this step pass no hold).
       if (args.hold) await holdItem(args.hold);
       const refs: Array<ImageRef | undefined> = item.photos.map((p) => p.ref);
       const refused: Array<{ at: number; code: string; message: string }> = [];
       const holder = newLeaseHolder('batch-vehicle');
-      // Uploads still arriving when the batch was submitted (awaitUploads) are waited for first.
-      const arrived = await awaitUploads(item.userId, item.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId])));
       await mapBounded(item.photos, VEHICLE_FETCH_CONCURRENCY, async (p, at) => {
         if (p.ref || (!p.url && !p.uploadId)) return;
         const upload = p.uploadId ? arrived.get(p.uploadId)! : null;
