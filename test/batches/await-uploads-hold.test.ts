@@ -13,13 +13,12 @@ import { bearer, buildTestApp, createTestUser, type TestApp } from '../helpers/a
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
- * A vehicle of an awaitUploads batch waits at its turn (up to 10 minutes) for its uploads
- * (docs/decisions.md, "The fleet's analysis overlaps its uploads"). The report's price is held for
- * the child's run (RESERVATION_TTL_MS, which exceeds WORKFLOW_TIMEOUT_MS so the sweeper never
- * releases a hold a running report still needs). A hold taken before the wait ages through it: a
- * wait of 10 minutes then a report of up to 10 leaves the sweeper releasing the hold mid-report
- * (and the report unbilled), and a caller naming uploads that never come holds credits and a lane
- * for nothing. So nothing is held while the vehicle waits, and the hold is whole once it is over.
+ * A vehicle of an awaitUploads batch waits at its turn (up to 10 minutes) for its uploads, holding
+ * its report's price (docs/decisions.md, "The fleet's analysis overlaps its uploads"). That hold's
+ * TTL (RESERVATION_TTL_MS) is sized to exceed the report's run (WORKFLOW_TIMEOUT_MS) alone: aged
+ * through a wait of 10 minutes then a report of up to 10, it would lapse mid-report, the sweeper
+ * releasing it and the report going unbilled. So once the wait is over it counts again from then.
+ * The wait's minutes are stood in for by moving the hold's expiry to one minute away meanwhile.
  */
 let t: TestApp;
 let acts: ReturnType<typeof createActivities>;
@@ -31,7 +30,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => t?.close());
 
-it('holds nothing while a vehicle waits for its uploads, and holds the report\'s whole TTL from the moment they arrived', async () => {
+it('holds the report\'s price while a vehicle waits for its uploads, and its whole TTL again from the moment they arrived', async () => {
   const user = await createTestUser(t.db, { community: 5 });
   const uploadId = `upl_${randomBytes(16).toString('hex')}`;
   const batchId = await createBatch(t.db, {
@@ -48,7 +47,7 @@ it('holds nothing while a vehicle waits for its uploads, and holds the report\'s
 
   const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
   // The first heartbeat is the step's first look at its uploads that found them still arriving.
-  let heldWhileWaiting: Awaited<ReturnType<typeof openHolds>> | undefined;
+  let heldWhileWaiting: Awaited<ReturnType<typeof openHolds>> = [];
   let waiting!: () => void;
   const firstLook = new Promise<void>((r) => (waiting = r));
   env.on('heartbeat', (d: unknown) => {
@@ -58,6 +57,8 @@ it('holds nothing while a vehicle waits for its uploads, and holds the report\'s
   await firstLook;
   heldWhileWaiting = await openHolds();
   const balanceWhileWaiting = await getBalance(t.db, user.userId);
+  // Fourteen of its fifteen minutes spent waiting.
+  await t.db.query(`UPDATE reservations SET expires_at = now() + interval '1 minute' WHERE id = $1`, [hold.reservationId]);
 
   const bytes = photoBytes('Canon_40D.jpg');
   const arrivedAt = Date.now();
@@ -70,8 +71,8 @@ it('holds nothing while a vehicle waits for its uploads, and holds the report\'s
   expect(up.statusCode, up.body).toBe(201);
   const ready = await step;
 
-  expect(heldWhileWaiting).toEqual([]);
-  expect(balanceWhileWaiting).toMatchObject({ community: 5, reserved: 0 });
+  expect(heldWhileWaiting.map((r) => r.id)).toEqual([hold.reservationId]);
+  expect(balanceWhileWaiting).toMatchObject({ community: 4, reserved: 1 });
   expect(ready).toMatchObject({ refs: [{ sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }] });
   const after = await openHolds();
   expect(after.map((r) => r.id)).toEqual([hold.reservationId]);
