@@ -16,7 +16,7 @@ import {
   type PauseReason,
 } from '../batches/repository.ts';
 import { planLimitExceeded } from '../core/errors.ts';
-import { getBalance, release, reserve } from '../credits/ledger.ts';
+import { getBalance, release, renewHold, reserve } from '../credits/ledger.ts';
 import { takeBatchPhoto } from '../registry/intake.ts';
 import { newLeaseHolder, releaseLeases } from '../registry/blob-leases.ts';
 import { mapBounded } from '../core/map-bounded.ts';
@@ -146,7 +146,12 @@ export function batchActivities(deps: ActivityDeps) {
       const refused: Array<{ at: number; code: string; message: string }> = [];
       const holder = newLeaseHolder('batch-vehicle');
       // Uploads still arriving when the batch was submitted (awaitUploads) are waited for first.
-      const arrived = await awaitUploads(item.userId, item.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId])));
+      const awaited = item.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId]));
+      const arrived = await awaitUploads(item.userId, awaited);
+      // The hold aged through the wait; its TTL is sized to the report's run (RESERVATION_TTL_MS >
+      // WORKFLOW_TIMEOUT_MS), so it counts again from now (docs/decisions.md, "The fleet's analysis
+      // overlaps its uploads").
+      if (awaited.length > 0 && args.hold && args.hold.amount > 0) await renewHold(deps.db, { id: args.hold.reservationId, ttlMs: args.hold.ttlMs });
       await mapBounded(item.photos, VEHICLE_FETCH_CONCURRENCY, async (p, at) => {
         if (p.ref || (!p.url && !p.uploadId)) return;
         const upload = p.uploadId ? arrived.get(p.uploadId)! : null;

@@ -151,6 +151,19 @@ export async function reserve(db: Db, args: ReserveArgs): Promise<Reservation> {
   return inTransaction(db, (c) => reserveIn(c, args));
 }
 
+/**
+ * An open reservation's TTL counted again from now (never shortened): a hold taken before a wait
+ * (a vehicle awaiting its uploads, activities/batch.ts) must still outlast the run it pays for.
+ * A closed one is left as it is. Whether it was open.
+ */
+export async function renewHold(db: Db, args: { id: string; ttlMs: number }): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE reservations SET expires_at = greatest(expires_at, now() + ($2 || ' milliseconds')::interval) WHERE id = $1 AND status = 'open'`,
+    [args.id, String(args.ttlMs)],
+  );
+  return Boolean(r.rowCount);
+}
+
 /** `reserve` inside a caller's transaction. Takes the account-row lock. */
 export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
