@@ -172,7 +172,7 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
         db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome, ...(mayGiveBack ? { release } : {}) });
       try {
         if (input.kind === 'vehicles') {
-          await finish(await runVehicle(input, item.index, requestId, photoConcurrency));
+          await finish(await runVehicle(input, item.index, requestId, photoConcurrency, () => now() === 'cancelled'));
         } else {
           await finish(await runPhoto(input, item, requestId));
         }
@@ -255,12 +255,18 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
  * since hashing is not workflow code), then the vehicle report saga as a child, or the stored
  * report of the same photos and vehicle for nothing.
  */
-async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number): Promise<ItemOutcome> {
+async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number, cancelled: () => boolean): Promise<ItemOutcome> {
   const workflowId = childWorkflowId(input, requestId);
   // Its photos may be fetched now: the report's price is held first.
   const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}), hold: holdFor(input, workflowId, VEHICLE_REPORT_CREDITS) });
   if ('error' in ready) return ready.error;
   if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
+  // Cancelled while its photos were made ready (a vehicle may wait minutes for uploads still
+  // arriving): its report is not run, and finishing the item gives its hold back. Patched: runs
+  // recorded before this check replay as they ran.
+  if (patched('vehicle-cancelled-while-preparing') && cancelled()) {
+    return { code: 'BATCH_FINISHED', message: 'The batch was cancelled while this vehicle was made ready; its report was not run' };
+  }
   const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
     workflowId,
     args: [
