@@ -22,7 +22,8 @@ import { getBalance } from '../credits/ledger.ts';
 import type { Db } from '../db/pool.ts';
 import { registerErrorHandling, sendError } from '../api/plugins/errors.ts';
 import { newRequestId } from '../api/request-id.ts';
-import { CLIENT_IP_HEADER, type ConsoleAuth } from './auth.ts';
+import { CLIENT_IP_HEADER, handleAuthRequest, type ConsoleAuth } from './auth.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { signInThrottle } from './throttle.ts';
 import { registerAccountSecurity } from './account-security.ts';
 import { configuredProviders } from './identity-providers.ts';
@@ -158,7 +159,9 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
       headers.set(CLIENT_IP_HEADER, ip);
       const init: RequestInit = { method: request.method, headers };
       if (request.method === 'POST' && request.body !== undefined) init.body = JSON.stringify(request.body);
-      const response = await deps.auth.handler(new Request(url, init));
+      const { response, error } = await handleAuthRequest(deps.auth, new Request(url, init));
+      // A route that lost the database: 503 with Retry-After (api/plugins/errors.ts), not better-auth's bare 500.
+      if (response.status >= 500 && isDatabaseUnavailable(error)) throw error;
       if (request.method === 'POST') await throttle?.after({ path: url.pathname, ip, email: body?.email, status: response.status });
       reply.status(response.status);
       response.headers.forEach((value, key) => {
