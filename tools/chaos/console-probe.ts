@@ -84,7 +84,7 @@ export async function probeConsoles(opts: {
       const rng = rngFor(`${opts.seed}|console-probe|${loop}`);
       while (!opts.stopped()) {
         const bases = opts.bases();
-        if (bases.length) out.push(await probeOnce(pick(rng, bases), opts.person, rng() < 0.1 ? signIn : pick(rng, reads)));
+        if (bases.length) out.push(await probeOnce(pick(rng, bases), opts.person, rng() < 0.03 ? signIn : pick(rng, reads)));
         await new Promise((r) => setTimeout(r, 200 + Math.floor(rng() * 500)));
       }
     }),
@@ -93,7 +93,7 @@ export async function probeConsoles(opts: {
 }
 
 /** The probes' verdict: failures (500s, hangs, 503 without Retry-After, 401 for a valid session) and a summary line. */
-export function judgeProbes(probes: ProbeAttempt[]): { failures: string[]; line: string } {
+export function judgeProbes(probes: ProbeAttempt[]): { failures: string[]; line: string; byStatus: Record<string, number> } {
   const by: Record<string, number> = {};
   const bad5xx: ProbeAttempt[] = [];
   const noRetryAfter: ProbeAttempt[] = [];
@@ -114,5 +114,5 @@ export function judgeProbes(probes: ProbeAttempt[]): { failures: string[]; line:
   if (hangs.length) failures.push(`${hangs.length} console request(s) unanswered within ${TIMEOUT_MS} ms: ${show(hangs)}`);
   if (signedOut.length) failures.push(`${signedOut.length} console answer(s) 401 for a valid session: ${show(signedOut)}`);
   const fmt = Object.entries(by).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
-  return { failures, line: `console person (through the fault proxies): ${probes.length} requests (${fmt})` };
+  return { failures, byStatus: by, line: `console person (through the fault proxies): ${probes.length} requests (${fmt})` };
 }

@@ -26,8 +26,8 @@ import { makePlan, type PlannedCall } from './plan.ts';
 import { pollUntil, ROOT, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
 
 /**
- * The chaos driver: real API, worker and console processes against Postgres and Redis (the API's
- * and workers' through fault proxies), the simulated vendors failing and stalling, workers
+ * The chaos driver: real API, worker and console processes against Postgres and Redis (through
+ * fault proxies), the simulated vendors failing and stalling, workers
  * SIGKILLed and restarted, API processes stopped and killed with uploads cut mid-PATCH, console
  * processes killed mid-upload, while clients send a seeded plan of analyze calls and batch clients
  * upload photos with tus and submit batches over them. Then the load and the faults stop, every
@@ -127,6 +127,8 @@ export interface ChaosReport {
     workerStarts: number;
     apiKills: number;
     consoleKills: number;
+    /** The console person's requests during the load, by status (or connection error). */
+    consoleRequests: Record<string, number>;
     /** Uploads cut by an API or console SIGKILL, finished through the other replica. */
     resumedUploads: number;
     batches: Record<string, number>;
@@ -956,6 +958,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       workerStarts: workers.starts,
       apiKills: restartCounts['api-kill'] ?? 0,
       consoleKills: restartCounts['console-kill'] ?? 0,
+      consoleRequests: probes.byStatus,
       resumedUploads: cutMidway.length,
       batches: batchCheck.byStatus,
       batchItems: batchCheck.items,
