@@ -200,7 +200,13 @@ const API_SHUTDOWN_GRACE_MS = 3_000;
 const WORKER_SHUTDOWN_GRACE_MS = 2_000;
 /** Attempts of one analyze call at most: a bound; the client's retry window ends it first (runCall). */
 const MAX_ATTEMPTS = 60;
-/** How long past the Temporal outage an analyze client keeps resending a call told to come back. */
+/**
+ * How long past the Temporal outage an analyze client keeps resending a call told to come back. Its
+ * window counts from the call's first attempt, which may have waited up to the client timeout
+ * before the outage began, so the window is that + the outage + this: the full run saw the dev
+ * server take ~40 s after its restart to take workflow starts again (a single SQLite shard working
+ * through the outage's backlog on a loaded machine), the API answering 503 + Retry-After meanwhile.
+ */
 const RETRY_BEYOND_OUTAGE_MS = 60_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -717,7 +723,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
             keyOf: (u) => keys[u]!,
             timeoutMs: o.clientTimeoutMs,
             maxAttempts: MAX_ATTEMPTS,
-            retryForMs: o.temporalOutageMs + RETRY_BEYOND_OUTAGE_MS,
+            retryForMs: o.clientTimeoutMs + o.temporalOutageMs + RETRY_BEYOND_OUTAGE_MS,
             inFlight: (url, d) => inFlight.set(url, (inFlight.get(url) ?? 0) + d),
           });
           done++;
@@ -847,7 +853,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     }
     if (hangs.length) failures.push(`${hangs.length} call(s) got no answer within ${o.clientTimeoutMs} ms: ${hangs.slice(0, 5).join(', ')}`);
     if (malformed.length) failures.push(`${malformed.length} answer(s) neither a success nor an error envelope: ${malformed.slice(0, 5).join('; ')}`);
-    if (unanswered.length) failures.push(`${unanswered.length} call(s) unanswered after ${(o.temporalOutageMs + RETRY_BEYOND_OUTAGE_MS) / 1000} s of attempts: ${unanswered.slice(0, 5).join('; ')}`);
+    if (unanswered.length) failures.push(`${unanswered.length} call(s) unanswered after ${(o.clientTimeoutMs + o.temporalOutageMs + RETRY_BEYOND_OUTAGE_MS) / 1000} s of attempts: ${unanswered.slice(0, 5).join('; ')}`);
     const notSent = plan.calls.length - answered.length;
     if (notSent) failures.push(`${notSent} planned call(s) not sent within --duration ${o.durationMs / 1000} s`);
 
