@@ -564,6 +564,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         await restartSchedule();
       } catch (err) {
         failures.push(`the restart schedule failed at fault ${fired} of ${schedule.length}: ${(err as Error).message}`);
+        log(`!! the restart schedule failed at fault ${fired} of ${schedule.length}: ${(err as Error).message.split('\n')[0]}`);
         fired = schedule.length; // let the clients go on
       }
     })();
