@@ -16,6 +16,13 @@ export function createPool(databaseUrl: string, opts: { max?: number; applicatio
   });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
+  // Nor one a library holds checked out between its queries (better-auth's Kysely takes clients
+  // with pool.connect() for its transactions and listens for nothing): the lost connection fails
+  // the next query ("not queryable", a 503: db/unavailable.ts) and the pool drops the client when
+  // it is released. Before, a reset there was an unhandled 'error' and ended the console.
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+  });
   return pool;
 }
 

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { betterAuth, type User } from 'better-auth';
 import { APIError, createAuthMiddleware } from 'better-auth/api';
 import { genericOAuth } from 'better-auth/plugins/generic-oauth';
@@ -23,6 +24,21 @@ export interface ConsoleAuthDeps {
 
 /** The header web/routes/auth.ts sets to the client's address (from the socket or a trusted proxy); any sent by a client is dropped. */
 export const CLIENT_IP_HEADER = 'x-lenstack-client-ip';
+
+/**
+ * The error behind a better-auth route's answer, for the request being handled: better-auth turns
+ * anything a route throws (a lost database connection included) into a bare 500 Response, and the
+ * console answers a database that is away with 503 + Retry-After like every other route
+ * (handleAuthRequest, docs/reliability.md "Chaos").
+ */
+const routeErrors = new AsyncLocalStorage<{ error?: unknown }>();
+
+/** better-auth's handler for one request: its Response, and the error a failed route threw (if any). */
+export async function handleAuthRequest(auth: ConsoleAuth, request: Request): Promise<{ response: Response; error?: unknown }> {
+  const store: { error?: unknown } = {};
+  const response = await routeErrors.run(store, () => auth.handler(request));
+  return store.error === undefined ? { response } : { response, error: store.error };
+}
 
 /** snake_case columns, like every other table of ours. */
 const TIMESTAMPS = { createdAt: 'created_at', updatedAt: 'updated_at' } as const;
@@ -169,10 +185,29 @@ export function createConsoleAuth(deps: ConsoleAuthDeps) {
       defaultCookieAttributes: { httpOnly: true, sameSite: 'lax', secure, path: '/' },
     },
     telemetry: { enabled: false },
-    // Warnings and errors only: its info lines name e-mail addresses.
-    logger: deps.log
-      ? { level: 'warn', log: (level, message) => (level === 'error' ? deps.log!.error({ component: 'better-auth' }, message) : deps.log!.warn({ component: 'better-auth' }, message)) }
-      : { disabled: true },
+    // Kept for handleAuthRequest; logged as better-auth would (an API error that is an answer, a
+    // 4xx, is not an error of ours).
+    onAPIError: {
+      onError(e) {
+        const store = routeErrors.getStore();
+        // A route's own 500 (FAILED_TO_GET_SESSION…) carries what failed in its body's cause.
+        const cause = e instanceof APIError && e.cause === undefined ? (e.body as { cause?: unknown } | undefined)?.cause : undefined;
+        if (store) store.error = cause ?? e;
+        if (e instanceof APIError && e.status !== 'INTERNAL_SERVER_ERROR') return;
+        deps.log?.error({ component: 'better-auth', err: e }, 'better-auth route failed');
+      },
+    },
+    // Warnings and errors only: its info lines name e-mail addresses. A route that fails and
+    // answers its own 500 (get-session's FAILED_TO_GET_SESSION) reaches onAPIError without what
+    // failed: it logs that error first, which is kept for handleAuthRequest.
+    logger: {
+      level: 'warn',
+      log: (level, message, ...args) => {
+        const store = routeErrors.getStore();
+        if (store && level === 'error' && store.error === undefined) store.error = args.find((a) => a instanceof Error);
+        if (deps.log) (level === 'error' ? deps.log.error({ component: 'better-auth' }, message) : deps.log.warn({ component: 'better-auth' }, message));
+      },
+    },
   });
 }
 

@@ -16,7 +16,8 @@ import { testConfig } from '../harness/env.ts';
  * flight and an upload's PATCH cut (finished through the other API), a console replica SIGKILLed
  * mid-upload (finished through the other console), Temporal SIGKILLed and restarted on its state
  * file, Postgres stopped with `pg_ctl -m immediate` and started, and a Temporal outage longer than
- * the API waits for it. Beside the analyze clients, batch clients upload photos with tus and submit
+ * the API waits for it. The consoles reach Postgres and Redis through the same proxies, and a
+ * signed-in person uses them throughout (2xx or 503 + Retry-After, never a 500). Beside the analyze clients, batch clients upload photos with tus and submit
  * photo and vehicle batches over them, and wait for each to end.
  * Its own Postgres cluster and Temporal server (it restarts both; other files use the shared
  * ones), so its workers' 2 s sweeper races no other file's sweeper tests either.
@@ -105,6 +106,8 @@ describe('chaos (CI size)', () => {
     expect(f.apiKills).toBe(1);
     expect(f.restarts).toEqual({ 'api-kill': 1, 'console-kill': 1, 'temporal-kill': 1, 'pg-restart': 1, 'temporal-outage': 1 });
     expect(f.consoleKills).toBe(1);
+    // A signed-in person used the consoles (behind the fault proxies) throughout the load.
+    expect(f.consoleRequests['200']).toBeGreaterThan(20);
     // The upload cut by the API SIGKILL and the one cut by the console SIGKILL each finished
     // through the other replica, and their batches (with the plan's 4) ended.
     expect(f.resumedUploads).toBe(2);

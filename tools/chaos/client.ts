@@ -4,7 +4,10 @@ import type { PlannedCall } from './plan.ts';
 /**
  * One chaos client call: POST the planned request to an API process, retry what a well-behaved
  * client retries (connection failures, 500, 503, 429) with the same x-request-id, on the other API
- * process, and record every attempt. A client-side timeout is never retried: it is a hang.
+ * process, and record every attempt. A 429 or 503 is resent after its Retry-After, for as long as
+ * `retryForMs` from the first attempt (longer than the run's Temporal outage: a real client told to
+ * come back does, however long the outage), so every call ends in a 200 or a definitive answer. A
+ * client-side timeout is never retried: it is a hang.
  */
 
 export interface Attempt {
@@ -42,14 +45,20 @@ export interface ClientOptions {
   apis: () => string[];
   keyOf: (user: number) => string;
   timeoutMs: number;
+  /** Attempts at most (a bound on the loop; `retryForMs` is what ends it in practice). */
   maxAttempts: number;
+  /** No attempt starts later than this after the first; the last answer (or failure) is then final. */
+  retryForMs: number;
   /** Told when an attempt to API `url` starts (+1) and ends (-1): requests in flight per API. */
   inFlight?: (url: string, delta: 1 | -1) => void;
 }
 
 const RETRY_STATUS = new Set([429, 500, 503]);
 const BACKOFF_MS = 250;
-const MAX_RETRY_AFTER_MS = 5_000;
+/** Backoff of a retry without Retry-After (a connection failure, a 500) stops growing here. */
+const MAX_BACKOFF_MS = 5_000;
+/** A Retry-After longer than this is taken as this (the API sends 2 or 5 s; a bound on the wait). */
+const MAX_RETRY_AFTER_MS = 30_000;
 
 function readEnvelope(status: number, body: unknown, requestId: string): Final {
   const e = (body as { error?: Record<string, unknown> } | null)?.error;
@@ -77,13 +86,14 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
   let final: Final | undefined;
   // The last answer a retried attempt got: if later attempts only fail to connect, that is the answer.
   let lastAnswer: Final | undefined;
+  const deadline = Date.now() + opts.retryForMs;
   for (let n = 0; n < opts.maxAttempts && !final; n++) {
     const apis = opts.apis();
     const api = (call.index + n) % apis.length;
     const t0 = performance.now();
     const attempt: Attempt = { api, from: Date.now(), to: 0, ms: 0 };
     attempts.push(attempt);
-    let retryAfterMs = BACKOFF_MS * 2 ** n;
+    let retryAfterMs = Math.min(MAX_BACKOFF_MS, BACKOFF_MS * 2 ** n);
     const url = apis[api]!;
     opts.inFlight?.(url, 1);
     try {
@@ -105,10 +115,10 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
       }
       const read = res.status === 200 ? readSuccess(body, call.requestId) : readEnvelope(res.status, body, call.requestId);
       if (read.kind === 'answer' && 'code' in read) attempt.code = read.code;
-      if (read.kind === 'answer' && RETRY_STATUS.has(read.status) && n + 1 < opts.maxAttempts) {
+      const ra = Number(res.headers.get('retry-after'));
+      if ((read.kind === 'answer' && (read.status === 429 || read.status === 503)) && Number.isFinite(ra) && ra > 0) retryAfterMs = Math.min(MAX_RETRY_AFTER_MS, ra * 1000);
+      if (read.kind === 'answer' && RETRY_STATUS.has(read.status) && n + 1 < opts.maxAttempts && Date.now() + retryAfterMs < deadline) {
         lastAnswer = read;
-        const ra = Number(res.headers.get('retry-after'));
-        if ((read.status === 429 || read.status === 503) && Number.isFinite(ra) && ra > 0) retryAfterMs = Math.min(MAX_RETRY_AFTER_MS, ra * 1000);
       } else {
         final = read;
       }
@@ -121,7 +131,7 @@ export async function runCall(call: PlannedCall, opts: ClientOptions): Promise<C
         break;
       }
       attempt.network = e.cause?.code ?? e.cause?.message ?? e.message;
-      if (n + 1 >= opts.maxAttempts) final = lastAnswer ?? { kind: 'unanswered', detail: attempt.network };
+      if (n + 1 >= opts.maxAttempts || Date.now() + retryAfterMs >= deadline) final = lastAnswer ?? { kind: 'unanswered', detail: attempt.network };
     } finally {
       attempt.to = Date.now();
       opts.inFlight?.(url, -1);

@@ -21,13 +21,14 @@ import { startMailCatcher } from '../../web/mail.ts';
 import { STARTING_STALE_MS } from '../../batches/submit.ts';
 import type { PrivatePostgres, RestartableTemporal } from './infra.ts';
 import { runCall, type CallResult } from './client.ts';
+import { judgeProbes, probeConsoles, type ProbeAttempt } from './console-probe.ts';
 import { FaultProxy, type Faults, type FaultProxyStats } from './fault-proxy.ts';
 import { makePlan, type PlannedCall } from './plan.ts';
 import { pollUntil, ROOT, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
 
 /**
- * The chaos driver: real API, worker and console processes against Postgres and Redis (the API's
- * and workers' through fault proxies), the simulated vendors failing and stalling, workers
+ * The chaos driver: real API, worker and console processes against Postgres and Redis (through
+ * fault proxies), the simulated vendors failing and stalling, workers
  * SIGKILLed and restarted, API processes stopped and killed with uploads cut mid-PATCH, console
  * processes killed mid-upload, while clients send a seeded plan of analyze calls and batch clients
  * upload photos with tus and submit batches over them. Then the load and the faults stop, every
@@ -127,6 +128,8 @@ export interface ChaosReport {
     workerStarts: number;
     apiKills: number;
     consoleKills: number;
+    /** The console person's requests during the load, by status (or connection error). */
+    consoleRequests: Record<string, number>;
     /** Uploads cut by an API or console SIGKILL, finished through the other replica. */
     resumedUploads: number;
     batches: Record<string, number>;
@@ -196,7 +199,16 @@ const KEEP = { keepFailureSequence: true };
 const READY_TIMEOUT_MS = 180_000;
 const API_SHUTDOWN_GRACE_MS = 3_000;
 const WORKER_SHUTDOWN_GRACE_MS = 2_000;
-const MAX_ATTEMPTS = 6;
+/** Attempts of one analyze call at most: a bound; the client's retry window ends it first (runCall). */
+const MAX_ATTEMPTS = 60;
+/**
+ * How long past the Temporal outage an analyze client keeps resending a call told to come back. Its
+ * window counts from the call's first attempt, which may have waited up to the client timeout
+ * before the outage began, so the window is that + the outage + this: the full run saw the dev
+ * server take ~40 s after its restart to take workflow starts again (a single SQLite shard working
+ * through the outage's backlog on a loaded machine), the API answering 503 + Retry-After meanwhile.
+ */
+const RETRY_BEYOND_OUTAGE_MS = 60_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -371,14 +383,12 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     );
     const apisUp = Promise.all(Array.from({ length: o.apis }, (_, i) => apis!.start(i)));
     // The console replicas (web/server.ts) share the database, Redis, Temporal and the blob
-    // store (its upload datastore beside it) with the APIs; they reach Postgres and Redis directly
-    // (the proxies' faults are the API's and workers' lot), and mail goes to the run's catcher.
+    // store (its upload datastore beside it) with the APIs, through the same fault proxies (resets,
+    // stalls, the Postgres restarts); mail goes to the run's catcher.
     const consolePorts = await Promise.all(Array.from({ length: o.consoles }, () => freePort()));
     const consoleUrls = consolePorts.map((p) => `http://127.0.0.1:${p}`);
     const consoleEnv: NodeJS.ProcessEnv = {
       ...env,
-      DATABASE_URL: services.databaseUrl,
-      REDIS_URL: services.redisUrl,
       AUTH_SECRET: `chaos-auth-secret-${o.seed}-0123456789abcdef0123456789`,
       SMTP_URL: mail?.url ?? '',
       HOST: '127.0.0.1',
@@ -555,6 +565,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
         await restartSchedule();
       } catch (err) {
         failures.push(`the restart schedule failed at fault ${fired} of ${schedule.length}: ${(err as Error).message}`);
+        log(`!! the restart schedule failed at fault ${fired} of ${schedule.length}: ${(err as Error).message.split('\n')[0]}`);
         fired = schedule.length; // let the clients go on
       }
     })();
@@ -676,6 +687,11 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       return up.length ? up : apiUrls;
     };
     const loadStart = Date.now();
+    // A signed-in person using the console on whichever replica is up, until the load ends.
+    let loadOver = false;
+    const consoleProbes: Promise<ProbeAttempt[]> = person
+      ? probeConsoles({ seed: o.seed, loops: 2, bases: () => consoles!.readySlots().map((s) => consoleUrls[s]!), person, stopped: () => loadOver })
+      : Promise.resolve([]);
     // The batch clients: upload, submit, follow to the end; alongside the analyze load. Batch k
     // starts once the analyze clients reached the same share of their plan, so batches are
     // uploaded, submitted and running while the faults fire, from the first to the last.
@@ -709,6 +725,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
             keyOf: (u) => keys[u]!,
             timeoutMs: o.clientTimeoutMs,
             maxAttempts: MAX_ATTEMPTS,
+            retryForMs: o.clientTimeoutMs + o.temporalOutageMs + RETRY_BEYOND_OUTAGE_MS,
             inFlight: (url, d) => inFlight.set(url, (inFlight.get(url) ?? 0) + d),
           });
           done++;
@@ -717,6 +734,9 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     );
     const loadMs = Date.now() - loadStart;
     phases.load = loadMs;
+    loadOver = true;
+    const probes = judgeProbes(await consoleProbes);
+    failures.push(...probes.failures);
     const settleStart = Date.now();
     clearInterval(progress);
 
@@ -835,7 +855,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     }
     if (hangs.length) failures.push(`${hangs.length} call(s) got no answer within ${o.clientTimeoutMs} ms: ${hangs.slice(0, 5).join(', ')}`);
     if (malformed.length) failures.push(`${malformed.length} answer(s) neither a success nor an error envelope: ${malformed.slice(0, 5).join('; ')}`);
-    if (unanswered.length) failures.push(`${unanswered.length} call(s) unanswered after ${MAX_ATTEMPTS} attempts: ${unanswered.slice(0, 5).join('; ')}`);
+    if (unanswered.length) failures.push(`${unanswered.length} call(s) unanswered after ${(o.clientTimeoutMs + o.temporalOutageMs + RETRY_BEYOND_OUTAGE_MS) / 1000} s of attempts: ${unanswered.slice(0, 5).join('; ')}`);
     const notSent = plan.calls.length - answered.length;
     if (notSent) failures.push(`${notSent} planned call(s) not sent within --duration ${o.durationMs / 1000} s`);
 
@@ -930,6 +950,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       `uploads (tus): ${tusStats.requests} requests (${fmt(tusStats.byStatus)}); PATCHes resumed after a HEAD ${tusStats.resumes}, creations made again ${tusStats.recreated}, 503s without Retry-After ${tusStats.noRetryAfter}; ` +
         `cut by a SIGKILL and finished through the other replica: API ${cutMidway.filter((c) => c.kind === 'api').length}, console ${cutMidway.filter((c) => c.kind === 'console').length} ` +
         `(offset at the kill of the upload's size: ${cutMidway.map((c) => `${c.offsetAtKill}/${c.size}`).join(', ') || 'none'}); not finished ${cutFailed.length}`,
+      probes.line,
       `consoles: ${o.consoles} processes, ${restartCounts['console-kill'] ?? 0} SIGKILLed mid-upload, ${consoles.starts} starts; unexpected exits: ${consoles.crashes.length}`,
       `logs: ${apiErrors} API error lines, ${allProcs.length} process exits; ${services.runDir}`,
       ...books.lines,
@@ -945,6 +966,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       workerStarts: workers.starts,
       apiKills: restartCounts['api-kill'] ?? 0,
       consoleKills: restartCounts['console-kill'] ?? 0,
+      consoleRequests: probes.byStatus,
       resumedUploads: cutMidway.length,
       batches: batchCheck.byStatus,
       batchItems: batchCheck.items,
@@ -1027,7 +1049,7 @@ async function countInLogs(dir: string, pattern: RegExp, prefix = ''): Promise<n
  * A console person made as a browser makes one (test/web/people.ts does the same for the tests):
  * sign up, follow the mailed link, sign in; their session cookie and personal workspace.
  */
-async function consolePerson(base: string, email: string, mail: Awaited<ReturnType<typeof startMailCatcher>>): Promise<{ cookie: string; workspaceId: string; origin: string }> {
+async function consolePerson(base: string, email: string, mail: Awaited<ReturnType<typeof startMailCatcher>>): Promise<{ cookie: string; workspaceId: string; origin: string; email: string; password: string }> {
   const password = 'lantern orbit cactus violin';
   const post = (p: string, body: unknown) =>
     fetch(`${base}${p}`, { method: 'POST', headers: { origin: base, 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -1039,5 +1061,5 @@ async function consolePerson(base: string, email: string, mail: Awaited<ReturnTy
   if (signIn.status !== 200) throw new Error(`console sign-in ${signIn.status}: ${await signIn.text()}`);
   const cookie = signIn.headers.getSetCookie().map((c) => c.split(';')[0]!).join('; ');
   const session = (await (await fetch(`${base}/api/v1/session`, { headers: { cookie } })).json()) as { workspaces: Array<{ id: string }> };
-  return { cookie, workspaceId: session.workspaces[0]!.id, origin: base };
+  return { cookie, workspaceId: session.workspaces[0]!.id, origin: base, email, password };
 }

@@ -188,7 +188,17 @@ export class RestartableTemporal {
   /** Start on the same port and state file; resolves once the frontend answers for the namespace. */
   async restart(): Promise<void> {
     if (this.server) return;
-    this.server = await startTemporalDevServer({ port: this.port, dbFile: this.dbFile, namespace: this.namespace, logFile: this.logFile, readyTimeoutMs: 120_000 });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.server = await startTemporalDevServer({ port: this.port, dbFile: this.dbFile, namespace: this.namespace, logFile: this.logFile, readyTimeoutMs: 120_000 });
+        return;
+      } catch (err) {
+        // The dev server binds more ports than its frontend's, picked afresh at each start; one
+        // taken meanwhile by another process ends the start ("can't set frontend port …: address
+        // already in use", a restart in the 2,000-call run). Started again, it picks others.
+        if (attempt >= 3 || !/address already in use/i.test((err as Error).message)) throw err;
+      }
+    }
   }
 
   async close(): Promise<void> {
