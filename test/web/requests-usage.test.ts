@@ -203,10 +203,11 @@ describe('Usage & billing', () => {
       await expect.poll(() => rows.count(), WAIT).toBe(2);
       const cells = await rows.first().getByRole('cell').allTextContents();
       expect(cells.slice(1)).toEqual(['Analysis', requestId, '2', '']);
-      expect(await page.getByTestId('lens-chart').locator('rect[data-lens="dating"]').count()).toBe(1);
-      expect(await page.getByTestId('lens-chart').locator('rect[data-lens="location"]').count()).toBe(1);
+      // Chartist draws each bar part as an SVG <line>, marked with its lens (one day, so one per lens).
+      await expect.poll(() => page.getByTestId('lens-chart').locator('line[data-lens="dating"]').count(), WAIT).toBe(1);
+      await expect.poll(() => page.getByTestId('lens-chart').locator('line[data-lens="location"]').count(), WAIT).toBe(1);
       // Packs and the card offer, as on the overview.
-      expect(await page.getByRole('button', { name: 'Buy the Starter pack' }).isVisible()).toBe(true);
+      await expect.poll(() => page.getByRole('button', { name: 'Buy the Starter pack' }).isVisible(), WAIT).toBe(true);
       expect(await seriousA11yViolations(page)).toEqual([]);
       expect(await fitsAPhone(page)).toBe(true);
       await screenshot(page, 'usage');
