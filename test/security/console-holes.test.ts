@@ -246,6 +246,11 @@ describe('Content-Security-Policy', () => {
     await page.getByRole('button', { name: 'New batch' }).click();
     await expect.poll(() => page.getByLabel('Choose photos').count(), { timeout: 15_000 }).toBe(1);
     expect(await violations()).toEqual([]);
+    // The Usage section's chart (Chartist) sets one style attribute, allowed by its hash alone.
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Usage' }).click();
+    await expect.poll(() => page.getByTestId('lens-chart').locator('svg').count(), { timeout: 15_000 }).toBe(1);
+    expect(await page.getByTestId('lens-chart').locator('svg').getAttribute('style')).toBe('width: 100%; height: 100%;');
+    expect(await violations()).toEqual([]);
     for (const path of ['/sign-up', '/dev/mailbox', '/sign-in']) {
       await page.goto(`${stack.url}${path}`);
       await expect.poll(() => page.getByRole('heading', { level: 1 }).count(), { timeout: 15_000 }).toBeGreaterThan(0);

@@ -17,6 +17,9 @@ export const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
+  // One style attribute and no other: the one Chartist (the Usage chart) sets on its <svg>,
+  // "width: 100%; height: 100%;", allowed by its hash (docs/decisions.md, the console's sections).
+  "style-src-attr 'unsafe-hashes' 'sha256-7QjiizGaIV/0HdTo3IYJW3cdwZC5lF69KZWWFmTz8Gw='",
   "img-src 'self' data:",
   "connect-src 'self'",
   "font-src 'self'",
