@@ -8,6 +8,7 @@ import { identityProviderConfigs } from './identity-providers.ts';
 import type { Pool } from 'pg';
 import type { BaseLogger } from 'pino';
 import { webUrl, type Config } from '../core/config.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { Mailer } from './mail.ts';
 import { hashPassword, passwordProblem, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from './passwords.ts';
 
@@ -33,11 +34,16 @@ export const CLIENT_IP_HEADER = 'x-lenstack-client-ip';
  */
 const routeErrors = new AsyncLocalStorage<{ error?: unknown }>();
 
-/** better-auth's handler for one request: its Response, and the error a failed route threw (if any). */
-export async function handleAuthRequest(auth: ConsoleAuth, request: Request): Promise<{ response: Response; error?: unknown }> {
+/**
+ * better-auth's handler for one request: its Response, and the error a failed route threw (if any).
+ * `databaseAway` is that error when better-auth's bare 500 was a database that is away, which the
+ * console answers 503 with Retry-After as its own routes do.
+ */
+export async function handleAuthRequest(auth: ConsoleAuth, request: Request): Promise<{ response: Response; error?: unknown; databaseAway?: unknown }> {
   const store: { error?: unknown } = {};
   const response = await routeErrors.run(store, () => auth.handler(request));
-  return store.error === undefined ? { response } : { response, error: store.error };
+  if (store.error === undefined) return { response };
+  return response.status >= 500 && isDatabaseUnavailable(store.error) ? { response, error: store.error, databaseAway: store.error } : { response, error: store.error };
 }
 
 /** snake_case columns, like every other table of ours. */

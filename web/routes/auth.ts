@@ -6,7 +6,6 @@ import { validationFailed } from '../../core/errors.ts';
 import { clientAddress, ipBucket, parseTrustedProxies } from '../../ratelimit/client-ip.ts';
 import { workspacesOf } from '../../accounts/workspaces.ts';
 import { CLIENT_IP_HEADER, handleAuthRequest } from '../auth.ts';
-import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import type { WebContext } from '../deps.ts';
 import { withoutTokens } from '../plugins/hardening.ts';
 import { signInThrottle } from '../plugins/throttle.ts';
@@ -46,9 +45,9 @@ export function authRoutes(ctx: WebContext): FastifyPluginAsync {
         headers.set(CLIENT_IP_HEADER, ip);
         const init: RequestInit = { method: request.method, headers };
         if (request.method === 'POST' && request.body !== undefined) init.body = JSON.stringify(request.body);
-        const { response, error } = await handleAuthRequest(deps.auth, new Request(url, init));
+        const { response, databaseAway } = await handleAuthRequest(deps.auth, new Request(url, init));
         // A route that lost the database: 503 with Retry-After (api/plugins/errors.ts), not better-auth's bare 500.
-        if (response.status >= 500 && isDatabaseUnavailable(error)) throw error;
+        if (databaseAway !== undefined) throw databaseAway;
         if (request.method === 'POST') await throttle.after({ path: url.pathname, ip, email: body?.email, status: response.status });
         reply.status(response.status);
         response.headers.forEach((value, key) => {
