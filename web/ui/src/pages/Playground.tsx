@@ -92,7 +92,7 @@ function show(v: unknown): string {
 /**
  * The Playground (/playground): a photo dropped, pasted or chosen; a stack or lenses from the
  * catalog with their prices; the cost before running, from the same delta plan that bills
- * (web/playground-routes.ts); a run with the sandbox (free fixtures) or live (billed); the answer for
+ * (web/routes/playground.ts); a run with the sandbox (free fixtures) or live (billed); the answer for
  * people and as JSON; the same request as curl, TypeScript and CLI.
  */
 export function Playground({ session }: { session: SessionInfo }) {
