@@ -5,7 +5,7 @@ import type { WebContext, WebDeps } from './deps.ts';
 import { registerConsoleErrors } from './plugins/errors.ts';
 import { redactedRequest, registerHardeningHeaders } from './plugins/hardening.ts';
 import { registerOriginCheck } from './plugins/origin-check.ts';
-import { sessionResolver } from './plugins/session.ts';
+import { sessionResolver, workspaceMember } from './plugins/session.ts';
 import { hasBuiltUi, registerBuiltUi } from './plugins/static.ts';
 import { accountRoutes } from './routes/account.ts';
 import { authRoutes } from './routes/auth.ts';
@@ -49,7 +49,8 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
   // the bytes of such bodies held at once are bounded as on the API; beyond it, 503 + Retry-After.
   registerBodyBudget(app, deps.config.BODY_BYTES_IN_FLIGHT);
 
-  const ctx: WebContext = { deps, origin, payments: deps.payments ?? null, signedIn: sessionResolver(deps.auth) };
+  const signedIn = sessionResolver(deps.auth);
+  const ctx: WebContext = { deps, origin, payments: deps.payments ?? null, signedIn, memberOf: workspaceMember(signedIn, deps.db) };
   await app.register(authRoutes(ctx));
   await app.register(accountRoutes(ctx));
   await app.register(workspaceRoutes(ctx));

@@ -11,6 +11,7 @@ import type { RequestLimiter } from '../ratelimit/limiter.ts';
 import type { Uploads } from '../uploads/service.ts';
 import type { ConsoleAuth } from './auth.ts';
 import type { MailCatcher, Mailer } from './mail.ts';
+import type { Role } from '../accounts/workspaces.ts';
 
 /** What the console's server is built from (web/server.ts makes them; tests inject their own). */
 export interface WebDeps {
@@ -49,6 +50,13 @@ export interface Person {
 /** The person behind the request's session cookie, or 401 AUTH_FAILED (web/plugins/session.ts). */
 export type SignedIn = (request: FastifyRequest) => Promise<Person>;
 
+/**
+ * The person behind the session and the workspace the path names (`:workspaceId`), once they are a
+ * member of it in one of `roles` (default: any): else 401, 404 for a workspace that is not theirs,
+ * 403 for a role too low (web/plugins/session.ts).
+ */
+export type MemberOf = (request: FastifyRequest, roles?: readonly Role[]) => Promise<{ person: Person; workspaceId: string }>;
+
 /** What every route plugin of the console is given (web/app.ts makes it once). */
 export interface WebContext {
   deps: WebDeps;
@@ -57,4 +65,5 @@ export interface WebContext {
   /** `deps.payments` with its absence spelled `null`. */
   payments: PaymentGateway | null;
   signedIn: SignedIn;
+  memberOf: MemberOf;
 }

@@ -40,12 +40,7 @@ export function photoRoutes(ctx: WebContext): FastifyPluginAsync {
     if (!pipeline) return;
     const { db } = pipeline;
     const base = '/api/v1/workspaces/:workspaceId/photos';
-    const member = async (request: FastifyRequest, roles?: Array<'owner' | 'admin' | 'member'>) => {
-      const person = await signedIn(request);
-      const { workspaceId } = parse('path', workspaceParams, request.params);
-      await requireMember(db, person.id, workspaceId, roles);
-      return workspaceId;
-    };
+    const member = async (request: FastifyRequest, roles?: Array<'owner' | 'admin' | 'member'>) => (await ctx.memberOf(request, roles)).workspaceId;
     const sha256Of = (request: FastifyRequest) => {
       const { sha256 } = parse('path', photoParams, request.params);
       if (!SHA256_HEX.test(sha256)) throw noSuchPhoto();

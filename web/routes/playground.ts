@@ -12,7 +12,7 @@ import { LENS_CREDITS } from '../../credits/price-book.ts';
 import { LENSES, outputFields } from '../../lenses/index.ts';
 import { STACKS } from '../../lenses/stacks.ts';
 import type { WebContext } from '../deps.ts';
-import { parse, workspaceParams as workspace } from '../plugins/validation.ts';
+import { parse } from '../plugins/validation.ts';
 const lensChoice = {
   preset: z.string().min(1).max(100).optional(),
   modules: z.array(z.string().min(1).max(100)).min(1).max(50).optional(),
@@ -33,16 +33,11 @@ const runBody = z.strictObject({ mode: z.enum(['test', 'live']), imageBase64: z.
  *   The console holds no key secret (keys are shown once), so it calls the use case, not the API.
  */
 export function playgroundRoutes(ctx: WebContext): FastifyPluginAsync {
-  const { signedIn } = ctx;
+  const { memberOf } = ctx;
   const deps = { db: ctx.deps.db, pipeline: ctx.deps.batches?.pipeline };
   return async (app) => {
     const base = '/api/v1/workspaces/:workspaceId/playground';
-    const member = async (request: FastifyRequest) => {
-      const person = await signedIn(request);
-      const { workspaceId } = parse('path', workspace, request.params);
-      await requireMember(deps.db, person.id, workspaceId);
-      return workspaceId;
-    };
+    const member = async (request: FastifyRequest) => (await memberOf(request)).workspaceId;
 
     // What the Playground offers: the lenses a caller may pick with their price per photo, and the
     // photo stacks (the vehicle report takes several photos of one vehicle: the batches' business).
@@ -65,9 +60,7 @@ export function playgroundRoutes(ctx: WebContext): FastifyPluginAsync {
     const pipeline = deps.pipeline;
     if (!pipeline) return;
     app.post(`${base}/analyze`, { bodyLimit: MAX_PLAYGROUND_BASE64 + 64 * 1024 }, async (request, reply) => {
-      const person = await signedIn(request);
-      const { workspaceId } = parse('path', workspace, request.params);
-      await requireMember(deps.db, person.id, workspaceId);
+      const { person, workspaceId } = await memberOf(request);
       const { mode, imageBase64, ...choice } = parse('body', runBody, request.body);
       // A live run spends the workspace's credits: owners and admins only, as batches, keys and
       // purchases; any member may run the free test mode (docs/decisions.md, "The console's Playground").

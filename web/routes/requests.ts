@@ -1,9 +1,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { requireMember } from '../../accounts/workspaces.ts';
 import { listRequests, requestDetail, requestOperations } from '../../requestlog/repository.ts';
 import type { WebContext } from '../deps.ts';
-import { parse, workspaceParams as workspace } from '../plugins/validation.ts';
+import { parse } from '../plugins/validation.ts';
 
 const limit = z.coerce.number().int().min(1).max(200).default(50);
 const requestsQuery = z.strictObject({
@@ -24,16 +23,11 @@ const requestsQuery = z.strictObject({
  * - `GET …/requests/{id}`: one of them with its error envelope or its stored analysis.
  */
 export function requestRoutes(ctx: WebContext): FastifyPluginAsync {
-  const { signedIn } = ctx;
+  const { memberOf } = ctx;
   const { db } = ctx.deps;
   return async (app) => {
     const base = '/api/v1/workspaces/:workspaceId';
-    const member = async (request: FastifyRequest) => {
-      const person = await signedIn(request);
-      const { workspaceId } = parse('path', workspace, request.params);
-      await requireMember(db, person.id, workspaceId);
-      return workspaceId;
-    };
+    const member = async (request: FastifyRequest) => (await memberOf(request)).workspaceId;
 
     app.get(`${base}/requests`, async (request, reply) => {
       const workspaceId = await member(request);

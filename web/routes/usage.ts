@@ -1,9 +1,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { requireMember } from '../../accounts/workspaces.ts';
 import { chargedPerDayByLens, usageCsv, usageRows } from '../../credits/usage.ts';
 import type { WebContext } from '../deps.ts';
-import { parse, workspaceParams as workspace } from '../plugins/validation.ts';
+import { parse } from '../plugins/validation.ts';
 
 const limit = z.coerce.number().int().min(1).max(200).default(50);
 const usageQuery = z.strictObject({ cursor: z.string().min(1).max(40).optional(), limit });
@@ -16,16 +15,11 @@ const usageQuery = z.strictObject({ cursor: z.string().min(1).max(40).optional()
  * - `GET …/usage.csv`: the same rows as a spreadsheet.
  */
 export function usageRoutes(ctx: WebContext): FastifyPluginAsync {
-  const { signedIn } = ctx;
+  const { memberOf } = ctx;
   const { db } = ctx.deps;
   return async (app) => {
     const base = '/api/v1/workspaces/:workspaceId';
-    const member = async (request: FastifyRequest) => {
-      const person = await signedIn(request);
-      const { workspaceId } = parse('path', workspace, request.params);
-      await requireMember(db, person.id, workspaceId);
-      return workspaceId;
-    };
+    const member = async (request: FastifyRequest) => (await memberOf(request)).workspaceId;
 
     app.get(`${base}/usage`, async (request, reply) => {
       const workspaceId = await member(request);
