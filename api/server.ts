@@ -8,7 +8,8 @@ import { createPool } from '../db/pool.ts';
 import { closeSharedMetadataTool, sharedMetadataTool } from '../enrich/exiftool.ts';
 import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { connectTemporal } from '../core/temporal-connection.ts';
 import { createApiMetrics } from '../metrics/api.ts';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { RateLimiter } from '../ratelimit/limiter.ts';
@@ -34,7 +35,7 @@ export async function startApi(config: Config, opts: { logger?: boolean } = {}):
   const keyCache = new KeyCache();
   const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
   const rateLimiter = await RateLimiter.connect(config.REDIS_URL);
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
+  const connection = await connectTemporal(config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS);
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const drain = new Drain();
   const app = await buildApp({

@@ -12,7 +12,8 @@ import { createConsoleAuth } from './auth.ts';
 import { limitedMailer, smtpMailer, startMailCatcher, type MailCatcher, type Mailer } from './mail.ts';
 import { isLoopbackHost } from './plugins/hardening.ts';
 import { ensurePersonalWorkspace } from '../accounts/workspaces.ts';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { connectTemporal } from '../core/temporal-connection.ts';
 import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
@@ -64,7 +65,7 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   // Batches from the console: uploads through the API's upload service (the shared datastore and
   // blob store, so any console process continues any upload; the worker expires them), then the
   // same submission as the API's.
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
+  const connection = await connectTemporal(config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS);
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const blobs = blobStoreFromConfig(config);
   const uploads = createUploads({ db, blobs, config });

@@ -1,5 +1,6 @@
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { connectTemporal } from '../../core/temporal-connection.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { noRateLimits } from './deps.ts';
 import { buildApp } from '../../api/app.ts';
@@ -54,7 +55,7 @@ export async function startPipeline(
   const sim = await startSimVendor({ port: 0 });
   const config = testConfig({ INTERNAL_SECRET, SIM_VENDOR_URL: sim.url, ...opts.config });
   const db = createPool(config.DATABASE_URL, { max: 10 });
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS! });
+  const connection = await connectTemporal(config.TEMPORAL_ADDRESS!);
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const app = await buildApp({
     config,

@@ -715,7 +715,8 @@ describe('batch export from the console', () => {
       await expect.poll(() => row.isVisible(), { timeout: 30_000 }).toBe(true);
       expect(await row.textContent()).toContain('running');
       await expect.poll(() => row.locator('progress').getAttribute('value'), { timeout: 60_000, interval: 100 }).toBe('4');
-      await expect.poll(() => row.textContent()).toContain('completed');
+      // The batch is completed a moment after its last photo (its workflow closes it), then pushed.
+      await expect.poll(() => row.textContent(), { timeout: 30_000, interval: 100 }).toContain('completed');
       expect(await row.textContent()).toContain('4 done, 0 failed, 0 pending · 4 credits');
       expect(await row.getByRole('link', { name: 'csv' }).getAttribute('href')).toBe(`/api/v1/batch/${id}/export?format=csv`);
       expect(await seriousA11yViolations(page)).toEqual([]);
@@ -774,7 +775,8 @@ describe('a batch submitted from the console', () => {
     // The dashboard follows it by push to 100 %.
     const row = page.getByTestId(`batch-${id}`);
     await expect.poll(() => row.locator('progress').getAttribute('value'), { timeout: 120_000, interval: 250 }).toBe('120');
-    await expect.poll(() => row.textContent()).toContain('completed');
+    // The batch is completed a moment after its last photo (its workflow closes it), then pushed.
+      await expect.poll(() => row.textContent(), { timeout: 30_000, interval: 100 }).toContain('completed');
     expect(await row.textContent()).toContain('120 done, 0 failed, 0 pending');
     expect(await seriousA11yViolations(page)).toEqual([]);
 

@@ -18,7 +18,11 @@ export function useBatches(workspaceId: string) {
     if (!running) return;
     const source = new EventSource(`/api/v1/workspaces/${workspaceId}/batches/events`);
     source.addEventListener('batches', (e) => client.setQueryData(ws(workspaceId, 'batches'), { batches: JSON.parse((e as MessageEvent<string>).data) as BatchSummary[] }));
-    source.onerror = () => source.close();
+    // The server says when nothing runs any more; only then is the stream done with.
+    source.addEventListener('end', () => source.close());
+    // A dropped connection: the browser reconnects by itself, and the list is read again meanwhile so
+    // that a change missed while away shows (when nothing runs any more, this effect ends the stream).
+    source.onerror = () => void client.invalidateQueries({ queryKey: ws(workspaceId, 'batches') });
     return () => source.close();
   }, [client, workspaceId, running]);
   return q;
