@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
@@ -10,7 +12,6 @@ import { createLogger } from '../../core/logger.ts';
 import type { Pipeline } from '../helpers/pipeline.ts';
 import { startPipeline } from '../helpers/pipeline.ts';
 import { testConfig, type ConfigOverrides } from '../harness/env.ts';
-import { freePort } from '../../tools/scripts/temporal.ts';
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
@@ -73,7 +74,11 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const apiBus = await EvictionBus.start(base.REDIS_URL, base.REDIS_PREFIX, apiKeys);
   const pipeline = await startPipeline({ deps: { keyCache: apiKeys, evictionBus: apiBus } });
   const mail = await startMailCatcher();
-  const port = await freePort();
+  // The console's own address is in its config (links in mail, OAuth callbacks), so its port is
+  // chosen first and held by a placeholder until the console listens: no other process can take
+  // it meanwhile (seen in CI: EADDRINUSE when another suite's listener got it first).
+  const held = await holdPort();
+  const port = held.port;
   const url = `http://127.0.0.1:${port}`;
   // The identity providers, at the wire: a GitHub-protocol server and a real OpenID provider.
   const github = await startGitHubStub();
@@ -115,6 +120,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
   const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, payments: configuredPaymentGateway(config, db), staticDir: UI_DIST, batches, logger });
+  await held.release();
   await web.listen({ host: '127.0.0.1', port });
   const variants: FastifyInstance[] = [];
   return {
@@ -138,12 +144,11 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       }
     },
     async replica(overrides: ConfigOverrides = {}) {
-      const replicaPort = await freePort();
       const own = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
       const app = await buildWebApp({ config: { ...config, ...overrides } as typeof config, db, auth, mailer, keyCache: webKeys, limiter, batches: { pipeline: { ...batches.pipeline, uploads: own } } });
-      await app.listen({ host: '127.0.0.1', port: replicaPort });
+      await app.listen({ host: '127.0.0.1', port: 0 });
       variants.push(app);
-      return { url: `http://127.0.0.1:${replicaPort}`, app };
+      return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, app };
     },
     async variant(payments) {
       const app = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, limiter, payments: payments.payments });
@@ -183,4 +188,15 @@ export function consoleSuite(ready: (stack: ConsoleStack, browser: Browser) => v
     await stack?.close();
   });
   beforeEach(() => stack!.resetSignInThrottle());
+}
+
+/** A free loopback port, kept bound by a placeholder until `release()`. */
+async function holdPort(): Promise<{ port: number; release(): Promise<void> }> {
+  const placeholder = createServer();
+  placeholder.listen(0, '127.0.0.1');
+  await once(placeholder, 'listening');
+  return {
+    port: (placeholder.address() as AddressInfo).port,
+    release: () => new Promise<void>((resolve, reject) => placeholder.close((err) => (err ? reject(err) : resolve()))),
+  };
 }
