@@ -12,6 +12,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import type { Activities } from '../activities/index.ts';
@@ -163,7 +164,11 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       continue;
     }
     const perRun = input.photosPerRun ?? PHOTOS_PER_RUN;
-    if (thisRun >= perRun) {
+    // A run whose history the server finds large hands over early too: vehicles whose photos
+    // arrived one by one while they waited add a signal each (docs/decisions.md, "A vehicle's wait
+    // for its uploads, after review"). Patched: runs recorded before replay as they ran.
+    const historyLarge = thisRun > 0 && patched('batch-continue-on-large-history') && workflowInfo().continueAsNewSuggested;
+    if (thisRun >= perRun || historyLarge) {
       await continueAsNew<typeof batchWorkflow>({ ...input, cursor, state: { paused: false, pauseReason: null } });
     }
     // This batch's share of the workspace's cap, asked again for every page: a batch started or
