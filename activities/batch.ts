@@ -24,15 +24,18 @@ import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { getLens } from '../lenses/index.ts';
 import { recordCacheHit } from '../registry/photos.ts';
 import { findVehicleReport, vehicleSetHash } from '../registry/vehicle-reports.ts';
-import type { AnalyzeContext, ImageRef, ItemHold } from '../workflows/types.ts';
+import { UPLOAD_WAIT_MS, type AnalyzeContext, type ImageRef, type ItemHold } from '../workflows/types.ts';
 import { awaitedUploads, type AwaitedUpload } from '../uploads/service.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 
 /** A vehicle's photos fetched at once while it is made ready. */
 const VEHICLE_FETCH_CONCURRENCY = 4;
-/** How long a vehicle waits at its turn for uploads still arriving (awaitUploads), and how often it looks. */
-export const UPLOAD_WAIT_MS = 10 * 60_000;
+/** How long a vehicle waits at its turn for uploads still arriving (awaitUploads); runs started before BATCH_UPLOAD_WAIT_MS. */
+export { UPLOAD_WAIT_MS };
+/** How often a step of a run recorded before the wait moved into the workflow looks (activities wait there only for those). */
 const UPLOAD_POLL_MS = 250;
+/** The wait in words: "10 minutes", "12 seconds". */
+export const waitFor = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${Math.round(ms / 1000)} seconds`);
 
 /**
  * Credits held for a batch item before anything is fetched for it: its full price, under the
@@ -67,20 +70,22 @@ export function batchActivities(deps: ActivityDeps) {
 
   /**
    * A vehicle's uploads that were still arriving at submission, once each has finished or is gone
-   * for good (refused, expired, another account's); one that has not finished within
-   * UPLOAD_WAIT_MS of the vehicle's turn is gone too, so a client that stopped uploading does not
-   * hold a lane of the batch for ever. A heartbeat per look: the wait is the step's to outlast.
+   * for good (refused, expired, another account's); one not finished by `deadline` (its vehicle's
+   * turn and the wait, fixed by the workflow, so a retried step does not start the clock again) is
+   * gone too, so a client that stopped uploading does not hold a lane of the batch for ever. The
+   * batch workflow waits for them itself (vehicleUploadsArriving) and calls the step once they are
+   * in or the deadline passed, so this is one look; a run recorded before that waits here, looking
+   * every UPLOAD_POLL_MS with a heartbeat.
    */
-  async function awaitUploads(userId: string, ids: string[]): Promise<Map<string, Exclude<AwaitedUpload, { arriving: true }>>> {
+  async function awaitUploads(userId: string, ids: string[], deadline: number, waitMs: number): Promise<Map<string, Exclude<AwaitedUpload, { arriving: true }>>> {
     const settled = new Map<string, Exclude<AwaitedUpload, { arriving: true }>>();
-    const deadline = Date.now() + UPLOAD_WAIT_MS;
     for (let left = ids; left.length > 0; ) {
       const states = await awaitedUploads(deps.db, userId, left);
       for (const [id, st] of states) if (!('arriving' in st)) settled.set(id, st);
       left = left.filter((id) => !settled.has(id));
       if (left.length === 0) break;
       if (Date.now() > deadline) {
-        for (const id of left) settled.set(id, { gone: { code: 'VALIDATION_FAILED', message: `upload ${id} did not finish within ${UPLOAD_WAIT_MS / 60_000} minutes of its vehicle's turn; upload it, then retry the vehicle` } });
+        for (const id of left) settled.set(id, { gone: { code: 'VALIDATION_FAILED', message: `upload ${id} did not finish within ${waitFor(waitMs)} of its vehicle's turn; upload it, then retry the vehicle` } });
         break;
       }
       Context.current().heartbeat('awaiting uploads');
@@ -89,7 +94,37 @@ export function batchActivities(deps: ActivityDeps) {
     return settled;
   }
 
+  const forgetWait = (args: { batchId: string; index: number }) => deps.db.query('DELETE FROM upload_waits WHERE batch_id = $1 AND item_index = $2', [args.batchId, args.index]);
+
   return {
+    /**
+     * A vehicle at its turn: how many of its uploads are still arriving (awaitUploads). When some
+     * are, its report's price is held first (a waiting lane is not free) and the vehicle is
+     * registered as waiting for each (upload_waits) before they are looked at again, so an upload
+     * that finishes or is refused from then on finds the row and signals the batch
+     * (batches/upload-waits.ts); the batch workflow waits for that signal, holding no worker slot.
+     * A local activity: one short transaction each, looked again at every signal and backstop.
+     */
+    async vehicleUploadsArriving(args: { batchId: string; index: number; hold?: ItemHold }): Promise<{ arriving: number }> {
+      const item = await vehicleToTake(deps.db, args);
+      const ids = [...new Set(item?.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId])) ?? [])];
+      const arriving = async () => [...(await awaitedUploads(deps.db, item!.userId, ids))].filter(([, st]) => 'arriving' in st).map(([id]) => id);
+      let left = ids.length ? await arriving() : [];
+      if (left.length > 0) {
+        if (args.hold) await holdItem(args.hold);
+        await deps.db.query(
+          'INSERT INTO upload_waits (upload_id, batch_id, item_index, user_id) SELECT unnest($1::text[]), $2, $3, $4 ON CONFLICT DO NOTHING',
+          [left, args.batchId, args.index, item!.userId],
+        );
+        left = await arriving();
+      }
+      if (left.length === 0 && ids.length > 0) await forgetWait(args);
+      return { arriving: left.length };
+    },
+    /** A vehicle's wait is over (its uploads in, its deadline passed, its batch paused or cancelled): nothing signals it any more. */
+    async endUploadWait(args: { batchId: string; index: number }): Promise<void> {
+      await forgetWait(args);
+    },
     claimBatchItems: (args: { batchId: string; afterIndex: number; limit: number }) => claimPendingItems(deps.db, args),
     /**
      * An item's outcome, and what its analysis did not take of the credits held for it given back
@@ -133,7 +168,15 @@ export function batchActivities(deps: ActivityDeps) {
      * report's reuse key. The same photos and vehicle already reported on for this account answer
      * from that report, for nothing. The first photo intake refused fails the vehicle, named.
      */
-    async prepareBatchVehicle(args: { batchId: string; index: number; context?: AnalyzeContext; hold?: ItemHold }): Promise<
+    async prepareBatchVehicle(args: {
+      batchId: string;
+      index: number;
+      context?: AnalyzeContext;
+      hold?: ItemHold;
+      /** The wait for uploads still arriving (BATCH_UPLOAD_WAIT_MS), and when it ends (epoch ms, from the workflow: the vehicle's turn and the wait). */
+      uploadWaitMs?: number;
+      uploadsBy?: number;
+    }): Promise<
       | { error: { code: string; message: string } }
       | { cached: { reportId: string } }
       | { refs: ImageRef[]; setHash: string; context: AnalyzeContext | null }
@@ -147,7 +190,8 @@ export function batchActivities(deps: ActivityDeps) {
       const holder = newLeaseHolder('batch-vehicle');
       // Uploads still arriving when the batch was submitted (awaitUploads) are waited for first.
       const awaited = item.photos.flatMap((p) => (p.ref || !p.uploadId ? [] : [p.uploadId]));
-      const arrived = await awaitUploads(item.userId, awaited);
+      const waitMs = args.uploadWaitMs ?? UPLOAD_WAIT_MS;
+      const arrived = await awaitUploads(item.userId, awaited, args.uploadsBy ?? Date.now() + waitMs, waitMs);
       // The hold aged through the wait; its TTL is sized to the report's run (RESERVATION_TTL_MS >
       // WORKFLOW_TIMEOUT_MS), so it counts again from now (docs/decisions.md, "The fleet's analysis
       // overlaps its uploads").

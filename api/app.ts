@@ -31,6 +31,7 @@ import { sharedMetadataTool } from '../enrich/exiftool.ts';
 import { enrichLimiter } from '../enrich/service.ts';
 import { configuredPaymentGateway } from '../payments/configured.ts';
 import { createUploads } from '../uploads/service.ts';
+import { signalUploadWaiters } from '../batches/upload-waits.ts';
 import { uploadRoutes } from './routes/uploads.ts';
 import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
 
@@ -45,7 +46,8 @@ export async function buildApp(input: AppDeps): Promise<FastifyInstance> {
     metadata: input.metadata ?? sharedMetadataTool(),
     enrichLimiter: input.enrichLimiter ?? enrichLimiter(),
     payments: input.payments !== undefined ? input.payments : configuredPaymentGateway(input.config, input.db),
-    uploads: input.uploads ?? createUploads({ db: input.db, blobs: input.blobs, config: input.config }),
+    // A finished upload wakes the vehicle batches waiting for it (awaitUploads).
+    uploads: input.uploads ?? createUploads({ db: input.db, blobs: input.blobs, config: input.config, onSettled: signalUploadWaiters(input) }),
   };
   const requestLog = input.requestLog ?? requestLogFor(input.db, metrics, (err, rows) => app.log.warn({ err, rows }, 'request log rows dropped: the database did not take them'));
   const app = Fastify({

@@ -41,7 +41,12 @@ const INTAKE_CONCURRENCY = 4;
 const item = z.strictObject({
   url: z.url({ message: 'must be an absolute URL' }).max(MAX_URL_CHARS).optional(),
   base64: z.string().min(1).max(MAX_BASE64_CHARS).optional(),
-  uploadId: uploadIdSchema.optional(),
+  // Refused when not shaped like an upload id (400 naming the field, nothing made): with awaitUploads
+  // it may be an id the client chose for an upload still to come, and a malformed one could never
+  // name one (docs/decisions.md, "The fleet's analysis overlaps its uploads").
+  uploadId: uploadIdSchema.regex(UPLOAD_ID, { message: 'must be upl_ and 32 lowercase hex digits (an id the API gave, or one you chose in Upload-Metadata uploadId)' })
+    .describe('An upload of this account (`upl_` and 32 lowercase hex digits, POST /v1/uploads): finished, or with `awaitUploads` one still arriving; any other shape is 400')
+    .optional(),
   /** The uploaded file's name, shown in status and exports (defaults to "upload N"). */
   name: z.string().min(1).max(500).optional(),
 }).meta({ id: 'BatchPhoto', description: 'One photo of a batch: `url`, `base64` or `uploadId`, and the name its results and exports show' });
@@ -152,9 +157,6 @@ export async function submitBatch(
   if (body.awaitUploads) {
     if (!vehicles) throw validationFailed('awaitUploads: only a vehicle batch awaits its uploads (each vehicle waits at its turn)');
     const ids = named.flatMap((n) => (n.uploadId === undefined ? [] : [n.uploadId]));
-    for (const [i, n] of named.entries()) {
-      if (n.uploadId !== undefined && !UPLOAD_ID.test(n.uploadId)) throw new AppError('NOT_FOUND', `${photos[i]!.at}.uploadId: no upload ${JSON.stringify(n.uploadId.slice(0, 100))} for this account (upl_ and 32 hex digits)`);
-    }
     const states = await awaitedUploads(deps.db, userId, ids);
     for (const [i, n] of named.entries()) {
       if (n.uploadId === undefined) continue;
@@ -288,7 +290,7 @@ export async function startBatchWorkflow(
   await deps.temporal.workflow.start(batchWorkflow, {
     taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
     workflowId: batchWorkflowId(batch.userId, batch.batchId),
-    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN, pausedExpiryMs: deps.config.BATCH_PAUSED_EXPIRY_MS }],
+    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN, pausedExpiryMs: deps.config.BATCH_PAUSED_EXPIRY_MS, uploadWaitMs: deps.config.BATCH_UPLOAD_WAIT_MS }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: [
       { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },

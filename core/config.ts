@@ -68,6 +68,11 @@ export const configSchema = z.object({
    * the batch is cancelled and its pending photos fail as expired, so their bytes are collected.
    */
   BATCH_PAUSED_EXPIRY_MS: z.coerce.number().int().min(1000).default(7 * 24 * 3600 * 1000),
+  /**
+   * How long a vehicle of an awaitUploads batch waits, from its turn, for uploads still arriving;
+   * then the ones missing fail it (docs/decisions.md, "The fleet's analysis overlaps its uploads").
+   */
+  BATCH_UPLOAD_WAIT_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
   /** Batch exports one account may have running at once on one process (API or console); 429 beyond. */
   EXPORTS_PER_ACCOUNT: z.coerce.number().int().min(1).max(100).default(2),
   /** Batch exports running at once on one process, every account together; 503 beyond. */

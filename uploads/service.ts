@@ -122,8 +122,19 @@ const hookFailure = (req: Request, err: unknown, refused: (e: AppError) => strin
  * (format, pixels), then the bytes go into the blob store under their hash — the same photo
  * uploaded twice is stored once — and the datastore's copy is removed.
  */
-export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsConfig; datastore?: DataStore }): Uploads {
+export function createUploads(deps: {
+  db: Db;
+  blobs: BlobStore;
+  config: UploadsConfig;
+  datastore?: DataStore;
+  /**
+   * Told of uploads that finished or were refused, once that is committed (batches/upload-waits.ts:
+   * a vehicle batch waiting for one looks again). Not awaited; must not throw.
+   */
+  onSettled?: (ids: string[]) => Promise<void>;
+}): Uploads {
   const { db, blobs, config } = deps;
+  const settled = (id: string) => void deps.onSettled?.([id]).catch(() => undefined);
   const store = deps.datastore ?? uploadDatastore(config, config.UPLOAD_TTL_MS);
   if (store instanceof FileStore) mkdirSync((store as unknown as { directory: string }).directory, { recursive: true });
 
@@ -227,6 +238,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
           // Kept apart, so a batch awaiting this upload learns why it will never finish.
           await c.query('INSERT INTO refused_uploads (id, user_id, code, message) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [id, row.user_id, err.code, err.message]);
           await c.query('COMMIT');
+          settled(id);
           await store.remove(id).catch(() => undefined);
         }
         throw err;
@@ -245,6 +257,7 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       // An erasure of these bytes at this moment waits on the blob's lock, then finds the committed row keeping them.
       await blobs.put(sha256, bytes);
       await c.query('COMMIT');
+      settled(id);
       removeAfter = true;
       return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.size) };
     } catch (err) {
@@ -285,9 +298,13 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
     // The client may name the upload (Upload-Metadata `uploadId`, upl_ and 32 hex): it then knows
     // the URL before its POST is answered, so a creation-with-upload cut mid-body resumes from HEAD
     // (docs/decisions.md, "The fleet's analysis overlaps its uploads").
-    namingFunction: (_req, metadata) => {
+    // A requested id not of that shape is refused (400), not replaced by one the API makes: the
+    // client would record, resume and name in its batch an upload that does not exist.
+    namingFunction: (req, metadata) => {
       const chosen = metadata?.uploadId;
-      return typeof chosen === 'string' && UPLOAD_ID.test(chosen) ? chosen : `upl_${randomBytes(16).toString('hex')}`;
+      if (chosen === undefined) return `upl_${randomBytes(16).toString('hex')}`;
+      if (typeof chosen === 'string' && UPLOAD_ID.test(chosen)) return chosen;
+      throw refusal(req, 'VALIDATION_FAILED', 400, `Upload-Metadata: uploadId ${JSON.stringify((chosen ?? '').slice(0, 100))} must be upl_ and 32 lowercase hex digits; leave it out to have the API choose one`);
     },
     async onUploadCreate(req, upload) {
       const caller = callerOf<Caller>(req);
@@ -515,6 +532,8 @@ export function createUploads(deps: { db: Db; blobs: BlobStore; config: UploadsC
       for (const r of expired.rows) if (r.sha256 === null) await store.remove(r.id).catch(() => undefined);
       await db.query(`DELETE FROM uploads WHERE expired_at < $1::timestamptz - make_interval(secs => $2)`, [now, EXPIRED_ROW_KEPT_MS / 1000]);
       await db.query(`DELETE FROM refused_uploads WHERE refused_at < $1::timestamptz - make_interval(secs => $2)`, [now, EXPIRED_ROW_KEPT_MS / 1000]);
+      // Waits a batch workflow did not end itself (it was terminated): far past any wait's deadline.
+      await db.query(`DELETE FROM upload_waits WHERE since < $1::timestamptz - interval '1 day'`, [now]);
       await store.deleteExpired().catch(() => 0);
       return expired.rows.length;
     },

@@ -18,6 +18,7 @@ import { blobStoreFromConfig } from '../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../worker/address.ts';
 import { createUploads } from '../uploads/service.ts';
+import { signalUploadWaiters } from '../batches/upload-waits.ts';
 import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.ts';
 import { createApiMetrics } from '../metrics/api.ts';
 
@@ -68,7 +69,7 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   const connection = await connectTemporal(config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS);
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const blobs = blobStoreFromConfig(config);
-  const uploads = createUploads({ db, blobs, config });
+  const uploads = createUploads({ db, blobs, config, onSettled: signalUploadWaiters({ db, temporal }) });
   const app = await buildWebApp({
     config,
     db,

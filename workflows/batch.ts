@@ -12,6 +12,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import type { Activities } from '../activities/index.ts';
@@ -19,7 +20,7 @@ import { analyzeWorkflow } from './analyze.ts';
 import { vehicleReportWorkflow } from './vehicle-report.ts';
 import { DB_LOCAL_OPTIONS } from './steps.ts';
 import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
-import { type AnalyzeContext, type AnalyzeResult, type ImageRef, type ItemHold, type ItemOutcome, type VehicleReportResult } from './types.ts';
+import { UPLOAD_WAIT_MS, type AnalyzeContext, type AnalyzeResult, type ImageRef, type ItemHold, type ItemOutcome, type VehicleReportResult } from './types.ts';
 
 export interface BatchInput {
   batchId: string;
@@ -42,6 +43,8 @@ export interface BatchInput {
   photosPerRun?: number;
   /** How long the batch waits paused before it expires (BATCH_PAUSED_EXPIRY_MS). */
   pausedExpiryMs?: number;
+  /** How long a vehicle waits from its turn for uploads still arriving (BATCH_UPLOAD_WAIT_MS); runs started before it: UPLOAD_WAIT_MS. */
+  uploadWaitMs?: number;
   /** Carried over continue-as-new. */
   cursor?: number;
   state?: { paused: boolean; pauseReason: 'requested' | 'credits' | null };
@@ -50,7 +53,16 @@ export interface BatchInput {
 export const pauseBatch = defineSignal('pause');
 export const resumeBatch = defineSignal('resume');
 export const cancelBatch = defineSignal('cancel');
+/** An upload a waiting vehicle of this batch named has finished or was refused (batches/upload-waits.ts): waiting vehicles look again. */
+export const uploadsSettled = defineSignal('uploadsSettled');
 export const batchState = defineQuery<{ state: 'running' | 'paused' | 'cancelled'; pauseReason: 'requested' | 'credits' | null }>('state');
+
+/**
+ * How often a vehicle waiting for its uploads looks at them though no signal came: a signal lost
+ * (the API died between an upload's finish and its signal, Temporal was away) or an upload that
+ * expired or was made by another account, which send none. At most 20 looks in a 10-minute wait.
+ */
+export const UPLOAD_RECHECK_MS = 30_000;
 
 /** Photos per workflow run before its history is handed to a fresh run (continue-as-new), by default. */
 export const PHOTOS_PER_RUN = 200;
@@ -120,6 +132,10 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     state = 'cancelled';
   });
   setHandler(batchState, () => ({ state, pauseReason }));
+  let uploadSignals = 0;
+  setHandler(uploadsSettled, () => {
+    uploadSignals += 1;
+  });
 
   // Signal handlers change `state` between awaits; read it through here (TypeScript narrows a local).
   const now = (): 'running' | 'paused' | 'cancelled' => state;
@@ -148,7 +164,11 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       continue;
     }
     const perRun = input.photosPerRun ?? PHOTOS_PER_RUN;
-    if (thisRun >= perRun) {
+    // A run whose history the server finds large hands over early too: vehicles whose photos
+    // arrived one by one while they waited add a signal each (docs/decisions.md, "A vehicle's wait
+    // for its uploads, after review"). Patched: runs recorded before replay as they ran.
+    const historyLarge = thisRun > 0 && patched('batch-continue-on-large-history') && workflowInfo().continueAsNewSuggested;
+    if (thisRun >= perRun || historyLarge) {
       await continueAsNew<typeof batchWorkflow>({ ...input, cursor, state: { paused: false, pauseReason: null } });
     }
     // This batch's share of the workspace's cap, asked again for every page: a batch started or
@@ -172,7 +192,9 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
         db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome, ...(mayGiveBack ? { release } : {}) });
       try {
         if (input.kind === 'vehicles') {
-          await finish(await runVehicle(input, item.index, requestId, photoConcurrency, () => now() === 'cancelled'));
+          const outcome = await runVehicle(input, item.index, requestId, photoConcurrency, { state: now, uploadSignals: () => uploadSignals });
+          // None: paused while it waited for its uploads; it stays pending for the resume.
+          if (outcome) await finish(outcome);
         } else {
           await finish(await runPhoto(input, item, requestId));
         }
@@ -255,16 +277,46 @@ async function runPhoto(input: BatchInput, item: { index: number; ref: ImageRef 
  * since hashing is not workflow code), then the vehicle report saga as a child, or the stored
  * report of the same photos and vehicle for nothing.
  */
-async function runVehicle(input: BatchInput, index: number, requestId: string, photoConcurrency: number, cancelled: () => boolean): Promise<ItemOutcome> {
+async function runVehicle(
+  input: BatchInput,
+  index: number,
+  requestId: string,
+  photoConcurrency: number,
+  batch: { state: () => 'running' | 'paused' | 'cancelled'; uploadSignals: () => number },
+): Promise<ItemOutcome | null> {
   const workflowId = childWorkflowId(input, requestId);
+  const hold = holdFor(input, workflowId, VEHICLE_REPORT_CREDITS);
+  const uploadWaitMs = input.uploadWaitMs ?? UPLOAD_WAIT_MS;
+  // Uploads still arriving are waited for here, not in a step, so a waiting vehicle holds no
+  // worker slot, and its deadline is a durable timer fixed at its turn. Patched: runs recorded
+  // before wait in the step, as they ran.
+  let uploadsBy: number | undefined;
+  if (patched('vehicle-waits-in-workflow')) {
+    const waited = await waitForUploads(input, index, hold, uploadWaitMs, batch);
+    if (waited === 'cancelled') return { code: 'BATCH_FINISHED', message: 'The batch was cancelled while this vehicle waited for its uploads; its report was not run' };
+    if (waited === 'paused') {
+      // As any item a paused batch did not run: pending, holding nothing. Its resume claims it
+      // again under a new attempt, so a new hold, and its wait starts again from that turn.
+      await db.releaseCredits({ id: hold.reservationId, reason: 'batch paused while its vehicle waited for uploads' });
+      return null;
+    }
+    uploadsBy = waited.uploadsBy;
+  }
   // Its photos may be fetched now: the report's price is held first.
-  const ready = await preparer.prepareBatchVehicle({ batchId: input.batchId, index, ...(input.context ? { context: input.context } : {}), hold: holdFor(input, workflowId, VEHICLE_REPORT_CREDITS) });
+  const ready = await preparer.prepareBatchVehicle({
+    batchId: input.batchId,
+    index,
+    ...(input.context ? { context: input.context } : {}),
+    hold,
+    ...(input.uploadWaitMs !== undefined ? { uploadWaitMs: input.uploadWaitMs } : {}),
+    ...(uploadsBy !== undefined ? { uploadsBy } : {}),
+  });
   if ('error' in ready) return ready.error;
   if ('cached' in ready) return { credits: 0, reportId: ready.cached.reportId };
   // Cancelled while its photos were made ready (a vehicle may wait minutes for uploads still
   // arriving): its report is not run, and finishing the item gives its hold back. Patched: runs
   // recorded before this check replay as they ran.
-  if (patched('vehicle-cancelled-while-preparing') && cancelled()) {
+  if (patched('vehicle-cancelled-while-preparing') && batch.state() === 'cancelled') {
     return { code: 'BATCH_FINISHED', message: 'The batch was cancelled while this vehicle was made ready; its report was not run' };
   }
   const result: VehicleReportResult = await executeChild(vehicleReportWorkflow, {
@@ -286,4 +338,38 @@ async function runVehicle(input: BatchInput, index: number, requestId: string, p
     workflowExecutionTimeout: input.childTimeoutMs,
   });
   return { credits: result.creditsCharged, reportId: result.reportId };
+}
+
+/**
+ * A vehicle at its turn waits for its uploads still arriving (awaitUploads), up to `waitMs` from
+ * now, fixed once: a durable timer, so a worker lost mid-wait does not start it again. It looks
+ * (a local activity, which also holds the report's price and registers the wait) at its turn, at
+ * every signal that an upload of a waiting vehicle settled, and every UPLOAD_RECHECK_MS. A pause or
+ * cancel of the batch ends the wait at once. Returns when the step that makes it ready may stop
+ * waiting (`uploadsBy`: what has not arrived by then fails the vehicle).
+ */
+async function waitForUploads(
+  input: BatchInput,
+  index: number,
+  hold: ItemHold,
+  waitMs: number,
+  batch: { state: () => 'running' | 'paused' | 'cancelled'; uploadSignals: () => number },
+): Promise<'paused' | 'cancelled' | { uploadsBy: number }> {
+  const uploadsBy = Date.now() + waitMs;
+  const look = () => db.vehicleUploadsArriving({ batchId: input.batchId, index, hold });
+  let seen = batch.uploadSignals();
+  if ((await look()).arriving === 0) return { uploadsBy };
+  try {
+    for (;;) {
+      const left = uploadsBy - Date.now();
+      if (left <= 0) return { uploadsBy };
+      await condition(() => batch.state() !== 'running' || batch.uploadSignals() !== seen, Math.min(left, UPLOAD_RECHECK_MS));
+      const state = batch.state();
+      if (state !== 'running') return state;
+      seen = batch.uploadSignals();
+      if ((await look()).arriving === 0) return { uploadsBy };
+    }
+  } finally {
+    await db.endUploadWait({ batchId: input.batchId, index });
+  }
 }

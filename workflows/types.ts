@@ -217,3 +217,9 @@ export interface ItemHold {
   amount: number;
   ttlMs: number;
 }
+
+/**
+ * How long a vehicle of an awaitUploads batch waits, from its turn, for uploads still arriving, when
+ * its batch's input does not say (BATCH_UPLOAD_WAIT_MS; runs started before it).
+ */
+export const UPLOAD_WAIT_MS = 10 * 60_000;

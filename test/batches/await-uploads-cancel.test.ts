@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { batchWorkflowId } from '../../batches/submit.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -20,6 +19,25 @@ beforeAll(async () => {
 afterAll(async () => p?.close());
 
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
+const post = (key: string, url: string) => p.app.inject({ method: 'POST', url, headers: bearer(key) });
+const newId = () => `upl_${randomBytes(16).toString('hex')}`;
+const submitAwaiting = async (key: string, id: string) => {
+  const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(key), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
+  expect(res.statusCode, res.body).toBe(202);
+  return res.json() as { id: string };
+};
+const uploadAs = (key: string, id: string, bytes: Buffer) =>
+  p.app.inject({
+    method: 'POST',
+    url: '/v1/uploads',
+    headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
+    payload: bytes,
+  });
+/** A vehicle at its turn holds its report's price before it waits for its uploads: that hold is how a test sees it waiting. */
+const openHolds = async (userId: string) => (await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [userId])).rows[0]!.n;
+const waiting = (userId: string) => expect.poll(() => openHolds(userId), { timeout: 60_000, interval: 200 }).toBe(1);
+/** Well under the wait's 10 minutes, and over a workflow task's round trip on a busy machine. */
+const PROMPTLY = { timeout: 15_000, interval: 200 };
 
 it('a batch cancelled while its vehicle waits for an upload runs and bills nothing of it, even when the upload then arrives', async () => {
   const user = await createTestUser(p.db, { community: 5 });
@@ -27,10 +45,8 @@ it('a batch cancelled while its vehicle waits for an upload runs and bills nothi
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);
   const batch = res.json();
-  // The vehicle's step is at its turn, waiting for the upload (its heartbeat says so).
-  const handle = p.temporal.workflow.getHandle(batchWorkflowId(user.userId, batch.id));
-  await expect.poll(async () => (await handle.describe()).raw.pendingActivities?.map((a) => a.activityType?.name) ?? [], { timeout: 60_000, interval: 200 })
-    .toContain('prepareBatchVehicle');
+  // The vehicle is at its turn, waiting for the upload with its report's price held.
+  await waiting(user.userId);
   expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${batch.id}/cancel`, headers: bearer(user.liveKey) })).statusCode).toBe(202);
 
   const bytes = photoBytes('Canon_40D.jpg');
@@ -48,4 +64,37 @@ it('a batch cancelled while its vehicle waits for an upload runs and bills nothi
   expect(item.status).not.toBe('done');
   expect((await p.db.query('SELECT count(*)::int AS n FROM vehicle_reports WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
   expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 5, reserved: 0 });
+}, 150_000);
+
+it('a cancel ends a vehicle\'s wait for its uploads at once: the batch reads cancelled, the vehicle failed, its hold given back', async () => {
+  const user = await createTestUser(p.db, { community: 5 });
+  const batch = await submitAwaiting(user.liveKey, newId());
+  await waiting(user.userId);
+  expect((await post(user.liveKey, `/v1/batches/${batch.id}/cancel`)).statusCode).toBe(202);
+
+  // No upload comes: the wait must not run on to its 10 minutes.
+  await expect.poll(async () => (await get(user.liveKey, `/v1/batches/${batch.id}`)).status, PROMPTLY).toBe('cancelled');
+  const [item] = (await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items;
+  expect(item).toMatchObject({ source: 'van', status: 'failed', creditsCharged: 0, error: { code: 'BATCH_FINISHED' } });
+  expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 5, reserved: 0 });
+}, 90_000);
+
+it('a pause ends a vehicle\'s wait at once: the batch reads paused, the vehicle stays pending holding nothing, and after resume it runs once its upload arrives', async () => {
+  const user = await createTestUser(p.db, { community: 5 });
+  const id = newId();
+  const batch = await submitAwaiting(user.liveKey, id);
+  await waiting(user.userId);
+  expect((await post(user.liveKey, `/v1/batches/${batch.id}/pause`)).statusCode).toBe(202);
+
+  await expect.poll(async () => (await get(user.liveKey, `/v1/batches/${batch.id}`)).status, PROMPTLY).toBe('paused');
+  // As any paused batch: what has not run waits for resume, holding no credits meanwhile.
+  expect((await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items[0]).toMatchObject({ source: 'van', status: 'pending', creditsCharged: 0 });
+  await expect.poll(() => getBalance(p.db, user.userId), PROMPTLY).toMatchObject({ community: 5, reserved: 0 });
+
+  expect((await post(user.liveKey, `/v1/batches/${batch.id}/resume`)).statusCode).toBe(202);
+  await waiting(user.userId);
+  expect((await uploadAs(user.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+  await expect.poll(async () => (await get(user.liveKey, `/v1/batches/${batch.id}`)).status, { timeout: 60_000, interval: 250 }).toBe('completed');
+  expect((await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items[0]).toMatchObject({ source: 'van', status: 'done', creditsCharged: 1 });
+  expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 4, reserved: 0 });
 }, 150_000);

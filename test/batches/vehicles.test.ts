@@ -200,14 +200,13 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 19, reserved: 0 });
   });
 
-  it('refuses another account\'s upload (404), an id not shaped like one (404), and a photo batch that would await (400), changing nothing', async () => {
+  it('refuses another account\'s upload (404) and a photo batch that would await (400), changing nothing', async () => {
     const user = await createTestUser(p.db, { community: 20 });
     const other = await createTestUser(p.db, { community: 20 });
     const theirs = newId();
     expect((await uploadAs(other.liveKey, theirs, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
     const cases: Array<[Record<string, unknown>, number, RegExp]> = [
       [{ awaitUploads: true, vehicles: [{ items: [{ uploadId: theirs }] }] }, 404, new RegExp(`no upload ${theirs} for this account`)],
-      [{ awaitUploads: true, vehicles: [{ items: [{ uploadId: 'upl_nope' }] }] }, 404, /no upload "upl_nope"/],
       [{ awaitUploads: true, items: [{ uploadId: newId() }], preset: 'full-analysis' }, 400, /only a vehicle batch awaits/],
     ];
     for (const [body, status, message] of cases) {
@@ -216,5 +215,31 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
       expect(res.json().error.message).toMatch(message);
     }
     expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
+  });
+
+  it('refuses an upload id not shaped like one, in a batch or at its upload, with a 400 naming the field that changes nothing', async () => {
+    const user = await createTestUser(p.db, { community: 20 });
+    // Not upl_ and 32 lowercase hex digits: a typo, a truncated id, a client's own scheme.
+    const malformed = ['upl_nope', `upl_${'A'.repeat(32)}`, `upl_${'0'.repeat(31)}`, `xyz_${'0'.repeat(32)}`, `upl_${'0'.repeat(32)} `];
+    for (const bad of malformed) {
+      for (const [body, field] of [
+        [{ awaitUploads: true, vehicles: [{ items: [{ uploadId: newId() }, { uploadId: bad }] }] }, 'body.vehicles.0.items.1.uploadId'],
+        [{ vehicles: [{ name: 'van', items: [{ uploadId: bad }] }] }, 'body.vehicles.0.items.0.uploadId'],
+        [{ items: [{ uploadId: bad }], preset: 'full-analysis' }, 'body.items.0.uploadId'],
+      ] as const) {
+        const res = await submit(user.liveKey, body);
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json()).toEqual({ error: { code: 'VALIDATION_FAILED', message: expect.stringContaining(field), retryable: false, requestId: expect.any(String) } });
+      }
+      // The tus creation's requested id is refused too, rather than replaced by one the API makes.
+      const up = await uploadAs(user.liveKey, bad, photoBytes('Canon_40D.jpg'));
+      expect(up.statusCode, up.body).toBe(400);
+      expect(up.headers.location).toBeUndefined();
+      expect(up.json()).toEqual({ error: { code: 'VALIDATION_FAILED', message: expect.stringContaining('Upload-Metadata: uploadId'), retryable: false, requestId: expect.any(String) } });
+    }
+    // Nothing was made: no batch, no hold, no upload.
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 20, reserved: 0 });
   });
 });

@@ -1,10 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, createTestUser } from '../helpers/app.ts';
-import { photoBase64 } from '../helpers/photos.ts';
+import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, workflowBundle, type Pipeline } from '../helpers/pipeline.ts';
 
 const HISTORIES = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
@@ -27,6 +28,41 @@ async function record(body: Record<string, unknown>, credits: number, status: nu
   const history = await p.temporal.workflow.getHandle(`${prefix}:${user.userId}:${requestId}`).fetchHistory();
   return history;
 }
+
+/**
+ * A vehicle batch that awaits its uploads (awaitUploads): its vehicle at its turn while the photo
+ * is still to come, then the photo uploaded. Its history holds the vehicle's wait.
+ */
+async function recordAwaitingBatch(): Promise<NonNullable<Awaited<ReturnType<ReturnType<Pipeline['temporal']['workflow']['getHandle']>['fetchHistory']>>>> {
+  const user = await createTestUser(p.db, { community: 5 });
+  const id = `upl_${randomBytes(16).toString('hex')}`;
+  const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
+  expect(res.statusCode, res.body).toBe(202);
+  const batchId = res.json().id;
+  // At its turn: the report's price held, waiting.
+  await expect.poll(async () => (await p.db.query(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [user.userId])).rows[0].n, { timeout: 30_000, interval: 100 }).toBe(1);
+  const bytes = photoBytes('Canon_40D.jpg');
+  const up = await p.app.inject({
+    method: 'POST',
+    url: '/v1/uploads',
+    headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
+    payload: bytes,
+  });
+  expect(up.statusCode, up.body).toBe(201);
+  await expect.poll(async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}`, headers: bearer(user.liveKey) })).json().status, { timeout: 30_000, interval: 250 }).toBe('completed');
+  return p.temporal.workflow.getHandle(`batch:${user.userId}:${batchId}`).fetchHistory();
+}
+
+describe('BatchWorkflow replays deterministically', () => {
+  it('a fresh history of a vehicle batch awaiting its uploads replays with the current code', async () => {
+    p.sim.reset();
+    const history = await recordAwaitingBatch();
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'fresh-batch-await-uploads');
+    const file = `${HISTORIES}batch-await-uploads.json`;
+    if (RECORDING && !existsSync(file)) writeFileSync(file, historyToJSON(history!));
+    expect(existsSync(file), `no recorded history ${file}: record it with \`npm run histories:record\` and commit it`).toBe(true);
+  }, 60_000);
+});
 
 describe('AnalyzeWorkflow replays deterministically', () => {
   const scenarios: Array<[string, () => void, Record<string, unknown>, number, number]> = [

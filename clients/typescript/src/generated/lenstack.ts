@@ -384,7 +384,7 @@ export type paths = {
         put?: never;
         /**
          * Start a resumable photo upload (tus 1.0)
-         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH (or in this POST, tus creation-with-upload), resume after a drop with HEAD then PATCH, from any API process. `Upload-Metadata: uploadId` (`upl_` and 32 hex digits) names the upload yourself: you know its URL before this answer arrives, so a POST cut off mid-body resumes from HEAD (400 when the id is taken). The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are not billed; they count against the account's upload quota (413 beyond it; 2 GiB by default until the account has bought credits) and expire when no billed request (analyze, batches, enrich; not lookup) used them for 24 h, and 7 days after creation in any case. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
+         * @description Every request carries `Tus-Resumable: 1.0.0`. Creates an upload of `Upload-Length` bytes (at most the image size limit) and answers 201 with its `Location` (`/v1/uploads/{id}`); send the bytes with PATCH (or in this POST, tus creation-with-upload), resume after a drop with HEAD then PATCH, from any API process. `Upload-Metadata: uploadId` (`upl_` and 32 hex digits) names the upload yourself: you know its URL before this answer arrives, so a POST cut off mid-body resumes from HEAD (400 `VALIDATION_FAILED` when the id is taken or not of that shape: it is never replaced by another). The finished upload's id goes wherever a photo does: `images: [{ "uploadId": "upl_…" }]` on analyze, `uploadIds` on lookup, `uploadId` on enrich, `items: [{ "uploadId": … }]` and `vehicles[].items` on batches. Uploads are not billed; they count against the account's upload quota (413 beyond it; 2 GiB by default until the account has bought credits) and expire when no billed request (analyze, batches, enrich; not lookup) used them for 24 h, and 7 days after creation in any case. Any tus client works (tus-js-client, tus-py-client, tusd's clients).
          */
         post: operations["createUpload"];
         delete?: never;
@@ -916,7 +916,7 @@ export type components = {
             /** Format: uri */
             url?: string;
             base64?: string;
-            /** @description The id of a finished upload of this account (`upl_…`, POST /v1/uploads) */
+            /** @description An upload of this account (`upl_` and 32 lowercase hex digits, POST /v1/uploads): finished, or with `awaitUploads` one still arriving; any other shape is 400 */
             uploadId?: string;
             name?: string;
         };
