@@ -3,8 +3,10 @@ import { simOptionsFrom } from '../../tools/sim/cli-options.ts';
 import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { createVendorRateLimit } from '../../tools/sim/rate-limits.ts';
 import { prepareImage } from '../../vendors/resize.ts';
-import { toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { HAND_SCHEMA, photo } from '../vendors/fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
 
 /** The simulator's per-vendor RPM/TPM limits (tools/sim/rate-limits.ts), at the wire and in the window itself. */
 

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { prepareImage } from '../../vendors/resize.ts';
-import { toGeminiSchema, toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { HAND_SCHEMA, lensLikeSchema, photo } from '../vendors/fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
+const toGeminiSchema = VENDOR_REGISTRY.google.toSchema;
 
 /** The sim at the wire, with plain fetch: response shapes, refusals, control endpoints. */
 
