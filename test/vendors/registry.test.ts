@@ -8,6 +8,7 @@ import { vendorActivities } from '../../activities/vendors.ts';
 import type { ActivityDeps } from '../../activities/deps.ts';
 import { analysisSchema } from '../../analysis/contract.ts';
 import { VENDORS as SIM_VENDORS } from '../../tools/sim/app.ts';
+import { SIM_PROTOCOLS } from '../../tools/sim/protocols/index.ts';
 import { VENDOR_PLUGINS, VENDOR_REGISTRY, vendorSettings } from '../../vendors/index.ts';
 
 /**
@@ -61,6 +62,8 @@ describe('the vendor registry is the one list of vendors', () => {
     const doc = JSON.parse(readFileSync('openapi/lenstack.json', 'utf8'));
     expect([...doc.components.schemas.Analysis.properties.meta.properties.vendor.enum].sort()).toEqual(names);
     expect([...SIM_VENDORS].sort()).toEqual(names);
+    expect(Object.keys(SIM_PROTOCOLS).sort()).toEqual(names);
+    for (const v of VENDOR_NAMES) expect(SIM_PROTOCOLS[v].vendor).toBe(v);
   });
 
   it('no product module outside the vendor code spells a vendor name', () => {
@@ -86,4 +89,15 @@ describe('the vendor registry is the one list of vendors', () => {
     const spelled = files.filter((f) => !vendorCode(f) && /(['"])(openai|anthropic|google)\1/.test(readFileSync(f, 'utf8')));
     expect(spelled).toEqual([]);
   });
+
+  it("the simulator's shared modules quote no vendor name: a vendor's part is its protocol module", () => {
+    const files = [...readdirSync('tools/sim').map((f) => `tools/sim/${f}`), ...readdirSync('tools/sim/protocols').map((f) => `tools/sim/protocols/${f}`)].filter((f) => f.endsWith('.ts'));
+    // protocols/<vendor>.ts, one per vendor; protocols/common.ts and the registry (index.ts) are shared.
+    const own = (f: string) => f.startsWith('tools/sim/protocols/') && !/\/(common|index)\.ts$/.test(f);
+    expect(files).toContain('tools/sim/app.ts');
+    expect(files.filter(own)).toHaveLength(VENDOR_NAMES.length);
+    const spelled = files.filter((f) => !own(f) && /(['"])(openai|anthropic|google)\1/.test(readFileSync(f, 'utf8')));
+    expect(spelled).toEqual([]);
+  });
 });
+
