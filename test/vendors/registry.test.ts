@@ -39,6 +39,28 @@ describe('the vendor registry is the one list of vendors', () => {
     for (const v of VENDOR_NAMES) {
       for (const suffix of ['API_KEY', 'BASE_URL', 'MODEL', 'RPM', 'TPM']) expect(keys).toContain(`${VENDOR_ENV_PREFIX[v]}_${suffix}`);
     }
+    // config.ts derives them from the prefixes: it spells none (comments aside).
+    expect(readFileSync('core/config.ts', 'utf8')).not.toMatch(/^\s*(OPENAI|ANTHROPIC|GEMINI)_\w+:|['"`](OPENAI|ANTHROPIC|GEMINI)_/m);
+    // The same variables, in the same order, as when config.ts spelled them out.
+    expect(keys.filter((k) => /^(OPENAI|ANTHROPIC|GEMINI)_/.test(k))).toEqual([
+      'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_MODEL',
+      'ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_MODEL',
+      'GEMINI_BASE_URL', 'GEMINI_API_KEY', 'GEMINI_MODEL',
+      'OPENAI_RPM', 'OPENAI_TPM', 'ANTHROPIC_RPM', 'ANTHROPIC_TPM', 'GEMINI_RPM', 'GEMINI_TPM',
+    ]);
+    const defaults = loadConfig({});
+    expect([defaults.OPENAI_MODEL, defaults.ANTHROPIC_MODEL, defaults.GEMINI_MODEL]).toEqual(['gpt-4.1-mini', 'claude-sonnet-4-6', 'gemini-2.5-flash']);
+    expect([defaults.OPENAI_API_KEY, defaults.GEMINI_BASE_URL, defaults.ANTHROPIC_RPM, defaults.GEMINI_TPM]).toEqual([undefined, undefined, 0, 0]);
+    expect(() => loadConfig({ ANTHROPIC_BASE_URL: 'not a url' })).toThrow(/ANTHROPIC_BASE_URL/);
+    expect(() => loadConfig({ OPENAI_RPM: '-1' })).toThrow(/OPENAI_RPM/);
+    // A vendor key switches SIM_VENDOR_URL_IF_NO_KEYS off, whichever vendor's it is.
+    for (const key of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY']) {
+      expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim.test', [key]: 'k' }).SIM_VENDOR_URL).toBeUndefined();
+    }
+    expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim.test' }).SIM_VENDOR_URL).toBe('http://sim.test');
+    expect(() => loadConfig({ SIM_VENDOR_URL: 'http://sim.test', STRIPE_SECRET_KEY: 'sk_live_x', STRIPE_WEBHOOK_SECRET: 'w' })).toThrow(
+      'Set the vendor API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) and leave SIM_VENDOR_URL unset',
+    );
     const s = vendorSettings(loadConfig({ GEMINI_API_KEY: 'g-key', GEMINI_MODEL: 'gemini-x', GEMINI_RPM: '7', OPENAI_TPM: '9' }), 'google');
     expect(s).toEqual({ apiKey: 'g-key', baseURL: undefined, model: 'gemini-x', rpm: 7, tpm: 0 });
   });
