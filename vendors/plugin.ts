@@ -14,6 +14,8 @@ import type { VisionClient } from './types.ts';
  */
 export interface VendorPlugin<V extends VendorName = VendorName> {
   readonly name: V;
+  /** How the operator's documents name it (README.md's configuration table). */
+  readonly label: string;
   /** Prefix of its environment variables (`<PREFIX>_API_KEY`, `_BASE_URL`, `_MODEL`, `_RPM`, `_TPM`), from core/vendor-names.ts. */
   readonly envPrefix: string;
   /** The SDK client over the vendor's official SDK, given what it shares with the other vendors' code. */

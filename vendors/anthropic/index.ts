@@ -17,6 +17,7 @@ const dialect: Dialect = {
 
 export const anthropic: VendorPlugin<'anthropic'> = {
   name: 'anthropic',
+  label: 'Anthropic',
   envPrefix: VENDOR_ENV_PREFIX.anthropic,
   createClient: createAnthropicClient,
   simPath: '',

@@ -44,6 +44,7 @@ const dialect: Dialect = {
 
 export const google: VendorPlugin<'google'> = {
   name: 'google',
+  label: 'Google',
   envPrefix: VENDOR_ENV_PREFIX.google,
   createClient: createGoogleClient,
   simPath: '',

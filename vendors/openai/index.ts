@@ -34,6 +34,7 @@ const dialect: Dialect = {
 
 export const openai: VendorPlugin<'openai'> = {
   name: 'openai',
+  label: 'OpenAI',
   envPrefix: VENDOR_ENV_PREFIX.openai,
   createClient: createOpenAIClient,
   simPath: '/v1',
