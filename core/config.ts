@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { VENDOR_NAMES } from './vendor-names.ts';
+import { VENDOR_DEFAULT_MODEL, VENDOR_ENV_PREFIX, VENDOR_NAMES, type VendorName } from './vendor-names.ts';
 
 /**
  * All configuration, parsed once per process from the environment (one parse, one owner of the environment).
@@ -11,6 +11,36 @@ const bool = z
 
 /** The vendors' names come from core/vendor-names.ts, the one list (docs/architecture.md, "Adding a vendor"). */
 export const vendorName = z.enum(VENDOR_NAMES);
+
+type VendorPrefix = (typeof VENDOR_ENV_PREFIX)[VendorName];
+
+/**
+ * One variable per vendor, `<PREFIX>_<suffix>`, named from core/vendor-names.ts's prefixes (typed
+ * keys: `config.OPENAI_API_KEY` is checked by the compiler as if spelled out).
+ */
+function perVendor<const Suffix extends string, S extends z.ZodType>(suffix: Suffix, schema: (vendor: VendorName) => S): { [P in VendorPrefix as `${P}_${Suffix}`]: S } {
+  return Object.fromEntries(VENDOR_NAMES.map((v) => [`${VENDOR_ENV_PREFIX[v]}_${suffix}`, schema(v)])) as { [P in VendorPrefix as `${P}_${Suffix}`]: S };
+}
+
+/** `vars` grouped by vendor in the order of core/vendor-names.ts, each vendor's in the order given. */
+function byVendor<T extends Record<string, z.ZodType>>(vars: T): T {
+  const rank = (key: string) => VENDOR_NAMES.findIndex((v) => key.startsWith(`${VENDOR_ENV_PREFIX[v]}_`));
+  return Object.fromEntries(Object.entries(vars).sort(([a], [b]) => rank(a) - rank(b))) as T;
+}
+
+/**
+ * Each vendor's variables: its endpoint, key and model (`<PREFIX>_BASE_URL`, `_API_KEY`,
+ * `_MODEL`), then its account's rate limits (`_RPM`, `_TPM`).
+ */
+const vendorVariables = byVendor({
+  ...perVendor('BASE_URL', () => z.url().optional()),
+  ...perVendor('API_KEY', () => z.string().min(1).optional()),
+  ...perVendor('MODEL', (v) => z.string().default(VENDOR_DEFAULT_MODEL[v])),
+});
+const vendorRateVariables = byVendor({
+  ...perVendor('RPM', () => z.coerce.number().int().min(0).default(0)),
+  ...perVendor('TPM', () => z.coerce.number().int().min(0).default(0)),
+});
 
 /** IMAGE_MAX_PIXELS unless configured: also the limit of a decode whose caller holds no config. */
 export const DEFAULT_IMAGE_MAX_PIXELS = 100_000_000;
@@ -153,26 +183,14 @@ export const configSchema = z.object({
    */
   WORK_COPY_CACHE_BYTES: z.coerce.number().int().positive().default(128 * 1024 * 1024),
 
-  OPENAI_BASE_URL: z.url().optional(),
-  OPENAI_API_KEY: z.string().min(1).optional(),
-  OPENAI_MODEL: z.string().default('gpt-4.1-mini'),
-  ANTHROPIC_BASE_URL: z.url().optional(),
-  ANTHROPIC_API_KEY: z.string().min(1).optional(),
-  ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-6'),
-  GEMINI_BASE_URL: z.url().optional(),
-  GEMINI_API_KEY: z.string().min(1).optional(),
-  GEMINI_MODEL: z.string().default('gemini-2.5-flash'),
+  /** Each vendor's endpoint (unset = its SDK's default), API key and model (core/vendor-names.ts's prefixes and defaults). */
+  ...vendorVariables,
   /**
    * Each vendor's rate limits for this deployment's account, requests and tokens (input + output)
    * per minute: one budget every worker shares in Redis (vendors/budget.ts). Unset or 0 = no limit
    * known: calls are not paced, but a 429's Retry-After still pauses every worker.
    */
-  OPENAI_RPM: z.coerce.number().int().min(0).default(0),
-  OPENAI_TPM: z.coerce.number().int().min(0).default(0),
-  ANTHROPIC_RPM: z.coerce.number().int().min(0).default(0),
-  ANTHROPIC_TPM: z.coerce.number().int().min(0).default(0),
-  GEMINI_RPM: z.coerce.number().int().min(0).default(0),
-  GEMINI_TPM: z.coerce.number().int().min(0).default(0),
+  ...vendorRateVariables,
   /** Share of each vendor budget's short-term burst that only interactive calls may take: batch work yields to them. */
   VENDOR_INTERACTIVE_RESERVE: z.coerce.number().min(0).max(0.9).default(0.3),
   /**
@@ -277,7 +295,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (parsed.data.NODE_ENV === 'production' && !parsed.data.AUTH_SECRET && parsed.data.WEB_URL) {
     throw new ConfigError('Invalid configuration:\n  AUTH_SECRET: required in production when the console runs (WEB_URL is set)');
   }
-  const anyVendorKey = parsed.data.OPENAI_API_KEY || parsed.data.ANTHROPIC_API_KEY || parsed.data.GEMINI_API_KEY;
+  const anyVendorKey = VENDOR_NAMES.some((v) => parsed.data[`${VENDOR_ENV_PREFIX[v]}_API_KEY`]);
   const config = !parsed.data.SIM_VENDOR_URL && parsed.data.SIM_VENDOR_URL_IF_NO_KEYS && !anyVendorKey ? { ...parsed.data, SIM_VENDOR_URL: parsed.data.SIM_VENDOR_URL_IF_NO_KEYS } : parsed.data;
   refuseLivePaymentsWithSimulator(config);
   return config;
@@ -291,7 +309,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 export function refuseLivePaymentsWithSimulator(config: Pick<Config, 'SIM_VENDOR_URL' | 'STRIPE_SECRET_KEY'>): void {
   if (config.SIM_VENDOR_URL && /^(sk|rk)_live_/.test(config.STRIPE_SECRET_KEY ?? '')) {
     throw new ConfigError(
-      'Invalid configuration:\n  SIM_VENDOR_URL: vendors would be simulated while STRIPE_SECRET_KEY is a live key; customers would pay real money for made-up answers. Set the vendor API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) and leave SIM_VENDOR_URL unset',
+      `Invalid configuration:\n  SIM_VENDOR_URL: vendors would be simulated while STRIPE_SECRET_KEY is a live key; customers would pay real money for made-up answers. Set the vendor API keys (${VENDOR_NAMES.map((v) => `${VENDOR_ENV_PREFIX[v]}_API_KEY`).join(', ')}) and leave SIM_VENDOR_URL unset`,
     );
   }
 }

@@ -1,8 +1,8 @@
 /**
- * The AI vendors' names, and what of each is spelled outside its adapter: the prefix of its
- * environment variables and the name of its Temporal activity. Pure data with no import, so the
+ * The AI vendors' names, and what of each is spelled outside its folder (vendors/<vendor>/): the
+ * prefix of its environment variables, its default model and the name of its Temporal activity. Pure data with no import, so the
  * workflow sandbox, the config schema and the log redaction can all derive from it;
- * `vendors/registry.ts` holds the rest of each vendor (settings, client, billed size, dialect) and
+ * `vendors/registry.ts` holds the rest of each vendor (its plug-in: client, billed size, dialect) and
  * test/vendors/registry.test.ts checks that every list equals this one (docs/architecture.md,
  * "Adding a vendor").
  */
@@ -15,6 +15,13 @@ export const VENDOR_ENV_PREFIX = {
   openai: 'OPENAI',
   anthropic: 'ANTHROPIC',
   google: 'GEMINI',
+} as const satisfies Record<VendorName, string>;
+
+/** The model asked for when `<PREFIX>_MODEL` is unset. */
+export const VENDOR_DEFAULT_MODEL = {
+  openai: 'gpt-4.1-mini',
+  anthropic: 'claude-sonnet-4-6',
+  google: 'gemini-2.5-flash',
 } as const satisfies Record<VendorName, string>;
 
 /**

@@ -3,6 +3,8 @@ import type { VisionClient } from './types.ts';
 import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import { VENDOR_REGISTRY } from './registry.ts';
 import { apiKeyVar, vendorSettings } from './settings.ts';
+import type { AdapterOptions } from './answer.ts';
+import { prepareImage } from './resize.ts';
 
 export type { VisionClient, VisionRequest, VisionResult } from './types.ts';
 export { VendorError, type VendorErrorKind } from './errors.ts';
@@ -54,6 +56,15 @@ export function vendorSetup(config: Config): VendorSetup {
   return { vendors, simulated, warnings };
 }
 
+/**
+ * The vendor's SDK client, handed its image preparation and its schema dialect (vendors/plugin.ts,
+ * `ClientParts`).
+ */
+export function createVendorClient(vendor: VendorName, opts: AdapterOptions): VisionClient {
+  const plugin = VENDOR_REGISTRY[vendor];
+  return plugin.createClient(opts, { prepareImage: (image) => prepareImage(vendor, image), toSchema: plugin.toSchema });
+}
+
 export interface VisionClients {
   /** In VENDOR_ORDER: the workflow tries them first to last. */
   clients: VisionClient[];
@@ -66,7 +77,7 @@ export interface VisionClients {
 /** The SDK clients of the vendors vendorSetup names (the worker's; the API needs only the names). */
 export function createVisionClients(config: Config, opts: { timeoutMs?: number } = {}): VisionClients {
   const setup = vendorSetup(config);
-  const clients = setup.vendors.map(({ vendor, ...o }) => VENDOR_REGISTRY[vendor].createClient({ ...o, promptCache: config.VENDOR_PROMPT_CACHE, ...opts }));
+  const clients = setup.vendors.map(({ vendor, ...o }) => createVendorClient(vendor, { ...o, promptCache: config.VENDOR_PROMPT_CACHE, ...opts }));
   return { clients, simulated: setup.simulated, warnings: setup.warnings };
 }
 

@@ -1,6 +1,8 @@
 import { DEFAULT_IMAGE_MAX_PIXELS, type VendorName } from '../core/config.ts';
 import { VENDOR_NAMES } from '../core/vendor-names.ts';
+import { VENDOR_REGISTRY } from './registry.ts';
 import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-pixels.ts';
+import type { PreparedImage, WorkCopy } from './image-types.ts';
 
 /**
  * What each vendor bills for an image, and the uploads made to it (the pixel work is in
@@ -16,66 +18,13 @@ import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-
  * that is smaller, and the JPEG encode.
  */
 
-export type { Size };
-
-export interface PreparedImage extends Size {
-  data: Buffer;
-  mimeType: 'image/jpeg';
-  /** Image tokens the vendor bills for this upload (same formula the sim reports). */
-  tokens: number;
-  /** Decoded size of the input after EXIF auto-orientation, before resizing. */
-  source: Size;
-}
+export type { PreparedImage, Size, WorkCopy };
 
 export const JPEG_QUALITY = 85;
 
-/**
- * A decoded-once copy of an original, for the vendors: auto-oriented, flattened onto white and
- * shrunk to `workCopySize` (never enlarged), as raw 8-bit sRGB pixels (3 channels, row-major), so
- * an upload made from it costs an encode and no decode. `source` is the original's upright size,
- * which decides what each vendor bills. At most 2048×2048×3 bytes (12 MiB).
- */
-export interface WorkCopy extends Size {
-  /** width × height × 3 bytes of RGB. */
-  pixels: Buffer;
-  source: Size;
-}
-
-/** OpenAI high detail: fit within 2048×2048, then shortest side at most 768; 512-px tiles. */
-const OPENAI = { fitBox: 2048, shortSide: 768, tile: 512, baseTokens: 85, tileTokens: 170 } as const;
-/** Anthropic: long edge at most 1568 px and at most ~1.15 megapixels; tokens ≈ w·h/750. */
-const ANTHROPIC = { longEdge: 1568, maxPixels: Math.floor(1.15 * 1024 * 1024), pixelsPerToken: 750 } as const;
-/**
- * Gemini: both sides ≤ 384 px cost one flat 258-token unit, anything larger is cut into 768×768
- * tiles of 258 tokens each. Nothing is free beyond a size, so we choose the cap: at most 2×2
- * tiles (long edge 1536), a detail level comparable to the other two vendors.
- */
-const GEMINI = { smallSide: 384, tile: 768, tileTokens: 258, longEdge: 1536 } as const;
-
-function scaled(size: Size, factor: number, round: (n: number) => number = Math.round): Size {
-  if (factor >= 1) return size;
-  return { width: Math.max(1, round(size.width * factor)), height: Math.max(1, round(size.height * factor)) };
-}
-
-/** Size the vendor actually processes (and bills) for an image of the given oriented size. */
+/** Size the vendor actually processes (and bills) for an image of the given oriented size (its plug-in's rule, vendors/<vendor>/index.ts). */
 export function billedSize(vendor: VendorName, width: number, height: number): Size {
-  const size = { width, height };
-  switch (vendor) {
-    case 'openai': {
-      const fitted = scaled(size, OPENAI.fitBox / Math.max(width, height));
-      return scaled(fitted, OPENAI.shortSide / Math.min(fitted.width, fitted.height));
-    }
-    case 'anthropic': {
-      const factor = Math.min(
-        ANTHROPIC.longEdge / Math.max(width, height),
-        Math.sqrt(ANTHROPIC.maxPixels / (width * height)),
-      );
-      // Floor, so the pixel cap holds after rounding.
-      return scaled(size, factor, Math.floor);
-    }
-    case 'google':
-      return scaled(size, GEMINI.longEdge / Math.max(width, height));
-  }
+  return VENDOR_REGISTRY[vendor].billedSize(width, height);
 }
 
 /**
@@ -87,19 +36,9 @@ export function workCopySize(source: Size): Size {
   return VENDOR_NAMES.map((v) => billedSize(v, source.width, source.height)).reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
 }
 
-/** Input tokens the vendor bills for one image of exactly this size (no further downscaling). */
+/** Input tokens the vendor bills for one image of exactly this size (no further downscaling; its plug-in's rule). */
 export function imageTokens(vendor: VendorName, width: number, height: number): number {
-  switch (vendor) {
-    case 'openai': {
-      const tiles = Math.ceil(width / OPENAI.tile) * Math.ceil(height / OPENAI.tile);
-      return OPENAI.baseTokens + OPENAI.tileTokens * tiles;
-    }
-    case 'anthropic':
-      return Math.ceil((width * height) / ANTHROPIC.pixelsPerToken);
-    case 'google':
-      if (width <= GEMINI.smallSide && height <= GEMINI.smallSide) return GEMINI.tileTokens;
-      return Math.ceil(width / GEMINI.tile) * Math.ceil(height / GEMINI.tile) * GEMINI.tileTokens;
-  }
+  return VENDOR_REGISTRY[vendor].imageTokens(width, height);
 }
 
 /** Decoded size after EXIF auto-orientation (what a viewer shows). */

@@ -22,30 +22,8 @@ const SUBSCHEMA_MAP_KEYS = ['properties', '$defs', 'definitions', 'patternProper
 /** Pure metadata that no vendor needs. */
 const DROP = new Set(['$schema', '$comment', 'examples', 'default', 'readOnly', 'writeOnly', 'deprecated']);
 
-/**
- * OpenAI strict structured outputs: the documented supported keywords. minLength/maxLength,
- * uniqueItems, minProperties etc. are not accepted in strict mode.
- */
-const OPENAI_KEYWORDS = new Set([
-  'type', 'properties', 'required', 'additionalProperties', 'items', 'anyOf', 'enum', 'const',
-  '$ref', '$defs', 'definitions', 'description', 'title',
-  'pattern', 'format',
-  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
-  'minItems', 'maxItems',
-]);
-const OPENAI_FORMATS = new Set(['date-time', 'time', 'date', 'duration', 'email', 'hostname', 'ipv4', 'ipv6', 'uuid']);
-
-/**
- * Gemini `responseJsonSchema`: the documented subset (`propertyOrdering` is Gemini's own keyword).
- * No pattern, no string lengths, no const, no exclusive bounds.
- */
-const GEMINI_KEYWORDS = new Set([
-  '$id', '$defs', '$ref', '$anchor', 'type', 'format', 'title', 'description', 'enum', 'items',
-  'prefixItems', 'minItems', 'maxItems', 'minimum', 'maximum', 'anyOf', 'properties',
-  'additionalProperties', 'required', 'propertyOrdering',
-]);
-
-interface Dialect {
+/** A vendor's dialect (each vendor's is in its folder, `vendors/<vendor>/index.ts`). */
+export interface Dialect {
   keep(key: string, value: unknown, node: JsonSchema): boolean;
   /** Rewrites before filtering (e.g. const → enum); returns the node to filter. */
   translate(node: JsonSchema): JsonSchema;
@@ -53,7 +31,7 @@ interface Dialect {
   finish(node: JsonSchema): JsonSchema;
 }
 
-const isObject = (v: unknown): v is JsonSchema => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is JsonSchema => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function withHint(node: JsonSchema, hint: JsonSchema): JsonSchema {
   if (Object.keys(hint).length === 0) return node;
@@ -81,64 +59,18 @@ function rewrite(schema: unknown, dialect: Dialect): unknown {
   return dialect.finish(withHint(out, hint));
 }
 
-const openaiDialect: Dialect = {
-  keep: (key, value) => {
-    if (key === 'format') return typeof value === 'string' && OPENAI_FORMATS.has(value);
-    return OPENAI_KEYWORDS.has(key);
-  },
-  translate: (node) => {
-    // Strict mode supports anyOf but not oneOf; our schemas never rely on "exactly one".
-    if (Array.isArray(node.oneOf) && node.anyOf === undefined) {
-      const { oneOf, ...rest } = node;
-      return { ...rest, anyOf: oneOf };
-    }
-    return node;
-  },
-  finish: (node) => node,
-};
-
-const geminiDialect: Dialect = {
-  keep: (key) => GEMINI_KEYWORDS.has(key),
-  translate: (node) => {
-    let out = node;
-    if (Array.isArray(out.oneOf) && out.anyOf === undefined) {
-      const { oneOf, ...rest } = out;
-      out = { ...rest, anyOf: oneOf };
-    }
-    if ('const' in out && out.enum === undefined) {
-      const { const: value, ...rest } = out;
-      out = { ...rest, enum: [value] };
-    }
-    return out;
-  },
-  finish: (node) => {
-    // Gemini answers properties in this order; without it some models sort keys alphabetically.
-    if (isObject(node.properties) && node.propertyOrdering === undefined) {
-      return { ...node, propertyOrdering: Object.keys(node.properties) };
-    }
-    return node;
-  },
-};
-
-const anthropicDialect: Dialect = {
-  keep: () => true,
-  translate: (node) => node,
-  finish: (node) => node,
-};
-
-/** OpenAI `response_format.json_schema.schema` with `strict: true`. */
-export function toOpenAISchema(schema: JsonSchema): JsonSchema {
-  return rewrite(schema, openaiDialect) as JsonSchema;
+/** `schema` rewritten into `dialect`: what the vendor's plug-in sends as its structured-output schema. */
+export function toDialect(schema: JsonSchema, dialect: Dialect): JsonSchema {
+  return rewrite(schema, dialect) as JsonSchema;
 }
 
-/** Gemini `generationConfig.responseJsonSchema`. */
-export function toGeminiSchema(schema: JsonSchema): JsonSchema {
-  return rewrite(schema, geminiDialect) as JsonSchema;
-}
-
-/** Anthropic tool `input_schema`: full JSON Schema, only `$schema` and pure metadata dropped. */
-export function toAnthropicSchema(schema: JsonSchema): JsonSchema {
-  return rewrite(schema, anthropicDialect) as JsonSchema;
+/** `oneOf` as `anyOf` (strict OpenAI and Gemini take anyOf only; our schemas never rely on "exactly one"). */
+export function oneOfAsAnyOf(node: JsonSchema): JsonSchema {
+  if (Array.isArray(node.oneOf) && node.anyOf === undefined) {
+    const { oneOf, ...rest } = node;
+    return { ...rest, anyOf: oneOf };
+  }
+  return node;
 }
 
 /** Reads a constraint hint back out of a description (the sim honours it like a model would). */

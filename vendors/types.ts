@@ -1,5 +1,5 @@
 import type { VendorName } from '../core/config.ts';
-import type { WorkCopy } from './resize.ts';
+import type { WorkCopy } from './image-types.ts';
 
 /** One vision call: one image, one instruction, one JSON schema the answer must satisfy. */
 export interface VisionRequest {

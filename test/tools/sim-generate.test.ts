@@ -2,8 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { generate, violate } from '../../samples/generate.ts';
 import { rngFor } from '../../samples/random.ts';
 import { sampleRegex } from '../../samples/regex-sample.ts';
-import { toGeminiSchema, toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { conforms, HAND_SCHEMA, lensLikeSchema } from '../vendors/fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
+const toGeminiSchema = VENDOR_REGISTRY.google.toSchema;
 
 type Schema = Record<string, unknown>;
 

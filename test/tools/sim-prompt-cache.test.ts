@@ -2,8 +2,11 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { createPromptCache, describeSegments } from '../../tools/sim/prompt-cache.ts';
 import { prepareImage } from '../../vendors/resize.ts';
-import { toGeminiSchema, toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { HAND_SCHEMA, photo } from '../vendors/fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
+const toGeminiSchema = VENDOR_REGISTRY.google.toSchema;
 
 /**
  * The sim's prompt caches at the wire, in each vendor's own usage fields: a repeated prefix is

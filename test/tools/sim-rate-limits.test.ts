@@ -3,8 +3,10 @@ import { simOptionsFrom } from '../../tools/sim/cli-options.ts';
 import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { createVendorRateLimit } from '../../tools/sim/rate-limits.ts';
 import { prepareImage } from '../../vendors/resize.ts';
-import { toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { HAND_SCHEMA, photo } from '../vendors/fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
 
 /** The simulator's per-vendor RPM/TPM limits (tools/sim/rate-limits.ts), at the wire and in the window itself. */
 
@@ -53,6 +55,32 @@ describe('the simulator enforces requests per minute', () => {
     expect(stats).toMatchObject({ calls: 5, succeeded: 3, rateLimited: 2, failed: { http429: 0 } });
     // Another vendor's limit is its own (none here).
     expect(sim.limits('anthropic')).toEqual({ rpm: 0, tpm: 0 });
+  });
+
+  it("Gemini's 429 also says the wait in its body (google.rpc.RetryInfo), as the real API does; OpenAI's does not", async () => {
+    sim.reset();
+    await fetch(`${sim.url}/__sim/limits`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ all: { rpm: 1 } }) });
+    const geminiCall = () =>
+      fetch(`${sim.url}/v1beta/models/gemini-limit:generateContent`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': 'k' },
+        body: JSON.stringify({
+          contents: [{ role: 'user', parts: [{ inlineData: { mimeType: 'image/jpeg', data: jpegBase64 } }, { text: 'hi' }] }],
+          generationConfig: { responseMimeType: 'application/json', responseJsonSchema: VENDOR_REGISTRY.google.toSchema(HAND_SCHEMA) },
+        }),
+      });
+    expect((await geminiCall()).status).toBe(200);
+    const refused = await geminiCall();
+    expect(refused.status).toBe(429);
+    const retryAfter = refused.headers.get('retry-after');
+    expect(await refused.json()).toMatchObject({
+      error: { code: 429, status: 'RESOURCE_EXHAUSTED', details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${retryAfter}s` }] },
+    });
+    expect((await openaiCall()).status).toBe(200);
+    const openaiRefused = await openaiCall();
+    expect(openaiRefused.status).toBe(429);
+    expect(((await openaiRefused.json()) as { error: object }).error).not.toHaveProperty('details');
+    sim.reset();
   });
 
   it('POST /__sim/limits changes a limit at runtime; reset restores the starting ones', async () => {

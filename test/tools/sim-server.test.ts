@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
 import { prepareImage } from '../../vendors/resize.ts';
-import { toGeminiSchema, toOpenAISchema } from '../../vendors/schema-dialect.ts';
 import { HAND_SCHEMA, lensLikeSchema, photo } from '../vendors/fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
+const toGeminiSchema = VENDOR_REGISTRY.google.toSchema;
 
 /** The sim at the wire, with plain fetch: response shapes, refusals, control endpoints. */
 
@@ -156,7 +159,19 @@ describe('refusals in each vendor\'s error format', () => {
   it('an unknown path is a 404 that names the base URL each SDK needs', async () => {
     const r = await post('/chat/completions', openaiBody(), OPENAI_AUTH);
     expect(r.status).toBe(404);
-    expect(r.body.error.message).toContain('openai <sim>/v1');
+    expect(r.body.error.message).toBe('Lenstack vendor simulator: no route POST /chat/completions. Base URLs: openai <sim>/v1, anthropic <sim>, @google/genai <sim>.');
+    // A known path with the wrong method is not a vendor's route either.
+    expect((await fetch(`${sim.url}/v1/messages`)).status).toBe(404);
+  });
+
+  it("each vendor's key is found where its SDK puts it: Anthropic also as a bearer, Gemini also as ?key=, OpenAI only as a bearer", async () => {
+    expect((await post('/v1/messages', anthropicBody(), { authorization: 'Bearer k' })).status).toBe(200);
+    expect((await post('/v1beta/models/m:generateContent?key=k', geminiBody())).status).toBe(200);
+    expect((await post('/v1/models/gemini-v1:generateContent', geminiBody(), GEMINI_AUTH)).body.modelVersion).toBe('gemini-v1');
+    expect((await post('/v1/chat/completions', openaiBody(), { 'x-api-key': 'k' })).status).toBe(401);
+    expect((await post('/v1/messages', anthropicBody(), { 'x-goog-api-key': 'k' })).status).toBe(401);
+    expect((await post('/v1beta/models/m:generateContent', geminiBody(), OPENAI_AUTH)).status).toBe(403);
+    expect(sim.stats()).toMatchObject({ openai: { refused: 1 }, anthropic: { refused: 1, succeeded: 1 }, google: { refused: 1, succeeded: 2 } });
   });
 });
 

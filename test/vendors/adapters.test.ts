@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig, type VendorName } from '../../core/config.ts';
 import { startSimVendor, type SimVendor } from '../../tools/sim/index.ts';
-import { createVisionClients, simBaseURL, VendorError, type VisionClient, type VisionRequest } from '../../vendors/index.ts';
-import { createAnthropicClient } from '../../vendors/anthropic.ts';
-import { createGoogleClient } from '../../vendors/google.ts';
-import { createOpenAIClient } from '../../vendors/openai.ts';
+import { createVendorClient, createVisionClients, simBaseURL, VendorError, type VisionClient, type VisionRequest } from '../../vendors/index.ts';
 import { billedSize, imageTokens, orientedSize } from '../../vendors/resize.ts';
 import type { AdapterOptions } from '../../vendors/answer.ts';
 import { conforms, HAND_SCHEMA, lensLikeSchema, photo } from './fixtures.ts';
@@ -16,9 +13,9 @@ import { conforms, HAND_SCHEMA, lensLikeSchema, photo } from './fixtures.ts';
 
 const VENDORS: readonly VendorName[] = ['openai', 'anthropic', 'google'];
 const FACTORY: Record<VendorName, (o: AdapterOptions) => VisionClient> = {
-  openai: createOpenAIClient,
-  anthropic: createAnthropicClient,
-  google: createGoogleClient,
+  openai: (o) => createVendorClient('openai', o),
+  anthropic: (o) => createVendorClient('anthropic', o),
+  google: (o) => createVendorClient('google', o),
 };
 const MODELS: Record<VendorName, string> = { openai: 'gpt-test-mini', anthropic: 'claude-test', google: 'gemini-test-flash' };
 

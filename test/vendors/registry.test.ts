@@ -8,6 +8,7 @@ import { vendorActivities } from '../../activities/vendors.ts';
 import type { ActivityDeps } from '../../activities/deps.ts';
 import { analysisSchema } from '../../analysis/contract.ts';
 import { VENDORS as SIM_VENDORS } from '../../tools/sim/app.ts';
+import { SIM_PROTOCOLS } from '../../tools/sim/protocols/index.ts';
 import { VENDOR_PLUGINS, VENDOR_REGISTRY, vendorSettings } from '../../vendors/index.ts';
 
 /**
@@ -38,6 +39,28 @@ describe('the vendor registry is the one list of vendors', () => {
     for (const v of VENDOR_NAMES) {
       for (const suffix of ['API_KEY', 'BASE_URL', 'MODEL', 'RPM', 'TPM']) expect(keys).toContain(`${VENDOR_ENV_PREFIX[v]}_${suffix}`);
     }
+    // config.ts derives them from the prefixes: it spells none (comments aside).
+    expect(readFileSync('core/config.ts', 'utf8')).not.toMatch(/^\s*(OPENAI|ANTHROPIC|GEMINI)_\w+:|['"`](OPENAI|ANTHROPIC|GEMINI)_/m);
+    // The same variables, in the same order, as when config.ts spelled them out.
+    expect(keys.filter((k) => /^(OPENAI|ANTHROPIC|GEMINI)_/.test(k))).toEqual([
+      'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'OPENAI_MODEL',
+      'ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_MODEL',
+      'GEMINI_BASE_URL', 'GEMINI_API_KEY', 'GEMINI_MODEL',
+      'OPENAI_RPM', 'OPENAI_TPM', 'ANTHROPIC_RPM', 'ANTHROPIC_TPM', 'GEMINI_RPM', 'GEMINI_TPM',
+    ]);
+    const defaults = loadConfig({});
+    expect([defaults.OPENAI_MODEL, defaults.ANTHROPIC_MODEL, defaults.GEMINI_MODEL]).toEqual(['gpt-4.1-mini', 'claude-sonnet-4-6', 'gemini-2.5-flash']);
+    expect([defaults.OPENAI_API_KEY, defaults.GEMINI_BASE_URL, defaults.ANTHROPIC_RPM, defaults.GEMINI_TPM]).toEqual([undefined, undefined, 0, 0]);
+    expect(() => loadConfig({ ANTHROPIC_BASE_URL: 'not a url' })).toThrow(/ANTHROPIC_BASE_URL/);
+    expect(() => loadConfig({ OPENAI_RPM: '-1' })).toThrow(/OPENAI_RPM/);
+    // A vendor key switches SIM_VENDOR_URL_IF_NO_KEYS off, whichever vendor's it is.
+    for (const key of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY']) {
+      expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim.test', [key]: 'k' }).SIM_VENDOR_URL).toBeUndefined();
+    }
+    expect(loadConfig({ SIM_VENDOR_URL_IF_NO_KEYS: 'http://sim.test' }).SIM_VENDOR_URL).toBe('http://sim.test');
+    expect(() => loadConfig({ SIM_VENDOR_URL: 'http://sim.test', STRIPE_SECRET_KEY: 'sk_live_x', STRIPE_WEBHOOK_SECRET: 'w' })).toThrow(
+      'Set the vendor API keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) and leave SIM_VENDOR_URL unset',
+    );
     const s = vendorSettings(loadConfig({ GEMINI_API_KEY: 'g-key', GEMINI_MODEL: 'gemini-x', GEMINI_RPM: '7', OPENAI_TPM: '9' }), 'google');
     expect(s).toEqual({ apiKey: 'g-key', baseURL: undefined, model: 'gemini-x', rpm: 7, tpm: 0 });
   });
@@ -61,19 +84,14 @@ describe('the vendor registry is the one list of vendors', () => {
     const doc = JSON.parse(readFileSync('openapi/lenstack.json', 'utf8'));
     expect([...doc.components.schemas.Analysis.properties.meta.properties.vendor.enum].sort()).toEqual(names);
     expect([...SIM_VENDORS].sort()).toEqual(names);
+    expect(Object.keys(SIM_PROTOCOLS).sort()).toEqual(names);
+    for (const v of VENDOR_NAMES) expect(SIM_PROTOCOLS[v].vendor).toBe(v);
   });
 
   it('no product module outside the vendor code spells a vendor name', () => {
-    // Where a vendor's own code still lives (its adapter, its billed size, its simulator protocol):
-    // the folder-per-vendor step moves these beside each other (docs/architecture.md, "Adding a vendor").
-    const vendorCode = new Set([
-      'core/vendor-names.ts',
-      'vendors/registry.ts',
-      'vendors/openai.ts',
-      'vendors/anthropic.ts',
-      'vendors/google.ts',
-      'vendors/resize.ts',
-    ]);
+    // A vendor's own code is its folder, vendors/<vendor>/; its name, prefix and activity are in
+    // core/vendor-names.ts. Nothing else (vendors/resize.ts, vendors/schema-dialect.ts, the registry) quotes one.
+    const vendorCode = (f: string) => f === 'core/vendor-names.ts' || VENDOR_NAMES.some((v) => f.startsWith(`vendors/${v}/`));
     // tools/sim is the simulator: one protocol per vendor, checked against the list above. The
     // console's `google` is a sign-in provider, quoted as such in web/ (not a vendor).
     const skip = new Set(['node_modules', 'test', 'bench', 'docs', 'openapi', 'clients', 'tools/sim', 'web', 'deploy', 'samples', 'examples']);
@@ -88,7 +106,23 @@ describe('the vendor registry is the one list of vendors', () => {
     };
     walk('.');
     expect(files).toContain('workflows/steps.ts');
-    const spelled = files.filter((f) => !vendorCode.has(f) && /(['"])(openai|anthropic|google)\1/.test(readFileSync(f, 'utf8')));
+    expect(files).toContain('vendors/resize.ts');
+    expect(files.filter(vendorCode).length).toBeGreaterThanOrEqual(1 + 2 * VENDOR_NAMES.length);
+    // Quoted, or as an object's key.
+    const spelled = files.filter((f) => !vendorCode(f) && /(['"])(openai|anthropic|google)\1|^\s*(openai|anthropic|google)\??:/m.test(readFileSync(f, 'utf8')));
+    expect(spelled).toEqual([]);
+  });
+
+  it("the simulator's shared modules quote no vendor name: a vendor's part is its protocol module", () => {
+    const files = [...readdirSync('tools/sim').map((f) => `tools/sim/${f}`), ...readdirSync('tools/sim/protocols').map((f) => `tools/sim/protocols/${f}`)].filter((f) => f.endsWith('.ts'));
+    // protocols/<vendor>.ts, one per vendor, and the registry naming them (protocols/index.ts);
+    // protocols/common.ts is shared.
+    const own = (f: string) => f.startsWith('tools/sim/protocols/') && !f.endsWith('/common.ts');
+    expect(files).toContain('tools/sim/app.ts');
+    expect(files.filter(own)).toHaveLength(VENDOR_NAMES.length + 1);
+    // Quoted, or as an object's key.
+    const spelled = files.filter((f) => !own(f) && /(['"])(openai|anthropic|google)\1|^\s*(openai|anthropic|google)\??:/m.test(readFileSync(f, 'utf8')));
     expect(spelled).toEqual([]);
   });
 });
+

@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import {
-  CONSTRAINT_HINT_MARKER,
-  readConstraintHint,
-  safeSchemaName,
-  toAnthropicSchema,
-  toGeminiSchema,
-  toOpenAISchema,
-} from '../../vendors/schema-dialect.ts';
+import { CONSTRAINT_HINT_MARKER, readConstraintHint, safeSchemaName } from '../../vendors/schema-dialect.ts';
 import { lensLikeSchema } from './fixtures.ts';
+import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+
+const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
+const toGeminiSchema = VENDOR_REGISTRY.google.toSchema;
+const toAnthropicSchema = VENDOR_REGISTRY.anthropic.toSchema;
 
 const keysEverywhere = (schema: unknown): Set<string> => {
   const keys = new Set<string>();

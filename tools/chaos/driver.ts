@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { issueKey } from '../../auth/repository.ts';
-import { VENDOR_NAMES } from '../../core/vendor-names.ts';
+import { VENDOR_ENV_PREFIX, VENDOR_NAMES } from '../../core/vendor-names.ts';
 import { createUser } from '../../accounts/billing-accounts.ts';
 import { grant, sweepExpired } from '../../credits/ledger.ts';
 import { createPool } from '../../db/pool.ts';
@@ -347,7 +347,8 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
   try {
     // --- processes, the plan, the users, the workflow bundle (APIs start meanwhile) -----------
     const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const k of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'GEMINI_BASE_URL', 'PORT', 'HOST']) delete env[k];
+    const vendorVars = VENDOR_NAMES.flatMap((v) => [`${VENDOR_ENV_PREFIX[v]}_API_KEY`, `${VENDOR_ENV_PREFIX[v]}_BASE_URL`]);
+    for (const k of [...vendorVars, 'PORT', 'HOST']) delete env[k];
     Object.assign(env, {
       LOG_LEVEL: 'warn',
       DATABASE_URL: pgProxy.proxiedUrl(services.databaseUrl),

@@ -19,29 +19,25 @@ import {
 import { generate, violate } from '../../samples/generate.ts';
 import { rngFor, sha256Hex, type Rng } from '../../samples/random.ts';
 import { ProtocolError, type ErrorStatus, type Protocol, type SimCall, type WireResponse } from './protocols/common.ts';
-import { openaiProtocol } from './protocols/openai.ts';
-import { anthropicProtocol } from './protocols/anthropic.ts';
-import { geminiProtocol } from './protocols/gemini.ts';
-import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders, withRetryInfo, type Admission, type Limits, type LimitsPatch } from './rate-limits.ts';
+import { SIM_PROTOCOLS } from './protocols/index.ts';
+import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders, type Admission, type Limits, type LimitsPatch } from './rate-limits.ts';
 
 /**
- * The simulated vendor server: one HTTP server that speaks the OpenAI, Anthropic and Gemini wire
- * protocols as their official SDKs send them, answers from the JSON schema in the request, and
+ * The simulated vendor server: one HTTP server that speaks each vendor's wire protocol
+ * (protocols/<vendor>.ts, registered in protocols/index.ts) as its official SDK sends it, answers from the JSON schema in the request, and
  * can be told (at start or at runtime) to be slow or to fail. Every response carries the
  * `x-lenstack-simulated` header, so an adapter labels the answer simulated even when someone
  * points a "real" base URL at the sim.
  *
- * Routes (base URLs for the SDKs: openai `<url>/v1`, anthropic `<url>`, @google/genai `<url>`):
- *   POST /v1/chat/completions                          OpenAI
- *   POST /v1/messages                                  Anthropic
- *   POST /v1beta/models/{model}:generateContent        Gemini (also /v1/models/...)
+ * Routes (a vendor's SDK base URL is its protocol's `baseURLHint`):
+ *   POST <the vendor's call path>                      each protocol's `route` (tools/sim/README.md)
  *   GET  /__sim/config   POST /__sim/config            behaviour per vendor (ConfigPatch body)
  *   GET  /__sim/stats    POST /__sim/reset             call counters; reset counters and behaviour
  *   GET  /__sim/limits   POST /__sim/limits            rate limits per vendor (rate-limits.ts)
  */
 
 export const VENDORS: readonly VendorName[] = VENDOR_NAMES;
-const PROTOCOLS: Record<VendorName, Protocol> = { openai: openaiProtocol, anthropic: anthropicProtocol, google: geminiProtocol };
+const PROTOCOLS: Record<VendorName, Protocol> = SIM_PROTOCOLS;
 
 export interface SimVendorOptions {
   /** 0 (default) = any free port. */
@@ -156,24 +152,11 @@ const emptyStats = (): VendorStats => ({
 
 function route(method: string, path: string): { vendor: VendorName; model?: string } | undefined {
   if (method !== 'POST') return undefined;
-  if (path === '/v1/chat/completions') return { vendor: 'openai' };
-  if (path === '/v1/messages') return { vendor: 'anthropic' };
-  const gemini = /^\/(?:v1|v1beta|v1alpha)\/models\/([^/:]+):generateContent$/.exec(path);
-  if (gemini) return { vendor: 'google', model: decodeURIComponent(gemini[1]!) };
-  return undefined;
-}
-
-/** Each vendor's own way of carrying the key; the sim checks presence, not value. */
-function hasKey(vendor: VendorName, req: http.IncomingMessage, url: URL): boolean {
-  const bearer = /^Bearer\s+\S+/.test(req.headers.authorization ?? '');
-  switch (vendor) {
-    case 'openai':
-      return bearer;
-    case 'anthropic':
-      return bearer || Boolean(req.headers['x-api-key']);
-    case 'google':
-      return Boolean(req.headers['x-goog-api-key']) || url.searchParams.has('key');
+  for (const vendor of VENDORS) {
+    const match = PROTOCOLS[vendor].route(path);
+    if (match) return { vendor, ...match };
   }
+  return undefined;
 }
 
 class BodyTooLarge extends Error {}
@@ -398,7 +381,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
         status: 404,
         body: {
           error: {
-            message: `Lenstack vendor simulator: no route ${req.method} ${url.pathname}. Base URLs: openai <sim>/v1, anthropic <sim>, @google/genai <sim>.`,
+            message: `Lenstack vendor simulator: no route ${req.method} ${url.pathname}. Base URLs: ${VENDORS.map((v) => PROTOCOLS[v].baseURLHint).join(', ')}.`,
           },
         },
       });
@@ -409,8 +392,8 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     stats.calls++;
     let call: SimCall;
     try {
-      if (!hasKey(vendor, req, url)) {
-        throw new ProtocolError(vendor === 'google' ? 403 : 401, 'Missing API key (the simulator accepts any non-empty key).');
+      if (!protocol.hasKey(req, url)) {
+        throw new ProtocolError(protocol.missingKeyStatus, 'Missing API key (the simulator accepts any non-empty key).');
       }
       const text = await readBody(req, maxBody);
       let raw: unknown;
@@ -434,7 +417,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
       stats.rateLimited++;
       log(`[SIM] ${vendor} model=${call.model} 429 beyond ${JSON.stringify(rateLimits[vendor].limits())}, retry after ${admission.retryAfterMs} ms`);
       const wire = protocol.error(429, `Rate limit reached (simulated): ${JSON.stringify(rateLimits[vendor].limits())} per minute. Please try again later.`);
-      return send(res, { ...withRetryInfo(vendor, wire, admission.retryAfterMs), headers: { ...wire.headers, ...retryAfterHeaders(admission.retryAfterMs) } });
+      return send(res, { ...(protocol.withRetryDelay?.(wire, admission.retryAfterMs) ?? wire), headers: { ...wire.headers, ...retryAfterHeaders(admission.retryAfterMs) } });
     }
     inFlight++;
     peak = Math.max(peak, inFlight);

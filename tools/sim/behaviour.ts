@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VENDOR_NAMES, type VendorName } from '../../core/vendor-names.ts';
 
 /** How a simulated vendor fails when it fails. */
 export const FAILURE_MODES = ['http500', 'http429', 'http400', 'invalid-json', 'schema-invalid', 'stall'] as const;
@@ -22,8 +23,6 @@ export type BehaviourPatch = z.infer<typeof behaviourPatchSchema>;
 /** Body of `POST /__sim/config`: a patch for all vendors and/or per vendor (vendor wins). */
 export const configPatchSchema = z.strictObject({
   all: behaviourPatchSchema.optional(),
-  openai: behaviourPatchSchema.optional(),
-  anthropic: behaviourPatchSchema.optional(),
-  google: behaviourPatchSchema.optional(),
+  ...(Object.fromEntries(VENDOR_NAMES.map((v) => [v, behaviourPatchSchema.optional()])) as { [V in VendorName]: z.ZodOptional<typeof behaviourPatchSchema> }),
 });
 export type ConfigPatch = z.infer<typeof configPatchSchema>;

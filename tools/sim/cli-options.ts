@@ -15,7 +15,7 @@ import { limitsPatchSchema, type LimitsPatch } from './rate-limits.ts';
  *   --latency-ms 0         SIM_LATENCY_MS      every vendor
  *   --fail-rate 0          SIM_FAIL_RATE       every vendor, 0..1
  *   --failure http500      SIM_FAILURE         http500|http429|http400|invalid-json|schema-invalid|stall
- *   --openai-fail-rate 0.5 SIM_OPENAI_FAIL_RATE   (and -latency-ms, -failure; vendors openai|anthropic|google)
+ *   --openai-fail-rate 0.5 SIM_OPENAI_FAIL_RATE   (and -latency-ms, -failure; per vendor of core/vendor-names.ts)
  *   --rpm 600 --tpm 0      SIM_RPM, SIM_TPM   requests / tokens per minute, every vendor (0 = unlimited)
  *   --openai-rpm 600       SIM_OPENAI_RPM      (and -tpm) per vendor; beyond: 429 with Retry-After
  */
@@ -33,7 +33,7 @@ function envName(flag: string): string {
 export const USAGE = `Lenstack vendor SIMULATOR (not a real AI vendor)
 usage: npx tsx sim/server.ts [--port 4010] [--host 127.0.0.1] [--seed S]
          [--latency-ms N] [--fail-rate 0..1] [--failure ${FAILURE_MODES.join('|')}]
-         [--<openai|anthropic|google>-latency-ms N] [--<vendor>-fail-rate R] [--<vendor>-failure MODE]
+         [--<${VENDORS.join('|')}>-latency-ms N] [--<vendor>-fail-rate R] [--<vendor>-failure MODE]
          [--rpm N] [--tpm N] [--<vendor>-rpm N] [--<vendor>-tpm N]   (per minute; beyond: 429 + Retry-After)
 Every flag also reads SIM_<FLAG> from the environment (e.g. SIM_OPENAI_FAIL_RATE).`;
 

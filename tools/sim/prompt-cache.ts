@@ -1,20 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { VendorName } from '../../core/config.ts';
+import { VENDOR_NAMES } from '../../core/vendor-names.ts';
+import { SIM_PROTOCOLS } from './protocols/index.ts';
 
 /**
  * The vendors' prompt caches as the sim plays them. A request is a list of segments in the order
  * the vendor's cache reads it (protocols/*.ts); a prefix of whole segments seen before, for the
  * same vendor and model within the TTL, is served from the cache. Real caches match prefixes
  * token by token; whole segments (a schema, a system text, a text block, an image) are as fine as
- * the product's prompts need.
- *
- * - OpenAI (prompt caching guide): automatic for prompts of 1024 tokens or more, with or without
- *   `prompt_cache_key`; the cached part is 1024 tokens plus whole 128-token steps.
- * - Anthropic (prompt caching docs): only up to a `cache_control` breakpoint, only from the
- *   model's minimum (1024 tokens for Sonnet and Opus); the first request writes
- *   (`cache_creation_input_tokens`), later ones within 5 minutes read (`cache_read_input_tokens`).
- * - Gemini 2.5 (implicit caching): automatic from 1024 tokens (2.5 Flash's minimum), reported in
- *   `cachedContentTokenCount`.
+ * the product's prompts need. Each vendor's rules are its protocol's `cache`
+ * (protocols/<vendor>.ts: which prefixes are cached, from how many tokens, for how long).
  * Every hit refreshes the entry's TTL, as the vendors do.
  */
 
@@ -24,7 +19,7 @@ export type PromptSegment = ({ text: string } | { image: number }) & {
   breakpoint?: boolean;
 };
 
-interface CacheRules {
+export interface CacheRules {
   /** Every prefix is cached (OpenAI, Gemini), or only up to a breakpoint (Anthropic). */
   automatic: boolean;
   minTokens: number;
@@ -33,11 +28,8 @@ interface CacheRules {
   ttlMs: number;
 }
 
-export const CACHE_RULES: Record<VendorName, CacheRules> = {
-  openai: { automatic: true, minTokens: 1024, step: 128, ttlMs: 5 * 60_000 },
-  anthropic: { automatic: false, minTokens: 1024, step: 1, ttlMs: 5 * 60_000 },
-  google: { automatic: true, minTokens: 1024, step: 1, ttlMs: 5 * 60_000 },
-};
+/** Each vendor's rules, from its protocol (tools/sim/protocols/<vendor>.ts). */
+export const CACHE_RULES: Record<VendorName, CacheRules> = Object.fromEntries(VENDOR_NAMES.map((v) => [v, SIM_PROTOCOLS[v].cache])) as Record<VendorName, CacheRules>;
 
 export interface CacheUse {
   /** Input tokens read from the cache. */

@@ -1,6 +1,4 @@
 import { z } from 'zod';
-import type { VendorName } from '../../core/config.ts';
-import type { WireResponse } from './protocols/common.ts';
 
 /**
  * A simulated vendor's rate limits: requests and tokens per minute, counted over a sliding
@@ -85,12 +83,4 @@ export function createVendorRateLimit(initial: Limits): VendorRateLimit {
 /** The headers of a 429 beyond a limit. */
 export function retryAfterHeaders(retryAfterMs: number): Record<string, string> {
   return { 'retry-after': String(Math.ceil(retryAfterMs / 1000)), 'retry-after-ms': String(retryAfterMs) };
-}
-
-/** Gemini says how long to wait in the error body (google.rpc.RetryInfo), as the real API does. */
-export function withRetryInfo(vendor: VendorName, wire: WireResponse, retryAfterMs: number): WireResponse {
-  if (vendor !== 'google') return wire;
-  const body = wire.body as { error: Record<string, unknown> };
-  const details = [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${Math.ceil(retryAfterMs / 1000)}s` }];
-  return { ...wire, body: { error: { ...body.error, details } } };
 }

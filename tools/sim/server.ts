@@ -2,6 +2,8 @@
  * CLI entry of the vendor simulator: `npx tsx sim/server.ts --port 4010` (or `npm run sim-vendor`).
  * Then start the service with SIM_VENDOR_URL=http://127.0.0.1:4010 and no vendor keys.
  */
+import { VENDOR_ENV_PREFIX } from '../../core/vendor-names.ts';
+import { simBaseURL } from '../../vendors/index.ts';
 import { startSimVendor, VENDORS } from './app.ts';
 import { SimUsageError, simOptionsFrom, USAGE } from './cli-options.ts';
 
@@ -27,7 +29,7 @@ console.log(
     '  Never point production at this server. Every response carries x-lenstack-simulated: true.',
     bar,
     `  listening on ${sim.url}`,
-    `  OPENAI_BASE_URL=${sim.url}/v1   ANTHROPIC_BASE_URL=${sim.url}   GEMINI_BASE_URL=${sim.url}`,
+    `  ${VENDORS.map((v) => `${VENDOR_ENV_PREFIX[v]}_BASE_URL=${simBaseURL(v, sim.url)}`).join('   ')}`,
     `  or, for the service: SIM_VENDOR_URL=${sim.url} (vendors without an API key use the simulator)`,
     `  control: GET ${sim.url}/__sim/stats | GET/POST ${sim.url}/__sim/config | GET/POST ${sim.url}/__sim/limits | POST ${sim.url}/__sim/reset`,
     ...VENDORS.map((v) => `  ${v.padEnd(9)} ${JSON.stringify(sim.behaviour(v))} limits ${JSON.stringify(sim.limits(v))}`),

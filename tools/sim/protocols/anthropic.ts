@@ -1,10 +1,12 @@
 import {
   decodeBase64Image,
+  hasBearer,
   isObject,
   ProtocolError,
   randomId,
   requireObject,
   requireString,
+  shrink,
   type ErrorStatus,
   type Protocol,
   type SimCall,
@@ -125,8 +127,33 @@ const ERROR_TYPES: Record<ErrorStatus, string> = {
 
 const requestId = () => `req_${randomId(24)}`;
 
-export const anthropicProtocol: Protocol = {
+/** The largest unresized size in the vision guide's table (951 × 1268, 3:4): the pixel ceiling. */
+const MAX_PIXELS = 951 * 1268;
+
+export const anthropicProtocol: Protocol<'anthropic'> = {
   vendor: 'anthropic',
+  route: (path) => (path === '/v1/messages' ? {} : undefined),
+  baseURLHint: 'anthropic <sim>',
+  hasKey: (req) => hasBearer(req) || Boolean(req.headers['x-api-key']),
+  missingKeyStatus: 401,
+  /**
+   * Vision guide, "Evaluate image size": an image whose long edge is over 1568 px, or larger than
+   * the largest sizes the guide lists as not resized (about 1.15 megapixels, e.g. 1092 × 1092,
+   * 951 × 1268), is first scaled down keeping its aspect ratio; it then costs about
+   * width × height / 750 tokens.
+   */
+  imageTokens(received) {
+    let d = received;
+    if (Math.max(d.width, d.height) > 1568) d = shrink(d, 1568 / Math.max(d.width, d.height));
+    if (d.width * d.height > MAX_PIXELS) d = shrink(d, Math.sqrt(MAX_PIXELS / (d.width * d.height)));
+    return Math.ceil((d.width * d.height) / 750);
+  },
+  /**
+   * Prompt caching docs: only up to a `cache_control` breakpoint, only from the model's minimum
+   * (1024 tokens for Sonnet and Opus); the first request writes (`cache_creation_input_tokens`),
+   * later ones within 5 minutes read (`cache_read_input_tokens`).
+   */
+  cache: { automatic: false, minTokens: 1024, step: 1, ttlMs: 5 * 60_000 },
   parse,
   success(call, answer, usage): WireResponse {
     let content: unknown[];

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import type http from 'node:http';
 import type { VendorName } from '../../../core/config.ts';
-import type { PromptSegment } from '../prompt-cache.ts';
+import type { CacheRules, PromptSegment } from '../prompt-cache.ts';
 
 /** What the sim needs from any vendor's request, once parsed from that vendor's wire format. */
 export interface SimCall {
@@ -42,8 +43,36 @@ export interface WireResponse {
   headers?: Record<string, string>;
 }
 
-export interface Protocol {
-  vendor: VendorName;
+/** An image's size as the vendor received it (upright). */
+export interface Dimensions {
+  width: number;
+  height: number;
+}
+
+/**
+ * One simulated vendor (tools/sim/protocols/<vendor>.ts), registered by name in
+ * tools/sim/protocols/index.ts: everything the server (app.ts), its billing (billing.ts) and its
+ * prompt cache (prompt-cache.ts) do differently per vendor.
+ */
+export interface Protocol<V extends VendorName = VendorName> {
+  vendor: V;
+  /** Whether a POST to this path is the vendor's call, and the model the path names (Gemini's). */
+  route(path: string): { model?: string } | undefined;
+  /** Where its SDK's base URL points, for the 404 of an unknown path (`openai <sim>/v1`). */
+  baseURLHint: string;
+  /** Whether the request carries an API key the vendor's way (presence only, never the value). */
+  hasKey(req: http.IncomingMessage, url: URL): boolean;
+  /** The status of a request without a key. */
+  missingKeyStatus: ErrorStatus;
+  /**
+   * Input tokens the vendor bills for one image of the size it received, from the vendor's
+   * published rules, written apart from the product's estimate on purpose (billing.ts).
+   */
+  imageTokens(received: Dimensions): number;
+  /** How its prompt cache works (prompt-cache.ts). */
+  cache: CacheRules;
+  /** A 429 as the vendor words it when it says how long to wait in the body too (Gemini); the wire unchanged otherwise. */
+  withRetryDelay?(wire: WireResponse, retryAfterMs: number): WireResponse;
   parse(body: unknown, pathModel: string | undefined): SimCall;
   /** Answer with `answer` (a JSON value; for `invalid-json`, the raw non-JSON text). */
   success(call: SimCall, answer: { json: unknown } | { raw: string }, usage: SimUsage): WireResponse;
@@ -59,6 +88,15 @@ export class ProtocolError extends Error {
     super(message);
   }
 }
+
+/** `d` scaled by `factor` when that shrinks it (never enlarged), each side at least 1 px. */
+export function shrink(d: Dimensions, factor: number): Dimensions {
+  if (factor >= 1) return d;
+  return { width: Math.max(1, Math.round(d.width * factor)), height: Math.max(1, Math.round(d.height * factor)) };
+}
+
+/** The usual bearer `Authorization` header. */
+export const hasBearer = (req: http.IncomingMessage): boolean => /^Bearer\s+\S+/.test(req.headers.authorization ?? '');
 
 export const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -105,8 +105,31 @@ const STATUS: Record<ErrorStatus, string> = {
   500: 'INTERNAL',
 };
 
-export const geminiProtocol: Protocol = {
+export const geminiProtocol: Protocol<'google'> = {
   vendor: 'google',
+  route(path) {
+    const m = /^\/(?:v1|v1beta|v1alpha)\/models\/([^/:]+):generateContent$/.exec(path);
+    return m ? { model: decodeURIComponent(m[1]!) } : undefined;
+  },
+  baseURLHint: '@google/genai <sim>',
+  hasKey: (req, url) => Boolean(req.headers['x-goog-api-key']) || url.searchParams.has('key'),
+  missingKeyStatus: 403,
+  /**
+   * Token guide, images: both sides at most 384 px cost 258 tokens; a larger image is cut into
+   * 768 × 768 tiles, 258 tokens each. Gemini does not bill a smaller size than it got.
+   */
+  imageTokens(received) {
+    if (received.width <= 384 && received.height <= 384) return 258;
+    return 258 * Math.ceil(received.width / 768) * Math.ceil(received.height / 768);
+  },
+  /** Gemini 2.5 implicit caching: automatic from 1024 tokens (2.5 Flash's minimum), reported in `cachedContentTokenCount`. */
+  cache: { automatic: true, minTokens: 1024, step: 1, ttlMs: 5 * 60_000 },
+  /** Gemini says how long to wait in the error body (google.rpc.RetryInfo), as the real API does. */
+  withRetryDelay(wire, retryAfterMs) {
+    const body = wire.body as { error: Record<string, unknown> };
+    const details = [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${Math.ceil(retryAfterMs / 1000)}s` }];
+    return { ...wire, body: { error: { ...body.error, details } } };
+  },
   parse,
   success(call, answer, usage): WireResponse {
     const text = 'raw' in answer ? answer.raw : JSON.stringify(answer.json);

@@ -1,10 +1,12 @@
 import {
   decodeBase64Image,
+  hasBearer,
   isObject,
   ProtocolError,
   randomId,
   requireObject,
   requireString,
+  shrink,
   walkSchema,
   type ErrorStatus,
   type Protocol,
@@ -119,8 +121,28 @@ const ERRORS: Record<ErrorStatus, { type: string; code: string | null }> = {
   500: { type: 'server_error', code: null },
 };
 
-export const openaiProtocol: Protocol = {
+export const openaiProtocol: Protocol<'openai'> = {
   vendor: 'openai',
+  route: (path) => (path === '/v1/chat/completions' ? {} : undefined),
+  baseURLHint: 'openai <sim>/v1',
+  hasKey: hasBearer,
+  missingKeyStatus: 401,
+  /**
+   * Vision guide, "Calculating costs", detail "high": the image is scaled to fit within a
+   * 2048 × 2048 square, then so that its shortest side is 768 px (never enlarged); it costs
+   * 85 tokens plus 170 per 512 × 512 tile needed to cover it.
+   */
+  imageTokens(received) {
+    let d = shrink(received, 2048 / Math.max(received.width, received.height));
+    d = shrink(d, 768 / Math.min(d.width, d.height));
+    const tiles = Math.ceil(d.width / 512) * Math.ceil(d.height / 512);
+    return 85 + 170 * tiles;
+  },
+  /**
+   * Prompt caching guide: automatic for prompts of 1024 tokens or more, with or without
+   * `prompt_cache_key`; the cached part is 1024 tokens plus whole 128-token steps.
+   */
+  cache: { automatic: true, minTokens: 1024, step: 128, ttlMs: 5 * 60_000 },
   parse,
   success(call, answer, usage): WireResponse {
     const content = 'raw' in answer ? answer.raw : JSON.stringify(answer.json);

@@ -1,8 +1,7 @@
 import { ApiError, GoogleGenAI, type GenerateContentResponse } from '@google/genai';
-import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
-import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
-import { prepareImage } from './resize.ts';
-import { toGeminiSchema } from './schema-dialect.ts';
+import type { VisionClient, VisionRequest, VisionResult } from '../types.ts';
+import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from '../errors.ts';
+import type { ClientParts } from '../plugin.ts';
 import {
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
@@ -11,7 +10,7 @@ import {
   SIMULATED_HEADER,
   unclassified,
   type AdapterOptions,
-} from './answer.ts';
+} from '../answer.ts';
 
 const VENDOR = 'google' as const;
 export const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
@@ -26,7 +25,7 @@ const POLICY_STOPS = new Set(['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_C
  * Gemini 2.5 caches repeated prefixes implicitly, and explicit context caches bill storage by the
  * hour (docs/decisions.md, "Prompt caching").
  */
-export function createGoogleClient(opts: AdapterOptions): VisionClient {
+export function createGoogleClient(opts: AdapterOptions, { prepareImage, toSchema }: ClientParts): VisionClient {
   const ai = new GoogleGenAI({
     apiKey: opts.apiKey,
     // Explicit, so GOOGLE_GENAI_USE_VERTEXAI in the environment cannot switch the backend.
@@ -46,7 +45,7 @@ export function createGoogleClient(opts: AdapterOptions): VisionClient {
     async analyze(req: VisionRequest): Promise<VisionResult> {
       // Cancelled before we start: do not spend a resize on it.
       if (req.signal?.aborted) throw abortedError(VENDOR, req.signal.reason);
-      const image = await prepareImage(VENDOR, req.image);
+      const image = await prepareImage(req.image);
       let response: GenerateContentResponse;
       try {
         response = await ai.models.generateContent({
@@ -62,7 +61,7 @@ export function createGoogleClient(opts: AdapterOptions): VisionClient {
           config: {
             systemInstruction: req.system,
             responseMimeType: 'application/json',
-            responseJsonSchema: toGeminiSchema(req.jsonSchema),
+            responseJsonSchema: toSchema(req.jsonSchema),
             maxOutputTokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
             abortSignal: req.signal,
           },

@@ -1,8 +1,8 @@
 import Anthropic from '@anthropic-ai/sdk';
-import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
-import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
-import { prepareImage } from './resize.ts';
-import { safeSchemaName, toAnthropicSchema } from './schema-dialect.ts';
+import type { VisionClient, VisionRequest, VisionResult } from '../types.ts';
+import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from '../errors.ts';
+import type { ClientParts } from '../plugin.ts';
+import { safeSchemaName } from '../schema-dialect.ts';
 import {
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
@@ -10,7 +10,7 @@ import {
   SIMULATED_HEADER,
   unclassified,
   type AdapterOptions,
-} from './answer.ts';
+} from '../answer.ts';
 
 const VENDOR = 'anthropic' as const;
 export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
@@ -22,7 +22,7 @@ export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
  * the answer is checked against the schema here instead. With the prompt cache on, `cache_control`
  * marks the end of the fixed prefix (docs/decisions.md, "Prompt caching").
  */
-export function createAnthropicClient(opts: AdapterOptions): VisionClient {
+export function createAnthropicClient(opts: AdapterOptions, { prepareImage, toSchema }: ClientParts): VisionClient {
   const client = new Anthropic({
     apiKey: opts.apiKey,
     baseURL: opts.baseURL ?? ANTHROPIC_DEFAULT_BASE_URL,
@@ -38,7 +38,7 @@ export function createAnthropicClient(opts: AdapterOptions): VisionClient {
     async analyze(req: VisionRequest): Promise<VisionResult> {
       // Cancelled before we start: do not spend a resize on it.
       if (req.signal?.aborted) throw abortedError(VENDOR, req.signal.reason);
-      const image = await prepareImage(VENDOR, req.image);
+      const image = await prepareImage(req.image);
       const toolName = safeSchemaName(req.schemaName);
       let message: Anthropic.Message;
       let simulatedAnswer: boolean;
@@ -69,7 +69,7 @@ export function createAnthropicClient(opts: AdapterOptions): VisionClient {
                 {
                   name: toolName,
                   description: 'Record the analysis of the image. The input is the complete answer.',
-                  input_schema: toAnthropicSchema(req.jsonSchema) as Anthropic.Tool.InputSchema,
+                  input_schema: toSchema(req.jsonSchema) as Anthropic.Tool.InputSchema,
                 },
               ],
               tool_choice: { type: 'tool', name: toolName },

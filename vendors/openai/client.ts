@@ -1,9 +1,9 @@
 import OpenAI from 'openai';
-import type { VisionClient, VisionRequest, VisionResult } from './types.ts';
-import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from './errors.ts';
-import { promptCacheKey } from './prompt-cache.ts';
-import { prepareImage } from './resize.ts';
-import { safeSchemaName, toOpenAISchema } from './schema-dialect.ts';
+import type { VisionClient, VisionRequest, VisionResult } from '../types.ts';
+import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from '../errors.ts';
+import { promptCacheKey } from '../prompt-cache.ts';
+import type { ClientParts } from '../plugin.ts';
+import { safeSchemaName } from '../schema-dialect.ts';
 import {
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
@@ -12,7 +12,7 @@ import {
   SIMULATED_HEADER,
   unclassified,
   type AdapterOptions,
-} from './answer.ts';
+} from '../answer.ts';
 
 const VENDOR = 'openai' as const;
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -24,7 +24,7 @@ export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
  * `detail: 'high'`, already resized to exactly what high detail bills (vendors/resize.ts), after the
  * fixed prefix; `prompt_cache_key` names that prefix (vendors/prompt-cache.ts).
  */
-export function createOpenAIClient(opts: AdapterOptions): VisionClient {
+export function createOpenAIClient(opts: AdapterOptions, { prepareImage, toSchema }: ClientParts): VisionClient {
   const client = new OpenAI({
     apiKey: opts.apiKey,
     baseURL: opts.baseURL ?? OPENAI_DEFAULT_BASE_URL,
@@ -43,7 +43,7 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
     async analyze(req: VisionRequest): Promise<VisionResult> {
       // Cancelled before we start: do not spend a resize on it.
       if (req.signal?.aborted) throw abortedError(VENDOR, req.signal.reason);
-      const image = await prepareImage(VENDOR, req.image);
+      const image = await prepareImage(req.image);
       let completion: OpenAI.ChatCompletion;
       let simulatedAnswer: boolean;
       try {
@@ -68,7 +68,7 @@ export function createOpenAIClient(opts: AdapterOptions): VisionClient {
               ],
               response_format: {
                 type: 'json_schema',
-                json_schema: { name: safeSchemaName(req.schemaName), schema: toOpenAISchema(req.jsonSchema), strict: true },
+                json_schema: { name: safeSchemaName(req.schemaName), schema: toSchema(req.jsonSchema), strict: true },
               },
               max_completion_tokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
               ...(opts.promptCache ? { prompt_cache_key: promptCacheKey(req) } : {}),
