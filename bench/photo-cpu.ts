@@ -163,7 +163,9 @@ say('|---|---|---|');
 for (const n of names) say(`| ${n} | ${median(ms[n]!).toFixed(1)} | ${contenders[n]!.what} |`);
 say('');
 const ratio = median(ms.after!) / median(ms.before!);
-say(`after / before = ${ratio.toFixed(2)} (${median(ms.before!).toFixed(1)} → ${median(ms.after!).toFixed(1)} ms of CPU per photo); same hashes and upload pixels on every photo: ${same ? 'yes' : 'NO'}`);
+// Paired: each sample of after over before on the same photo in the same round (photo size and the round's load cancel out).
+const paired = (a: string, b: string) => median(ms[a]!.map((x, k) => x / ms[b]![k]!));
+say(`after / before = ${ratio.toFixed(2)} (${median(ms.before!).toFixed(1)} → ${median(ms.after!).toFixed(1)} ms of CPU per photo); paired median ${paired('after', 'before').toFixed(2)}; the upload alone ${paired('upload after', 'upload before').toFixed(2)}; same hashes and upload pixels on every photo: ${same ? 'yes' : 'NO'}`);
 say(`load at the end ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 const out = fileURLToPath(new URL('results/photo-cpu.txt', import.meta.url));
 await mkdir(fileURLToPath(new URL('results/', import.meta.url)), { recursive: true });
