@@ -54,7 +54,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import sharp from 'sharp';
 import { issueKey } from '../auth/repository.ts';
 import { createUser } from '../accounts/billing-accounts.ts';
 import { BATCH_CONCURRENCY } from '../batches/submit.ts';
@@ -64,6 +63,7 @@ import { createPool, type Db } from '../db/pool.ts';
 import { freePort, startTemporalDevServer, type DevServer } from '../tools/scripts/temporal.ts';
 import { startSimVendor, type SimVendor } from '../tools/sim/index.ts';
 import { vehicleLanes } from '../workflows/batch.ts';
+import { cameraPhotos } from './camera-photos.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = path.join(ROOT, 'clients/cli/bin/lenstack.js');
@@ -89,23 +89,8 @@ const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
 
 // ---- photos -------------------------------------------------------------------------------------
 
-/** The pool: POOL distinct camera-like JPEGs, 4.9 to 7.1 MP of a fixture with sensor-like noise, q95. */
-async function photoPool(): Promise<Buffer[]> {
-  const source = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
-  const pool: Buffer[] = [];
-  let x = 12345;
-  for (let k = 0; k < POOL; k++) {
-    const width = 2560 + Math.round((k * (3072 - 2560)) / (POOL - 1) / 16) * 16;
-    const height = (width * 3) / 4;
-    const { data, info } = await sharp(source).resize(width, height).raw().toBuffer({ resolveWithObject: true });
-    for (let j = 0; j < data.length; j++) {
-      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-      data[j] = Math.max(0, Math.min(255, data[j]! + ((x >>> 24) % 61) - 30));
-    }
-    pool.push(await sharp(data, { raw: info }).jpeg({ quality: 95 }).toBuffer());
-  }
-  return pool;
-}
+/** The pool: POOL distinct camera-like JPEGs, 4.9 to 7.1 MP of a fixture with sensor-like noise, q95 (bench/camera-photos.ts). */
+const photoPool = (): Promise<Buffer[]> => cameraPhotos(POOL);
 
 /** A COM segment (FF FE, length, text) making a file distinct: inserted after SOI, pixels unchanged. */
 function comSegment(text: string): Buffer {
