@@ -15,5 +15,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     teardownTimeout: 30_000,
+    // expect.poll waits for a state to arrive; its 1 s default is shorter than a sign-in round trip
+    // or a batch's last step takes on a loaded 2-core machine (CI failed on both). A poll that
+    // succeeds returns at once, so a longer bound only slows a failure.
+    expect: { poll: { timeout: 15_000 } },
   },
 });
