@@ -88,7 +88,7 @@ describe('a vehicle batch', () => {
     expect(reused).toMatchObject({ status: 'done', creditsCharged: 0, source: again.vehicle.vin, output: { reportId: items[3]!.output!.reportId } });
     expect(reused.output.photos.map((ph: { index: number }) => ph.index)).toEqual(again.files.map((_, j) => j));
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 30, reserved: 0 });
-  });
+  }, 60_000);
 
   it('refuses what is not a vehicle batch with a 400 that changes nothing', async () => {
     const user = await createTestUser(p.db, { community: 50 });
