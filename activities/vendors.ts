@@ -4,7 +4,7 @@ import { VENDOR_ACTIVITY, VENDOR_NAMES, type VendorActivityName } from '../core/
 import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
 import { isStackName } from '../lenses/stacks.ts';
 import { VendorError } from '../vendors/errors.ts';
-import type { VisionResult } from '../vendors/types.ts';
+import type { VendorUsage } from '../vendors/types.ts';
 import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
 import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from '../workflows/types.ts';
@@ -94,6 +94,13 @@ export function vendorActivities(deps: ActivityDeps) {
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
     } catch (err) {
+      // An answer we refuse (not JSON, truncated, refused) was billed all the same: its tokens count
+      // in the metrics and against the vendor's budget as a kept answer's do.
+      if (err instanceof VendorError && err.usage) {
+        recordTokens(v, client.model, input, err.usage);
+        const usedTokens = err.usage.inputTokens + err.usage.outputTokens;
+        if (slot) await budgetStep(() => deps.budget!.settle(v, { estimatedTokens: slot!.estimatedTokens, usedTokens }));
+      }
       // The vendor said its limits are spent: every worker's budget shrinks and pauses at once.
       if (err instanceof VendorError && err.status === 429) deps.metrics.vendorThrottled.inc({ vendor: v });
       if (slot && err instanceof VendorError && err.status === 429) await budgetStep(() => deps.budget!.throttled(v, { retryAfterMs: err.retryAfterMs, grantedAt: slot!.grantedAt }));
@@ -132,8 +139,8 @@ export function vendorActivities(deps: ActivityDeps) {
     };
   }
 
-  /** What the call billed, in the vendor's usage terms (vendors/types.ts VisionResult). */
-  function recordTokens(v: Vendor, model: string, input: VendorCallInput, res: VisionResult): void {
+  /** What the call billed, in the vendor's usage terms (vendors/types.ts VendorUsage), the kept answers' and the refused ones'. */
+  function recordTokens(v: Vendor, model: string, input: VendorCallInput, res: VendorUsage): void {
     const m = deps.metrics;
     if (!m) return;
     const task = input.task.kind;

@@ -1,5 +1,6 @@
 import type { VendorName } from '../core/config.ts';
 import { abortedError, invalidOutput, messageOf, networkError, VendorError } from './errors.ts';
+import type { VendorUsage } from './types.ts';
 
 /** Steps every adapter shares once the vendor has answered or failed. */
 
@@ -34,6 +35,20 @@ export function providerLabel(vendor: VendorName, simulated: boolean): string {
  * Parses the model's text answer as JSON. Whether it fits the requested schema is judged once,
  * by the caller that asked for it (activities/vendor-call.ts, with the lens's own zod schema).
  */
+/**
+ * Runs the checks of an answer the vendor gave (and billed): a VendorError they throw carries
+ * `usage`, so the worker counts those tokens in its metrics and its vendor budget as it does for an
+ * answer it keeps.
+ */
+export function billedAnyway<T>(usage: VendorUsage, check: () => T): T {
+  try {
+    return check();
+  } catch (e) {
+    if (e instanceof VendorError) e.usage = usage;
+    throw e;
+  }
+}
+
 export function parseAnswer(vendor: VendorName, text: string | null | undefined): unknown {
   if (text === null || text === undefined || text.trim() === '') throw invalidOutput(vendor, 'empty answer');
   try {

@@ -1,4 +1,5 @@
 import type { VendorName } from '../core/config.ts';
+import type { VendorUsage } from './types.ts';
 
 /**
  * How a vendor call failed, from the workflow's point of view:
@@ -22,6 +23,11 @@ export class VendorError extends Error {
   readonly aborted: boolean;
   /** The vendor's Retry-After on a 429 or 503, in ms, when it sent one. */
   readonly retryAfterMs: number | undefined;
+  /**
+   * What the vendor billed for an answer it gave that we refuse (not JSON, truncated, refused,
+   * no tool call): the tokens are spent all the same (vendors/answer.ts `billedAnyway`).
+   */
+  usage: VendorUsage | undefined;
 
   constructor(
     vendor: VendorName,

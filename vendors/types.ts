@@ -42,6 +42,9 @@ export interface VisionResult {
   image?: { width: number; height: number; tokens: number };
 }
 
+/** What one answered call billed, in the vendor's usage terms. */
+export type VendorUsage = Pick<VisionResult, 'model' | 'inputTokens' | 'cachedInputTokens' | 'cacheWriteInputTokens' | 'outputTokens'>;
+
 export interface VisionClient {
   readonly vendor: VendorName;
   readonly model: string;

@@ -183,6 +183,31 @@ describe('what the API and the worker count', () => {
     }
   });
 
+  it('an answer the worker refuses (not JSON) was billed by the vendor: its tokens are counted like a kept answer\'s', async () => {
+    const user = await createTestUser(p.db, { community: 20 });
+    const before = await (await fetch(p.worker!.metricsUrl!)).text();
+    const callsBefore = p.sim.stats().openai.calls;
+    p.sim.setBehaviour('openai', { failRate: 1, failure: 'invalid-json' });
+    let res;
+    try {
+      res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageBase64: photoBase64('Canon_40D.jpg'), modules: ['dating'] } });
+    } finally {
+      p.sim.setBehaviour('openai', { failRate: 0 });
+    }
+    // The next vendor answers; the refused answer's tokens are the vendor's bill all the same.
+    expect(res.statusCode, res.body).toBe(200);
+    expect(p.sim.stats().openai.calls - callsBefore).toBe(1);
+    const refused = p.sim.stats().openai.last!;
+    expect(refused.outcome).toBe('invalid-json');
+    const after = await (await fetch(p.worker!.metricsUrl!)).text();
+    const delta = (s: string) => (sample(after, s) ?? 0) - (sample(before, s) ?? 0);
+    const series = (kind: string, part: 'count' | 'sum') => `lenstack_vendor_tokens_${part}{vendor="openai",model="${p.config.OPENAI_MODEL}",task="lenses",stack="none",kind="${kind}"}`;
+    expect(delta(series('input', 'count'))).toBe(1);
+    expect(delta(series('input', 'sum'))).toBe(refused.inputTokens);
+    expect(delta(series('output', 'sum'))).toBe(refused.outputTokens);
+    expect(refused.outputTokens).toBeGreaterThan(0);
+  });
+
   it('the sweeper counts the reservations it releases and their credits', async () => {
     const user = await createTestUser(p.db, { community: 20 });
     const metrics = createWorkerMetrics();

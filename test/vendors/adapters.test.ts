@@ -154,6 +154,16 @@ describe.each(VENDORS)('%s adapter → real SDK → sim', (vendor) => {
     expect(stats.failed[failure]).toBe(1);
   });
 
+  it('an answer it refuses (not JSON) carries what the vendor billed for it; an HTTP failure carries nothing', async () => {
+    sim.setBehaviour(vendor, { failRate: 1, failure: 'invalid-json' });
+    const err = await failureOf(clients[vendor].analyze(request(JOLLA)));
+    const billed = sim.stats()[vendor].last!;
+    expect(err.usage).toMatchObject({ inputTokens: billed.inputTokens, outputTokens: billed.outputTokens, cachedInputTokens: billed.cachedTokens });
+    expect(err.usage!.outputTokens).toBeGreaterThan(0);
+    sim.setBehaviour(vendor, { failRate: 1, failure: 'http500' });
+    expect((await failureOf(clients[vendor].analyze(request(JOLLA)))).usage).toBeUndefined();
+  });
+
   it('a stalled vendor is ended by the caller\'s AbortSignal', async () => {
     sim.setBehaviour(vendor, { failRate: 1, failure: 'stall' });
     const controller = new AbortController();

@@ -4,6 +4,7 @@ import { abortedError, httpError, invalidOutput, networkError, refused, type Ven
 import type { ClientParts } from '../plugin.ts';
 import { safeSchemaName } from '../schema-dialect.ts';
 import {
+  billedAnyway,
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
   providerLabel,
@@ -83,27 +84,32 @@ export function createAnthropicClient(opts: AdapterOptions, { prepareImage, toSc
         throw fromAnthropicError(e, req.signal);
       }
 
-      if (message.stop_reason === 'refusal') throw refused(VENDOR, 'model refused to answer');
-      if (message.stop_reason === 'max_tokens') throw invalidOutput(VENDOR, 'answer truncated at max_tokens');
-      const toolUse = message.content.find(
-        (block): block is Anthropic.ToolUseBlock => block.type === 'tool_use' && block.name === toolName,
-      );
-      if (!toolUse) throw invalidOutput(VENDOR, `no ${toolName} tool call in the answer (stop_reason ${message.stop_reason})`);
-      const json: unknown = toolUse.input;
+      const billed = message.usage;
+      const usage = {
+        model: message.model,
+        // Cache writes and reads are input tokens too (billed at other rates).
+        inputTokens: billed.input_tokens + (billed.cache_creation_input_tokens ?? 0) + (billed.cache_read_input_tokens ?? 0),
+        cachedInputTokens: billed.cache_read_input_tokens ?? 0,
+        cacheWriteInputTokens: billed.cache_creation_input_tokens ?? 0,
+        outputTokens: billed.output_tokens,
+      };
+      const json: unknown = billedAnyway(usage, () => {
+        if (message.stop_reason === 'refusal') throw refused(VENDOR, 'model refused to answer');
+        if (message.stop_reason === 'max_tokens') throw invalidOutput(VENDOR, 'answer truncated at max_tokens');
+        const toolUse = message.content.find(
+          (block): block is Anthropic.ToolUseBlock => block.type === 'tool_use' && block.name === toolName,
+        );
+        if (!toolUse) throw invalidOutput(VENDOR, `no ${toolName} tool call in the answer (stop_reason ${message.stop_reason})`);
+        return toolUse.input;
+      });
 
-      const usage = message.usage;
       const simulated = opts.simulated || simulatedAnswer;
       return {
         json,
         vendor: VENDOR,
-        model: message.model,
         provider: providerLabel(VENDOR, simulated),
         simulated,
-        // Cache writes and reads are input tokens too (billed at other rates).
-        inputTokens: usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0),
-        cachedInputTokens: usage.cache_read_input_tokens ?? 0,
-        cacheWriteInputTokens: usage.cache_creation_input_tokens ?? 0,
-        outputTokens: usage.output_tokens,
+        ...usage,
         image: { width: image.width, height: image.height, tokens: image.tokens },
       };
     },

@@ -3,6 +3,7 @@ import type { VisionClient, VisionRequest, VisionResult } from '../types.ts';
 import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from '../errors.ts';
 import type { ClientParts } from '../plugin.ts';
 import {
+  billedAnyway,
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
   parseAnswer,
@@ -70,34 +71,39 @@ export function createGoogleClient(opts: AdapterOptions, { prepareImage, toSchem
         throw fromGoogleError(e, req.signal);
       }
 
-      const blocked = response.promptFeedback?.blockReason;
-      if (blocked) throw refused(VENDOR, `prompt blocked: ${blocked}`);
-      const candidate = response.candidates?.[0];
-      if (!candidate) throw invalidOutput(VENDOR, 'response has no candidates');
-      const finish = candidate.finishReason;
-      if (finish && POLICY_STOPS.has(finish)) throw refused(VENDOR, `answer stopped by policy: ${finish}`);
-      if (finish === 'MAX_TOKENS') throw invalidOutput(VENDOR, 'answer truncated at maxOutputTokens');
-      // Thought summaries are parts too; the answer is the non-thought text.
-      const text = (candidate.content?.parts ?? [])
-        .filter((p) => typeof p.text === 'string' && !p.thought)
-        .map((p) => p.text)
-        .join('');
-      const json = parseAnswer(VENDOR, text);
+      const billed = response.usageMetadata;
+      const usage = {
+        model: response.modelVersion ?? opts.model,
+        // promptTokenCount counts the cached ones too.
+        inputTokens: (billed?.promptTokenCount ?? 0) + (billed?.toolUsePromptTokenCount ?? 0),
+        cachedInputTokens: billed?.cachedContentTokenCount ?? 0,
+        cacheWriteInputTokens: 0,
+        // Thinking tokens are billed as output.
+        outputTokens: (billed?.candidatesTokenCount ?? 0) + (billed?.thoughtsTokenCount ?? 0),
+      };
+      const json = billedAnyway(usage, () => {
+        const blocked = response.promptFeedback?.blockReason;
+        if (blocked) throw refused(VENDOR, `prompt blocked: ${blocked}`);
+        const candidate = response.candidates?.[0];
+        if (!candidate) throw invalidOutput(VENDOR, 'response has no candidates');
+        const finish = candidate.finishReason;
+        if (finish && POLICY_STOPS.has(finish)) throw refused(VENDOR, `answer stopped by policy: ${finish}`);
+        if (finish === 'MAX_TOKENS') throw invalidOutput(VENDOR, 'answer truncated at maxOutputTokens');
+        // Thought summaries are parts too; the answer is the non-thought text.
+        const text = (candidate.content?.parts ?? [])
+          .filter((p) => typeof p.text === 'string' && !p.thought)
+          .map((p) => p.text)
+          .join('');
+        return parseAnswer(VENDOR, text);
+      });
 
-      const usage = response.usageMetadata;
       const simulated = opts.simulated || response.sdkHttpResponse?.headers?.[SIMULATED_HEADER] !== undefined;
       return {
         json,
         vendor: VENDOR,
-        model: response.modelVersion ?? opts.model,
         provider: providerLabel(VENDOR, simulated),
         simulated,
-        // promptTokenCount counts the cached ones too.
-        inputTokens: (usage?.promptTokenCount ?? 0) + (usage?.toolUsePromptTokenCount ?? 0),
-        cachedInputTokens: usage?.cachedContentTokenCount ?? 0,
-        cacheWriteInputTokens: 0,
-        // Thinking tokens are billed as output.
-        outputTokens: (usage?.candidatesTokenCount ?? 0) + (usage?.thoughtsTokenCount ?? 0),
+        ...usage,
         image: { width: image.width, height: image.height, tokens: image.tokens },
       };
     },

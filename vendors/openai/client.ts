@@ -5,6 +5,7 @@ import { promptCacheKey } from '../prompt-cache.ts';
 import type { ClientParts } from '../plugin.ts';
 import { safeSchemaName } from '../schema-dialect.ts';
 import {
+  billedAnyway,
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
   parseAnswer,
@@ -82,25 +83,30 @@ export function createOpenAIClient(opts: AdapterOptions, { prepareImage, toSchem
         throw fromOpenAIError(e, req.signal);
       }
 
-      const choice = completion.choices[0];
-      if (!choice) throw invalidOutput(VENDOR, 'response has no choices');
-      if (choice.message.refusal) throw refused(VENDOR, `model refused: ${choice.message.refusal}`);
-      if (choice.finish_reason === 'content_filter') throw refused(VENDOR, 'answer blocked by the content filter');
-      if (choice.finish_reason === 'length') throw invalidOutput(VENDOR, 'answer truncated at the token limit');
-      const json = parseAnswer(VENDOR, choice.message.content);
-
-      const simulated = opts.simulated || simulatedAnswer;
-      return {
-        json,
-        vendor: VENDOR,
+      const usage = {
         model: completion.model,
-        provider: providerLabel(VENDOR, simulated),
-        simulated,
         // prompt_tokens counts the cached ones too.
         inputTokens: completion.usage?.prompt_tokens ?? 0,
         cachedInputTokens: completion.usage?.prompt_tokens_details?.cached_tokens ?? 0,
         cacheWriteInputTokens: 0,
         outputTokens: completion.usage?.completion_tokens ?? 0,
+      };
+      const json = billedAnyway(usage, () => {
+        const choice = completion.choices[0];
+        if (!choice) throw invalidOutput(VENDOR, 'response has no choices');
+        if (choice.message.refusal) throw refused(VENDOR, `model refused: ${choice.message.refusal}`);
+        if (choice.finish_reason === 'content_filter') throw refused(VENDOR, 'answer blocked by the content filter');
+        if (choice.finish_reason === 'length') throw invalidOutput(VENDOR, 'answer truncated at the token limit');
+        return parseAnswer(VENDOR, choice.message.content);
+      });
+
+      const simulated = opts.simulated || simulatedAnswer;
+      return {
+        json,
+        vendor: VENDOR,
+        provider: providerLabel(VENDOR, simulated),
+        simulated,
+        ...usage,
         image: { width: image.width, height: image.height, tokens: image.tokens },
       };
     },
