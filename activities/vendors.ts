@@ -4,6 +4,7 @@ import { VENDOR_ACTIVITY, VENDOR_NAMES, type VendorActivityName } from '../core/
 import { BudgetUnavailable, BudgetWaitTooLong } from '../vendors/budget.ts';
 import { isStackName } from '../lenses/stacks.ts';
 import { VendorError } from '../vendors/errors.ts';
+import { VENDOR_REGISTRY } from '../vendors/registry.ts';
 import type { VendorUsage } from '../vendors/types.ts';
 import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
 import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
@@ -98,7 +99,7 @@ export function vendorActivities(deps: ActivityDeps) {
       // in the metrics and against the vendor's budget as a kept answer's do.
       if (err instanceof VendorError && err.usage) {
         recordTokens(v, client.model, input, err.usage);
-        const usedTokens = err.usage.inputTokens + err.usage.outputTokens;
+        const usedTokens = VENDOR_REGISTRY[v].limitedTokens(err.usage);
         if (slot) await budgetStep(() => deps.budget!.settle(v, { estimatedTokens: slot!.estimatedTokens, usedTokens }));
       }
       // The vendor said its limits are spent: every worker's budget shrinks and pauses at once.
@@ -117,7 +118,7 @@ export function vendorActivities(deps: ActivityDeps) {
     // Billed by the vendor whatever our check of the answer says below.
     recordTokens(v, client.model, input, res);
     if (slot) {
-      const used = { estimatedTokens: slot.estimatedTokens, usedTokens: res.inputTokens + res.outputTokens };
+      const used = { estimatedTokens: slot.estimatedTokens, usedTokens: VENDOR_REGISTRY[v].limitedTokens(res) };
       await budgetStep(() => deps.budget!.settle(v, used));
     }
     const checked = call.validate(res.json);

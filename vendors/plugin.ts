@@ -3,7 +3,7 @@ import type { AdapterOptions } from './answer.ts';
 import type { Size } from '../images/vendor-pixels.ts';
 import type { PreparedImage, WorkCopy } from './image-types.ts';
 import type { JsonSchema } from './schema-dialect.ts';
-import type { VisionClient } from './types.ts';
+import type { VendorUsage, VisionClient } from './types.ts';
 
 /**
  * What a vendor is to the product: one folder, `vendors/<vendor>/`, whose `index.ts` exports this
@@ -32,6 +32,11 @@ export interface VendorPlugin<V extends VendorName = VendorName> {
   billedSize(width: number, height: number): Size;
   /** Input tokens it bills for an image of exactly this size (no further downscaling). */
   imageTokens(width: number, height: number): number;
+  /**
+   * Of a call's tokens, those its tokens-per-minute limit counts (what the shared vendor budget,
+   * vendors/budget.ts, settles a call with): the vendors differ on prompt-cache reads.
+   */
+  limitedTokens(usage: VendorUsage): number;
 }
 
 export type ToSchema = (schema: JsonSchema) => JsonSchema;

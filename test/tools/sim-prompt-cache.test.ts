@@ -4,6 +4,7 @@ import { createPromptCache, describeSegments } from '../../tools/sim/prompt-cach
 import { prepareImage } from '../../vendors/resize.ts';
 import { HAND_SCHEMA, photo } from '../vendors/fixtures.ts';
 import { VENDOR_REGISTRY } from '../../vendors/registry.ts';
+import { SIM_PROTOCOLS } from '../../tools/sim/protocols/index.ts';
 
 const toOpenAISchema = VENDOR_REGISTRY.openai.toSchema;
 const toGeminiSchema = VENDOR_REGISTRY.google.toSchema;
@@ -153,6 +154,71 @@ describe('Gemini: implicit from 1024 tokens, in usageMetadata.cachedContentToken
     const segments = sim.stats().google.last!.segments;
     expect(second.usageMetadata.cachedContentTokenCount).toBe(segments.slice(0, -1).reduce((n, s) => n + s.tokens, 0));
     expect(second.usageMetadata.promptTokenCount).toBe(sim.stats().google.last!.inputTokens);
+  });
+});
+
+describe('cache reads and the tokens-per-minute limit', () => {
+  /** ~10,000 tokens read from the cache on a repeat: far more than the rest of a call. */
+  const HUGE = LONG.repeat(5);
+  const statusOf = async (call: () => Promise<unknown>) => call().then(() => 200, () => 429);
+  const send = async (path: string, body: unknown, headers: Record<string, string>) => {
+    const res = await fetch(sim.url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(String(res.status));
+  };
+  /** A limit the window stays under for a first call and two repeats only if the repeats' cache reads are left out. */
+  const limitFor = (first: { inputTokens: number; outputTokens: number }, repeat: { inputTokens: number; cachedTokens: number; outputTokens: number }) => {
+    const uncached = repeat.inputTokens - repeat.cachedTokens + repeat.outputTokens;
+    expect(repeat.cachedTokens).toBeGreaterThan(uncached);
+    return first.inputTokens + first.outputTokens + 2 * uncached + 1;
+  };
+
+  it('Anthropic leaves cache reads out of its token limit: repeats of a cached prefix are admitted', async () => {
+    const anthropicCall = (model: string) => () =>
+      send('/v1/messages', {
+        model, max_tokens: 1000,
+        system: [{ type: 'text', text: HUGE, cache_control: { type: 'ephemeral' } }],
+        messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: photoA } }, { type: 'text', text: 'Analyse the photo.' }] }],
+        tools: [{ name: 'record', input_schema: HAND_SCHEMA }], tool_choice: { type: 'tool', name: 'record' },
+      }, { 'x-api-key': 'k' });
+    // The sizes: a write, then a read of the cached prefix.
+    await anthropicCall('claude-sizes')();
+    const first = sim.stats().anthropic.last!;
+    await anthropicCall('claude-sizes')();
+    const repeat = sim.stats().anthropic.last!;
+    // A fresh window (and cache) for the limited calls.
+    sim.reset();
+    sim.setLimits('anthropic', { tpm: limitFor(first, repeat) });
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push(await statusOf(anthropicCall('claude-sizes')));
+    expect(statuses).toEqual([200, 200, 200, 200]);
+  });
+
+  it('OpenAI counts them: the same limit refuses the second repeat', async () => {
+    const openaiCall = (model: string) => () =>
+      send('/v1/chat/completions', {
+        model,
+        messages: [{ role: 'system', content: HUGE }, { role: 'user', content: [{ type: 'text', text: 'Analyse the attached photo.' }, { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${photoA}` } }] }],
+        response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: toOpenAISchema(HAND_SCHEMA), strict: true } },
+      }, { authorization: 'Bearer k' });
+    await openaiCall('gpt-sizes')();
+    const first = sim.stats().openai.last!;
+    await openaiCall('gpt-sizes')();
+    const repeat = sim.stats().openai.last!;
+    sim.reset();
+    sim.setLimits('openai', { tpm: limitFor(first, repeat) });
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push(await statusOf(openaiCall('gpt-sizes')));
+    expect(statuses).toEqual([200, 200, 429]);
+  });
+
+  it("the product's vendor budget settles each vendor's calls as its limit counts them (vendors/<vendor>/index.ts, against the simulator's reading)", () => {
+    const usage = { model: 'm', inputTokens: 12_000, cachedInputTokens: 10_000, cacheWriteInputTokens: 0, outputTokens: 300 };
+    const sim = { inputTokens: 12_000, cachedTokens: 10_000, cacheWriteTokens: 0, outputTokens: 300, imageTokens: 0, textTokens: 0 };
+    const product = Object.fromEntries(Object.values(VENDOR_REGISTRY).map((p) => [p.name, p.limitedTokens(usage)]));
+    const simulated = Object.fromEntries(Object.values(SIM_PROTOCOLS).map((p) => [p.vendor, p.limitedTokens(sim)]));
+    expect(product).toEqual(simulated);
+    expect(product).toEqual({ openai: 12_300, anthropic: 2_300, google: 12_300 });
   });
 });
 

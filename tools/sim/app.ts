@@ -321,7 +321,7 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
     const cachedTokens = Math.min(cache.cachedTokens, inputTokens);
     const cacheWriteTokens = Math.min(cache.cacheWriteTokens, inputTokens - cachedTokens);
     const usage = { inputTokens, cachedTokens, cacheWriteTokens, outputTokens, imageTokens: imageTotal, textTokens };
-    admission.addTokens(usage.inputTokens + usage.outputTokens);
+    admission.addTokens(protocol.limitedTokens(usage));
     if (failure) stats.failed[failure]++;
     else stats.succeeded++;
     stats.last = { model: call.model, schemaName: call.schemaName, outcome, images, ...usage, cacheHint: call.cacheHint, segments };

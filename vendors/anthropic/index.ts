@@ -28,4 +28,6 @@ export const anthropic: VendorPlugin<'anthropic'> = {
     return scaled({ width, height }, factor, Math.floor);
   },
   imageTokens: (width, height) => Math.ceil((width * height) / IMAGE.pixelsPerToken),
+  // Its input-token limit leaves out what is read from the prompt cache; cache writes count.
+  limitedTokens: (u) => u.inputTokens - u.cachedInputTokens + u.outputTokens,
 };

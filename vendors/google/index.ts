@@ -54,4 +54,6 @@ export const google: VendorPlugin<'google'> = {
     if (width <= IMAGE.smallSide && height <= IMAGE.smallSide) return IMAGE.tileTokens;
     return Math.ceil(width / IMAGE.tile) * Math.ceil(height / IMAGE.tile) * IMAGE.tileTokens;
   },
+  // Cached input counts toward its tokens-per-minute limit like any input (its limits say nothing else).
+  limitedTokens: (u) => u.inputTokens + u.outputTokens,
 };

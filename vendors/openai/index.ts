@@ -47,4 +47,6 @@ export const openai: VendorPlugin<'openai'> = {
     const tiles = Math.ceil(width / IMAGE.tile) * Math.ceil(height / IMAGE.tile);
     return IMAGE.baseTokens + IMAGE.tileTokens * tiles;
   },
+  // Cached input counts toward its tokens-per-minute limit like any input.
+  limitedTokens: (u) => u.inputTokens + u.outputTokens,
 };

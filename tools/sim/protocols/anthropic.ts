@@ -154,6 +154,8 @@ export const anthropicProtocol: Protocol<'anthropic'> = {
    * later ones within 5 minutes read (`cache_read_input_tokens`).
    */
   cache: { automatic: false, minTokens: 1024, step: 1, ttlMs: 5 * 60_000 },
+  // Its input-tokens-per-minute limit does not count cache reads (cache writes it does).
+  limitedTokens: (u) => u.inputTokens - u.cachedTokens + u.outputTokens,
   parse,
   success(call, answer, usage): WireResponse {
     let content: unknown[];

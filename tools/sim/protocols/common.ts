@@ -71,6 +71,8 @@ export interface Protocol<V extends VendorName = VendorName> {
   imageTokens(received: Dimensions): number;
   /** How its prompt cache works (prompt-cache.ts). */
   cache: CacheRules;
+  /** Of an answered call's tokens, those its tokens-per-minute limit counts (rate-limits.ts). */
+  limitedTokens(usage: SimUsage): number;
   /** A 429 as the vendor words it when it says how long to wait in the body too (Gemini); the wire unchanged otherwise. */
   withRetryDelay?(wire: WireResponse, retryAfterMs: number): WireResponse;
   parse(body: unknown, pathModel: string | undefined): SimCall;

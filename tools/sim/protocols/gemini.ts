@@ -124,6 +124,7 @@ export const geminiProtocol: Protocol<'google'> = {
   },
   /** Gemini 2.5 implicit caching: automatic from 1024 tokens (2.5 Flash's minimum), reported in `cachedContentTokenCount`. */
   cache: { automatic: true, minTokens: 1024, step: 1, ttlMs: 5 * 60_000 },
+  limitedTokens: (u) => u.inputTokens + u.outputTokens,
   /** Gemini says how long to wait in the error body (google.rpc.RetryInfo), as the real API does. */
   withRetryDelay(wire, retryAfterMs) {
     const body = wire.body as { error: Record<string, unknown> };

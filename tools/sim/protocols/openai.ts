@@ -143,6 +143,8 @@ export const openaiProtocol: Protocol<'openai'> = {
    * `prompt_cache_key`; the cached part is 1024 tokens plus whole 128-token steps.
    */
   cache: { automatic: true, minTokens: 1024, step: 128, ttlMs: 5 * 60_000 },
+  // Its rate limiter counts every prompt token, cache hits included.
+  limitedTokens: (u) => u.inputTokens + u.outputTokens,
   parse,
   success(call, answer, usage): WireResponse {
     const content = 'raw' in answer ? answer.raw : JSON.stringify(answer.json);
