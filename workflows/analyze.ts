@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
-import { callWithFallback, db, hashesWanted, short, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
+import { callWithFallback, dbSteps, hashesWanted, short, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
 import { EXTRACT_CREDITS } from '../credits/price-book.ts';
 
@@ -16,7 +16,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
   const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
   try {
     // 1. Which lenses each image still needs, and their credits held: one step, one plan.
-    const { plans, needed, vendors, overflow } = await db.reserveDelta({
+    const { plans, needed, vendors, overflow } = await dbSteps.reserveDelta({
       reservationId,
       userId: input.userId,
       workflowId,
@@ -27,7 +27,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
       refresh: input.refresh,
       extraCredits,
     });
-    if (needed > 0) saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
+    if (needed > 0) saga.add('release credits', () => dbSteps.releaseCredits({ id: reservationId, reason: 'analysis failed' }));
     const chain = vendorChain(vendors, tally, { lane: input.lane, overflow });
 
     // 2. The bespoke schema, drafted by a vendor from the caller's prompt when it has none.
@@ -56,7 +56,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
 
     // 4. Records and charge in one transaction: a lens a concurrent request recorded first is not
     //    billed twice; the extraction bills every call.
-    const persisted = await db.persistAndSettle({
+    const persisted = await dbSteps.persistAndSettle({
       workflowId,
       requestId: input.requestId,
       userId: input.userId,
@@ -90,6 +90,6 @@ async function prepareExtraction(input: AnalyzeInput, chain: VendorChain): Promi
     schema = drafted.result.data;
   }
   if (!schema) throw ApplicationFailure.nonRetryable('extract has no schema', 'VALIDATION_FAILED');
-  const bespokeSchemaId = extract.schemaId ?? (await db.saveBespokeSchema({ userId: input.userId, schema, prompt: extract.prompt ?? null }));
+  const bespokeSchemaId = extract.schemaId ?? (await dbSteps.saveBespokeSchema({ userId: input.userId, schema, prompt: extract.prompt ?? null }));
   return { bespoke: { schema, ...(extract.prompt !== undefined ? { prompt: extract.prompt } : {}) }, bespokeSchemaId };
 }

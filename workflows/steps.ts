@@ -42,7 +42,8 @@ export const VENDOR_OPTIONS: ActivityOptions = {
 };
 
 // One proxy per latency profile: each step kind gets the timeouts and retries that fit it.
-export const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
+// `dbSteps`: the short database steps (reserve, persist, settle, release), run as local activities.
+export const dbSteps = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 const vendor = proxyActivities<Activities>(VENDOR_OPTIONS);
 
 
@@ -142,7 +143,7 @@ export function startSaga(input: { userId: string }): { workflowId: string; rese
   const { workflowId } = workflowInfo();
   const saga = new Compensations();
   const tally = { calls: 0 };
-  saga.add('count unbilled vendor calls', () => (tally.calls ? db.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
+  saga.add('count unbilled vendor calls', () => (tally.calls ? dbSteps.countUnbilledCalls({ userId: input.userId, calls: tally.calls }) : Promise.resolve()));
   return { workflowId, reservationId: `res:${workflowId}`, saga, tally };
 }
 
@@ -170,7 +171,7 @@ export async function withHashes(userId: string, images: readonly ImageRef[], fo
   for (const img of images) if (img.pHash !== null && img.dHash !== null) bySha.set(img.sha256, { pHash: img.pHash, dHash: img.dHash });
   const missing = [...new Set(images.filter((img) => !bySha.has(img.sha256)).map((img) => img.sha256))];
   if (missing.length) {
-    const made = await db.photoHashes({ userId, sha256s: missing });
+    const made = await dbSteps.photoHashes({ userId, sha256s: missing });
     for (const sha256 of missing) bySha.set(sha256, made[sha256]!);
   }
   return images.map((img) => ({ ...img, ...bySha.get(img.sha256)! }));

@@ -1,5 +1,5 @@
 import { mapBounded } from '../core/map-bounded.ts';
-import { callWithFallback, db, hashesWanted, short, startSaga, vendorChain, withHashes } from './steps.ts';
+import { callWithFallback, dbSteps, hashesWanted, short, startSaga, vendorChain, withHashes } from './steps.ts';
 import type { Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
 import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
 
@@ -17,7 +17,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
   const count = input.images.length;
   try {
     // 1. Which photos need describing, and the report's credit held.
-    const plan = await db.reserveVehicleReport({
+    const plan = await dbSteps.reserveVehicleReport({
       reservationId,
       userId: input.userId,
       workflowId,
@@ -27,7 +27,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
       step: PHOTO_STEP,
       credits: VEHICLE_REPORT_CREDITS,
     });
-    saga.add('release credits', () => db.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
+    saga.add('release credits', () => dbSteps.releaseCredits({ id: reservationId, reason: 'vehicle report failed' }));
     const chain = vendorChain(plan.vendors, tally, { lane: input.lane, overflow: plan.overflow });
 
     // 2. One call per new photo (first copy only), then the synthesis over every photo's findings.
@@ -60,7 +60,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
     const images = await withHashes(input.userId, input.images, [...described].map(([sha256, r]) => [sha256, r.hashes] as const));
 
     // 3. Findings, report and charge commit together.
-    const { reportId } = await db.persistVehicleReport({
+    const { reportId } = await dbSteps.persistVehicleReport({
       workflowId,
       requestId: input.requestId,
       userId: input.userId,
