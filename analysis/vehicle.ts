@@ -33,10 +33,13 @@ export async function vehicleAnalysis(
   const setHash = vehicleSetHash({ sha256s: shas, vehicle: body.context?.vehicle, version: getLens('vehicle-condition').version });
   const includeFingerprint = body.options?.includeFingerprint === true;
 
-  // A retry of a finished request (same x-request-id) attaches to its run: that report was paid for.
-  if (!body.refresh && !(await analysisPersisted(deps.db, `vehicle:${userId}:${requestId}`))) {
+  // A retry of a finished request (same x-request-id) attaches to its run: that report was paid
+  // for. Its run row is asked after the report is found, never before: the run commits both at
+  // once, so a report found here that this request's own run made is seen as its run
+  // (analysis/cache-hit.ts says why the order matters).
+  if (!body.refresh) {
     const cached = await findVehicleReport(deps.db, userId, setHash);
-    if (cached) {
+    if (cached && !(await analysisPersisted(deps.db, `vehicle:${userId}:${requestId}`))) {
       await recordCacheHit(deps.db, userId, shas);
       const photos = await getPhotos(deps.db, userId, [shas[0]!]);
       const first = photos.get(shas[0]!);

@@ -3,6 +3,12 @@ import { getBalance } from '../../credits/ledger.ts';
 import { bearer, createTestUser } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { noRateLimits } from '../helpers/deps.ts';
+import { buildApp } from '../../api/app.ts';
+import { KeyCache } from '../../auth/cache.ts';
+import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
+import { createApiMetrics } from '../../metrics/api.ts';
 
 /**
  * A client whose answer was lost (connection reset, API restart, 5xx) sends the request again with
@@ -59,4 +65,57 @@ describe('a finished request sent again with its x-request-id', () => {
     expect(other.json().meta.cacheHit).toBe(true);
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 4, reserved: 0 });
   });
+});
+
+describe('a resend that arrives while the first run is still at the vendor', () => {
+  it('is not a free cache hit when the first run records its lenses between the resend\'s two registry reads (seen in the chaos suite: told 0, ledger settled)', async () => {
+    const user = await createTestUser(p.db, { community: 20 });
+    const image = photoBase64('Canon_40D.jpg');
+    // The photo is in the registry already (another lens), so the resend's intake finds it there.
+    expect((await send(user.liveKey, 'req-race-known', { imageBase64: image, modules: ['location'] })).statusCode).toBe(200);
+
+    // A second API process on the same database, whose reads of the registry's photos wait while
+    // `holding` (the test's stand-in for the moment between two queries).
+    let release!: () => void;
+    let held = false;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const heldDb = new Proxy(p.db, {
+      get(target, prop, receiver) {
+        if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
+        return async (...args: Parameters<typeof target.query>) => {
+          const text = typeof args[0] === 'string' ? args[0] : '';
+          if (/FROM photos WHERE user_id = \$1 AND sha256 = ANY/.test(text) && !held) {
+            held = true;
+            await gate;
+          }
+          return (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+        };
+      },
+    });
+    const second = await buildApp({ config: p.config, db: heldDb, keyCache: new KeyCache(), blobs: blobStoreFromConfig(p.config), temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, rateLimiter: noRateLimits, metrics: createApiMetrics() });
+    try {
+      p.sim.setBehaviour('all', { latencyMs: 1500 });
+      const calls = p.sim.stats().openai.calls;
+      const body = { imageBase64: image, modules: ['dating'] };
+      const first = send(user.liveKey, 'req-race-1', body);
+      await expect.poll(() => p.sim.stats().openai.calls).toBeGreaterThan(calls);
+      // The resend (same id) reaches the registry check while the first run is at the vendor.
+      const resend = second.inject({ method: 'POST', url: '/v1/analyze', headers: { ...bearer(user.liveKey), 'x-request-id': 'req-race-1' }, payload: body });
+      await expect.poll(() => held).toBe(true);
+      const answered = await first;
+      expect(answered.statusCode, answered.body).toBe(200);
+      expect(answered.json().usage.creditsCharged).toBe(1);
+      // Now the registry holds the lens that run paid for; the resend's read goes on.
+      release();
+      const again = await resend;
+      expect(again.statusCode, again.body).toBe(200);
+      expect(again.json().usage.creditsCharged).toBe(1);
+      expect(again.json().meta.cacheHit).toBe(false);
+      expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 18, reserved: 0 });
+    } finally {
+      p.sim.setBehaviour('all', { latencyMs: 0 });
+      release();
+      await second.close();
+    }
+  }, 60_000);
 });
