@@ -129,12 +129,13 @@ export function createUploads(deps: {
   datastore?: DataStore;
   /**
    * Told of uploads that finished or were refused, once that is committed (batches/upload-waits.ts:
-   * a vehicle batch waiting for one looks again). Not awaited; must not throw.
+   * a vehicle batch waiting for one looks again). Not awaited; must not throw. Required: a process
+   * taking uploads that forgot it would leave waiting vehicles to their 30 s backstop.
    */
-  onSettled?: (ids: string[]) => Promise<void>;
+  onSettled: (ids: string[]) => Promise<void>;
 }): Uploads {
   const { db, blobs, config } = deps;
-  const settled = (id: string) => void deps.onSettled?.([id]).catch(() => undefined);
+  const settled = (id: string) => void deps.onSettled([id]).catch(() => undefined);
   const store = deps.datastore ?? uploadDatastore(config, config.UPLOAD_TTL_MS);
   if (store instanceof FileStore) mkdirSync((store as unknown as { directory: string }).directory, { recursive: true });
 

@@ -91,7 +91,8 @@ export async function startWorker(
   const sweeper = setInterval(() => void sweepOnce(db, metrics, log), sweepEvery);
   sweeper.unref();
   // Uploads unused past UPLOAD_TTL_MS expire first; their blobs are then the collector's like any other.
-  const uploads = createUploads({ db, blobs, config });
+  // The worker only sweeps expired uploads; it takes none, so it has no finished upload to announce.
+  const uploads = createUploads({ db, blobs, config, onSettled: async () => {} });
   const collector = setInterval(
     () =>
       void uploads

@@ -23,7 +23,7 @@ describe('migrations', () => {
       expect(tables.rows.map((r) => r.tablename)).toEqual([
         'analysis_requests', 'analysis_runs', 'api_keys', 'api_requests', 'batch_items', 'batches', 'bespoke_schemas', 'blob_leases', 'card_fingerprints', 'console_identities', 'console_sessions', 'console_users', 'console_verifications',
         'credit_accounts', 'credit_ledger', 'credit_purchases', 'email_verification_tokens', 'first_pack_bonus_claims', 'lens_events', 'lens_records', 'pgmigrations', 'photos',
-        'recorded_payments', 'refused_uploads', 'reservations', 'signup_grant_claims', 'thumbnails', 'unbilled_vendor_calls', 'uploads', 'users', 'vehicle_reports', 'workspace_invitations', 'workspace_members',
+        'recorded_payments', 'refused_uploads', 'reservations', 'signup_grant_claims', 'thumbnails', 'unbilled_vendor_calls', 'upload_waits', 'uploads', 'users', 'vehicle_reports', 'workspace_invitations', 'workspace_members',
       ]);
       expect(runs.rows[0].n).toBeGreaterThanOrEqual(1);
     } finally {

@@ -26,3 +26,6 @@ export const noRateLimits: RequestLimiter = {
   },
   async close() {},
 };
+
+/** For upload tests with no batch waiting on their uploads: nothing to tell (batches/upload-waits.ts). */
+export const noUploadWaiters = async (): Promise<void> => {};

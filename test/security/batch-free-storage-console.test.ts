@@ -1,3 +1,4 @@
+import { signalUploadWaiters } from '../../batches/upload-waits.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,7 +45,7 @@ beforeAll(async () => {
   const mailer = smtpMailer(mail.url, config.MAIL_FROM);
   closeMailer = () => mailer.close();
   const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
-  const uploads = createUploads({ db: p.db, blobs, config: p.config });
+  const uploads = createUploads({ db: p.db, blobs, config: p.config, onSettled: signalUploadWaiters({ db: p.db, temporal: p.temporal }) });
   web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), limiter: noRateLimits, batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } } });
   await web.listen({ host: '127.0.0.1', port });
 }, 120_000);

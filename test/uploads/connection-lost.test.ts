@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -67,7 +68,7 @@ describe('a database connection lost while an upload finishes', () => {
   it('fails that upload and leaves the process running, its pool serving', async () => {
     const user = await createTestUser(a.db);
     const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-lost-')) });
-    const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store });
+    const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store, onSettled: noUploadWaiters });
     const bytes = photoBytes('Canon_40D.jpg');
     const unhandled: unknown[] = [];
     const onUncaught = (err: unknown) => unhandled.push(err);
@@ -94,7 +95,7 @@ describe('a database connection lost while an upload finishes', () => {
   it('answers the PATCH that finishes the upload 503 with Retry-After, not 500; a resend after HEAD finishes it', async () => {
     const user = await createTestUser(a.db);
     const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-lost-')) });
-    const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store });
+    const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store, onSettled: noUploadWaiters });
     const t = await buildTestApp({ deps: { uploads } });
     try {
       await t.app.listen({ port: 0, host: '127.0.0.1' });

@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -51,7 +52,7 @@ describe('finishing an upload twice at once', () => {
     const user = await createTestUser(a.db);
     const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-race-')) });
     const blobs = new FsBlobStore(a.config.BLOB_DIR);
-    const uploads = createUploads({ db: a.db, blobs, config: a.config, datastore: store });
+    const uploads = createUploads({ db: a.db, blobs, config: a.config, datastore: store, onSettled: noUploadWaiters });
     const bytes = photoBytes('Canon_40D.jpg');
     // Every byte arrived, nothing recorded yet: the state while onUploadFinish runs.
     const id = `upl_${randomBytes(16).toString('hex')}`;

@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import * as tus from 'tus-js-client';
@@ -45,7 +46,7 @@ describe('no storage without payment', () => {
     expect(res.json().results[sha(bytes)]).toMatchObject({ matchType: 'none' });
     expect((await rowOf(id)).last_used_at).toEqual(before);
     // Five hours on, past the 24 h since its last billed use: the collector expires it.
-    const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config });
+    const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, onSettled: noUploadWaiters });
     await uploads.sweep(new Date(Date.now() + 5 * 3600_000));
     expect((await rowOf(id)).expired_at).not.toBeNull();
     const after = await lookup(user.liveKey, id);
@@ -63,7 +64,7 @@ describe('no storage without payment', () => {
     const error = expectEnvelope(res.json());
     expect(error.code).toBe('NOT_FOUND');
     expect(error.message).toMatch(/expired .*upload the photo again/);
-    const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config });
+    const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, onSettled: noUploadWaiters });
     await uploads.sweep();
     expect((await rowOf(id)).expired_at).not.toBeNull();
   });

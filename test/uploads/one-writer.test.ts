@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -41,7 +42,7 @@ beforeAll(async () => {
   // A shares B's database and upload directory; only its writes are slow.
   const dir = `${b.config.BLOB_DIR}-uploads`;
   a = await buildTestApp({
-    deps: { uploads: createUploads({ db: b.db, blobs: new FsBlobStore(b.config.BLOB_DIR), config: b.config, datastore: new SlowFileStore({ directory: dir }) }) },
+    deps: { uploads: createUploads({ db: b.db, blobs: new FsBlobStore(b.config.BLOB_DIR), config: b.config, datastore: new SlowFileStore({ directory: dir }), onSettled: noUploadWaiters }) },
   });
   for (const t of [a, b]) await t.app.listen({ port: 0, host: '127.0.0.1' });
 }, 120_000);

@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -104,7 +105,7 @@ describe('tus uploads in the S3-compatible store', () => {
 
   it('a multipart analyze part (ingest, its size unknown until read) is finished in the bucket: hashed, its bytes stored under their SHA-256', async () => {
     const user = await createTestUser(a.db);
-    const uploads = createUploads({ db: a.db, blobs: blobStoreFromConfig(a.config), config: a.config });
+    const uploads = createUploads({ db: a.db, blobs: blobStoreFromConfig(a.config), config: a.config, onSettled: noUploadWaiters });
     const bytes = photoBytes('mobile-jolla.jpg');
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     // In pieces, as a multipart body arrives.

@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -246,7 +247,7 @@ describe('tus uploads on the API', () => {
   it('expires an upload unused past its lifetime: its id answers 404 saying it expired, and its room is free', async () => {
     const user = await createTestUser(a.db);
     const url = await upload(urlA, user.liveKey, photoBytes('Pentax_K10D.jpg'));
-    const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config });
+    const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, onSettled: noUploadWaiters });
     // This upload made older, not the clock moved: a sweep at a future time would expire every
     // other test's uploads in the shared database too.
     const id = url.split('/').pop()!;

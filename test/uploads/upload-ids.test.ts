@@ -1,3 +1,4 @@
+import { noUploadWaiters } from '../helpers/deps.ts';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -106,7 +107,7 @@ describe('upload ids', () => {
   it('an expired upload is a clear 404 saying it expired on analyze and batches', async () => {
     const user = await createTestUser(p.db, { community: 10 });
     const id = await upload(user.liveKey, photoBytes('gps-DSCN0010.jpg'));
-    await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config }).sweep(new Date(Date.now() + p.config.UPLOAD_TTL_MS + 60_000));
+    await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config, onSettled: noUploadWaiters }).sweep(new Date(Date.now() + p.config.UPLOAD_TTL_MS + 60_000));
     for (const [url, body] of [
       ['/v1/analyze', { images: [{ uploadId: id }], modules: ['dating'] }],
       ['/v1/batches', { items: [{ uploadId: id }], modules: ['dating'] }],

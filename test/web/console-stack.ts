@@ -21,6 +21,7 @@ import { UI_DIST } from '../../web/server.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { createUploads, type Uploads } from '../../uploads/service.ts';
+import { signalUploadWaiters } from '../../batches/upload-waits.ts';
 import { startStripeMock } from '../../tools/scripts/stripe-mock.ts';
 import { configuredPaymentGateway } from '../../payments/configured.ts';
 import type { PaymentGateway } from '../../payments/gateway.ts';
@@ -115,7 +116,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   // Batches from the console run on the pipeline's worker, their uploads through the upload
   // service over the pipeline's blob store and upload datastore, as the API's.
   const pc = pipeline.config;
-  const uploads = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
+  const uploads = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc, onSettled: signalUploadWaiters({ db, temporal: pipeline.temporal }) });
   const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } };
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
@@ -144,7 +145,7 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
       }
     },
     async replica(overrides: ConfigOverrides = {}) {
-      const own = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc });
+      const own = createUploads({ db, blobs: blobStoreFromConfig(pc), config: pc, onSettled: signalUploadWaiters({ db, temporal: pipeline.temporal }) });
       const app = await buildWebApp({ config: { ...config, ...overrides } as typeof config, db, auth, mailer, keyCache: webKeys, limiter, batches: { pipeline: { ...batches.pipeline, uploads: own } } });
       await app.listen({ host: '127.0.0.1', port: 0 });
       variants.push(app);
