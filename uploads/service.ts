@@ -128,14 +128,15 @@ export function createUploads(deps: {
   config: UploadsConfig;
   datastore?: DataStore;
   /**
-   * Told of uploads that finished or were refused, once that is committed (batches/upload-waits.ts:
-   * a vehicle batch waiting for one looks again). Not awaited; must not throw. Required: a process
+   * Told of uploads that finished or were refused, once that is committed, with the account they
+   * are of (batches/upload-waits.ts: that account's vehicle batches waiting for one look again; an
+   * id another account chose too is not theirs). Not awaited; must not throw. Required: a process
    * taking uploads that forgot it would leave waiting vehicles to their 30 s backstop.
    */
-  onSettled: (ids: string[]) => Promise<void>;
+  onSettled: (userId: string, ids: string[]) => Promise<void>;
 }): Uploads {
   const { db, blobs, config } = deps;
-  const settled = (id: string) => void deps.onSettled([id]).catch(() => undefined);
+  const settled = (userId: string, id: string) => void deps.onSettled(userId, [id]).catch(() => undefined);
   const store = deps.datastore ?? uploadDatastore(config, config.UPLOAD_TTL_MS);
   if (store instanceof FileStore) mkdirSync((store as unknown as { directory: string }).directory, { recursive: true });
 
@@ -239,7 +240,7 @@ export function createUploads(deps: {
           // Kept apart, so a batch awaiting this upload learns why it will never finish.
           await c.query('INSERT INTO refused_uploads (id, user_id, code, message) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [id, row.user_id, err.code, err.message]);
           await c.query('COMMIT');
-          settled(id);
+          settled(row.user_id, id);
           await store.remove(id).catch(() => undefined);
         }
         throw err;
@@ -258,7 +259,7 @@ export function createUploads(deps: {
       // An erasure of these bytes at this moment waits on the blob's lock, then finds the committed row keeping them.
       await blobs.put(sha256, bytes);
       await c.query('COMMIT');
-      settled(id);
+      settled(row.user_id, id);
       removeAfter = true;
       return { id, sha256, format: probed.format, width: probed.width, height: probed.height, size: Number(row.size) };
     } catch (err) {

@@ -356,7 +356,11 @@ async function waitForUploads(
   batch: { state: () => 'running' | 'paused' | 'cancelled'; uploadSignals: () => number },
 ): Promise<'paused' | 'cancelled' | { uploadsBy: number }> {
   const uploadsBy = Date.now() + waitMs;
-  const look = () => db.vehicleUploadsArriving({ batchId: input.batchId, index, hold });
+  // The hold is made at the first look that finds an upload arriving (once per id) and must outlast
+  // the wait, which is a setting of its own and may be longer than a hold's TTL (RESERVATION_TTL_MS):
+  // held for the wait and its TTL, then counted again from the wait's end (prepareBatchVehicle).
+  const waitingHold = { ...hold, ttlMs: hold.ttlMs + waitMs };
+  const look = () => db.vehicleUploadsArriving({ batchId: input.batchId, index, hold: waitingHold });
   let seen = batch.uploadSignals();
   if ((await look()).arriving === 0) return { uploadsBy };
   try {
