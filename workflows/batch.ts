@@ -81,7 +81,7 @@ export function vehicleLanes(share: number, vehicles: number): { atOnce: number;
   return { atOnce, photoConcurrency: Math.max(1, Math.floor(share / atOnce)) };
 }
 
-const db = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
+const dbSteps = proxyLocalActivities<Activities>(DB_LOCAL_OPTIONS);
 // Fetching a photo by URL: the fetch has its own deadline (the address policy's), retried a little.
 const fetcher = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: { initialInterval: '1 second', maximumAttempts: 3 } });
 // A vehicle's photos (up to 50, each under the fetch deadline): long, so it heartbeats after each
@@ -143,22 +143,22 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
   let thisRun = 0;
   for (;;) {
     if (now() === 'cancelled') {
-      await db.setBatchStatus({ batchId: input.batchId, status: 'cancelled' });
+      await dbSteps.setBatchStatus({ batchId: input.batchId, status: 'cancelled' });
       return { batchId: input.batchId, status: 'cancelled' };
     }
     if (now() === 'paused') {
-      await db.setBatchStatus({ batchId: input.batchId, status: 'paused', pauseReason: pauseReason ?? 'requested' });
+      await dbSteps.setBatchStatus({ batchId: input.batchId, status: 'paused', pauseReason: pauseReason ?? 'requested' });
       // Runs that paused before the expiry existed wait as they did (replay must match their history).
       if (patched('batch-paused-expiry')) {
         const pausedForMs = input.pausedExpiryMs ?? PAUSED_EXPIRY_MS;
         if (!(await condition(() => now() !== 'paused', pausedForMs))) {
-          await db.setBatchStatus({ batchId: input.batchId, status: 'cancelled', end: { reason: 'expired', pausedForMs } });
+          await dbSteps.setBatchStatus({ batchId: input.batchId, status: 'cancelled', end: { reason: 'expired', pausedForMs } });
           return { batchId: input.batchId, status: 'expired' };
         }
       } else {
         await condition(() => now() !== 'paused');
       }
-      if (now() === 'running') await db.setBatchStatus({ batchId: input.batchId, status: 'running' });
+      if (now() === 'running') await dbSteps.setBatchStatus({ batchId: input.batchId, status: 'running' });
       // Photos skipped while paused (or refused for credits) are before the cursor: start over.
       cursor = -1;
       continue;
@@ -173,10 +173,10 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
     }
     // This batch's share of the workspace's cap, asked again for every page: a batch started or
     // finished elsewhere in the workspace changes it.
-    const share = input.workspaceConcurrency === undefined ? input.concurrency : Math.min(input.concurrency, await db.batchShare({ userId: input.userId, cap: input.workspaceConcurrency }));
-    const items = await db.claimBatchItems({ batchId: input.batchId, afterIndex: cursor, limit: Math.min(share * 4, perRun - thisRun) });
+    const share = input.workspaceConcurrency === undefined ? input.concurrency : Math.min(input.concurrency, await dbSteps.batchShare({ userId: input.userId, cap: input.workspaceConcurrency }));
+    const items = await dbSteps.claimBatchItems({ batchId: input.batchId, afterIndex: cursor, limit: Math.min(share * 4, perRun - thisRun) });
     if (items.length === 0) {
-      if (cursor === -1 && (await db.completeBatch({ batchId: input.batchId }))) {
+      if (cursor === -1 && (await dbSteps.completeBatch({ batchId: input.batchId }))) {
         return { batchId: input.batchId, status: 'completed' };
       }
       cursor = -1;
@@ -189,7 +189,7 @@ export async function batchWorkflow(input: BatchInput): Promise<{ batchId: strin
       // Finishing an item also gives back what its child did not take of the credits held for it.
       const release = `res:${childWorkflowId(input, requestId)}`;
       const finish = (outcome: ItemOutcome, mayGiveBack = true) =>
-        db.finishBatchItem({ batchId: input.batchId, index: item.index, outcome, ...(mayGiveBack ? { release } : {}) });
+        dbSteps.finishBatchItem({ batchId: input.batchId, index: item.index, outcome, ...(mayGiveBack ? { release } : {}) });
       try {
         if (input.kind === 'vehicles') {
           const outcome = await runVehicle(input, item.index, requestId, photoConcurrency, { state: now, uploadSignals: () => uploadSignals });
@@ -297,7 +297,7 @@ async function runVehicle(
     if (waited === 'paused') {
       // As any item a paused batch did not run: pending, holding nothing. Its resume claims it
       // again under a new attempt, so a new hold, and its wait starts again from that turn.
-      await db.releaseCredits({ id: hold.reservationId, reason: 'batch paused while its vehicle waited for uploads' });
+      await dbSteps.releaseCredits({ id: hold.reservationId, reason: 'batch paused while its vehicle waited for uploads' });
       return null;
     }
     uploadsBy = waited.uploadsBy;
@@ -360,7 +360,7 @@ async function waitForUploads(
   // the wait, which is a setting of its own and may be longer than a hold's TTL (RESERVATION_TTL_MS):
   // held for the wait and its TTL, then counted again from the wait's end (prepareBatchVehicle).
   const waitingHold = { ...hold, ttlMs: hold.ttlMs + waitMs };
-  const look = () => db.vehicleUploadsArriving({ batchId: input.batchId, index, hold: waitingHold });
+  const look = () => dbSteps.vehicleUploadsArriving({ batchId: input.batchId, index, hold: waitingHold });
   let seen = batch.uploadSignals();
   if ((await look()).arriving === 0) return { uploadsBy };
   try {
@@ -374,6 +374,6 @@ async function waitForUploads(
       if ((await look()).arriving === 0) return { uploadsBy };
     }
   } finally {
-    await db.endUploadWait({ batchId: input.batchId, index });
+    await dbSteps.endUploadWait({ batchId: input.batchId, index });
   }
 }
