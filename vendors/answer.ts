@@ -1,6 +1,6 @@
 import type { VendorName } from '../core/config.ts';
 import { abortedError, invalidOutput, messageOf, networkError, VendorError } from './errors.ts';
-import type { VendorUsage } from './types.ts';
+import type { VendorUsage, VisionResult } from './types.ts';
 
 /** Steps every adapter shares once the vendor has answered or failed. */
 
@@ -36,17 +36,26 @@ export function providerLabel(vendor: VendorName, simulated: boolean): string {
  * by the caller that asked for it (activities/vendor-call.ts, with the lens's own zod schema).
  */
 /**
- * Runs the checks of an answer the vendor gave (and billed): a VendorError they throw carries
- * `usage`, so the worker counts those tokens in its metrics and its vendor budget as it does for an
- * answer it keeps.
+ * The result of an answer the vendor gave and billed, for every adapter alike: `check` reads the
+ * JSON out of it, and a VendorError it throws (not JSON, truncated, refused) carries `usage`, so
+ * the worker counts those tokens in its metrics and its vendor budget as it does for an answer it
+ * keeps.
  */
-export function billedAnyway<T>(usage: VendorUsage, check: () => T): T {
+export function billedAnswer(
+  vendor: VendorName,
+  usage: VendorUsage,
+  answer: { simulated: boolean; image: { width: number; height: number; tokens: number } },
+  check: () => unknown,
+): VisionResult {
+  let json: unknown;
   try {
-    return check();
+    json = check();
   } catch (e) {
     if (e instanceof VendorError) e.usage = usage;
     throw e;
   }
+  const { simulated, image } = answer;
+  return { json, vendor, provider: providerLabel(vendor, simulated), simulated, ...usage, image: { width: image.width, height: image.height, tokens: image.tokens } };
 }
 
 export function parseAnswer(vendor: VendorName, text: string | null | undefined): unknown {

@@ -25,7 +25,7 @@ export class VendorError extends Error {
   readonly retryAfterMs: number | undefined;
   /**
    * What the vendor billed for an answer it gave that we refuse (not JSON, truncated, refused,
-   * no tool call): the tokens are spent all the same (vendors/answer.ts `billedAnyway`).
+   * no tool call): the tokens are spent all the same (vendors/answer.ts `billedAnswer`).
    */
   usage: VendorUsage | undefined;
 

@@ -4,10 +4,9 @@ import { abortedError, httpError, invalidOutput, networkError, refused, type Ven
 import type { ClientParts } from '../plugin.ts';
 import { safeSchemaName } from '../schema-dialect.ts';
 import {
-  billedAnyway,
+  billedAnswer,
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
-  providerLabel,
   SIMULATED_HEADER,
   unclassified,
   type AdapterOptions,
@@ -93,7 +92,7 @@ export function createAnthropicClient(opts: AdapterOptions, { prepareImage, toSc
         cacheWriteInputTokens: billed.cache_creation_input_tokens ?? 0,
         outputTokens: billed.output_tokens,
       };
-      const json: unknown = billedAnyway(usage, () => {
+      return billedAnswer(VENDOR, usage, { simulated: opts.simulated || simulatedAnswer, image }, () => {
         if (message.stop_reason === 'refusal') throw refused(VENDOR, 'model refused to answer');
         if (message.stop_reason === 'max_tokens') throw invalidOutput(VENDOR, 'answer truncated at max_tokens');
         const toolUse = message.content.find(
@@ -102,16 +101,6 @@ export function createAnthropicClient(opts: AdapterOptions, { prepareImage, toSc
         if (!toolUse) throw invalidOutput(VENDOR, `no ${toolName} tool call in the answer (stop_reason ${message.stop_reason})`);
         return toolUse.input;
       });
-
-      const simulated = opts.simulated || simulatedAnswer;
-      return {
-        json,
-        vendor: VENDOR,
-        provider: providerLabel(VENDOR, simulated),
-        simulated,
-        ...usage,
-        image: { width: image.width, height: image.height, tokens: image.tokens },
-      };
     },
   };
 }

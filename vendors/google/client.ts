@@ -3,11 +3,10 @@ import type { VisionClient, VisionRequest, VisionResult } from '../types.ts';
 import { abortedError, httpError, invalidOutput, networkError, refused, type VendorError } from '../errors.ts';
 import type { ClientParts } from '../plugin.ts';
 import {
-  billedAnyway,
+  billedAnswer,
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
   parseAnswer,
-  providerLabel,
   SIMULATED_HEADER,
   unclassified,
   type AdapterOptions,
@@ -81,7 +80,8 @@ export function createGoogleClient(opts: AdapterOptions, { prepareImage, toSchem
         // Thinking tokens are billed as output.
         outputTokens: (billed?.candidatesTokenCount ?? 0) + (billed?.thoughtsTokenCount ?? 0),
       };
-      const json = billedAnyway(usage, () => {
+      const simulated = opts.simulated || response.sdkHttpResponse?.headers?.[SIMULATED_HEADER] !== undefined;
+      return billedAnswer(VENDOR, usage, { simulated, image }, () => {
         const blocked = response.promptFeedback?.blockReason;
         if (blocked) throw refused(VENDOR, `prompt blocked: ${blocked}`);
         const candidate = response.candidates?.[0];
@@ -96,16 +96,6 @@ export function createGoogleClient(opts: AdapterOptions, { prepareImage, toSchem
           .join('');
         return parseAnswer(VENDOR, text);
       });
-
-      const simulated = opts.simulated || response.sdkHttpResponse?.headers?.[SIMULATED_HEADER] !== undefined;
-      return {
-        json,
-        vendor: VENDOR,
-        provider: providerLabel(VENDOR, simulated),
-        simulated,
-        ...usage,
-        image: { width: image.width, height: image.height, tokens: image.tokens },
-      };
     },
   };
 }

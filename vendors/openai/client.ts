@@ -5,11 +5,10 @@ import { promptCacheKey } from '../prompt-cache.ts';
 import type { ClientParts } from '../plugin.ts';
 import { safeSchemaName } from '../schema-dialect.ts';
 import {
-  billedAnyway,
+  billedAnswer,
   DEFAULT_MAX_OUTPUT_TOKENS,
   DEFAULT_TIMEOUT_MS,
   parseAnswer,
-  providerLabel,
   SIMULATED_HEADER,
   unclassified,
   type AdapterOptions,
@@ -91,7 +90,7 @@ export function createOpenAIClient(opts: AdapterOptions, { prepareImage, toSchem
         cacheWriteInputTokens: 0,
         outputTokens: completion.usage?.completion_tokens ?? 0,
       };
-      const json = billedAnyway(usage, () => {
+      return billedAnswer(VENDOR, usage, { simulated: opts.simulated || simulatedAnswer, image }, () => {
         const choice = completion.choices[0];
         if (!choice) throw invalidOutput(VENDOR, 'response has no choices');
         if (choice.message.refusal) throw refused(VENDOR, `model refused: ${choice.message.refusal}`);
@@ -99,16 +98,6 @@ export function createOpenAIClient(opts: AdapterOptions, { prepareImage, toSchem
         if (choice.finish_reason === 'length') throw invalidOutput(VENDOR, 'answer truncated at the token limit');
         return parseAnswer(VENDOR, choice.message.content);
       });
-
-      const simulated = opts.simulated || simulatedAnswer;
-      return {
-        json,
-        vendor: VENDOR,
-        provider: providerLabel(VENDOR, simulated),
-        simulated,
-        ...usage,
-        image: { width: image.width, height: image.height, tokens: image.tokens },
-      };
     },
   };
 }
