@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -19,13 +19,6 @@ beforeAll(async () => {
 afterAll(async () => p?.close());
 
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
-const uploadAs = (key: string, id: string, bytes: Buffer) =>
-  p.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
 const waitRows = async (batchId: string) => (await p.db.query<{ n: number }>('SELECT count(*)::int AS n FROM upload_waits WHERE batch_id = $1', [batchId])).rows[0]!.n;
 
 it('another account\'s upload under an id a batch awaits neither signals that batch nor drops its wait; the vehicle fails on its own look, its hold given back', async () => {
@@ -39,7 +32,7 @@ it('another account\'s upload under an id a batch awaits neither signals that ba
   await expect.poll(() => waitRows(batch.id), { timeout: 60_000, interval: 200 }).toBe(1);
 
   // B makes an upload under that id: an ordinary upload of B's, answered as any other.
-  expect((await uploadAs(b.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+  expect((await uploadUnderId(p.app, b.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
 
   // A's vehicle learns the id is not A's at its own look (within the 30 s backstop) and fails, named.
   await expect.poll(async () => (await get(a.liveKey, `/v1/batches/${batch.id}`)).status, { timeout: 60_000, interval: 250 }).toBe('completed');

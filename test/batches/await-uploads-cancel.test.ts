@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -26,13 +26,6 @@ const submitAwaiting = async (key: string, id: string) => {
   expect(res.statusCode, res.body).toBe(202);
   return res.json() as { id: string };
 };
-const uploadAs = (key: string, id: string, bytes: Buffer) =>
-  p.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
 /** A vehicle at its turn holds its report's price before it waits for its uploads: that hold is how a test sees it waiting. */
 const openHolds = async (userId: string) => (await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [userId])).rows[0]!.n;
 const waiting = (userId: string) => expect.poll(() => openHolds(userId), { timeout: 60_000, interval: 200 }).toBe(1);
@@ -50,12 +43,7 @@ it('a batch cancelled while its vehicle waits for an upload runs and bills nothi
   expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${batch.id}/cancel`, headers: bearer(user.liveKey) })).statusCode).toBe(202);
 
   const bytes = photoBytes('Canon_40D.jpg');
-  const up = await p.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
+  const up = await uploadUnderId(p.app, user.liveKey, id, bytes);
   expect(up.statusCode, up.body).toBe(201);
 
   await expect.poll(async () => (await get(user.liveKey, `/v1/batches/${batch.id}`)).status, { timeout: 60_000, interval: 250 }).toBe('cancelled');
@@ -93,7 +81,7 @@ it('a pause ends a vehicle\'s wait at once: the batch reads paused, the vehicle 
 
   expect((await post(user.liveKey, `/v1/batches/${batch.id}/resume`)).statusCode).toBe(202);
   await waiting(user.userId);
-  expect((await uploadAs(user.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+  expect((await uploadUnderId(p.app, user.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
   await expect.poll(async () => (await get(user.liveKey, `/v1/batches/${batch.id}`)).status, { timeout: 60_000, interval: 250 }).toBe('completed');
   expect((await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items[0]).toMatchObject({ source: 'van', status: 'done', creditsCharged: 1 });
   expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 4, reserved: 0 });

@@ -9,7 +9,7 @@ import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { createVisionClients } from '../../vendors/index.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestUser, type TestApp, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -62,12 +62,7 @@ it('holds the report\'s price while a vehicle waits for its uploads, and its who
 
   const bytes = photoBytes('Canon_40D.jpg');
   const arrivedAt = Date.now();
-  const up = await t.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(uploadId).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
+  const up = await uploadUnderId(t.app, user.liveKey, uploadId, bytes);
   expect(up.statusCode, up.body).toBe(201);
   const ready = await step;
 

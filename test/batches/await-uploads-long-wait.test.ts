@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance, sweepExpired } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -38,12 +38,7 @@ it('a vehicle waiting longer than a hold\'s TTL keeps its hold through the sweep
   expect((await p.db.query<{ status: string }>('SELECT status FROM reservations WHERE id = $1', [holdId])).rows[0]!.status).toBe('open');
 
   const bytes = photoBytes('Canon_40D.jpg');
-  const up = await p.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
+  const up = await uploadUnderId(p.app, user.liveKey, id, bytes);
   expect(up.statusCode, up.body).toBe(201);
   await expect.poll(async () => (await get(user.liveKey, `/v1/batches/${batch.id}`)).status, { timeout: 60_000, interval: 250 }).toBe('completed');
   expect((await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items[0]).toMatchObject({ source: 'van', status: 'done', creditsCharged: 1 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { vehicleLanes } from '../../workflows/batch.ts';
@@ -153,20 +153,6 @@ describe('vehicle lanes', () => {
 });
 
 describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
-  /** One tus creation-with-upload under an id the client chose: the photo in the POST. */
-  const uploadAs = (key: string, id: string, bytes: Buffer) =>
-    p.app.inject({
-      method: 'POST',
-      url: '/v1/uploads',
-      headers: {
-        ...bearer(key),
-        'tus-resumable': '1.0.0',
-        'upload-length': String(bytes.length),
-        'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`,
-        'content-type': 'application/offset+octet-stream',
-      },
-      payload: bytes,
-    });
   const newId = () => `upl_${randomBytes(16).toString('hex')}`;
 
   it('starts before its photos exist; each vehicle runs once its own uploads finished, and one refused at upload fails its vehicle by name', async () => {
@@ -186,9 +172,9 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect((await get(user.liveKey, `/v1/batches/${batch.id}`)).counts).toEqual({ total: 2, done: 0, failed: 0, pending: 2 });
 
-    expect((await uploadAs(user.liveKey, ids[0]!, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
-    expect((await uploadAs(user.liveKey, ids[1]!, photoBytes('Nikon_D70.jpg'))).statusCode).toBe(201);
-    expect((await uploadAs(user.liveKey, ids[2]!, Buffer.from('not a photo at all'))).statusCode).toBe(422);
+    expect((await uploadUnderId(p.app, user.liveKey, ids[0]!, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+    expect((await uploadUnderId(p.app, user.liveKey, ids[1]!, photoBytes('Nikon_D70.jpg'))).statusCode).toBe(201);
+    expect((await uploadUnderId(p.app, user.liveKey, ids[2]!, Buffer.from('not a photo at all'))).statusCode).toBe(422);
     await completed(user.liveKey, batch.id);
     const items = (await get(user.liveKey, `/v1/batches/${batch.id}/items`)).items;
     expect(items[0]).toMatchObject({ source: 'van', status: 'done', creditsCharged: 1 });
@@ -204,7 +190,7 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
     const user = await createTestUser(p.db, { community: 20 });
     const other = await createTestUser(p.db, { community: 20 });
     const theirs = newId();
-    expect((await uploadAs(other.liveKey, theirs, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+    expect((await uploadUnderId(p.app, other.liveKey, theirs, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
     const cases: Array<[Record<string, unknown>, number, RegExp]> = [
       [{ awaitUploads: true, vehicles: [{ items: [{ uploadId: theirs }] }] }, 404, new RegExp(`no upload ${theirs} for this account`)],
       [{ awaitUploads: true, items: [{ uploadId: newId() }], preset: 'full-analysis' }, 400, /only a vehicle batch awaits/],
@@ -232,7 +218,7 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
         expect(res.json()).toEqual({ error: { code: 'VALIDATION_FAILED', message: expect.stringContaining(field), retryable: false, requestId: expect.any(String) } });
       }
       // The tus creation's requested id is refused too, rather than replaced by one the API makes.
-      const up = await uploadAs(user.liveKey, bad, photoBytes('Canon_40D.jpg'));
+      const up = await uploadUnderId(p.app, user.liveKey, bad, photoBytes('Canon_40D.jpg'));
       expect(up.statusCode, up.body).toBe(400);
       expect(up.headers.location).toBeUndefined();
       expect(up.json()).toEqual({ error: { code: 'VALIDATION_FAILED', message: expect.stringContaining('Upload-Metadata: uploadId'), retryable: false, requestId: expect.any(String) } });

@@ -78,6 +78,15 @@ export async function createTestUser(db: Db, credits: { community?: number; purc
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
+/** One tus creation-with-upload under an id the client chose (Upload-Metadata `uploadId`): the photo in the POST. */
+export const uploadUnderId = (app: FastifyInstance, key: string, id: string, bytes: Buffer) =>
+  app.inject({
+    method: 'POST',
+    url: '/v1/uploads',
+    headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
+    payload: bytes,
+  });
+
 /** Asserts the error envelope of docs/contract.md and returns its `error`. */
 export function expectEnvelope(body: unknown): { code: string; message: string; retryable: boolean; requestId: string } & Record<string, unknown> {
   const e = (body as { error?: unknown }).error as Record<string, unknown> | undefined;

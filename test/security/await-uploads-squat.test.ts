@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -20,13 +20,6 @@ beforeAll(async () => {
 afterAll(async () => p?.close());
 
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
-const uploadAs = (key: string, id: string, bytes: Buffer) =>
-  p.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
 
 it('an upload another account makes under an id a pending batch awaits is never analyzed for that batch', async () => {
   const owner = await createTestUser(p.db, { community: 5 });
@@ -35,9 +28,9 @@ it('an upload another account makes under an id a pending batch awaits is never 
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(owner.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);
   const batch = res.json();
-  expect((await uploadAs(squatter.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
+  expect((await uploadUnderId(p.app, squatter.liveKey, id, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
   // The owner can no longer make its own upload under that id: refused, the squatter's untouched.
-  const own = await uploadAs(owner.liveKey, id, photoBytes('Nikon_D70.jpg'));
+  const own = await uploadUnderId(p.app, owner.liveKey, id, photoBytes('Nikon_D70.jpg'));
   expect(own.statusCode).toBe(400);
   expect(own.json().error.message).toContain('is taken');
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, workflowBundle, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -42,12 +42,7 @@ async function recordAwaitingBatch(): Promise<NonNullable<Awaited<ReturnType<Ret
   // At its turn: the report's price held, waiting.
   await expect.poll(async () => (await p.db.query(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [user.userId])).rows[0].n, { timeout: 30_000, interval: 100 }).toBe(1);
   const bytes = photoBytes('Canon_40D.jpg');
-  const up = await p.app.inject({
-    method: 'POST',
-    url: '/v1/uploads',
-    headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
-    payload: bytes,
-  });
+  const up = await uploadUnderId(p.app, user.liveKey, id, bytes);
   expect(up.statusCode, up.body).toBe(201);
   await expect.poll(async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}`, headers: bearer(user.liveKey) })).json().status, { timeout: 30_000, interval: 250 }).toBe('completed');
   return p.temporal.workflow.getHandle(`batch:${user.userId}:${batchId}`).fetchHistory();
