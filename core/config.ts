@@ -61,6 +61,7 @@ export const configSchema = z.object({
   REDIS_PREFIX: z.string().default('lenstack:'),
   TEMPORAL_ADDRESS: z.string().optional(),
   TEMPORAL_NAMESPACE: z.string().default('default'),
+  /** The workers' task queue; interactive analyses run on `<this>-interactive` (interactiveTaskQueue). */
   TEMPORAL_TASK_QUEUE: z.string().default('lenstack-analyze'),
   /** Shared secret for server-to-server calls (x-internal-secret). Unset = internal auth disabled. */
   INTERNAL_SECRET: z.string().min(32, 'INTERNAL_SECRET must be at least 32 characters').optional(),
@@ -251,6 +252,16 @@ export const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 export type { VendorName } from './vendor-names.ts';
+
+/**
+ * The task queue of interactive work: a single `POST /v1/analyze` or vehicle report. Every worker
+ * polls it beside TEMPORAL_TASK_QUEUE with slots of its own, so an interactive run never queues
+ * behind a batch's tasks (docs/decisions.md, "Interactive work ahead of batches"). Named from
+ * TEMPORAL_TASK_QUEUE, so an API and a worker with the same setting always agree on it.
+ */
+export function interactiveTaskQueue(config: Pick<Config, 'TEMPORAL_TASK_QUEUE'>): string {
+  return `${config.TEMPORAL_TASK_QUEUE}-interactive`;
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

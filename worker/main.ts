@@ -1,6 +1,6 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { NativeConnection, Runtime, Worker, type RuntimeOptions, type WorkflowBundle } from '@temporalio/worker';
-import { loadConfig, type Config } from '../core/config.ts';
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker, type RuntimeOptions, type WorkflowBundle } from '@temporalio/worker';
+import { interactiveTaskQueue, loadConfig, type Config } from '../core/config.ts';
 import type { Logger } from 'pino';
 import { createLogger } from '../core/logger.ts';
 import { createPool } from '../db/pool.ts';
@@ -25,7 +25,10 @@ import { configureHeicDecoder, heicDecoderNotice } from '../images/heic-native.t
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 export interface RunningWorker {
+  /** Polls TEMPORAL_TASK_QUEUE: batches, their children, and runs started there before the interactive queue existed. */
   worker: Worker;
+  /** Polls the interactive queue (interactiveTaskQueue): single analyses and vehicle reports, with slots of their own. */
+  interactive: Worker;
   /** Resolves when the worker has shut down. */
   done: Promise<void>;
   metrics: WorkerMetrics;
@@ -37,14 +40,21 @@ export interface RunningWorker {
 
 /** Past the grace time, this long more for cancelled activities to report before the worker gives up. */
 const FORCE_AFTER_GRACE_MS = 10_000;
+/** Activity task slots of each of the process's two Temporal workers, unless the caller says. */
+const ACTIVITY_SLOTS = 100;
 
 /**
- * Build the worker's dependencies once and start polling. A sweeper in the same process releases
+ * Build the worker's dependencies once and start polling. Two Temporal workers share them: one on
+ * TEMPORAL_TASK_QUEUE (batches and their children) and one on the interactive queue, each with its
+ * own slots and pollers, so interactive work is dispatched ahead of a batch's queued tasks
+ * (docs/decisions.md, "Interactive work ahead of batches"). A sweeper in the same process releases
  * reservations whose workflow died unfinished (terminated, timed out) once they expire.
+ * `activitySlots`: activity task slots of each of the two (default 100); a test makes them few to
+ * saturate them.
  */
 export async function startWorker(
   config: Config,
-  opts: { workflowBundle?: WorkflowBundle; sweepIntervalMs?: number; log?: (msg: string) => void; metrics?: WorkerMetrics; fetchPolicy?: FetchPolicy } = {},
+  opts: { workflowBundle?: WorkflowBundle; sweepIntervalMs?: number; log?: (msg: string) => void; metrics?: WorkerMetrics; fetchPolicy?: FetchPolicy; activitySlots?: number } = {},
 ): Promise<RunningWorker> {
   const log = opts.log ?? ((m: string) => console.log(`[worker] ${m}`));
   const metrics = opts.metrics ?? createWorkerMetrics();
@@ -71,17 +81,22 @@ export async function startWorker(
     log(`vendor budget unavailable, vendor calls go unpaced until Redis answers: ${err.message}`);
   };
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS });
-  const worker = await Worker.create({
+  // Bundled once for both workers (Worker.create bundles the same way from workflowsPath).
+  const workflowBundle = opts.workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: Runtime.instance().logger }));
+  const shared = {
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    workflowBundle,
     activities: createActivities({ config, db, blobs, vision, metrics, workCopies, budget, onBudgetOutage, ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}) }),
     interceptors: { activity: [activityCpuInterceptor(metrics)] },
-    maxConcurrentActivityTaskExecutions: 100,
+    maxConcurrentActivityTaskExecutions: opts.activitySlots ?? ACTIVITY_SLOTS,
     shutdownGraceTime: config.SHUTDOWN_GRACE_MS,
     shutdownForceTime: config.SHUTDOWN_GRACE_MS + FORCE_AFTER_GRACE_MS,
-  });
+  };
+  // Batch children run on their parent's queue and every activity on its workflow's, so which
+  // worker runs a task is decided once, where the API starts the workflow.
+  const worker = await Worker.create({ ...shared, taskQueue: config.TEMPORAL_TASK_QUEUE });
+  const interactive = await Worker.create({ ...shared, taskQueue: interactiveTaskQueue(config) });
   let metricsServer: MetricsServer | null = null;
   if (config.WORKER_METRICS_PORT !== undefined) {
     metricsServer = await startMetricsServer(metrics.registry, { host: config.WORKER_METRICS_HOST, port: config.WORKER_METRICS_PORT });
@@ -103,21 +118,38 @@ export async function startWorker(
     config.BLOB_GC_INTERVAL_MS,
   );
   collector.unref();
-  const done = worker.run().finally(async () => {
-    clearInterval(sweeper);
-    clearInterval(collector);
-    await metricsServer?.close().catch(() => {});
-    await connection.close().catch(() => {});
-    await budget.close().catch(() => {});
-    await db.end().catch(() => {});
-  });
+  const workers = [worker, interactive];
+  const stopAll = () => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+  };
+  // One worker failing stops the other: the process runs both or neither.
+  const runs = workers.map((w) =>
+    w.run().catch((err: unknown) => {
+      stopAll();
+      throw err;
+    }),
+  );
+  const done = Promise.allSettled(runs)
+    .then((results) => {
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    })
+    .finally(async () => {
+      clearInterval(sweeper);
+      clearInterval(collector);
+      await metricsServer?.close().catch(() => {});
+      await connection.close().catch(() => {});
+      await budget.close().catch(() => {});
+      await db.end().catch(() => {});
+    });
   return {
     worker,
+    interactive,
     done,
     metrics,
     metricsUrl: metricsServer?.url ?? null,
     async shutdown() {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      stopAll();
       await done;
     },
   };
@@ -152,7 +184,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   if (simulated) logger.warn(simulated);
   const running = await startWorker(config, { log: (m) => logger.info(m) });
   // Plain line kept on purpose: process supervisors and tests wait for it whatever LOG_LEVEL says.
-  console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE} on ${config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS}`);
+  console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE} and ${interactiveTaskQueue(config)} on ${config.TEMPORAL_ADDRESS ?? DEFAULT_TEMPORAL_ADDRESS}`);
   // The SDK's own SIGINT/SIGTERM handler stops polling and drains in-flight activities for
   // SHUTDOWN_GRACE_MS, then removes itself: these listeners keep a second signal (npm start
   // sends SIGTERM after the terminal's SIGINT) from killing the process mid-drain.

@@ -14,7 +14,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { loadConfig } from '../../core/config.ts';
+import { interactiveTaskQueue, loadConfig } from '../../core/config.ts';
 import { startWorker } from '../../worker/main.ts';
 import { DEFAULT_TEMPORAL_ADDRESS } from '../../worker/address.ts';
 import { waitForTemporal } from '../scripts/temporal.ts';
@@ -47,7 +47,7 @@ while (!running) {
     console.log(`[worker] Temporal went away while starting (${(err as Error).message.slice(0, 120)}); waiting for it again`);
   }
 }
-console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE}`);
+console.log(`[worker] polling task queue ${config.TEMPORAL_TASK_QUEUE} and ${interactiveTaskQueue(config)}`);
 process.stdin.on('end', () => process.exit(3));
 process.stdin.resume();
 try {

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { loadConfig } from '../../core/config.ts';
+import { interactiveTaskQueue, loadConfig } from '../../core/config.ts';
 import { anyVendorKey } from '../../vendors/settings.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { startMailCatcher } from '../../web/mail.ts';
@@ -102,7 +102,7 @@ try {
   const topology = await startTopology({ ...sizes, env, logDir: join(dataDir, 'replicas') });
   stops.unshift(() => topology.stop());
   for (const r of [...topology.apis, ...topology.consoles]) say(`${r.name} on ${r.url}`);
-  say(`${topology.workers.length} worker(s) polling ${config.TEMPORAL_TASK_QUEUE}; logs in ${join(dataDir, 'replicas')}`);
+  say(`${topology.workers.length} worker(s) polling ${config.TEMPORAL_TASK_QUEUE} and ${interactiveTaskQueue(config)}; logs in ${join(dataDir, 'replicas')}`);
 } catch (err) {
   // Whatever started is stopped: no orphaned versitygw, Temporal or replica.
   say(`could not start: ${err instanceof Error ? err.message : String(err)}`);
