@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { AppError } from '../core/errors.ts';
+import { interactiveTaskQueue } from '../core/config.ts';
 import { getPhotos, type RegistryPhoto } from '../registry/photos.ts';
 import { analyzeWorkflow } from '../workflows/analyze.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
@@ -95,7 +96,9 @@ function startWorkflow(deps: AnalyzeDeps & { temporal: Client }, input: AnalyzeI
   const workflowId = `analyze:${input.userId}:${input.requestId}`;
   return startAndAwait<AnalyzeResult>(deps, 'analyze', workflowId, () =>
     deps.temporal.workflow.start(analyzeWorkflow, {
-      taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
+      // Ahead of batch work: its own queue and worker slots, which a batch's children never take
+      // (they run on TEMPORAL_TASK_QUEUE with their parent; docs/decisions.md, "Interactive work ahead of batches").
+      taskQueue: interactiveTaskQueue(deps.config),
       workflowId,
       args: [input],
       workflowExecutionTimeout: deps.config.WORKFLOW_TIMEOUT_MS,

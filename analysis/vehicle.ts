@@ -7,6 +7,7 @@ import { vehicleReportWorkflow } from '../workflows/vehicle-report.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { ImageRef, Vendor, VehicleReportInput, VehicleReportResult } from '../workflows/types.ts';
 import { AppError } from '../core/errors.ts';
+import { interactiveTaskQueue } from '../core/config.ts';
 import { buildAnalysis } from './response.ts';
 import type { AnalyzeDeps } from './deps.ts';
 import { startAndAwait } from './await-workflow.ts';
@@ -75,7 +76,8 @@ export async function vehicleAnalysis(
   const workflowId = `vehicle:${userId}:${requestId}`;
   const result = await startAndAwait<VehicleReportResult>(deps, 'vehicle', workflowId, () =>
     deps.temporal.workflow.start(vehicleReportWorkflow, {
-      taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
+      // Ahead of batch work: its own queue and worker slots (docs/decisions.md, "Interactive work ahead of batches").
+      taskQueue: interactiveTaskQueue(deps.config),
       workflowId,
       args: [input],
       workflowExecutionTimeout: deps.config.WORKFLOW_TIMEOUT_MS,

@@ -1,7 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Config } from '../../core/config.ts';
+import { interactiveTaskQueue, type Config } from '../../core/config.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { startSimVendor } from '../../tools/sim/index.ts';
 import { startWorker, type RunningWorker } from '../../worker/main.ts';
@@ -288,7 +288,7 @@ describe(`image corpus (${scale} size), API in its own process`, () => {
     // Every accepted analyze request that was not a cache hit started a workflow. Refused ones
     // started one only when their header passed and the worker's decode refused the pixels
     // (docs/decisions.md, "Decoding after the reservation"): those were answered 422 IMAGE_INVALID.
-    const ran = await analyzeWorkflowRequestIds(temporal, config.TEMPORAL_TASK_QUEUE, workflowAnalyzeIds.length);
+    const ran = await analyzeWorkflowRequestIds(temporal, interactiveTaskQueue(config), workflowAnalyzeIds.length);
     expect(ran).toEqual(expect.arrayContaining(workflowAnalyzeIds));
     const refusedAfterStart = ran.filter((id) => !workflowAnalyzeIds.includes(id)).map((id) => {
       const a = analyzeAnswers.get(id);

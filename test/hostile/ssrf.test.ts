@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { interactiveTaskQueue } from '../../core/config.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { createTestUser, type TestUser } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
@@ -162,7 +163,7 @@ describe(`SSRF corpus (${hostileScale()} size: ${cases.length} of ${SSRF_CORPUS.
     // Every control analysed (the same small image each time: the first runs a workflow, later ones may be cache hits).
     expect(controlAnalyzeIds.length + cacheHits).toBe(controls);
     expect(controlAnalyzeIds.length).toBeGreaterThan(0);
-    const ran = await analyzeWorkflowRequestIds(h.pipeline.temporal, h.config.TEMPORAL_TASK_QUEUE, controlAnalyzeIds.length);
+    const ran = await analyzeWorkflowRequestIds(h.pipeline.temporal, interactiveTaskQueue(h.config), controlAnalyzeIds.length);
     expect(ran.sort()).toEqual([...controlAnalyzeIds].sort());
     // The controls' user paid what its analyses said, per the delta, and holds nothing reserved.
     const after = await footprint(h.db, analyzer.userId);

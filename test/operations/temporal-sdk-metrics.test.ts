@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../core/config.ts';
+import { interactiveTaskQueue, loadConfig } from '../../core/config.ts';
 import { createLogger } from '../../core/logger.ts';
 import { freePort } from '../../tools/scripts/temporal.ts';
 import { simulatorNotice, vendorSetup } from '../../vendors/index.ts';
@@ -96,12 +96,17 @@ describe('the worker’s Temporal SDK metrics', () => {
     const all = await scrapeNow();
     const value = (name: string, ...labels: string[]) => sum(all, name, ...labels);
     const grew = (name: string, ...labels: string[]) => sum(all, name, ...labels) - sum(before, name, ...labels);
-    const queue = `task_queue="${p.config.TEMPORAL_TASK_QUEUE}"`;
+    // A single analysis runs on the interactive queue (docs/decisions.md, "Interactive work ahead of batches").
+    const queue = `task_queue="${interactiveTaskQueue(p.config)}"`;
+    const batchQueue = `task_queue="${p.config.TEMPORAL_TASK_QUEUE}"`;
 
-    // Slots as the worker is configured (maxConcurrentActivityTaskExecutions: 100), pollers running.
+    // Slots as the worker is configured (maxConcurrentActivityTaskExecutions: 100 on each of its
+    // two queues), pollers running on both.
     expect(all.some((x) => x.name === 'temporal_worker_task_slots_available' && x.labels.includes('worker_type="ActivityWorker"'))).toBe(true);
-    expect(value('temporal_worker_task_slots_available', 'worker_type="ActivityWorker"', queue) + value('temporal_worker_task_slots_used', 'worker_type="ActivityWorker"', queue)).toBe(100);
-    expect(value('temporal_num_pollers', 'poller_type="activity_task"', queue)).toBeGreaterThan(0);
+    for (const q of [queue, batchQueue]) {
+      expect(value('temporal_worker_task_slots_available', 'worker_type="ActivityWorker"', q) + value('temporal_worker_task_slots_used', 'worker_type="ActivityWorker"', q)).toBe(100);
+      expect(value('temporal_num_pollers', 'poller_type="activity_task"', q)).toBeGreaterThan(0);
+    }
     // The analysis this test ran: one workflow completed, one vendor activity executed (Prometheus
     // naming: counters end in _total, durations are _seconds histograms).
     expect(grew('temporal_workflow_completed_total', 'workflow_type="analyzeWorkflow"', queue)).toBe(1);
