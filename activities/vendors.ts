@@ -88,6 +88,7 @@ export function vendorActivities(deps: ActivityDeps) {
     let slot: { grantedAt: number; estimatedTokens: number } | null = null;
     let hashes: PhotoHashes | undefined;
     let ahead: Promise<PreparedUpload | undefined> | undefined;
+    let preparedAhead: PreparedUpload | undefined;
     try {
       // Prepared during an earlier call of the chain, for this vendor: its upload as it was made.
       const prepared = input.prepared?.vendor === v && input.prepared.sha256 === input.sha256 ? await readPrepared(input.prepared) : null;
@@ -108,6 +109,10 @@ export function vendorActivities(deps: ActivityDeps) {
       slot = await takeSlot(v, input, image, call, signal, started);
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
+      // Usually made long before the answer came; never rejects (undefined when it could not be
+      // made). Awaited here, so the heartbeats go on while a slow one finishes.
+      phase = 'preparing the next photo';
+      if (ahead) preparedAhead = await ahead;
     } catch (err) {
       // An answer we refuse (not JSON, truncated, refused) was billed all the same: its tokens count
       // in the metrics and against the vendor's budget as a kept answer's do.
@@ -139,8 +144,6 @@ export function vendorActivities(deps: ActivityDeps) {
     if (!checked.ok) {
       throw ApplicationFailure.nonRetryable(`${v} answered outside the requested schema: ${checked.errors.slice(0, 3).join('; ')}`, VENDOR_INVALID_OUTPUT);
     }
-    // Usually made long before the answer came; never fails (undefined when it could not be made).
-    const preparedAhead = ahead ? await ahead : undefined;
     return {
       outputs: checked.outputs,
       ...(checked.data ? { data: checked.data } : {}),
