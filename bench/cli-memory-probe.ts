@@ -1,0 +1,35 @@
+/**
+ * Loaded into the CLI's own process by bench/cli-memory.ts (`node --import bench/cli-memory-probe.ts
+ * clients/cli/bin/lenstack.js …`; Node strips the types itself, no loader): samples
+ * process.memoryUsage() every 10 ms, and the heap in use just after each full (mark-compact)
+ * collection the CLI's own allocations caused, which is about what the CLI holds live. It forces
+ * no collection, so the figures are the CLI's own behaviour. When the process exits, the peaks go
+ * as JSON to the file LENSTACK_MEMORY_PROBE names.
+ */
+import { writeFileSync } from 'node:fs';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
+
+const out = process.env.LENSTACK_MEMORY_PROBE;
+const peak = { rss: 0, heapUsed: 0, external: 0, arrayBuffers: 0, liveAfterFullGc: 0, fullGcs: 0 };
+
+function sample(): void {
+  const m = process.memoryUsage();
+  peak.rss = Math.max(peak.rss, m.rss);
+  peak.heapUsed = Math.max(peak.heapUsed, m.heapUsed);
+  peak.external = Math.max(peak.external, m.external);
+  peak.arrayBuffers = Math.max(peak.arrayBuffers, m.arrayBuffers);
+}
+
+setInterval(sample, 10).unref();
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    if ((entry as { detail?: { kind?: number } }).detail?.kind !== constants.NODE_PERFORMANCE_GC_MAJOR) continue;
+    peak.fullGcs++;
+    peak.liveAfterFullGc = Math.max(peak.liveAfterFullGc, process.memoryUsage().heapUsed);
+  }
+}).observe({ entryTypes: ['gc'] });
+
+process.on('exit', () => {
+  sample();
+  if (out) writeFileSync(out, JSON.stringify(peak));
+});
