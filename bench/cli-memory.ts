@@ -100,7 +100,7 @@ async function writeFleet(dir: string, vehicles: number, jpeg: Buffer, filler: B
   return bytes;
 }
 
-interface Probe { rss: number; heapUsed: number; external: number; arrayBuffers: number; liveAfterFullGc: number; fullGcs: number }
+interface Probe { rss: number; heapUsed: number; heapCommitted: number; external: number; arrayBuffers: number; liveAfterFullGc: number; fullGcs: number; rssAtMs: number; heapUsedAtMs: number; exitAtMs: number }
 interface Run { code: number | null; ms: number; maxRssKb: number; cpuS: number; probe: Probe | null; stdout: string; stderr: string }
 
 /** The CLI under GNU time (peak RSS in KiB, CPU), the probe loaded into it. */
@@ -152,7 +152,8 @@ try {
     say('');
     say(`${v} vehicles × ${P} photos = ${photos} photos of ${(bytes / photos / 1024).toFixed(0)} KiB (${mb(bytes)} MiB); load average ${loadBefore} at the start, ${load()} at the end`);
     say(`  done ${result.batch.counts.done}/${result.batch.counts.total} vehicles, failed ${result.batch.counts.failed}; wall ${(run.ms / 1000).toFixed(1)} s, CLI CPU ${run.cpuS.toFixed(1)} s`);
-    say(`  CLI peak RSS ${mb(run.maxRssKb * 1024)} MiB; heap in use: peak ${p ? mb(p.heapUsed) : '?'} MiB, after a full collection at most ${p ? mb(p.liveAfterFullGc) : '?'} MiB (${p?.fullGcs ?? '?'} full collections); external peak ${p ? mb(p.external) : '?'} MiB, of it ArrayBuffers ${p ? mb(p.arrayBuffers) : '?'} MiB`);
+    say(`  CLI peak RSS ${mb(run.maxRssKb * 1024)} MiB; V8's heap held from the system at most ${p ? mb(p.heapCommitted) : '?'} MiB; heap in use: peak ${p ? mb(p.heapUsed) : '?'} MiB, after a full collection at most ${p ? mb(p.liveAfterFullGc) : '?'} MiB (${p?.fullGcs ?? '?'} full collections); external peak ${p ? mb(p.external) : '?'} MiB, of it ArrayBuffers ${p ? mb(p.arrayBuffers) : '?'} MiB`);
+    if (p) say(`  the peaks came ${((p.exitAtMs - p.rssAtMs) / 1000).toFixed(1)} s (RSS) and ${((p.exitAtMs - p.heapUsedAtMs) / 1000).toFixed(1)} s (heap) before the CLI exited, ${(p.exitAtMs / 1000).toFixed(1)} s after it started`);
     results.push({ photos, run });
     await rm(dir, { recursive: true, force: true });
   }
@@ -165,6 +166,7 @@ try {
     say(`  peak RSS ${ratio(lo.run.maxRssKb, hi.run.maxRssKb)} (${mb(lo.run.maxRssKb * 1024)} → ${mb(hi.run.maxRssKb * 1024)} MiB; ${per(lo.run.maxRssKb * 1024, hi.run.maxRssKb * 1024)})`);
     if (lo.run.probe && hi.run.probe) {
       const [a, b] = [lo.run.probe, hi.run.probe];
+      say(`  V8's heap held ${ratio(a.heapCommitted, b.heapCommitted)} (${mb(a.heapCommitted)} → ${mb(b.heapCommitted)} MiB)`);
       say(`  peak heap in use ${ratio(a.heapUsed, b.heapUsed)} (${mb(a.heapUsed)} → ${mb(b.heapUsed)} MiB; ${per(a.heapUsed, b.heapUsed)})`);
       say(`  heap after a full collection ${ratio(a.liveAfterFullGc, b.liveAfterFullGc)} (${mb(a.liveAfterFullGc)} → ${mb(b.liveAfterFullGc)} MiB; ${per(a.liveAfterFullGc, b.liveAfterFullGc)})`);
       say(`  peak external ${ratio(a.external, b.external)} (${mb(a.external)} → ${mb(b.external)} MiB)`);
