@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
  *
  * - the heap's data after a full collection, whose difference over the 1,200 more photos is what
  *   the CLI keeps per photo: its record of it (path, name, size, time, hash), its upload id in the
- *   state and their map entries, about 600 bytes. Before issue 22 it was about 2,100: copies of
+ *   state and their map entries, about 600 bytes. Before issue 22 it was 1,450 to 2,260: copies of
  *   each record per step, and a promise reaction per upload kept for the whole run;
  * - the bytes the run's file reads allocated in buffers: the same few reused buffers whatever the
  *   number of photos. Before, every chunk read had a new buffer (1 MiB ones to hash): 2 MiB a
