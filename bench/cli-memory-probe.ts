@@ -10,15 +10,20 @@
  */
 import { writeFileSync } from 'node:fs';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
-import { getHeapStatistics } from 'node:v8';
+import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 
 const out = process.env.LENSTACK_MEMORY_PROBE;
-const peak = { rss: 0, heapUsed: 0, heapCommitted: 0, external: 0, arrayBuffers: 0, liveAfterFullGc: 0, fullGcs: 0, rssAtMs: 0, heapUsedAtMs: 0, exitAtMs: 0 };
+const peak = { spacesAtPeak: {} as Record<string, number>, rss: 0, heapUsed: 0, heapCommitted: 0, external: 0, arrayBuffers: 0, liveAfterFullGc: 0, fullGcs: 0, rssAtMs: 0, heapUsedAtMs: 0, exitAtMs: 0 };
 
 function sample(): void {
   const m = process.memoryUsage();
   // What V8 holds from the system for its heap (used or not): part of the RSS.
-  peak.heapCommitted = Math.max(peak.heapCommitted, getHeapStatistics().total_physical_size);
+  const held = getHeapStatistics().total_physical_size;
+  if (held > peak.heapCommitted) {
+    peak.heapCommitted = held;
+    // Which of V8's spaces held it then (MiB): the young generation (new_space) or the old.
+    peak.spacesAtPeak = Object.fromEntries(getHeapSpaceStatistics().filter((x) => x.physical_space_size > 0).map((x) => [x.space_name, Math.round(x.physical_space_size / 2 ** 17) / 8]));
+  }
   const at = Math.round(performance.now());
   if (m.rss > peak.rss) Object.assign(peak, { rss: m.rss, rssAtMs: at });
   if (m.heapUsed > peak.heapUsed) Object.assign(peak, { heapUsed: m.heapUsed, heapUsedAtMs: at });

@@ -100,7 +100,7 @@ async function writeFleet(dir: string, vehicles: number, jpeg: Buffer, filler: B
   return bytes;
 }
 
-interface Probe { rss: number; heapUsed: number; heapCommitted: number; external: number; arrayBuffers: number; liveAfterFullGc: number; fullGcs: number; rssAtMs: number; heapUsedAtMs: number; exitAtMs: number }
+interface Probe { spacesAtPeak: Record<string, number>; rss: number; heapUsed: number; heapCommitted: number; external: number; arrayBuffers: number; liveAfterFullGc: number; fullGcs: number; rssAtMs: number; heapUsedAtMs: number; exitAtMs: number }
 interface Run { code: number | null; ms: number; maxRssKb: number; cpuS: number; probe: Probe | null; stdout: string; stderr: string }
 
 /** The CLI under GNU time (peak RSS in KiB, CPU), the probe loaded into it. */
@@ -153,6 +153,7 @@ try {
     say(`${v} vehicles × ${P} photos = ${photos} photos of ${(bytes / photos / 1024).toFixed(0)} KiB (${mb(bytes)} MiB); load average ${loadBefore} at the start, ${load()} at the end`);
     say(`  done ${result.batch.counts.done}/${result.batch.counts.total} vehicles, failed ${result.batch.counts.failed}; wall ${(run.ms / 1000).toFixed(1)} s, CLI CPU ${run.cpuS.toFixed(1)} s`);
     say(`  CLI peak RSS ${mb(run.maxRssKb * 1024)} MiB; V8's heap held from the system at most ${p ? mb(p.heapCommitted) : '?'} MiB; heap in use: peak ${p ? mb(p.heapUsed) : '?'} MiB, after a full collection at most ${p ? mb(p.liveAfterFullGc) : '?'} MiB (${p?.fullGcs ?? '?'} full collections); external peak ${p ? mb(p.external) : '?'} MiB, of it ArrayBuffers ${p ? mb(p.arrayBuffers) : '?'} MiB`);
+    if (p) say(`  V8's spaces when it held the most (MiB): ${Object.entries(p.spacesAtPeak).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`);
     if (p) say(`  the peaks came ${((p.exitAtMs - p.rssAtMs) / 1000).toFixed(1)} s (RSS) and ${((p.exitAtMs - p.heapUsedAtMs) / 1000).toFixed(1)} s (heap) before the CLI exited, ${(p.exitAtMs / 1000).toFixed(1)} s after it started`);
     results.push({ photos, run });
     await rm(dir, { recursive: true, force: true });
