@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { AppError } from '../core/errors.ts';
 import { VENDOR_ACTIVITY, VENDOR_NAMES, type VendorActivityName } from '../core/vendor-names.ts';
@@ -6,8 +7,8 @@ import { isStackName } from '../lenses/stacks.ts';
 import { VendorError } from '../vendors/errors.ts';
 import { VENDOR_REGISTRY } from '../vendors/registry.ts';
 import type { VendorUsage } from '../vendors/types.ts';
-import { billedSize, imageTokens, type WorkCopy } from '../vendors/resize.ts';
-import type { PhotoHashes, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
+import { billedSize, imageTokens, isPrepared, prepareImage, type PreparedImage, type WorkCopy } from '../vendors/resize.ts';
+import type { PhotoHashes, PreparedUpload, Vendor, VendorCallInput, VendorCallResult } from '../workflows/types.ts';
 import { VENDOR_INVALID_OUTPUT, VENDOR_NOT_CONFIGURED, VENDOR_QUOTA, VENDOR_REJECTED } from '../workflows/types.ts';
 import { rethrowDomain, type ActivityDeps } from './deps.ts';
 import { planVendorCall } from './vendor-call.ts';
@@ -36,9 +37,10 @@ const OUTPUT_TOKENS_ESTIMATE = 1000;
  * Tokens a call will bill, for the vendor budget before it is made: the image at the size the
  * vendor bills (vendors/resize.ts), the text at ~4 characters a token, and an answer's guess.
  */
-export function estimateCallTokens(v: Vendor, image: Buffer | WorkCopy, text: string): number {
-  const size = Buffer.isBuffer(image) ? null : billedSize(v, image.width, image.height);
-  return (size ? imageTokens(v, size.width, size.height) : 1000) + Math.ceil(text.length / 4) + OUTPUT_TOKENS_ESTIMATE;
+export function estimateCallTokens(v: Vendor, image: Buffer | WorkCopy | PreparedImage, text: string): number {
+  const size = Buffer.isBuffer(image) || isPrepared(image) ? null : billedSize(v, image.width, image.height);
+  const tokens = isPrepared(image) ? image.tokens : size ? imageTokens(v, size.width, size.height) : 1000;
+  return tokens + Math.ceil(text.length / 4) + OUTPUT_TOKENS_ESTIMATE;
 }
 
 /** One activity per vendor, so the Temporal UI and the retry policy see which vendor a call went to. */
@@ -85,15 +87,32 @@ export function vendorActivities(deps: ActivityDeps) {
     let res;
     let slot: { grantedAt: number; estimatedTokens: number } | null = null;
     let hashes: PhotoHashes | undefined;
+    let ahead: Promise<PreparedUpload | undefined> | undefined;
+    let preparedAhead: PreparedUpload | undefined;
     try {
-      // A photo new to the caller's registry: its hashes come from the same read as the copy.
-      let image;
-      if (input.fingerprint) ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256));
-      else image = await deps.workCopies.get(input.sha256);
+      // Prepared during an earlier call of the chain, for this vendor: its upload as it was made.
+      const prepared = input.prepared?.vendor === v && input.prepared.sha256 === input.sha256 ? await readPrepared(input.prepared) : null;
+      let image: Buffer | WorkCopy | PreparedImage;
+      if (prepared) {
+        image = prepared.image;
+        if (input.fingerprint) hashes = prepared.hashes ?? (await deps.workCopies.hashes(input.sha256));
+      } else if (input.fingerprint) {
+        // A photo new to the caller's registry: its hashes come from the same read as the copy.
+        ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256));
+      } else {
+        image = await deps.workCopies.get(input.sha256);
+      }
+      // The chain's next photo is prepared while this call waits for the vendor: its own call then
+      // starts with its upload made (docs/decisions.md, "A vehicle's next photo prepared during the call").
+      if (input.ahead) ahead = prepareAhead(v, input.ahead);
       phase = 'waiting for the vendor budget';
       slot = await takeSlot(v, input, image, call, signal, started);
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
+      // Usually made long before the answer came; never rejects (undefined when it could not be
+      // made). Awaited here, so the heartbeats go on while a slow one finishes.
+      phase = 'preparing the next photo';
+      if (ahead) preparedAhead = await ahead;
     } catch (err) {
       // An answer we refuse (not JSON, truncated, refused) was billed all the same: its tokens count
       // in the metrics and against the vendor's budget as a kept answer's do.
@@ -137,7 +156,40 @@ export function vendorActivities(deps: ActivityDeps) {
       inputTokens: res.inputTokens,
       outputTokens: res.outputTokens,
       ...(hashes ? { hashes } : {}),
+      ...(preparedAhead ? { preparedAhead } : {}),
     };
+  }
+
+  /** An upload prepared ahead, read back from the blob store; null when it is gone (the call then decodes the photo). */
+  async function readPrepared(p: PreparedUpload): Promise<{ image: PreparedImage; hashes?: PhotoHashes } | null> {
+    try {
+      const data = await deps.blobs.get(p.blob);
+      deps.metrics.preparedUploads.inc({ outcome: 'used' });
+      return { image: { data, mimeType: 'image/jpeg', width: p.width, height: p.height, tokens: p.tokens, source: p.source }, ...(p.hashes ? { hashes: p.hashes } : {}) };
+    } catch {
+      deps.metrics.preparedUploads.inc({ outcome: 'missed' });
+      return null;
+    }
+  }
+
+  /**
+   * The next photo's upload for this vendor, made from its work copy (vendors/resize.ts, the same
+   * bytes its own call would make) and stored under its own hash, with the photo's hashes when
+   * asked. Unreferenced, it is the collector's after BLOB_GC_GRACE_MS, which outlasts any run.
+   * Never rejects: a photo that cannot be prepared is its own call's to decode and refuse.
+   */
+  async function prepareAhead(v: Vendor, next: { sha256: string; fingerprint: boolean }): Promise<PreparedUpload | undefined> {
+    try {
+      const { copy, hashes } = next.fingerprint ? await deps.workCopies.withHashes(next.sha256) : { copy: await deps.workCopies.get(next.sha256), hashes: undefined };
+      const upload = await prepareImage(v, copy);
+      const blob = createHash('sha256').update(upload.data).digest('hex');
+      await deps.blobs.put(blob, upload.data);
+      deps.metrics.preparedUploads.inc({ outcome: 'made' });
+      return { sha256: next.sha256, vendor: v, blob, width: upload.width, height: upload.height, tokens: upload.tokens, source: upload.source, ...(hashes ? { hashes } : {}) };
+    } catch {
+      deps.metrics.preparedUploads.inc({ outcome: 'failed' });
+      return undefined;
+    }
   }
 
   /** What the call billed, in the vendor's usage terms (vendors/types.ts VendorUsage), the kept answers' and the refused ones'. */
@@ -159,7 +211,7 @@ export function vendorActivities(deps: ActivityDeps) {
    * takes at most half the attempt: then the attempt fails VENDOR_QUOTA without calling the
    * vendor, and the workflow decides whether to wait again or overflow (workflows/steps.ts).
    */
-  async function takeSlot(v: Vendor, input: VendorCallInput, image: Buffer | WorkCopy, call: ReturnType<typeof planVendorCall>, signal: AbortSignal, started: number) {
+  async function takeSlot(v: Vendor, input: VendorCallInput, image: Buffer | WorkCopy | PreparedImage, call: ReturnType<typeof planVendorCall>, signal: AbortSignal, started: number) {
     const budget = deps.budget;
     if (!budget) return null;
     const ctx = Context.current();

@@ -95,6 +95,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       help: 'Vendor work copies looked up by vendor attempts: decoded (the original read and decoded, once per image per analysis) or reused (retries, fallbacks, further tasks).',
       labelNames: ['outcome'],
     }),
+    preparedUploads: new Counter({
+      registers,
+      name: 'lenstack_prepared_uploads_total',
+      help: "A vehicle's next photo prepared for its vendor during the current call: made (stored for its call), failed (its own call decodes it), used by its call, or missed (not readable: its call decoded it).",
+      labelNames: ['outcome'],
+    }),
     sweeperFailures: new Counter({
       registers,
       name: 'lenstack_sweeper_failures_total',

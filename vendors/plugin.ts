@@ -41,8 +41,8 @@ export interface VendorPlugin<V extends VendorName = VendorName> {
 
 export type ToSchema = (schema: JsonSchema) => JsonSchema;
 
-/** The vendor's upload made from an original or its work copy (vendors/resize.ts `prepareImage`). */
-export type PrepareImage = (image: Buffer | WorkCopy) => Promise<PreparedImage>;
+/** The vendor's upload made from an original or its work copy, or one prepared already (vendors/resize.ts `prepareImage`). */
+export type PrepareImage = (image: Buffer | WorkCopy | PreparedImage) => Promise<PreparedImage>;
 
 /**
  * What a client is handed rather than importing: its image preparation (vendors/resize.ts reads

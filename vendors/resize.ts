@@ -44,6 +44,11 @@ export function imageTokens(vendor: VendorName, width: number, height: number): 
 /** Decoded size after EXIF auto-orientation (what a viewer shows). */
 export const orientedSize = uprightSize;
 
+/** An upload prepared already (it carries its encoded bytes), as opposed to an original or a work copy. */
+export function isPrepared(image: Buffer | WorkCopy | PreparedImage): image is PreparedImage {
+  return !Buffer.isBuffer(image) && 'data' in image;
+}
+
 /** The one decode of an original per analysis: see WorkCopy. */
 export async function makeWorkCopy(input: Buffer, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<WorkCopy> {
   const source = await uprightSize(input);
@@ -57,7 +62,9 @@ export async function makeWorkCopy(input: Buffer, maxPixels = DEFAULT_IMAGE_MAX_
  * never smaller than any billed size, up to a pixel of rounding), so the upload is the same as
  * from the original.
  */
-export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<PreparedImage> {
+export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy | PreparedImage, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<PreparedImage> {
+  // Prepared already, for this vendor, ahead of its call (activities/vendors.ts): sent as it is.
+  if (isPrepared(input)) return input;
   const fromCopy = !Buffer.isBuffer(input);
   const source = fromCopy ? input.source : await uprightSize(input);
   const target = billedSize(vendor, source.width, source.height);

@@ -1,13 +1,14 @@
 import type { VendorName } from '../core/config.ts';
-import type { WorkCopy } from './image-types.ts';
+import type { PreparedImage, WorkCopy } from './image-types.ts';
 
 /** One vision call: one image, one instruction, one JSON schema the answer must satisfy. */
 export interface VisionRequest {
   /**
    * The original's bytes (any format sharp reads) or its work copy (vendors/resize.ts); the
-   * adapter resizes/re-encodes to what the vendor bills.
+   * adapter resizes/re-encodes to what the vendor bills. Or the upload itself, prepared for this
+   * vendor ahead of the call, sent as it is.
    */
-  image: Buffer | WorkCopy;
+  image: Buffer | WorkCopy | PreparedImage;
   /** System / developer instructions. */
   system: string;
   /** User turn text (sent together with the image). */

@@ -87,6 +87,33 @@ export interface VendorCallInput {
   overflow?: boolean;
   /** Also make the photo's perceptual hashes, from the same read of its bytes as the work copy. */
   fingerprint?: boolean;
+  /**
+   * The next photo of the same chain, prepared for this vendor while this call waits for its
+   * answer (its upload stored; `fingerprint`: its hashes made too). The result's `preparedAhead`
+   * hands it to the photo's own call (docs/decisions.md, "A vehicle's next photo prepared during
+   * the call").
+   */
+  ahead?: { sha256: string; fingerprint: boolean };
+  /** This photo's upload, prepared during an earlier call; used when it was made for this vendor. */
+  prepared?: PreparedUpload;
+}
+
+/** A photo's vendor upload made ahead of its call and kept in the blob store under its own hash. */
+export interface PreparedUpload {
+  /** The original photo's SHA-256. */
+  sha256: string;
+  /** The vendor it was sized for (each vendor bills its own size). */
+  vendor: Vendor;
+  /** The upload's JPEG bytes' SHA-256: its key in the blob store. */
+  blob: string;
+  width: number;
+  height: number;
+  /** Image tokens the vendor bills for it. */
+  tokens: number;
+  /** The original's upright size. */
+  source: { width: number; height: number };
+  /** The photo's perceptual hashes, when they were asked for. */
+  hashes?: PhotoHashes;
 }
 
 export interface VendorCallResult {
@@ -104,6 +131,8 @@ export interface VendorCallResult {
   outputTokens: number;
   /** The photo's perceptual hashes, when the call was asked for them (`fingerprint`). */
   hashes?: PhotoHashes;
+  /** The `ahead` photo's upload, when it was prepared in time (absent when it failed: its own call decodes it). */
+  preparedAhead?: PreparedUpload;
 }
 
 export interface ImageResult {

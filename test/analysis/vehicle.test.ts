@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
 import { getBalance } from '../../credits/ledger.ts';
+import { distinctPhotos } from '../../bench/distinct-photos.ts';
+import { VEHICLE_PHOTO_CONCURRENCY } from '../../analysis/vehicle.ts';
+import { makeWorkCopy, prepareImage } from '../../vendors/resize.ts';
 import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -115,5 +119,30 @@ describe('the vehicle-condition stack', () => {
     expect(res.json().output).toHaveProperty('overallCondition');
     expect(res.json().output).not.toHaveProperty('images');
     expect(res.json().output.photos.map((ph: { index: number }) => ph.index)).toEqual([0, 1]);
+  });
+
+  it('more photos than lanes: the photos left for a free lane are prepared during earlier calls, each decoded once, and the vendor gets the same bytes', async () => {
+    const user = await createTestUser(p.db, { community: 10 });
+    const photos = (await distinctPhotos(7100, VEHICLE_PHOTO_CONCURRENCY + 4)).map((b64) => Buffer.from(b64, 'base64'));
+    const counts = async () => {
+      const prepared = (await p.worker!.metrics.preparedUploads.get()).values;
+      const copies = (await p.worker!.metrics.workCopies.get()).values;
+      const of = (values: typeof prepared, outcome: string) => values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+      return { made: of(prepared, 'made'), used: of(prepared, 'used'), failed: of(prepared, 'failed'), missed: of(prepared, 'missed'), decoded: of(copies, 'decoded') };
+    };
+    const before = await counts();
+    const res = await analyze(user.liveKey, { images: photos.map((b) => ({ base64: b.toString('base64') })), preset: 'vehicle-condition' });
+    expect(res.statusCode, res.body).toBe(200);
+    const after = await counts();
+    // The 16 lanes start on the first 16 photos; the 4 left are prepared during those calls and
+    // their own calls use the uploads made: every photo read and decoded once, none twice.
+    expect({ made: after.made - before.made, used: after.used - before.used, failed: after.failed - before.failed, missed: after.missed - before.missed }).toEqual({ made: 4, used: 4, failed: 0, missed: 0 });
+    expect(after.decoded - before.decoded).toBe(photos.length);
+    // What the vendor received for each photo is the upload the photo's own decode makes.
+    const expected = await Promise.all(photos.map(async (b) => createHash('sha256').update((await prepareImage('openai', await makeWorkCopy(b))).data).digest('hex')));
+    const received = p.sim.stats().openai.uploads;
+    expect([...new Set(received.filter((h) => expected.includes(h)))].sort()).toEqual([...expected].sort());
+    expect(res.json().output.photos.map((ph: { index: number }) => ph.index)).toEqual(photos.map((_, i) => i));
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 9, reserved: 0 });
   });
 });

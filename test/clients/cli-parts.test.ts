@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readFile, rm, stat, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +10,8 @@ import { LenstackError } from '@lenstack/client';
 import { CliError, EXIT, exitCodeOf } from '../../clients/cli/src/exit-codes.ts';
 import { ACCEPTED_FORMATS } from '../../images/probe.ts';
 import { collectPhotos, hashFile, PHOTO_EXTENSIONS } from '../../clients/cli/src/files.ts';
-import { itemName } from '../../clients/cli/src/commands/batch.ts';
+import { itemName, photoPlanKey, vehiclePlanKey } from '../../clients/cli/src/commands/batch.ts';
+import { BatchState } from '../../clients/cli/src/batch-state.ts';
 import { defaultOutput } from '../../clients/cli/src/commands/enrich.ts';
 import { main } from '../../clients/cli/src/main.ts';
 import { checkNames, nearest } from '../../clients/cli/src/names.ts';
@@ -134,6 +135,72 @@ describe('lenstack CLI parts', () => {
       expect(r.stdout.trim()).toBe(`401 ${sha(Buffer.from('photo 399'))} ${sha(Buffer.alloc(80 * 1024 * 1024))} true`);
       expect(await hashFile(join(dir, 'p000.jpg'))).toBe(sha(Buffer.from('photo 0')));
       await expect(hashFile(join(dir, 'gone.jpg'))).rejects.toMatchObject({ exitCode: EXIT.USAGE });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('keys a batch plan by the same bytes as the one JSON string it was (a state written before still resumes)', () => {
+    const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+    const vehicles = [
+      { folder: 'van 1', vehicle: { vin: 'WVWZZZ1JZXW000001', mileage: 12 }, photos: [{ name: 'a.jpg', sha256: 'a'.repeat(64) }, { name: 'sub/Ü "quoted".jpg', sha256: 'b'.repeat(64) }] },
+      { folder: 'van 2', vehicle: {}, photos: [{ name: 'c.jpg', sha256: 'c'.repeat(64) }] },
+    ];
+    expect(vehiclePlanKey(vehicles)).toBe(sha(JSON.stringify({ vehicles: vehicles.map((v) => [v.folder, v.vehicle, v.photos.map((p) => [p.name, p.sha256])]) })));
+    const photos = vehicles[0]!.photos;
+    for (const options of [{}, { modules: ['dating'] }, { preset: 'full-analysis' }, { modules: ['dating', 'describe'], preset: 'full-analysis' }]) {
+      expect(photoPlanKey(photos, options)).toBe(sha(JSON.stringify({ items: photos.map((p) => [p.name, p.sha256]), ...options })));
+    }
+    expect(vehiclePlanKey(vehicles)).not.toBe(vehiclePlanKey([vehicles[1]!, vehicles[0]!]));
+  });
+
+  it('keeps the batch state as a journal: each event appends one line and what was written stays; read back a chunk at a time', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-state-'));
+    try {
+      const path = join(dir, 'state.json');
+      const state = BatchState.open(path, { key: 'k1' });
+      expect(await readFile(path, 'utf8')).toBe('{"lenstack":"batch-state","version":1,"key":"k1"}\n');
+      const inode = (await stat(path)).ino;
+      // Past several of the reader's 64 KiB chunks, with multi-byte characters across their bounds.
+      const message = 'kein Bild: é€😀 '.repeat(20);
+      for (let i = 0; i < 1500; i++) {
+        const sha256 = createHash('sha256').update(String(i)).digest('hex');
+        const before = i % 500 === 0 ? await readFile(path) : null;
+        state.record({ upload: { sha256, id: `upl_${i}` } });
+        if (i % 3 === 0) state.record({ refused: { sha256, code: 'IMAGE_INVALID', message } });
+        else state.record({ uploaded: { sha256, uploadId: `upl_${i}`, at: i } });
+        if (before) {
+          const after = await readFile(path);
+          expect(after.subarray(0, before.length).equals(before)).toBe(true);
+          expect(after.subarray(before.length).toString().split('\n').filter(Boolean).map((l) => Object.keys(JSON.parse(l))[0])).toEqual(['upload', i % 3 === 0 ? 'refused' : 'uploaded']);
+        }
+      }
+      state.record({ hash: { path: '/photos/a.jpg', size: 1, mtimeMs: 2.5, sha256: 'f'.repeat(64) } });
+      state.record({ submit: { plan: 'p1', requestId: 'cli_1' } });
+      // Killed mid-write: a torn last line.
+      await appendFile(path, '{"batch":{"plan":"p1","id":"bat_');
+      expect((await stat(path)).size).toBeGreaterThan(4 * 64 * 1024);
+      expect((await stat(path)).ino).toBe(inode);
+
+      const again = BatchState.open(path, { key: 'k1' });
+      expect(again.uploaded.size).toBe(1000);
+      expect(again.refused.size).toBe(500);
+      expect(again.begun.size).toBe(1500);
+      expect(again.refused.get(createHash('sha256').update('3').digest('hex'))).toEqual({ code: 'IMAGE_INVALID', message });
+      expect(again.uploadedAt.get(createHash('sha256').update('1499').digest('hex'))).toBe(1499);
+      expect(again.hashes.get('/photos/a.jpg')).toEqual({ path: '/photos/a.jpg', size: 1, mtimeMs: 2.5, sha256: 'f'.repeat(64) });
+      expect(again.submits.get('p1')).toBe('cli_1');
+      expect(again.batches.size).toBe(0);
+      // The torn line is ended, so the next event starts a line of its own.
+      again.record({ batch: { plan: 'p1', id: 'bat_2' } });
+      expect(BatchState.open(path, { key: 'k1' }).batches.get('p1')).toBe('bat_2');
+      again.forgetHashes();
+      expect(again.hashes.size).toBe(0);
+
+      expect(() => BatchState.open(path, { key: 'k2' })).toThrow(/written for another API key/);
+      await writeFile(join(dir, 'photo.jpg'), Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x0a]));
+      expect(() => BatchState.open(join(dir, 'photo.jpg'), { key: 'k1' })).toThrow(/is not a lenstack batch state file/);
+      expect(() => BatchState.open(dir, { key: 'k1' })).toThrow(/cannot read the state file/);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -9,6 +9,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
+import { completeBatch } from '../../batches/repository.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
@@ -250,6 +251,28 @@ describe('thumbnails and batch pages are the workspace’s', () => {
     expect(expectEnvelope(await memberRetry.json()).code).toBe('FORBIDDEN');
     expect(((await (await consoleCall(stack, owner, 'GET', `/api/v1/batch/${batchId}`)).json()) as { mayRetry: boolean }).mayRetry).toBe(true);
   }, 180_000);
+});
+
+describe('a batch page opened as the batch closes', () => {
+  it('keeps following a batch whose last item finished before the batch was marked completed, and shows it completed', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const id = await uploadVia(stack.url, person, person.workspaceId, photoBytes('Canon_40D.jpg'), 'canon.jpg');
+    const started = await consoleCall(stack, person, 'POST', `/api/v1/workspaces/${person.workspaceId}/batches`, { preset: 'quick-scan', uploads: [{ id, name: 'canon.jpg' }] });
+    expect(started.status, await started.clone().text()).toBe(202);
+    const batchId = ((await started.json()) as { id: string }).id;
+    await completedBatch(person, batchId);
+    // The moment between the batch's last item finishing and the workflow's step that closes the
+    // batch (workflows/batch.ts: finishBatchItem, then claimBatchItems finds none, then completeBatch).
+    await stack.pipeline.db.query(`UPDATE batches SET status = 'running', completed_at = NULL WHERE id = $1`, [batchId]);
+    const context = await signedInContext(person);
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/batches/${batchId}`);
+    const status = page.getByTestId('batch-status');
+    await expect.poll(() => status.textContent()).toMatch(/^running · 1 done, 0 failed, 0 pending of 1 photos/);
+    expect(await completeBatch(stack.pipeline.db, batchId)).toBe(true);
+    await expect.poll(() => status.textContent(), { timeout: 15_000 }).toMatch(/^completed · 1 done, 0 failed, 0 pending of 1 photos/);
+    await context.close();
+  }, 120_000);
 });
 
 describe('uploads across console processes', () => {

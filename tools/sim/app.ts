@@ -60,6 +60,8 @@ export interface ImageSeen {
   width: number;
   height: number;
   bytes: number;
+  /** The SHA-256 of the image's bytes as they arrived. */
+  sha256: string;
   /** Tokens billed for this image (after the vendor's own downscaling, if it were larger), by the
    *  vendors' published rules as the sim implements them (tools/sim/billing.ts), not the product's. */
   tokens: number;
@@ -98,7 +100,12 @@ export interface VendorStats {
   /** Calls answered 429 because they were beyond the vendor's rate limits (not `failed.http429`). */
   rateLimited: number;
   last: LastCall | null;
+  /** The SHA-256 of every image received, oldest first (the latest UPLOADS_KEPT). */
+  uploads: string[];
 }
+
+/** Image hashes kept per vendor in its stats. */
+const UPLOADS_KEPT = 10_000;
 
 export type SimStats = Record<VendorName, VendorStats>;
 
@@ -148,6 +155,7 @@ const emptyStats = (): VendorStats => ({
   aborted: 0,
   rateLimited: 0,
   last: null,
+  uploads: [],
 });
 
 function route(method: string, path: string): { vendor: VendorName; model?: string } | undefined {
@@ -289,7 +297,10 @@ export async function startSimVendor(opts: SimVendorOptions = {}): Promise<SimVe
         send(res, protocol.error(400, `Could not process image ${i}: the data is not a decodable image.`));
         return;
       }
-      images.push({ ...size, bytes: bytes.length, tokens: vendorImageTokens(vendor, size) });
+      const sha256 = sha256Hex(bytes);
+      images.push({ ...size, bytes: bytes.length, sha256, tokens: vendorImageTokens(vendor, size) });
+      stats.uploads.push(sha256);
+      if (stats.uploads.length > UPLOADS_KEPT) stats.uploads.shift();
     }
     const imageTotal = images.reduce((n, im) => n + im.tokens, 0);
     const textTokens = estimateTextTokens(call.promptText);

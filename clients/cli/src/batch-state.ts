@@ -1,4 +1,4 @@
-import { appendFileSync, closeSync, openSync, readFileSync } from 'node:fs';
+import { appendFileSync, closeSync, openSync, readSync } from 'node:fs';
 import { CliError, EXIT } from './exit-codes.ts';
 
 /**
@@ -57,43 +57,55 @@ export class BatchState {
   static open(path: string, owner: { key: string }): BatchState {
     const header = { lenstack: KIND, version: 1, ...owner };
     const state = new BatchState(path);
-    let text = '';
+    let fd: number | undefined;
     try {
-      text = readFileSync(path, 'utf8');
+      fd = openSync(path, 'r');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new CliError(`cannot read the state file ${path}: ${(err as Error).message}`, EXIT.USAGE);
     }
-    const lines = text.split('\n');
-    if (text !== '') {
-      let found: { lenstack?: unknown; key?: unknown } | null;
+    let read = { empty: true, endsWithNewline: true };
+    if (fd !== undefined) {
+      let first = true;
       try {
-        found = JSON.parse(lines[0]!) as typeof found;
-      } catch {
-        found = null;
-      }
-      if (found?.lenstack !== KIND) throw new CliError(`${path} is not a lenstack batch state file; name another with --state`, EXIT.USAGE);
-      // Its uploads and batches are another key's (another account's, or another deployment's): they
-      // would answer 404 here. Not the API's address: the same API is reached by many (a proxy, a host name).
-      if (found.key !== owner.key) {
-        throw new CliError(`${path} was written for another API key; name another state file with --state, or delete it to start afresh`, EXIT.USAGE);
-      }
-      for (const raw of lines.slice(1)) {
-        if (!raw.trim()) continue;
-        let line: Line;
-        try {
-          line = JSON.parse(raw) as Line;
-        } catch {
-          // A line torn by a kill mid-write: what it said is redone.
-          continue;
-        }
-        state.apply(line);
+        read = readLines(fd, (raw) => {
+          if (first) {
+            first = false;
+            let found: { lenstack?: unknown; key?: unknown } | null;
+            try {
+              found = JSON.parse(raw) as typeof found;
+            } catch {
+              found = null;
+            }
+            if (found?.lenstack !== KIND) throw new CliError(`${path} is not a lenstack batch state file; name another with --state`, EXIT.USAGE);
+            // Its uploads and batches are another key's (another account's, or another deployment's): they
+            // would answer 404 here. Not the API's address: the same API is reached by many (a proxy, a host name).
+            if (found.key !== owner.key) {
+              throw new CliError(`${path} was written for another API key; name another state file with --state, or delete it to start afresh`, EXIT.USAGE);
+            }
+            return;
+          }
+          if (!raw.trim()) return;
+          let line: Line;
+          try {
+            line = JSON.parse(raw) as Line;
+          } catch {
+            // A line torn by a kill mid-write: what it said is redone.
+            return;
+          }
+          state.apply(line);
+        });
+      } catch (err) {
+        if (err instanceof CliError) throw err;
+        throw new CliError(`cannot read the state file ${path}: ${(err as Error).message}`, EXIT.USAGE);
+      } finally {
+        closeSync(fd);
       }
     }
     try {
       closeSync(openSync(path, 'a'));
-      if (text === '') appendFileSync(path, `${JSON.stringify(header)}\n`);
+      if (read.empty) appendFileSync(path, `${JSON.stringify(header)}\n`);
       // A torn last line would swallow the next record: start it on a line of its own.
-      else if (!text.endsWith('\n')) appendFileSync(path, '\n');
+      else if (!read.endsWithNewline) appendFileSync(path, '\n');
     } catch (err) {
       throw new CliError(`cannot write the state file ${path}: ${(err as Error).message} (name another with --state)`, EXIT.USAGE);
     }
@@ -104,7 +116,9 @@ export class BatchState {
     if ('hash' in line) this.hashes.set(line.hash.path, line.hash);
     else if ('upload' in line) this.begun.set(line.upload.sha256, line.upload.id);
     else if ('uploaded' in line) {
-      this.uploaded.set(line.uploaded.sha256, line.uploaded.uploadId);
+      // The id it was begun under, most often: that string, not a second copy of it.
+      const begun = this.begun.get(line.uploaded.sha256);
+      this.uploaded.set(line.uploaded.sha256, begun === line.uploaded.uploadId ? begun : line.uploaded.uploadId);
       this.uploadedAt.set(line.uploaded.sha256, line.uploaded.at ?? 0);
     } else if ('expired' in line) {
       this.uploaded.delete(line.expired.sha256);
@@ -115,9 +129,53 @@ export class BatchState {
     else if ('batch' in line) this.batches.set(line.batch.plan, line.batch.id);
   }
 
-  /** Applies and appends one event; synchronous, so it is on disk before the step it records goes on. */
+  /**
+   * Drops the hashes read from the journal once the hashing has used them: no other step reads
+   * them, and they are a path and a hash a photo (the journal keeps them for the next run).
+   */
+  forgetHashes(): void {
+    this.hashes.clear();
+  }
+
+  /**
+   * Applies and appends one event; synchronous, so it is on disk before the step it records goes on.
+   * A hash is only appended: this run hashes each file once, so it never looks one up again.
+   */
   record(line: Line): void {
-    this.apply(line);
+    if (!('hash' in line)) this.apply(line);
     appendFileSync(this.path, `${JSON.stringify(line)}\n`);
   }
+}
+
+/** What readLines reads at a time. */
+const READ_CHUNK = 64 * 1024;
+
+/**
+ * Calls `onLine` with each line of the file open at `fd` (without its line feed), read a chunk at a
+ * time: a rerun of 10,000 photos never holds its journal of a few MB as one string, nor an array
+ * of all its lines. Says whether the file was empty and whether it ended with a line feed.
+ */
+function readLines(fd: number, onLine: (line: string) => void): { empty: boolean; endsWithNewline: boolean } {
+  const chunk = Buffer.allocUnsafe(READ_CHUNK);
+  /** The start of a line the chunks read so far have not ended (copies: the chunk is reused). */
+  let parts: Buffer[] = [];
+  let empty = true;
+  let last = 0x0a;
+  for (;;) {
+    const n = readSync(fd, chunk, 0, chunk.length, null);
+    if (n === 0) break;
+    empty = false;
+    last = chunk[n - 1]!;
+    const data = chunk.subarray(0, n);
+    let start = 0;
+    for (let nl = data.indexOf(0x0a); nl >= 0; nl = data.indexOf(0x0a, start)) {
+      const piece = data.subarray(start, nl);
+      onLine(parts.length ? Buffer.concat([...parts, piece]).toString('utf8') : piece.toString('utf8'));
+      parts = [];
+      start = nl + 1;
+    }
+    if (start < n) parts.push(Buffer.from(data.subarray(start)));
+  }
+  if (parts.length) onLine(Buffer.concat(parts).toString('utf8'));
+  return { empty, endsWithNewline: last === 0x0a };
 }

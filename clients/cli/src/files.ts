@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { open, readdir, readFile, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import { CliError, EXIT } from './exit-codes.ts';
 
@@ -82,16 +81,36 @@ export async function collectPhotos(args: string[]): Promise<FoundPhoto[]> {
   return out;
 }
 
+/** What hashFile reads at a time. */
+const HASH_CHUNK = 256 * 1024;
+/** Read buffers of the hashes that ended, for the next: at most as many as run at once (the batch command's HASH_CONCURRENCY). */
+const spareHashBuffers: Buffer[] = [];
+const MAX_SPARE_HASH_BUFFERS = 4;
+
 /**
- * The SHA-256 of a file, streamed from disk (a 50 MiB photo is never whole in memory). The batch
- * command hashes before uploading, so the same bytes found twice in a folder go up once.
+ * The SHA-256 of a file, read in chunks into a buffer reused from file to file (a 50 MiB photo is
+ * never whole in memory, and hashing 10,000 photos allocates no buffer per chunk: the garbage of a
+ * fresh buffer per read, collected late and at best fragmenting the process' heap, made the CLI's
+ * resident memory grow with the folder; docs/decisions.md, "The CLI's memory does not grow with
+ * the fleet"). The batch command hashes before uploading, so the same bytes found twice in a
+ * folder go up once.
  */
 export async function hashFile(path: string): Promise<string> {
   const hash = createHash('sha256');
+  const buffer = spareHashBuffers.pop() ?? Buffer.allocUnsafeSlow(HASH_CHUNK);
+  let file: FileHandle | undefined;
   try {
-    for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 })) hash.update(chunk as Buffer);
+    file = await open(path, 'r');
+    for (;;) {
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+    }
   } catch (err) {
     throw new CliError(`cannot read ${path}: ${(err as Error).message}`, EXIT.USAGE);
+  } finally {
+    if (spareHashBuffers.length < MAX_SPARE_HASH_BUFFERS) spareHashBuffers.push(buffer);
+    await file?.close().catch(() => undefined);
   }
   return hash.digest('hex');
 }

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LenstackError, type LenstackErrorCode } from '@lenstack/client';
 import * as tus from 'tus-js-client';
 import type { BatchState, Refusal } from './batch-state.ts';
+import { fileRanges, rangeHttpStack, type FileInput } from './upload-body.ts';
 
 /** Photos uploaded at once: enough to fill a link with small photos, few descriptors and sockets. */
 export const UPLOAD_CONCURRENCY = 4;
@@ -13,12 +14,13 @@ export const UPLOAD_CONCURRENCY = 4;
  */
 const RETRY_DELAYS = [500, 1000, 2000, 4000, 8000, 15000, 30000];
 
+/** A photo to upload: the batch command's own record of it (no copy is made per upload). */
 export interface UploadJob {
-  sha256: string;
-  path: string;
-  size: number;
-  /** Shown in the API's Upload-Metadata (`filename`); the API does not need it. */
-  name: string;
+  readonly sha256: string;
+  readonly path: string;
+  readonly size: number;
+  /** The photo's name; its last part goes in the API's Upload-Metadata (`filename`), which the API does not need. */
+  readonly name: string;
 }
 
 export interface UploadProgress {
@@ -29,9 +31,8 @@ export interface UploadProgress {
   sentThisRun: number;
 }
 
+/** What the run did; each photo's outcome is in the state (uploaded, refused). */
 export interface UploadOutcome {
-  uploadIds: Map<string, string>;
-  refused: Map<string, Refusal>;
   /** Bytes this run sent (and the API acknowledged), resumed photos counting only their remainder. */
   bytesSent: number;
   /** Photos whose upload this run began afresh, continued from an offset, or found already done. */
@@ -40,8 +41,8 @@ export interface UploadOutcome {
 }
 
 /**
- * Uploads every job's file with tus, a few at a time, streamed from disk by tus-js-client's file
- * source (a slice is a read stream: memory stays flat whatever the folder's size): with `withBody`
+ * Uploads every job's file with tus, a few at a time, sent from disk through one reused buffer per
+ * upload (upload-body.ts: memory stays flat whatever the folder's size and number): with `withBody`
  * one POST per photo carrying its bytes under an id chosen here (creation-with-upload), else a
  * POST then a PATCH. Each upload's id is recorded in the state before its first byte goes, and
  * once it finished, so a run stopped anywhere continues with the next one: a finished photo is
@@ -87,9 +88,18 @@ export async function uploadAll(opts: {
   const chosenNow = new Set<string>();
   const withBody = opts.withBody === true;
   if (withBody) for (const job of pending) if (!state.begun.has(job.sha256)) chosenNow.add(job.sha256);
-  const running = new Set<tus.Upload>();
+  /**
+   * The uploads under way, each with what fails its promise: stopping the run aborts them and ends
+   * their promises at once (tus-js-client calls nothing after an abort). Nothing else holds an
+   * upload: once it ended, its tus-js-client instance, requests and closures are garbage.
+   */
+  const running = new Map<tus.Upload, (err: unknown) => void>();
   const onAbort = () => {
-    for (const u of running) void u.abort(false);
+    for (const [u, fail] of running) {
+      void u.abort(false);
+      fail(opts.signal.reason);
+    }
+    running.clear();
   };
   opts.signal.addEventListener('abort', onAbort, { once: true });
 
@@ -103,14 +113,17 @@ export async function uploadAll(opts: {
       const sentBefore = url !== undefined && !(opts.fresh?.has(job.sha256) ?? false) && !chosenNow.has(job.sha256);
       if (sentBefore) resumed++;
       else started++;
-      const source = createReadStream(job.path);
-      const upload = new tus.Upload(source, {
+      const input: FileInput = { path: job.path, size: job.size };
+      const upload = new tus.Upload(input as never, {
         endpoint: opts.endpoint,
         ...(sentBefore ? { uploadUrl: url } : {}),
         uploadSize: job.size,
         uploadDataDuringCreation: withBody,
-        metadata: { filename: job.name, ...(withBody && begun ? { uploadId: begun } : {}) },
+        metadata: { filename: basename(job.name), ...(withBody && begun ? { uploadId: begun } : {}) },
         headers: { authorization: `Bearer ${opts.apiKey}` },
+        // The bytes go from the file through a reused buffer (upload-body.ts), not a stream of new ones.
+        fileReader: fileRanges,
+        httpStack: rangeHttpStack,
         retryDelays: RETRY_DELAYS,
         // The state file is where uploads are remembered, not tus-js-client's own URL storage.
         storeFingerprintForResuming: false,
@@ -164,7 +177,6 @@ export async function uploadAll(opts: {
         },
         onError: (err) => {
           running.delete(upload);
-          source.destroy();
           const refusal = refusalOf(err);
           if (refusal) {
             state.record({ refused: { sha256: job.sha256, ...refusal } });
@@ -175,20 +187,19 @@ export async function uploadAll(opts: {
           } else reject(errorOf(err));
         },
       });
-      running.add(upload);
+      running.set(upload, reject);
       upload.start();
     });
 
   let next = 0;
   let failure: unknown = null;
-  // One listener for the whole run (one per photo would pass EventTarget's leak warning at 10).
-  const stopped = aborted(opts.signal);
-  stopped.catch(() => undefined);
+  // One abort listener for the whole run (onAbort), none per photo: not a race against a promise
+  // that lives as long as the run, which would keep a reaction per photo until the run ends.
   const worker = async () => {
     while (next < pending.length && failure === null && !opts.signal.aborted) {
       const job = pending[next++]!;
       try {
-        await Promise.race([uploadOne(job), stopped]);
+        await uploadOne(job);
       } catch (err) {
         failure ??= err;
       }
@@ -202,15 +213,7 @@ export async function uploadAll(opts: {
   }
   if (failure !== null) throw failure;
   if (opts.signal.aborted) throw opts.signal.reason;
-  const uploadIds = new Map<string, string>();
-  const refused = new Map<string, Refusal>();
-  for (const job of jobs) {
-    const id = state.uploaded.get(job.sha256);
-    if (id) uploadIds.set(job.sha256, id);
-    const r = state.refused.get(job.sha256);
-    if (r) refused.set(job.sha256, r);
-  }
-  return { uploadIds, refused, bytesSent: total.sentThisRun, started, resumed };
+  return { bytesSent: total.sentThisRun, started, resumed };
 }
 
 /**
@@ -259,13 +262,6 @@ export function chooseUploadIds(state: BatchState, shas: string[]): Map<string, 
     chosen.set(sha256, id);
   }
   return chosen;
-}
-
-function aborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-  });
 }
 
 /** The API's error envelope in a tus answer, if there is one. */

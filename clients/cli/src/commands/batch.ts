@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { checkNames } from '../names.ts';
-import { basename, extname, join, resolve } from 'node:path';
+import { extname, join, resolve } from 'node:path';
 import { LenstackError, type Batch, type BatchItem, type BatchRequest, type ExportFormat } from '@lenstack/client';
 import { BatchState, DEFAULT_STATE_NAME } from '../batch-state.ts';
 import { listOption, print, printJson, type Context } from '../context.ts';
@@ -37,11 +37,14 @@ const MAX_EXPIRY_ROUNDS = 3;
 /** The API's bound on an item's name (openapi/lenstack.json BatchRequest). */
 const MAX_NAME = 500;
 
-/** A photo of the batch, hashed: `label` names it in messages (a vehicle's photos with their folder). */
-interface Hashed extends FoundPhoto {
-  sha256: string;
-  label: string;
-}
+/**
+ * A photo of the batch, hashed: the found photo itself with its hash set on it, not a copy (one
+ * object per photo for the whole run: docs/decisions.md, "The CLI's memory does not grow with the
+ * fleet").
+ */
+type Hashed = FoundPhoto & { sha256: string };
+/** A vehicle whose photos are hashed. */
+type HashedVehicle = Omit<PlannedVehicle, 'photos'> & { photos: Hashed[] };
 
 /**
  * `lenstack batch <folder|photo>... [--stack name] [--lens a,b] [--export out.xlsx] [--force]
@@ -95,16 +98,13 @@ async function run(
   plan: { vehicles: PlannedVehicle[] | null; found: FoundPhoto[] | null; state: BatchState; lenses: string[]; format: ExportFormat | undefined; output: OutputFile | undefined },
 ): Promise<number> {
   const { vehicles, found, state, lenses, format, output } = plan;
-  const all: Array<FoundPhoto & { label: string }> = vehicles
-    ? vehicles.flatMap((v) => v.photos.map((p) => ({ ...p, label: join(v.folder, p.name) })))
-    : found!.map((p) => ({ ...p, label: p.name }));
+  const all: FoundPhoto[] = vehicles ? vehicles.flatMap((v) => v.photos) : found!;
 
   // Hashed first (a rerun trusts the hash it kept for the same path, size and time): the same bytes go up once.
   const hashing = new Progress(ctx.stderr, 'hashing');
   let hashedCount = 0;
-  let hashed: Hashed[];
   try {
-    hashed = await mapLimit(all, HASH_CONCURRENCY, async (p) => {
+    await mapLimit(all, HASH_CONCURRENCY, async (p) => {
       const key = resolve(p.path);
       const kept = state.hashes.get(key);
       let sha256 = kept && kept.size === p.size && kept.mtimeMs === p.mtimeMs ? kept.sha256 : null;
@@ -113,27 +113,25 @@ async function run(
         state.record({ hash: { path: key, size: p.size, mtimeMs: p.mtimeMs, sha256 } });
       }
       hashing.update(++hashedCount, all.length);
-      return { ...p, sha256 };
+      (p as Hashed).sha256 = sha256;
     });
   } finally {
     hashing.finish();
+    // Read by the hashing only; the journal keeps them for the next run.
+    state.forgetHashes();
   }
+  const hashed = all as Hashed[];
   const bySha = new Map(hashed.map((p) => [p.sha256, p]));
   // Typed as the document's names; the API names an unknown one in its 400.
   const options = { ...(lenses.length ? { modules: lenses as BatchRequest['modules'] } : {}), ...(args.stack && !vehicles ? { preset: args.stack as BatchRequest['preset'] } : {}) };
-  let at = 0;
-  const planKey = createHash('sha256')
-    .update(JSON.stringify(vehicles
-      ? { vehicles: vehicles.map((v) => [v.folder, v.vehicle, v.photos.map(() => [hashed[at]!.name, hashed[at++]!.sha256])]) }
-      : { items: hashed.map((p) => [p.name, p.sha256]), ...options }))
-    .digest('hex');
+  const planKey = vehicles ? vehiclePlanKey(vehicles as HashedVehicle[]) : photoPlanKey(hashed, options);
 
   let batchId = state.batches.get(planKey);
   const uploadsSummary = { photos: all.length, distinct: bySha.size, uploaded: 0, resumed: 0, alreadyUploaded: 0, bytesSent: 0, expired: 0 };
   const endpoint = `${ctx.baseUrl.replace(/\/+$/, '')}/v1/uploads`;
   /** Uploads what is not uploaded yet; `beside` a batch already running, its bar shows the uploads instead. */
   const uploadMissing = async (o: { fresh?: ReadonlySet<string>; beside?: (done: number, total: number) => void } = {}) => {
-    const jobs: UploadJob[] = [...bySha.values()].map((p) => ({ sha256: p.sha256, path: p.path, size: p.size, name: basename(p.name) }));
+    const jobs: UploadJob[] = [...bySha.values()];
     const before = jobs.filter((j) => state.uploaded.has(j.sha256) || state.refused.has(j.sha256)).length;
     const totalBytes = jobs.reduce((n, j) => n + j.size, 0);
     const progress = o.beside ? { update: o.beside, finish: () => undefined } : new Progress(ctx.stderr, 'upload');
@@ -163,7 +161,7 @@ async function run(
     return before;
   };
   if (vehicles) {
-    return runFleet(ctx, { vehicles, hashed, bySha, state, planKey, format, output, stack: args.stack, endpoint, uploadsSummary, uploadMissing });
+    return runFleet(ctx, { vehicles, bySha, state, planKey, format, output, stack: args.stack, endpoint, uploadsSummary, uploadMissing });
   }
   if (batchId) {
     ctx.stderr.write(`batch ${batchId} was submitted by an earlier run of this command (state in ${state.path}); following it\n`);
@@ -174,7 +172,7 @@ async function run(
   }
 
   // Photos the API refused at upload (not an image it takes) fail here.
-  const refusedPhotos = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
+  const refusedPhotos = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.name, ...state.refused.get(p.sha256)! }));
   const leftOut: string[] = [];
   const buildBody = (): BatchRequest | null => {
     const items = hashed.filter((p) => !state.refused.has(p.sha256)).map((p) => ({ uploadId: state.uploaded.get(p.sha256)!, name: itemName(p.name) }));
@@ -320,6 +318,27 @@ export async function resumeBatchCommand(ctx: Context, args: { id: string | unde
   }
 }
 
+/**
+ * What identifies a batch's plan in the state (its request id and batch are kept under it): the
+ * SHA-256 of the JSON of what the batch holds, `{"vehicles":[[folder, vehicle, [[name, sha256]…]]…]}`
+ * for a fleet and `{"items":[[name, sha256]…], …options}` for photos. Hashed piece by piece, the
+ * same bytes as the one JSON string it was before (a state written then still resumes), without
+ * that string: a few hundred bytes a photo, all at once.
+ */
+export function vehiclePlanKey(vehicles: ReadonlyArray<{ folder: string; vehicle: object; photos: ReadonlyArray<{ name: string; sha256: string }> }>): string {
+  const hash = createHash('sha256').update('{"vehicles":[');
+  vehicles.forEach((v, i) => hash.update(`${i ? ',' : ''}${JSON.stringify([v.folder, v.vehicle, v.photos.map((p) => [p.name, p.sha256])])}`));
+  return hash.update(']}').digest('hex');
+}
+
+/** The plan of a batch of photos (vehiclePlanKey): `{"items":[[name, sha256]…], …options}`. */
+export function photoPlanKey(photos: ReadonlyArray<{ name: string; sha256: string }>, options: object): string {
+  const hash = createHash('sha256').update('{"items":[');
+  photos.forEach((p, i) => hash.update(`${i ? ',' : ''}${JSON.stringify([p.name, p.sha256])}`));
+  const rest = JSON.stringify(options).slice(1, -1);
+  return hash.update(`]${rest ? `,${rest}` : ''}}`).digest('hex');
+}
+
 /** Bytes as a person reads them: KiB, MiB or GiB. */
 export function size(bytes: number): string {
   if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KiB`;
@@ -353,7 +372,6 @@ async function runFleet(
   ctx: Context,
   f: {
     vehicles: PlannedVehicle[];
-    hashed: Hashed[];
     bySha: Map<string, Hashed>;
     state: BatchState;
     planKey: string;
@@ -365,7 +383,11 @@ async function runFleet(
     uploadMissing: (o?: { fresh?: ReadonlySet<string>; beside?: (done: number, total: number) => void }) => Promise<number>;
   },
 ): Promise<number> {
-  const { vehicles, hashed, bySha, state, planKey, uploadsSummary } = f;
+  const { bySha, state, planKey, uploadsSummary } = f;
+  // Their photos are hashed now (run sets each photo's sha256 on it).
+  const vehicles = f.vehicles as HashedVehicle[];
+  /** The photos the API refused, each named by its vehicle's folder and its own name. */
+  const refusedOf = () => vehicles.flatMap((v) => v.photos.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: join(v.folder, p.name), ...state.refused.get(p.sha256)! })));
   let batchId = state.batches.get(planKey);
   const fresh = new Set<string>();
   const choose = () => {
@@ -378,9 +400,8 @@ async function runFleet(
   const idOf = (sha: string) => state.uploaded.get(sha) ?? state.begun.get(sha)!;
   const buildBody = (): BatchRequest | null => {
     leftOut.length = 0;
-    let i = 0;
     const entries = vehicles.flatMap((v) => {
-      const photos = hashed.slice(i, (i += v.photos.length));
+      const photos = v.photos;
       if (photos.some((p) => state.refused.has(p.sha256))) {
         leftOut.push(v.folder);
         return [];
@@ -398,7 +419,7 @@ async function runFleet(
     uploadsSummary.expired = await dropExpired({ state, shas: [...bySha.keys()], endpoint: f.endpoint, apiKey: ctx.apiKey, olderThanMs: ASK_AFTER_MS });
     choose();
     if (!buildBody()) {
-      const refused = hashed.filter((p) => state.refused.has(p.sha256)).map((p) => ({ source: p.label, ...state.refused.get(p.sha256)! }));
+      const refused = refusedOf();
       if (ctx.json) printJson(ctx, { batch: null, failed: [], refused, vehiclesLeftOut: leftOut, uploads: uploadsSummary, state: state.path, export: null });
       else print(ctx, `no batch: the API refused every photo\n${refusalTable(ctx, refused)}`);
       return EXIT.API;
@@ -426,7 +447,7 @@ async function runFleet(
   uploading.catch(() => undefined);
   const settle = async () => {
     await uploading;
-    for (const p of hashed) if (state.refused.has(p.sha256)) refusedPhotos.push({ source: p.label, ...state.refused.get(p.sha256)! });
+    refusedPhotos.push(...refusedOf());
   };
   try {
     return await follow(ctx, batchId, first, {

@@ -56,7 +56,7 @@ function summarize(value: unknown, max = 5): Array<[string, string]> {
 
 /**
  * One batch at its own address (/batches/:id): progress that follows the batch while it runs
- * (polled every two seconds), each vehicle's report or each photo's lens answers with their
+ * (polled until it ends), each vehicle's report or each photo's lens answers with their
  * thumbnails, failed ones first with their reason and a retry, and the exports.
  */
 export function BatchPage({ id }: { id: string }) {
@@ -77,13 +77,16 @@ export function BatchPage({ id }: { id: string }) {
   useEffect(() => {
     void load();
   }, [load, tick]);
-  // Followed while anything is pending: the page asks again every two seconds, then stops.
-  const running = data !== null && data.batch.counts.pending > 0 && data.batch.status === 'running';
+  // Followed until the batch ends: every two seconds while it runs, every ten while it is paused
+  // (a purchase or a resume elsewhere starts it again). Not by its pending count: the last item
+  // finishes a moment before the workflow marks the batch completed, and a page that stopped at
+  // "0 pending" would show "running" for ever.
+  const followEvery = data === null ? null : data.batch.status === 'running' ? 2000 : data.batch.status === 'paused' ? 10_000 : null;
   useEffect(() => {
-    if (!running) return;
-    const t = setTimeout(() => setTick((n) => n + 1), 2000);
+    if (followEvery === null) return;
+    const t = setTimeout(() => setTick((n) => n + 1), followEvery);
     return () => clearTimeout(t);
-  }, [running, data]);
+  }, [followEvery, data]);
 
   if (problem && !data) return <p role="alert" className="error">{problem}</p>;
   if (!data) return <p aria-busy="true">Loading…</p>;
