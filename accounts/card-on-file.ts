@@ -54,14 +54,14 @@ export async function recordCardOnFile(db: Db, args: { userId: string; fingerpri
 }
 
 /** Whether the workspace has a card on file, and whether adding one would still earn the credits. */
-export async function cardOnFileStatus(db: Db, userId: string): Promise<{ at: string | null; creditsAvailable: boolean }> {
+export async function cardOnFileStatus(db: Db, accountId: string): Promise<{ at: string | null; creditsAvailable: boolean }> {
   const r = await db.query<{ card_on_file_at: Date | null; kind: string; granted: boolean }>(
     `SELECT u.card_on_file_at, u.kind,
             EXISTS (SELECT 1 FROM credit_ledger l WHERE l.user_id = u.id AND l.idempotency_key = $2) AS granted
        FROM users u WHERE u.id = $1`,
-    [userId, SIGNUP_GRANTS.cardOnFile.idempotencyKey],
+    [accountId, SIGNUP_GRANTS.cardOnFile.idempotencyKey],
   );
   const row = r.rows[0];
-  if (!row) throw userNotFound(userId);
+  if (!row) throw userNotFound(accountId);
   return { at: row.card_on_file_at?.toISOString() ?? null, creditsAvailable: row.kind === 'personal' && !row.granted };
 }

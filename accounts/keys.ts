@@ -19,9 +19,9 @@ export async function issueAccountKey(db: Db, args: { userId: string; kind: KeyK
 }
 
 /** A user's keys as a dashboard may show them: prefix and last 4, never the secret or its hash. */
-export async function listAccountKeys(db: Db, userId: string): Promise<KeyListing[]> {
-  await requireUser(db, userId);
-  return listKeys(db, userId);
+export async function listAccountKeys(db: Db, accountId: string): Promise<KeyListing[]> {
+  await requireUser(db, accountId);
+  return listKeys(db, accountId);
 }
 
 /**

@@ -14,12 +14,12 @@ export interface Account {
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-export const userNotFound = (userId: string) => new AppError('NOT_FOUND', `No user ${userId}`);
+export const userNotFound = (accountId: string) => new AppError('NOT_FOUND', `No user ${accountId}`);
 
 /** Throws 404 NOT_FOUND unless the user exists. */
-export async function requireUser(db: Db, userId: string): Promise<void> {
-  const r = await db.query('SELECT 1 FROM users WHERE id = $1', [userId]);
-  if (!r.rowCount) throw userNotFound(userId);
+export async function requireUser(db: Db, accountId: string): Promise<void> {
+  const r = await db.query('SELECT 1 FROM users WHERE id = $1', [accountId]);
+  if (!r.rowCount) throw userNotFound(accountId);
 }
 
 /** A new user with an empty credit account; credits come from signup steps and packs. */
@@ -27,27 +27,27 @@ export async function createAccount(db: Db, email: string): Promise<Account> {
   const address = email.trim();
   if (!EMAIL.test(address) || address.length > 320) throw validationFailed(`email: not an e-mail address: "${email}"`);
   if (await findUserByEmail(db, address)) throw validationFailed('email: a user with this e-mail address exists');
-  let userId: string;
+  let accountId: string;
   try {
-    ({ userId } = await createUser(db, address));
+    ({ userId: accountId } = await createUser(db, address));
   } catch (err) {
     // Two sign-ups with one address raced past the check: the unique index decides.
     if ((err as { code?: string }).code === '23505') throw validationFailed('email: a user with this e-mail address exists');
     throw err;
   }
-  return getAccount(db, userId);
+  return getAccount(db, accountId);
 }
 
-export async function getAccount(db: Db, userId: string): Promise<Account> {
+export async function getAccount(db: Db, accountId: string): Promise<Account> {
   const r = await db.query<{
     id: string; email: string; email_verified_at: Date | null; card_on_file_at: Date | null; created_at: Date; packs_purchased: number | null;
   }>(
     `SELECT u.id, u.email, u.email_verified_at, u.card_on_file_at, u.created_at, a.packs_purchased
        FROM users u LEFT JOIN credit_accounts a ON a.user_id = u.id WHERE u.id = $1`,
-    [userId],
+    [accountId],
   );
   const u = r.rows[0];
-  if (!u) throw userNotFound(userId);
+  if (!u) throw userNotFound(accountId);
   return {
     userId: u.id,
     email: u.email,

@@ -77,10 +77,10 @@ export function batchActivities(deps: ActivityDeps) {
    * in or the deadline passed, so this is one look; a run recorded before that waits here, looking
    * every UPLOAD_POLL_MS with a heartbeat.
    */
-  async function awaitUploads(userId: string, ids: string[], deadline: number, waitMs: number): Promise<Map<string, Exclude<AwaitedUpload, { arriving: true }>>> {
+  async function awaitUploads(accountId: string, ids: string[], deadline: number, waitMs: number): Promise<Map<string, Exclude<AwaitedUpload, { arriving: true }>>> {
     const settled = new Map<string, Exclude<AwaitedUpload, { arriving: true }>>();
     for (let left = ids; left.length > 0; ) {
-      const states = await awaitedUploads(deps.db, userId, left);
+      const states = await awaitedUploads(deps.db, accountId, left);
       for (const [id, st] of states) if (!('arriving' in st)) settled.set(id, st);
       left = left.filter((id) => !settled.has(id));
       if (left.length === 0) break;

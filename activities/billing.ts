@@ -17,8 +17,8 @@ export type { PersistedImage };
 
 /** A run's lens records, each image's lenses marked with the hash of those that ran together. */
 function persistRun(c: DbClient, run: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistedImage[] }): Promise<Persisted> {
-  const { workflowId, requestId, userId, refresh } = run;
-  return persistAnalysisIn(c, { workflowId, requestId, userId, refresh, images: run.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })) });
+  const { workflowId, requestId, userId: accountId, refresh } = run;
+  return persistAnalysisIn(c, { workflowId, requestId, userId: accountId, refresh, images: run.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })) });
 }
 
 interface ReserveBase {
@@ -39,9 +39,9 @@ export function billingActivities(deps: ActivityDeps) {
 
   /** The unbilled-call gate and the reservation of `needed` (none when 0), in the caller's transaction. */
   async function hold(c: DbClient, input: ReserveBase, gate: Omit<UnbilledGate, 'cap'>, needed: number, reason: string): Promise<Reservation | null> {
-    const { reservationId: id, userId, ttlMs, workflowId } = input;
+    const { reservationId: id, userId: accountId, ttlMs, workflowId } = input;
     return holdIn(c, {
-      userId,
+      userId: accountId,
       reservationId: id,
       gate: { ...gate, cap: deps.config.FREE_VENDOR_CALLS_PER_DAY },
       reserve: needed > 0 ? { amount: needed, ttlMs, workflowId, reason } : null,

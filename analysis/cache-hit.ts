@@ -15,7 +15,7 @@ import type { AnalyzeDeps } from './deps.ts';
  */
 export async function answerFromRegistry(
   deps: AnalyzeDeps,
-  userId: string,
+  accountId: string,
   request: AnalysisRequest,
   taken: TakenImages,
   requestId: string,
@@ -25,7 +25,7 @@ export async function answerFromRegistry(
   if (request.body.refresh || request.extractInput || !taken.allRegistered) return null;
   const { lenses } = request;
   const shas = taken.refs.map((r) => r.sha256);
-  const photos = await getPhotos(deps.db, userId, [...new Set(shas)]);
+  const photos = await getPhotos(deps.db, accountId, [...new Set(shas)]);
   const complete = shas.every((s) => lenses.every((l) => photos.get(s)?.lenses[l]));
   if (!complete) return null;
   // Asked after the records were read, never beside them: a run of this request id that recorded
@@ -33,8 +33,8 @@ export async function answerFromRegistry(
   // was), the run row could be read just before that commit and the records just after: a resend
   // answered as a free cache hit of the lenses its own first run was charged for (the chaos suite:
   // "told 0, ledger settled 2").
-  if (await analysisPersisted(deps.db, `analyze:${userId}:${requestId}`)) return null;
-  await recordCacheHit(deps.db, userId, shas);
+  if (await analysisPersisted(deps.db, `analyze:${accountId}:${requestId}`)) return null;
+  await recordCacheHit(deps.db, accountId, shas);
   const list = shas.map((s) => photos.get(s)!);
   const perImage: PerImage[] = list.map((p) => ({
     sha256: p.sha256,

@@ -18,11 +18,11 @@ export interface TakenImages {
 }
 
 /** Take the request's images in (images/intake.ts); every blob written is noted in `progress`. */
-export async function takeImages(deps: AnalyzeDeps, userId: string, request: AnalysisRequest, progress: Progress): Promise<TakenImages> {
+export async function takeImages(deps: AnalyzeDeps, accountId: string, request: AnalysisRequest, progress: Progress): Promise<TakenImages> {
   const embeddings = new Map<string, number[]>();
   let allRegistered = true;
   const refs = await mapBounded(request.inputs, INTAKE_CONCURRENCY, async (input): Promise<ImageRef> => {
-    const taking = intakeDepsFor(deps, userId, progress.holder);
+    const taking = intakeDepsFor(deps, accountId, progress.holder);
     // An upload's bytes are in the blob store already (stored once, when it finished): nothing to
     // read unless the embedding needs a decode here.
     const img = input.upload && !request.includeEmbedding

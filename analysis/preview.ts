@@ -27,10 +27,10 @@ export interface CostPreview {
  * reservation reads too) and the delta plan (credits/delta.ts). Reads only: nothing is reserved,
  * stored or charged. The vehicle-condition stack (a flat price over several photos) is not previewed.
  */
-export async function previewAnalysis(db: Db, userId: string, req: { sha256: string; preset?: string; modules?: string[] }): Promise<CostPreview> {
+export async function previewAnalysis(db: Db, accountId: string, req: { sha256: string; preset?: string; modules?: string[] }): Promise<CostPreview> {
   const resolved = resolveLenses({ ...(req.preset !== undefined ? { preset: req.preset } : {}), ...(req.modules !== undefined ? { modules: req.modules } : {}) });
   if (resolved.outputSchema !== 'photo') throw validationFailed('preset: the vehicle-condition stack is not previewed (it takes several photos of one vehicle)');
-  const cached = await cachedLensesIn(db, { userId, sha256s: [req.sha256], lenses: resolved.lenses });
+  const cached = await cachedLensesIn(db, { userId: accountId, sha256s: [req.sha256], lenses: resolved.lenses });
   const plan = planAnalysis({ sha256s: [req.sha256], lenses: resolved.lenses, billable: resolved.billable, cached, extraCredits: 0 });
   const image = plan.plans[0]!;
   return {

@@ -19,7 +19,7 @@ const IMAGE_CONCURRENCY = 8;
 /** Run the analyze saga for the request (or attach to the run its request id started) and answer from its result. */
 export async function runAnalysis(
   deps: AnalyzeDeps & { temporal: Client },
-  userId: string,
+  accountId: string,
   request: AnalysisRequest,
   taken: TakenImages,
   requestId: string,
@@ -29,7 +29,7 @@ export async function runAnalysis(
   const { body, resolved, lenses, extractInput } = request;
   const input: AnalyzeInput = {
     requestId,
-    userId,
+    userId: accountId,
     stack: resolved.stack,
     images: taken.refs,
     lenses,
@@ -47,7 +47,7 @@ export async function runAnalysis(
   const ran = result.images.filter((r) => r.vendor);
   const lead = ran[0];
   const fromRegistry = !lead || result.images.some((r) => lenses.some((l) => !r.outputs[l]));
-  const photos = fromRegistry ? await getPhotos(deps.db, userId, [...new Set(taken.refs.map((r) => r.sha256))]) : new Map<string, RegistryPhoto>();
+  const photos = fromRegistry ? await getPhotos(deps.db, accountId, [...new Set(taken.refs.map((r) => r.sha256))]) : new Map<string, RegistryPhoto>();
   const perImage: PerImage[] = result.images.map((r) => {
     const p = photos.get(r.sha256);
     if (fromRegistry && !p) throw new AppError('INTERNAL_ERROR', 'Analysis finished but its photo is missing from the registry');

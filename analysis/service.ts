@@ -20,12 +20,12 @@ export type { AnalyzeDeps } from './deps.ts';
  * The uploads a request names, resolved before anything is bound, stored or billed: another
  * account's or an unknown id is 404, an expired one 404 saying it expired (uploads/service.ts). Returns their ids.
  */
-export async function resolveUploadInputs(deps: Pick<AnalyzeDeps, 'uploads'>, userId: string | null, inputs: ImageInput[], field: string | ((i: number) => string)): Promise<string[]> {
+export async function resolveUploadInputs(deps: Pick<AnalyzeDeps, 'uploads'>, accountId: string | null, inputs: ImageInput[], field: string | ((i: number) => string)): Promise<string[]> {
   const at = (i: number) => (typeof field === 'string' ? `${field}.${i}` : field(i));
   const refs = inputs.flatMap((input, i) => (input.uploadId !== undefined ? [{ id: input.uploadId, at: `${at(i)}.uploadId`, input }] : []));
   if (!refs.length) return [];
-  if (!deps.uploads || userId === null) throw new AppError('NOT_FOUND', `${refs[0]!.at}: no upload ${JSON.stringify(refs[0]!.id.slice(0, 100))} for this key (the anonymous sandbox key holds none)`);
-  const found = await deps.uploads.resolve(userId, refs);
+  if (!deps.uploads || accountId === null) throw new AppError('NOT_FOUND', `${refs[0]!.at}: no upload ${JSON.stringify(refs[0]!.id.slice(0, 100))} for this key (the anonymous sandbox key holds none)`);
+  const found = await deps.uploads.resolve(accountId, refs);
   refs.forEach((r, k) => (r.input.upload = found[k]));
   return refs.map((r) => r.id);
 }
@@ -49,14 +49,14 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   const uploadIds = await resolveUploadInputs(deps, principal.userId, request.inputs, 'body.images');
   if (principal.sandbox) return sandboxAnalysis(deps, principal, request, requestId, startedAt);
   const pipeline = deps;
-  const userId = principal.userId!;
+  const accountId = principal.userId!;
   const progress = newProgress();
   let binding: Binding<Analysis> | undefined;
   try {
     // The request id is bound while the images are read, decoded and stored: neither waits for the other.
     const [bound, taken] = await Promise.allSettled([
-      bindRequest<Analysis>(deps.db, { userId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)), ...(hashById ? { hashById } : {}) }),
-      takeImages(deps, userId, request, progress),
+      bindRequest<Analysis>(deps.db, { userId: accountId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)), ...(hashById ? { hashById } : {}) }),
+      takeImages(deps, accountId, request, progress),
     ]);
     if (bound.status === 'rejected') throw bound.reason;
     binding = bound.value;
@@ -66,18 +66,18 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
     }
     if (taken.status === 'rejected') throw taken.reason;
     const answer = request.resolved.outputSchema === 'vehicle'
-      ? await untilEnded(progress, () => vehicleAnalysis(pipeline, userId, body, taken.value.refs, requestId, startedAt, request.warnings))
-      : ((await answerFromRegistry(deps, userId, request, taken.value, requestId, startedAt)) ??
-        (await runAnalysis(pipeline, userId, request, taken.value, requestId, startedAt, progress)));
-    await storeAnswer(deps.db, { userId, requestId, response: answer });
+      ? await untilEnded(progress, () => vehicleAnalysis(pipeline, accountId, body, taken.value.refs, requestId, startedAt, request.warnings))
+      : ((await answerFromRegistry(deps, accountId, request, taken.value, requestId, startedAt)) ??
+        (await runAnalysis(pipeline, accountId, request, taken.value, requestId, startedAt, progress)));
+    await storeAnswer(deps.db, { userId: accountId, requestId, response: answer });
     // The registry holds the photos now: the request's intake leases have done their work.
     await releaseLeases(deps.db, progress.holder);
-    await deps.uploads?.touch(userId, uploadIds);
+    await deps.uploads?.touch(accountId, uploadIds);
     return answer;
   } catch (err) {
     // Refused before any workflow started (bad image, no credits): nothing ran under this id, so
     // it is free again for a corrected request.
-    if (!progress.started && binding?.kind === 'new') await unbindRequest(deps.db, { userId, requestId });
+    if (!progress.started && binding?.kind === 'new') await unbindRequest(deps.db, { userId: accountId, requestId });
     // A failed request keeps no image it brought: nobody pays for storing it. A workflow that may
     // still run (the wait was abandoned) keeps its images, and its leases until they expire; the
     // blob collector takes them later.

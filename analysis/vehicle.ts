@@ -23,7 +23,7 @@ const LENSES = ['moderation', 'vehicle-condition'];
  */
 export async function vehicleAnalysis(
   deps: AnalyzeDeps & { temporal: Client },
-  userId: string,
+  accountId: string,
   body: AnalyzeBody,
   refs: ImageRef[],
   requestId: string,
@@ -39,10 +39,10 @@ export async function vehicleAnalysis(
   // once, so a report found here that this request's own run made is seen as its run
   // (analysis/cache-hit.ts says why the order matters).
   if (!body.refresh) {
-    const cached = await findVehicleReport(deps.db, userId, setHash);
-    if (cached && !(await analysisPersisted(deps.db, `vehicle:${userId}:${requestId}`))) {
-      await recordCacheHit(deps.db, userId, shas);
-      const photos = await getPhotos(deps.db, userId, [shas[0]!]);
+    const cached = await findVehicleReport(deps.db, accountId, setHash);
+    if (cached && !(await analysisPersisted(deps.db, `vehicle:${accountId}:${requestId}`))) {
+      await recordCacheHit(deps.db, accountId, shas);
+      const photos = await getPhotos(deps.db, accountId, [shas[0]!]);
       const first = photos.get(shas[0]!);
       return buildAnalysis({
         // The same photos in another order: the report's positions become this request's.
@@ -65,7 +65,7 @@ export async function vehicleAnalysis(
 
   const input: VehicleReportInput = {
     requestId,
-    userId,
+    userId: accountId,
     images: refs,
     ...(body.context ? { context: body.context } : {}),
     refresh: body.refresh,
@@ -73,7 +73,7 @@ export async function vehicleAnalysis(
     photoConcurrency: VEHICLE_PHOTO_CONCURRENCY,
     setHash,
   };
-  const workflowId = `vehicle:${userId}:${requestId}`;
+  const workflowId = `vehicle:${accountId}:${requestId}`;
   const result = await startAndAwait<VehicleReportResult>(deps, 'vehicle', workflowId, () =>
     deps.temporal.workflow.start(vehicleReportWorkflow, {
       // Ahead of batch work: its own queue and worker slots (docs/decisions.md, "Interactive work ahead of batches").
@@ -83,7 +83,7 @@ export async function vehicleAnalysis(
       workflowExecutionTimeout: deps.config.WORKFLOW_TIMEOUT_MS,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [
-        { key: SEARCH_ATTRIBUTES.userId, value: userId },
+        { key: SEARCH_ATTRIBUTES.userId, value: accountId },
         { key: SEARCH_ATTRIBUTES.requestId, value: requestId },
         { key: SEARCH_ATTRIBUTES.stack, value: 'vehicle-condition' },
         { key: SEARCH_ATTRIBUTES.imageCount, value: refs.length },

@@ -48,11 +48,11 @@ export class KeyCache {
     return this.entries.delete(keyHash);
   }
 
-  evictUser(userId: string): number {
+  evictUser(accountId: string): number {
     this.evictions++;
     let n = 0;
     for (const [hash, e] of this.entries) {
-      if (e.record.userId === userId) {
+      if (e.record.userId === accountId) {
         this.entries.delete(hash);
         n++;
       }

@@ -29,15 +29,15 @@ export async function findUserByEmail(db: Db, email: string): Promise<string | n
   return r.rows[0]?.id ?? null;
 }
 
-export async function userExists(db: Db, userId: string): Promise<boolean> {
-  const r = await db.query('SELECT 1 FROM users WHERE id = $1', [userId]);
+export async function userExists(db: Db, accountId: string): Promise<boolean> {
+  const r = await db.query('SELECT 1 FROM users WHERE id = $1', [accountId]);
   return (r.rowCount ?? 0) > 0;
 }
 
 /** Issue a key; the plaintext is returned once and never stored. */
 export async function issueKey(
   db: Db,
-  userId: string,
+  accountId: string,
   kind: KeyKind,
   name: string | null = null,
 ): Promise<{ keyId: string; key: string; keyHash: string }> {
@@ -47,7 +47,7 @@ export async function issueKey(
   const keyId = newId('key');
   await db.query(
     'INSERT INTO api_keys (id, user_id, key_hash, kind, prefix, last4, name) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-    [keyId, userId, keyHash, kind, prefix, last4, name],
+    [keyId, accountId, keyHash, kind, prefix, last4, name],
   );
   return { keyId, key, keyHash };
 }
@@ -62,10 +62,10 @@ export async function findKeyByHash(db: Db, keyHash: string): Promise<KeyRecord 
   return { id: row.id, keyHash: row.key_hash, userId: row.user_id, kind: row.kind, revoked: row.revoked_at !== null };
 }
 
-export async function listKeys(db: Db, userId: string): Promise<KeyListing[]> {
+export async function listKeys(db: Db, accountId: string): Promise<KeyListing[]> {
   const r = await db.query<{
     id: string; kind: KeyKind; prefix: string; last4: string; name: string | null; created_at: Date; last_used_at: Date | null; revoked_at: Date | null;
-  }>('SELECT id, kind, prefix, last4, name, created_at, last_used_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at', [userId]);
+  }>('SELECT id, kind, prefix, last4, name, created_at, last_used_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at', [accountId]);
   return r.rows.map((k) => ({
     id: k.id,
     kind: k.kind,

@@ -67,16 +67,16 @@ export interface PreparedExport {
  * 429/503 when too many exports run) so that the caller gets a clean error before any byte is
  * written; then `write` streams it.
  */
-export async function prepareBatchExport(db: Db, userId: string, batchId: string, format: unknown, slots: ExportSlots): Promise<PreparedExport> {
+export async function prepareBatchExport(db: Db, accountId: string, batchId: string, format: unknown, slots: ExportSlots): Promise<PreparedExport> {
   const f = exportFormat(format);
-  const batch = await getBatch(db, userId, batchId);
+  const batch = await getBatch(db, accountId, batchId);
   // A vehicle batch's rows are reports: the report lens's columns, not every lens of the stack.
   const columns = batch.columns ?? defaultColumnsFor(batch.kind === 'vehicles' ? ['vehicle-condition'] : (batch.spec.lenses as LensName[]));
   // The slot is taken last: nothing after it can throw, so a failed preparation holds no slot
   // (one taken before a throw would stay taken for the life of the process).
-  const release = slots.take(userId);
+  const release = slots.take(accountId);
   async function* rows(): AsyncIterable<ExportRow> {
-    for await (const item of batchItems(db, { userId, batchId, lenses: batch.spec.lenses })) yield toRow(item);
+    for await (const item of batchItems(db, { userId: accountId, batchId, lenses: batch.spec.lenses })) yield toRow(item);
   }
   return {
     format: f,

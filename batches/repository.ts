@@ -73,13 +73,13 @@ export const batchNotFound = () => new AppError('NOT_FOUND', 'No such batch');
 /** The batch an x-request-id already made for this account, with the fingerprint of its body. */
 export async function batchOfRequest(
   db: Db,
-  userId: string,
+  accountId: string,
   requestId: string,
 ): Promise<{ id: string; requestHash: string; status: StoredBatchStatus; startingForMs: number; kind: BatchKind; spec: BatchSpec; itemCount: number } | null> {
   const r = await db.query<{ id: string; request_hash: string; status: StoredBatchStatus; age_ms: number; kind: BatchKind; spec: BatchSpec; item_count: number }>(
     `SELECT id, request_hash, status, (extract(epoch FROM now() - created_at) * 1000)::float8 AS age_ms, kind, spec, item_count
        FROM batches WHERE user_id = $1 AND request_id = $2`,
-    [userId, requestId],
+    [accountId, requestId],
   );
   const row = r.rows[0];
   return row ? { id: row.id, requestHash: row.request_hash, status: row.status, startingForMs: row.age_ms, kind: row.kind, spec: row.spec, itemCount: row.item_count } : null;
@@ -192,14 +192,14 @@ export interface Batch {
 }
 
 /** The batch when it is the caller's; 404 otherwise (whether another account's exists is not theirs to learn). */
-export async function getBatch(db: Db, userId: string, batchId: string): Promise<Batch> {
-  const r = await db.query<BatchRow>(`SELECT * FROM batches WHERE id = $1 AND user_id = $2 AND status <> 'starting'`, [batchId, userId]);
+export async function getBatch(db: Db, accountId: string, batchId: string): Promise<Batch> {
+  const r = await db.query<BatchRow>(`SELECT * FROM batches WHERE id = $1 AND user_id = $2 AND status <> 'starting'`, [batchId, accountId]);
   const row = r.rows[0];
   if (!row) throw batchNotFound();
   return { id: row.id, userId: row.user_id, kind: row.kind, status: row.status as BatchStatus, pauseReason: row.pause_reason, spec: row.spec, columns: row.columns };
 }
 
-export async function batchSummary(db: Db, userId: string, batchId: string): Promise<BatchSummary> {
+export async function batchSummary(db: Db, accountId: string, batchId: string): Promise<BatchSummary> {
   const r = await db.query<BatchRow & { done: number; failed: number; pending: number; credits: number; ran: number; ran_seconds: number | null }>(
     `SELECT b.*, count(*) FILTER (WHERE i.status = 'done')::int AS done, count(*) FILTER (WHERE i.status = 'failed')::int AS failed,
             count(*) FILTER (WHERE i.status = 'pending')::int AS pending, coalesce(sum(i.credits), 0)::int AS credits,
@@ -207,7 +207,7 @@ export async function batchSummary(db: Db, userId: string, batchId: string): Pro
             extract(epoch FROM max(i.finished_at) FILTER (WHERE i.attempts > 0) - b.created_at)::float8 AS ran_seconds
        FROM batches b JOIN batch_items i ON i.batch_id = b.id
       WHERE b.id = $1 AND b.user_id = $2 AND b.status <> 'starting' GROUP BY b.id`,
-    [batchId, userId],
+    [batchId, accountId],
   );
   const row = r.rows[0];
   if (!row) throw batchNotFound();
@@ -436,9 +436,9 @@ export async function setItemRef(db: Db, args: { batchId: string; index: number;
 }
 
 /** A workspace's most recent batches, newest first, as summaries. */
-export async function recentBatches(db: Db, userId: string, limit = 20): Promise<BatchSummary[]> {
-  const r = await db.query<{ id: string }>(`SELECT id FROM batches WHERE user_id = $1 AND status <> 'starting' ORDER BY created_at DESC, id LIMIT $2`, [userId, limit]);
-  return Promise.all(r.rows.map((row) => batchSummary(db, userId, row.id)));
+export async function recentBatches(db: Db, accountId: string, limit = 20): Promise<BatchSummary[]> {
+  const r = await db.query<{ id: string }>(`SELECT id FROM batches WHERE user_id = $1 AND status <> 'starting' ORDER BY created_at DESC, id LIMIT $2`, [accountId, limit]);
+  return Promise.all(r.rows.map((row) => batchSummary(db, accountId, row.id)));
 }
 
 /**

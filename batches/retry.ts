@@ -9,8 +9,8 @@ import { startBatchWorkflow } from './submit.ts';
  * and the console's retry button): only a failed item whose bytes are kept runs again; a completed
  * batch starts a new run for it. 404 for another account's batch.
  */
-export async function retryBatchItem(deps: Pick<AnalyzeDeps, 'db' | 'blobs' | 'config'> & { temporal: Client }, userId: string, batchId: string, index: number): Promise<BatchSummary> {
-  const batch = await getBatch(deps.db, userId, batchId);
+export async function retryBatchItem(deps: Pick<AnalyzeDeps, 'db' | 'blobs' | 'config'> & { temporal: Client }, accountId: string, batchId: string, index: number): Promise<BatchSummary> {
+  const batch = await getBatch(deps.db, accountId, batchId);
   if (batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', 'The batch is cancelled; its photos do not run again');
   for (const sha256 of await itemSha256s(deps.db, { batchId: batch.id, index })) {
     if (!(await deps.blobs.has(sha256))) throw new AppError('ITEM_NOT_RETRYABLE', 'This photo’s bytes are no longer kept; send it again in a new batch');
@@ -19,11 +19,11 @@ export async function retryBatchItem(deps: Pick<AnalyzeDeps, 'db' | 'blobs' | 'c
   if (outcome === 'not-failed') throw new AppError('ITEM_NOT_RETRYABLE', 'Only a failed photo runs again');
   if (outcome === 'no-image') throw new AppError('ITEM_NOT_RETRYABLE', 'This photo was refused when the batch was submitted (nothing was stored); send a corrected one in a new batch');
   // A completed batch has no workflow to pick the photo up: a new run starts for it.
-  const now = await getBatch(deps.db, userId, batch.id);
+  const now = await getBatch(deps.db, accountId, batch.id);
   if (now.status === 'completed') {
     await setBatchStatus(deps.db, { batchId: batch.id, status: 'running' });
-    const total = (await batchSummary(deps.db, userId, batch.id)).counts.total;
-    await startBatchWorkflow(deps, { batchId: batch.id, userId, kind: batch.kind, spec: batch.spec, itemCount: total });
+    const total = (await batchSummary(deps.db, accountId, batch.id)).counts.total;
+    await startBatchWorkflow(deps, { batchId: batch.id, userId: accountId, kind: batch.kind, spec: batch.spec, itemCount: total });
   }
-  return batchSummary(deps.db, userId, batch.id);
+  return batchSummary(deps.db, accountId, batch.id);
 }

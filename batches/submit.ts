@@ -100,7 +100,7 @@ export type BatchSubmission = Omit<BatchBody, 'items'> & { items?: Array<NonNull
  */
 export async function submitBatch(
   deps: AnalyzeDeps & { temporal: Client },
-  userId: string,
+  accountId: string,
   body: BatchSubmission,
   /** The caller's x-request-id and the fingerprint of the body: one id, one batch. */
   request?: { id: string; hash: string },
@@ -130,7 +130,7 @@ export async function submitBatch(
   // handed out (its start may yet fail and take it back): 503, send again in a moment; one left
   // starting by an API that died is started by the resend (docs/decisions.md "Batches: starting").
   const boundTo = async (): Promise<BatchSummary | null> => {
-    const made = request ? await batchOfRequest(deps.db, userId, request.id) : null;
+    const made = request ? await batchOfRequest(deps.db, accountId, request.id) : null;
     if (!made) return null;
     if (made.requestHash !== request!.hash) {
       throw new AppError('REQUEST_ID_CONFLICT', `x-request-id ${request!.id} already submitted another batch (${made.id}); send this one with a new x-request-id`);
@@ -138,18 +138,18 @@ export async function submitBatch(
     if (made.status === 'starting') {
       if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request!.id);
       try {
-        await startBatchWorkflow(deps, { batchId: made.id, userId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
+        await startBatchWorkflow(deps, { batchId: made.id, userId: accountId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request!.id, err);
       }
       await markBatchStarted(deps.db, made.id);
     }
-    return batchSummary(deps.db, userId, made.id);
+    return batchSummary(deps.db, accountId, made.id);
   };
   const earlier = await boundTo();
   if (earlier) return earlier;
   // Nothing is read, fetched, decoded or stored for an account that cannot pay for the first item.
-  await admitBatch(deps.db, userId, vehicles ? 'vehicles' : 'photos', resolved.billable);
+  await admitBatch(deps.db, accountId, vehicles ? 'vehicles' : 'photos', resolved.billable);
   // Upload ids name the account's own finished uploads (404 otherwise) before anything is taken in.
   const named: ImageInput[] = photos.map(({ it }) => ('read' in it || it.uploadId === undefined ? {} : { uploadId: it.uploadId }));
   /** Photos whose upload is still arriving (awaitUploads): taken in by the worker at their vehicle's turn. */
@@ -157,7 +157,7 @@ export async function submitBatch(
   if (body.awaitUploads) {
     if (!vehicles) throw validationFailed('awaitUploads: only a vehicle batch awaits its uploads (each vehicle waits at its turn)');
     const ids = named.flatMap((n) => (n.uploadId === undefined ? [] : [n.uploadId]));
-    const states = await awaitedUploads(deps.db, userId, ids);
+    const states = await awaitedUploads(deps.db, accountId, ids);
     for (const [i, n] of named.entries()) {
       if (n.uploadId === undefined) continue;
       const st = states.get(n.uploadId)!;
@@ -166,7 +166,7 @@ export async function submitBatch(
     }
   }
   // The finished ones as any request names them (the same inputs: resolve fills in their uploads).
-  await resolveUploadInputs(deps, userId, named.map((n, i) => (awaited.has(i) ? {} : n)), (i) => photos[i]!.at);
+  await resolveUploadInputs(deps, accountId, named.map((n, i) => (awaited.has(i) ? {} : n)), (i) => photos[i]!.at);
 
   const stored: string[] = [];
   // The submission's intake leases hold its photos' bytes until its batch items name them.
@@ -188,7 +188,7 @@ export async function submitBatch(
         throw err;
       }
     }
-    const got = await takeBatchPhoto(deps, userId, 'read' in it ? { bytes: await it.read() } : upload ? { upload } : { base64: it.base64 }, holder);
+    const got = await takeBatchPhoto(deps, accountId, 'read' in it ? { bytes: await it.read() } : upload ? { upload } : { base64: it.base64 }, holder);
     if ('refused' in got) return { source, ref: null, error: got.refused };
     if (got.stored) stored.push(got.ref.sha256);
     return { source, ref: got.ref };
@@ -208,7 +208,7 @@ export async function submitBatch(
   const kind = vehicles ? 'vehicles' : 'photos';
   let batchId: string;
   try {
-    batchId = await createBatch(deps.db, { userId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
+    batchId = await createBatch(deps.db, { userId: accountId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
   } catch (err) {
     // Not stored (or a concurrent submission under the same id made its batch first): this one keeps nothing.
     await forget();
@@ -219,13 +219,13 @@ export async function submitBatch(
   }
   // The batch is `starting` until its workflow started: nobody is shown it before.
   try {
-    await startBatchWorkflow(deps, { batchId, userId, kind, spec, itemCount: items.length });
+    await startBatchWorkflow(deps, { batchId, userId: accountId, kind, spec, itemCount: items.length });
   } catch (err) {
     // Without its workflow the batch would never run: it is taken back whole, images included
     // (unless its workflow did start and moved it on: then it is the caller's).
     if (!(await takeBackStartingBatch(deps.db, batchId))) {
       await releaseLeases(deps.db, holder);
-      return batchSummary(deps.db, userId, batchId);
+      return batchSummary(deps.db, accountId, batchId);
     }
     await forget();
     throw new AppError('SERVICE_UNAVAILABLE', 'The batch could not be started; nothing was kept. Try again shortly', { cause: err, headers: { 'retry-after': '5' } });
@@ -233,7 +233,7 @@ export async function submitBatch(
   await markBatchStarted(deps.db, batchId);
   // Its pending items hold the photos now.
   await releaseLeases(deps.db, holder);
-  return batchSummary(deps.db, userId, batchId);
+  return batchSummary(deps.db, accountId, batchId);
 }
 
 /**
@@ -250,9 +250,9 @@ export function itemCredits(kind: BatchKind, billable: readonly string[]): numbe
  * (docs/decisions.md "Batches: no intake without credits"): 402 PLAN_LIMIT_EXCEEDED otherwise,
  * before any photo is read. A check, not a hold: each item reserves its own when it runs.
  */
-export async function admitBatch(db: AnalyzeDeps['db'], userId: string, kind: BatchKind, billable: readonly string[]): Promise<void> {
+export async function admitBatch(db: AnalyzeDeps['db'], accountId: string, kind: BatchKind, billable: readonly string[]): Promise<void> {
   const needed = Math.max(1, itemCredits(kind, billable));
-  const { community, purchased } = await getBalance(db, userId);
+  const { community, purchased } = await getBalance(db, accountId);
   const total = community + purchased;
   if (total < needed) throw planLimitExceeded({ needed, community, purchased, total, resetsInDays: 0 });
 }
@@ -277,7 +277,7 @@ function groupByVehicle(vehicles: NonNullable<BatchBody['vehicles']>, taken: New
   });
 }
 
-export const batchWorkflowId = (userId: string, batchId: string) => `batch:${userId}:${batchId}`;
+export const batchWorkflowId = (accountId: string, batchId: string) => `batch:${accountId}:${batchId}`;
 
 /**
  * Start the batch's workflow: at submission, or again for a completed batch whose failed photos

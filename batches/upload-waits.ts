@@ -12,14 +12,14 @@ import { batchWorkflowId } from './submit.ts';
  * UPLOAD_RECHECK_MS, so this only makes it prompt. Never throws: the upload's answer does not
  * depend on it.
  */
-export function signalUploadWaiters(deps: { db: Db; temporal: Client }): (userId: string, uploadIds: string[]) => Promise<void> {
-  return async (userId, uploadIds) => {
+export function signalUploadWaiters(deps: { db: Db; temporal: Client }): (accountId: string, uploadIds: string[]) => Promise<void> {
+  return async (accountId, uploadIds) => {
     try {
       // Only the uploading account's waits: another account awaiting the same id (ids may be chosen
       // by the client) is neither woken nor unregistered by it; its own look finds the id not its own.
-      const waits = await deps.db.query<{ batch_id: string; user_id: string }>('DELETE FROM upload_waits WHERE upload_id = ANY($1) AND user_id = $2 RETURNING batch_id, user_id', [uploadIds, userId]);
+      const waits = await deps.db.query<{ batch_id: string; user_id: string }>('DELETE FROM upload_waits WHERE upload_id = ANY($1) AND user_id = $2 RETURNING batch_id, user_id', [uploadIds, accountId]);
       const batches = new Map(waits.rows.map((w) => [w.batch_id, w.user_id]));
-      await Promise.all([...batches].map(([batchId, userId]) => deps.temporal.workflow.getHandle(batchWorkflowId(userId, batchId)).signal(uploadsSettled).catch(() => undefined)));
+      await Promise.all([...batches].map(([batchId, accountId]) => deps.temporal.workflow.getHandle(batchWorkflowId(accountId, batchId)).signal(uploadsSettled).catch(() => undefined)));
     } catch {
       // The database away: the backstop look finds the upload.
     }

@@ -114,9 +114,9 @@ const app = await buildApp({
 const base = await app.listen({ host: '127.0.0.1', port: 0 });
 
 try {
-  const { userId } = await createUser(db, 'bench@example.test');
-  const { key } = await issueKey(db, userId, 'live');
-  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  const { userId: accountId } = await createUser(db, 'bench@example.test');
+  const { key } = await issueKey(db, accountId, 'live');
+  await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 
   // Distinct 640×480 photos, so every fresh request is really fresh.
   const source = await sharp(PHOTO).resize(640, 480).raw().toBuffer({ resolveWithObject: true });
@@ -216,7 +216,7 @@ try {
     }
     return spans;
   };
-  const freshParts = await breakdown(freshRuns.map((r) => ({ workflowId: `analyze:${userId}:${r.requestId}`, ms: r.ms })));
+  const freshParts = await breakdown(freshRuns.map((r) => ({ workflowId: `analyze:${accountId}:${r.requestId}`, ms: r.ms })));
   const floorParts = await breakdown(floorShapeRuns);
   say(`breakdown, p50 of each part:${' '.repeat(33)}fresh analysis  saga shape, no-op steps`);
   for (const [k, v] of freshParts) say(`  ${k.padEnd(60)} ${pct(v, 50).toFixed(0).padStart(5)} ms  ${pct(floorParts.get(k)!, 50).toFixed(0).padStart(5)} ms`);

@@ -28,9 +28,9 @@ const hwmMb = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/pr
 
 
 try {
-  const { userId } = await createUser(db, 'bench-batchp@example.test');
-  const { key } = await issueKey(db, userId, 'live');
-  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  const { userId: accountId } = await createUser(db, 'bench-batchp@example.test');
+  const { key } = await issueKey(db, accountId, 'live');
+  await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });
 
   const run = async (photos: string[]) => {

@@ -75,10 +75,10 @@ export async function startBatchStack(name: string): Promise<BatchStack> {
     await rm(blobDir, { recursive: true, force: true });
   };
   try {
-    const { userId } = await createUser(db, `bench-${name}@example.test`);
-    const { key } = await issueKey(db, userId, 'live');
-    await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-    return { config, db, temporal, sim, base, userId, key, close };
+    const { userId: accountId } = await createUser(db, `bench-${name}@example.test`);
+    const { key } = await issueKey(db, accountId, 'live');
+    await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+    return { config, db, temporal, sim, base, userId: accountId, key, close };
   } catch (err) {
     await close();
     throw err;

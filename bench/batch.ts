@@ -26,7 +26,7 @@ const say = (s: string) => {
   lines.push(s);
 };
 
-const { config, temporal, sim, base, userId, key, close } = await startBatchStack('batch');
+const { config, temporal, sim, base, userId: accountId, key, close } = await startBatchStack('batch');
 
 try {
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });
@@ -49,7 +49,7 @@ try {
     clearInterval(sampler);
     let maxEvents = 0;
     let runs = 0;
-    for await (const w of temporal.workflow.list({ query: `WorkflowId = 'batch:${userId}:${batch.id}'` })) {
+    for await (const w of temporal.workflow.list({ query: `WorkflowId = 'batch:${accountId}:${batch.id}'` })) {
       runs++;
       const h = await temporal.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
       maxEvents = Math.max(maxEvents, h.events?.length ?? 0);

@@ -335,9 +335,9 @@ async function startStack(tag: string, blobDir: string): Promise<Stack> {
 }
 
 async function newKey(db: Db, name: string): Promise<{ userId: string; key: string }> {
-  const { userId } = await createUser(db, `bench-fleet-${name}-${process.pid}@example.test`);
-  await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-  return { userId, key: (await issueKey(db, userId, 'live')).key };
+  const { userId: accountId } = await createUser(db, `bench-fleet-${name}-${process.pid}@example.test`);
+  await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  return { userId: accountId, key: (await issueKey(db, accountId, 'live')).key };
 }
 
 // ---- the run ------------------------------------------------------------------------------------
@@ -385,7 +385,7 @@ try {
     await mkdir(blobDir);
     const stack = await startStack(String(v), blobDir);
     try {
-      const { userId, key } = await newKey(stack.db, `v${v}`);
+      const { userId: accountId, key } = await newKey(stack.db, `v${v}`);
       const pids = { api: stack.api.pid!, worker: stack.worker.pid!, web: stack.web.pid! };
       const cpu = () => ({ api: cpuSeconds(pids.api), worker: cpuSeconds(pids.worker), web: cpuSeconds(pids.web), bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, machine: machineBusySeconds() });
       const loadBefore = load();
@@ -396,10 +396,10 @@ try {
       const peaks = { api: hwmMb(pids.api), worker: hwmMb(pids.worker), web: hwmMb(pids.web) };
       if (run.code !== 0) throw new Error(`lenstack exited ${run.code}: ${run.stderr.slice(-3000)}`);
       const result = JSON.parse(run.stdout) as { batch: { counts: { done: number; failed: number; total: number } } };
-      const t = (await stack.db.query<{ first: Date; last: Date; n: number }>('SELECT min(created_at) AS first, max(finished_at) AS last, count(*)::int AS n FROM uploads WHERE user_id = $1', [userId])).rows[0]!;
+      const t = (await stack.db.query<{ first: Date; last: Date; n: number }>('SELECT min(created_at) AS first, max(finished_at) AS last, count(*)::int AS n FROM uploads WHERE user_id = $1', [accountId])).rows[0]!;
       // The first vehicle report stored: when the analysis' results began (the batch runs beside the uploads).
-      const firstDone = (await stack.db.query<{ at: Date | null }>("SELECT min(finished_at) AS at FROM batch_items i JOIN batches b ON b.id = i.batch_id WHERE b.user_id = $1 AND i.status = 'done'", [userId])).rows[0]!.at;
-      const b = (await stack.db.query<{ created: Date; completed: Date }>('SELECT created_at AS created, completed_at AS completed FROM batches WHERE user_id = $1', [userId])).rows[0]!;
+      const firstDone = (await stack.db.query<{ at: Date | null }>("SELECT min(finished_at) AS at FROM batch_items i JOIN batches b ON b.id = i.batch_id WHERE b.user_id = $1 AND i.status = 'done'", [accountId])).rows[0]!.at;
+      const b = (await stack.db.query<{ created: Date; completed: Date }>('SELECT created_at AS created, completed_at AS completed FROM batches WHERE user_id = $1', [accountId])).rows[0]!;
       const at = (d: Date) => d.getTime() - wall0;
       const wall = run.ms / 1000;
       const ideal = Math.max(upIdeal, anIdeal);

@@ -183,9 +183,9 @@ try {
 
   const keys: string[] = [];
   for (let u = 0; u < USERS; u++) {
-    const { userId } = await createUser(db, `load-${u}@example.test`);
-    keys.push((await issueKey(db, userId, 'live')).key);
-    await grant(db, { userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench-load' });
+    const { userId: accountId } = await createUser(db, `load-${u}@example.test`);
+    keys.push((await issueKey(db, accountId, 'live')).key);
+    await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench-load' });
   }
   // Requests go round-robin over the users: 600/min per user would otherwise cap the test.
   const keyFor = (i: number) => keys[i % keys.length]!;

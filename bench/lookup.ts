@@ -72,7 +72,7 @@ async function load(db: Db, queryHashes: bigint[], log: (s: string) => void): Pr
   return { hashes };
 }
 
-async function insertPhotos(db: Db, userId: string, hashes: BigUint64Array, log: (s: string) => void): Promise<void> {
+async function insertPhotos(db: Db, accountId: string, hashes: BigUint64Array, log: (s: string) => void): Promise<void> {
   const total = hashes.length;
   // Inserted in sha256 order so the primary key grows at its right edge instead of splitting pages
   // at random; heap order stays unrelated to the pHash, as in production (insertion order).
@@ -98,7 +98,7 @@ async function insertPhotos(db: Db, userId: string, hashes: BigUint64Array, log:
       `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, first_analyzed_at, last_analyzed_at, analyze_call_count)
        SELECT $1, s, p, d, c0, c1, c2, c3, t, t, 1
          FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::int[], $6::int[], $7::int[], $8::int[], $9::timestamptz[]) AS u(s, p, d, c0, c1, c2, c3, t)`,
-      [userId, sha, ph, dh, c[0], c[1], c[2], c[3], at],
+      [accountId, sha, ph, dh, c[0], c[1], c[2], c[3], at],
     );
     if ((start / BATCH) % 10 === 9) log(`  loaded ${start + n}`);
   }
@@ -145,10 +145,10 @@ async function main(): Promise<void> {
     );
     log(`loaded ${PHOTOS} photos in ${loadS.toFixed(1)} s, VACUUM ANALYZE ${analyzeS.toFixed(1)} s; ${JSON.stringify(size.rows[0])}`);
 
-    const run = (pHash: string, threshold: number, strategy: FuzzyStrategy, userId = USER) => nearestByPHash(db, { userId, pHash, threshold, strategy });
-    const timed = async (pHash: string, threshold: number, strategy: FuzzyStrategy, userId = USER) => {
+    const run = (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = USER) => nearestByPHash(db, { userId: accountId, pHash, threshold, strategy });
+    const timed = async (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = USER) => {
       const t = performance.now();
-      const hit = await run(pHash, threshold, strategy, userId);
+      const hit = await run(pHash, threshold, strategy, accountId);
       return { ms: performance.now() - t, hit };
     };
 
@@ -196,7 +196,7 @@ async function main(): Promise<void> {
     type Side = { mih: ReturnType<typeof stats>; scan: ReturnType<typeof stats> };
     const sweep: Array<{ threshold: number; probes: number; candidates: number; big: Side; small: Side }> = [];
     for (const threshold of SWEEP) {
-      const side = async (userId: string): Promise<Side> => {
+      const side = async (accountId: string): Promise<Side> => {
         const mih: number[] = [];
         const scan: number[] = [];
         for (let i = 0; i < SWEEP_QUERIES; i++) {
@@ -204,7 +204,7 @@ async function main(): Promise<void> {
           const order: FuzzyStrategy[] = i % 2 ? ['mih', 'scan'] : ['scan', 'mih'];
           const got: Array<number | null> = [];
           for (const strategy of order) {
-            const { ms, hit } = await timed(h, threshold, strategy, userId);
+            const { ms, hit } = await timed(h, threshold, strategy, accountId);
             (strategy === 'mih' ? mih : scan).push(ms);
             got.push(hit?.distance ?? null);
           }

@@ -60,8 +60,8 @@ const off = await buildApp({ ...common, requestLog: new RequestLog(db, { capacit
 const bases = { on: await on.listen({ host: '127.0.0.1', port: 0 }), off: await off.listen({ host: '127.0.0.1', port: 0 }) };
 
 try {
-  const { userId } = await createUser(db, 'bench@example.test');
-  const { key } = await issueKey(db, userId, 'live');
+  const { userId: accountId } = await createUser(db, 'bench@example.test');
+  const { key } = await issueKey(db, accountId, 'live');
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const refusedBody = JSON.stringify({ imageUrl: 'https://example.com/a.jpg', modules: ['no-such-lens'] });
   const timed = async (base: string, kind: 'read' | 'refused'): Promise<number> => {

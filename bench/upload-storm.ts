@@ -35,8 +35,8 @@ dbUrl.pathname = `/lenstack_storm_${randomBytes(4).toString('hex')}`;
 await createDatabaseIfMissing(dbUrl.toString());
 await migrate(dbUrl.toString());
 const db = createPool(dbUrl.toString(), { max: 2 });
-const { userId } = await createUser(db, `storm-${Date.now()}@example.com`);
-const { key } = await issueKey(db, userId, 'test');
+const { userId: accountId } = await createUser(db, `storm-${Date.now()}@example.com`);
+const { key } = await issueKey(db, accountId, 'test');
 await db.end();
 const blobDir = await mkdtemp(path.join(os.tmpdir(), 'lenstack-storm-'));
 

@@ -17,7 +17,7 @@ export async function saveBespokeSchema(db: Db, args: { userId: string; schema: 
 }
 
 /** A schema only its owner can use: another user's id reads as not found. */
-export async function getBespokeSchema(db: Db, userId: string, id: string): Promise<BespokeSchema | null> {
-  const r = await db.query<{ schema: BespokeSchema }>('SELECT schema FROM bespoke_schemas WHERE id = $1 AND user_id = $2', [id, userId]);
+export async function getBespokeSchema(db: Db, accountId: string, id: string): Promise<BespokeSchema | null> {
+  const r = await db.query<{ schema: BespokeSchema }>('SELECT schema FROM bespoke_schemas WHERE id = $1 AND user_id = $2', [id, accountId]);
   return r.rows[0]?.schema ?? null;
 }

@@ -33,20 +33,20 @@ interface AccountRow {
   referral_bonus: number;
 }
 
-async function lockAccount(c: DbClient, userId: string): Promise<AccountRow> {
+async function lockAccount(c: DbClient, accountId: string): Promise<AccountRow> {
   const r = await c.query<AccountRow>(
     'SELECT community_balance, purchased_balance, reserved, referral_bonus FROM credit_accounts WHERE user_id = $1 FOR UPDATE',
-    [userId],
+    [accountId],
   );
   const row = r.rows[0];
   if (!row) throw new AppError('AUTH_FAILED', 'No credit account for this user');
   return row;
 }
 
-export async function getBalance(db: Db, userId: string): Promise<Balance> {
+export async function getBalance(db: Db, accountId: string): Promise<Balance> {
   const r = await db.query<AccountRow>(
     'SELECT community_balance, purchased_balance, reserved, referral_bonus FROM credit_accounts WHERE user_id = $1',
-    [userId],
+    [accountId],
   );
   const row = r.rows[0];
   if (!row) return { community: 0, purchased: 0, reserved: 0, referralBonus: 0 };
@@ -167,8 +167,8 @@ export async function renewHold(db: Db, args: { id: string; ttlMs: number }): Pr
 /** `reserve` inside a caller's transaction. Takes the account-row lock. */
 export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
-  const { id, userId, ...reserve } = args;
-  return (await holdIn(c, { userId, reservationId: id, gate: null, reserve }))!;
+  const { id, userId: accountId, ...reserve } = args;
+  return (await holdIn(c, { userId: accountId, reservationId: id, gate: null, reserve }))!;
 }
 
 /**
@@ -202,7 +202,7 @@ export async function holdIn(
     closed?: () => Error;
   },
 ): Promise<Reservation | null> {
-  const { userId, gate, reserve } = args;
+  const { userId: accountId, gate, reserve } = args;
   if (reserve && (!Number.isSafeInteger(reserve.amount) || reserve.amount <= 0)) throw new Error('reserve amount must be a positive integer');
   if (!reserve && !gate?.vendorWork && !args.closed) return null;
   const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null; calls: number | null; deleted: boolean }>(
@@ -212,7 +212,7 @@ export async function holdIn(
                                         FROM reservations WHERE id = $2) r) AS existing,
             (SELECT calls FROM unbilled_vendor_calls WHERE user_id = $1 AND day = (now() AT TIME ZONE 'utc')::date) AS calls
        FROM credit_accounts a WHERE a.user_id = $1 FOR UPDATE OF a`,
-    [userId, args.reservationId],
+    [accountId, args.reservationId],
   );
   const acct = found.rows[0];
   if (!acct) throw new AppError('AUTH_FAILED', 'No credit account for this user');
@@ -224,11 +224,11 @@ export async function holdIn(
     if (gate.freeCalls > 0) {
       const total = acct.community_balance + acct.purchased_balance;
       if (total < 1) throw planLimitExceeded({ needed: 1, community: acct.community_balance, purchased: acct.purchased_balance, total, resetsInDays: 0 });
-      await countUnbilledCallsIn(c, { userId, calls: gate.freeCalls });
+      await countUnbilledCallsIn(c, { userId: accountId, calls: gate.freeCalls });
     }
   }
   if (!reserve) return null;
-  const own = { ...reserve, id: args.reservationId, userId };
+  const own = { ...reserve, id: args.reservationId, userId: accountId };
   if (acct.existing) return ownReservation(rowToReservation({ ...acct.existing, expires_at: new Date(acct.existing.expires_at) }), own);
   const total = acct.community_balance + acct.purchased_balance;
   if (total < reserve.amount) {
@@ -381,7 +381,7 @@ export interface InvariantReport {
  * Check, per user: granted + purchased = balances + reserved + charged; reserved = sum of open
  * reservations; the ledger's deltas add up to the account row.
  */
-export async function checkInvariants(db: Db, userId?: string): Promise<InvariantReport[]> {
+export async function checkInvariants(db: Db, accountId?: string): Promise<InvariantReport[]> {
   const r = await db.query<{
     user_id: string; community_balance: number; purchased_balance: number; reserved: number; charged: number;
     community_granted: number; purchased_granted: number; open_reserved: number;
@@ -397,7 +397,7 @@ export async function checkInvariants(db: Db, userId?: string): Promise<Invarian
        FROM credit_accounts a LEFT JOIN credit_ledger l ON l.user_id = a.user_id
       WHERE ($1::text IS NULL OR a.user_id = $1)
       GROUP BY a.user_id ORDER BY a.user_id`,
-    [userId ?? null],
+    [accountId ?? null],
   );
   return r.rows.map((a) => {
     const n = (v: unknown) => Number(v);
@@ -426,10 +426,10 @@ export const workspaceDeleted = () => new AppError('AUTH_FAILED', 'This workspac
  * account each holding a share lock and wanting to update deadlocked (50 concurrent settles of one
  * account took minutes of Postgres deadlock aborts and retries).
  */
-export async function refuseDeletedIn(c: DbClient, userId: string): Promise<void> {
+export async function refuseDeletedIn(c: DbClient, accountId: string): Promise<void> {
   const r = await c.query<{ deleted: boolean }>(
     'SELECT u.deleted_at IS NOT NULL AS deleted FROM credit_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = $1 FOR UPDATE OF a',
-    [userId],
+    [accountId],
   );
   if (!r.rows[0] || r.rows[0].deleted) throw workspaceDeleted();
 }

@@ -69,8 +69,8 @@ const toPurchase = (r: PurchaseRow): Purchase => ({
   completedAt: r.completed_at?.toISOString() ?? null,
 });
 
-async function loadPurchase(db: Db, userId: string, idempotencyKey: string): Promise<Purchase> {
-  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 AND idempotency_key = $2`, [userId, idempotencyKey]);
+async function loadPurchase(db: Db, accountId: string, idempotencyKey: string): Promise<Purchase> {
+  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 AND idempotency_key = $2`, [accountId, idempotencyKey]);
   return toPurchase(r.rows[0]!);
 }
 
@@ -83,33 +83,33 @@ async function loadPurchase(db: Db, userId: string, idempotencyKey: string): Pro
 const BONUS_MAILBOX = `coalesce((SELECT mailbox_key(email) FROM users WHERE id = $1), 'account:' || $1)`;
 
 /** Whether the user's next pack would still carry the first-pack bonus: not taken here, nor by another workspace of the same person. */
-export async function firstPackBonusAvailable(db: Db, userId: string): Promise<boolean> {
+export async function firstPackBonusAvailable(db: Db, accountId: string): Promise<boolean> {
   const r = await db.query(
     `SELECT 1 FROM credit_ledger WHERE user_id = $1 AND idempotency_key = $2
      UNION ALL SELECT 1 FROM first_pack_bonus_claims WHERE mailbox = ${BONUS_MAILBOX} AND user_id <> $1`,
-    [userId, FIRST_PACK_BONUS_KEY],
+    [accountId, FIRST_PACK_BONUS_KEY],
   );
   return (r.rowCount ?? 0) === 0;
 }
 
 /** Claim the person's one first-pack bonus for workspace `userId` inside the grant's transaction; false when another workspace of theirs has it. */
-async function claimFirstPackBonus(c: DbClient, userId: string): Promise<boolean> {
-  const claimed = await c.query(`INSERT INTO first_pack_bonus_claims (mailbox, user_id) VALUES (${BONUS_MAILBOX}, $1) ON CONFLICT (mailbox) DO NOTHING`, [userId]);
+async function claimFirstPackBonus(c: DbClient, accountId: string): Promise<boolean> {
+  const claimed = await c.query(`INSERT INTO first_pack_bonus_claims (mailbox, user_id) VALUES (${BONUS_MAILBOX}, $1) ON CONFLICT (mailbox) DO NOTHING`, [accountId]);
   if (claimed.rowCount === 1) return true;
   // Claimed before, or by a racing purchase now committed (this statement sees it).
-  const holder = await c.query<{ user_id: string }>(`SELECT user_id FROM first_pack_bonus_claims WHERE mailbox = ${BONUS_MAILBOX}`, [userId]);
-  return holder.rows[0]?.user_id === userId;
+  const holder = await c.query<{ user_id: string }>(`SELECT user_id FROM first_pack_bonus_claims WHERE mailbox = ${BONUS_MAILBOX}`, [accountId]);
+  return holder.rows[0]?.user_id === accountId;
 }
 
 /** 404 unless the account has credits to buy for (every account has its credit row from creation). */
-async function requireAccount(db: Db, userId: string): Promise<void> {
-  const r = await db.query('SELECT 1 FROM credit_accounts WHERE user_id = $1', [userId]);
-  if (!r.rowCount) throw new AppError('NOT_FOUND', `No user ${userId}`);
+async function requireAccount(db: Db, accountId: string): Promise<void> {
+  const r = await db.query('SELECT 1 FROM credit_accounts WHERE user_id = $1', [accountId]);
+  if (!r.rowCount) throw new AppError('NOT_FOUND', `No user ${accountId}`);
 }
 
-export async function listPurchases(db: Db, userId: string): Promise<Purchase[]> {
-  await requireAccount(db, userId);
-  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 ORDER BY created_at, id`, [userId]);
+export async function listPurchases(db: Db, accountId: string): Promise<Purchase[]> {
+  await requireAccount(db, accountId);
+  const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE user_id = $1 ORDER BY created_at, id`, [accountId]);
   return r.rows.map(toPurchase);
 }
 

@@ -21,18 +21,18 @@ export type SignupStep = keyof typeof SIGNUP_GRANTS;
  * `ada+1@…`, `ada+2@…` and `ADA@…` earn it once between them (docs/decisions.md "Free credits once
  * per mailbox"). The claim commits with the grant; another account of the mailbox gets 0.
  */
-export async function grantSignupCredits(c: DbClient, userId: string, step: SignupStep): Promise<number> {
+export async function grantSignupCredits(c: DbClient, accountId: string, step: SignupStep): Promise<number> {
   const g = SIGNUP_GRANTS[step];
   const mailbox = `coalesce((SELECT mailbox_key(email) FROM users WHERE id = $1), 'account:' || $1)`;
   const claimed = await c.query(
     `INSERT INTO signup_grant_claims (mailbox, step, user_id) VALUES (${mailbox}, $2, $1) ON CONFLICT (mailbox, step) DO NOTHING`,
-    [userId, step],
+    [accountId, step],
   );
   if (claimed.rowCount === 0) {
     // Claimed before (or by a racing transaction, now committed: this statement sees it).
-    const holder = await c.query<{ user_id: string }>(`SELECT user_id FROM signup_grant_claims WHERE mailbox = ${mailbox} AND step = $2`, [userId, step]);
-    if (holder.rows[0]?.user_id !== userId) return 0;
+    const holder = await c.query<{ user_id: string }>(`SELECT user_id FROM signup_grant_claims WHERE mailbox = ${mailbox} AND step = $2`, [accountId, step]);
+    if (holder.rows[0]?.user_id !== accountId) return 0;
   }
-  const applied = await grantIn(c, { userId, pool: 'community', amount: g.amount, idempotencyKey: g.idempotencyKey, note: g.note });
+  const applied = await grantIn(c, { userId: accountId, pool: 'community', amount: g.amount, idempotencyKey: g.idempotencyKey, note: g.note });
   return applied ? g.amount : 0;
 }

@@ -80,12 +80,12 @@ const EXTENSION: Record<ImageFormat, string> = { jpeg: 'jpg', png: 'png', webp: 
  */
 export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input: EnrichInput, requestId: string): Promise<EnrichResult> {
   if (principal.userId === null) throw authFailed('Enrichment needs an API key that belongs to an account; the anonymous sandbox key has none');
-  const userId = principal.userId;
+  const accountId = principal.userId;
   const bytes = await readImage(input, deps);
   const probed = await probeImage(bytes, { maxPixels: deps.config.IMAGE_MAX_PIXELS });
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   const formats = ENRICH_FORMATS.filter((f) => input.formats.includes(f));
-  const lenses = principal.sandbox ? sandboxRecords() : await registryRecords(deps.db, userId, sha256);
+  const lenses = principal.sandbox ? sandboxRecords() : await registryRecords(deps.db, accountId, sha256);
 
   return deps.limiter.run(() =>
     inPrivateDir(async (dir) => {
@@ -111,7 +111,7 @@ export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input:
         return readFile(file);
       };
       if (principal.sandbox) return { ...result, image: await write(), creditsCharged: 0 };
-      const image = await billed(deps.db, { userId, requestId, sha256, formats }, write);
+      const image = await billed(deps.db, { userId: accountId, requestId, sha256, formats }, write);
       return { ...result, image, creditsCharged: ENRICH_CREDITS };
     }),
   );
@@ -125,8 +125,8 @@ async function readImage(input: EnrichInput, deps: EnrichDeps): Promise<Buffer> 
 }
 
 /** The caller's lens records of this photo that enrichment can write; 404 when there are none. */
-async function registryRecords(db: Db, userId: string, sha256: string): Promise<Record<string, LensRecord>> {
-  const photo = (await getPhotos(db, userId, [sha256])).get(sha256);
+async function registryRecords(db: Db, accountId: string, sha256: string): Promise<Record<string, LensRecord>> {
+  const photo = (await getPhotos(db, accountId, [sha256])).get(sha256);
   const lenses = Object.fromEntries(Object.entries(photo?.lenses ?? {}).filter(([lens]) => isEnrichableLens(lens)));
   if (!Object.keys(lenses).length) {
     throw new AppError(

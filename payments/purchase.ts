@@ -58,7 +58,7 @@ export async function purchasePack(
 }
 
 /** The address on the account (a personal workspace's owner, a team workspace's creator). */
-async function accountEmail(db: Db, userId: string): Promise<string> {
-  const r = await db.query<{ email: string }>('SELECT email FROM users WHERE id = $1', [userId]);
+async function accountEmail(db: Db, accountId: string): Promise<string> {
+  const r = await db.query<{ email: string }>('SELECT email FROM users WHERE id = $1', [accountId]);
   return r.rows[0]!.email;
 }

@@ -31,18 +31,18 @@ export interface ErasedPhoto {
  * analysis in flight, registry/blob-leases.ts). Null when the workspace's registry does not hold it.
  */
 export async function erasePhoto(db: Db, blobs: Pick<BlobStore, 'delete'>, args: { userId: string; sha256: string }): Promise<ErasedPhoto | null> {
-  const { userId, sha256 } = args;
+  const { userId: accountId, sha256 } = args;
   const erased = await inTransaction(db, async (c) => {
-    const photo = await c.query('SELECT 1 FROM photos WHERE user_id = $1 AND sha256 = $2 FOR UPDATE', [userId, sha256]);
+    const photo = await c.query('SELECT 1 FROM photos WHERE user_id = $1 AND sha256 = $2 FOR UPDATE', [accountId, sha256]);
     if (!photo.rowCount) return null;
-    const records = await c.query<{ n: number }>('SELECT count(*)::int AS n FROM lens_records WHERE user_id = $1 AND sha256 = $2', [userId, sha256]);
+    const records = await c.query<{ n: number }>('SELECT count(*)::int AS n FROM lens_records WHERE user_id = $1 AND sha256 = $2', [accountId, sha256]);
     // lens_records reference lens_events: both go with the photo (ON DELETE CASCADE), in one statement.
-    await c.query('DELETE FROM photos WHERE user_id = $1 AND sha256 = $2', [userId, sha256]);
-    const reports = await c.query<{ id: string }>('DELETE FROM vehicle_reports WHERE user_id = $1 AND $2 = ANY(photo_sha256s) RETURNING id', [userId, sha256]);
+    await c.query('DELETE FROM photos WHERE user_id = $1 AND sha256 = $2', [accountId, sha256]);
+    const reports = await c.query<{ id: string }>('DELETE FROM vehicle_reports WHERE user_id = $1 AND $2 = ANY(photo_sha256s) RETURNING id', [accountId, sha256]);
     // A stored answer is the analysis envelope, which names each photo by its SHA-256: a resend
     // under that request id must not hand the erased results out again.
-    await c.query(`DELETE FROM analysis_requests WHERE user_id = $1 AND response IS NOT NULL AND strpos(response::text, $2) > 0`, [userId, sha256]);
-    await c.query('UPDATE uploads SET expired_at = now() WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [userId, sha256]);
+    await c.query(`DELETE FROM analysis_requests WHERE user_id = $1 AND response IS NOT NULL AND strpos(response::text, $2) > 0`, [accountId, sha256]);
+    await c.query('UPDATE uploads SET expired_at = now() WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [accountId, sha256]);
     // Finished items of this workspace's batches that named the photo (alone, in a vehicle, or
     // through a report just removed). Pending items are left to run: their batch asked for them.
     const items = await c.query(
@@ -53,7 +53,7 @@ export async function erasePhoto(db: Db, blobs: Pick<BlobStore, 'delete'>, args:
          FROM batches b
         WHERE b.id = i.batch_id AND b.user_id = $1 AND i.status <> 'pending'
           AND (i.ref->>'sha256' = $2 OR ${VEHICLE_SHA256S} ? $2 OR i.report_id = ANY($5::text[]))`,
-      [userId, sha256, ERASED_CODE, erasedMessage(new Date()), reports.rows.map((r) => r.id)],
+      [accountId, sha256, ERASED_CODE, erasedMessage(new Date()), reports.rows.map((r) => r.id)],
     );
     return { sha256, lensRecords: records.rows[0]!.n, vehicleReports: reports.rowCount ?? 0, batchItems: items.rowCount ?? 0 };
   });

@@ -35,7 +35,7 @@ const MICROS = '(extract(epoch FROM p.last_analyzed_at) * 1000000)::bigint';
  * lens records, each record with the credits its run charged and when (lens_events). A photo
  * whose bytes retention removed is listed all the same: its records stay.
  */
-export async function galleryPage(db: Db, userId: string, page: { limit: number; cursor?: string }): Promise<GalleryPage> {
+export async function galleryPage(db: Db, accountId: string, page: { limit: number; cursor?: string }): Promise<GalleryPage> {
   let after: [string, string] | null = null;
   if (page.cursor !== undefined) {
     const m = CURSOR.exec(page.cursor);
@@ -54,7 +54,7 @@ export async function galleryPage(db: Db, userId: string, page: { limit: number;
       WHERE p.user_id = $1 AND ($2::bigint IS NULL OR (${MICROS}, p.sha256) < ($2::bigint, $3::text))
       ORDER BY p.last_analyzed_at DESC, p.sha256 DESC
       LIMIT $4`,
-    [userId, after?.[0] ?? null, after?.[1] ?? null, page.limit + 1],
+    [accountId, after?.[0] ?? null, after?.[1] ?? null, page.limit + 1],
   );
   const more = rows.rows.length > page.limit;
   const shown = rows.rows.slice(0, page.limit);
@@ -73,13 +73,13 @@ export async function galleryPage(db: Db, userId: string, page: { limit: number;
 }
 
 /** One photo of the workspace's registry with its lens records (the contract's shape) and their billing; null when it holds none. */
-export async function galleryPhoto(db: Db, userId: string, sha256: string): Promise<(Omit<RegistryPhoto, 'origins'> & { billing: BilledLens[] }) | null> {
-  const photo = (await getPhotos(db, userId, [sha256])).get(sha256);
+export async function galleryPhoto(db: Db, accountId: string, sha256: string): Promise<(Omit<RegistryPhoto, 'origins'> & { billing: BilledLens[] }) | null> {
+  const photo = (await getPhotos(db, accountId, [sha256])).get(sha256);
   if (!photo) return null;
   const billing = await db.query<{ lens: string; credits: number; billed_at: Date }>(
     `SELECT r.lens, e.credits, e.produced_at AS billed_at FROM lens_records r JOIN lens_events e ON e.id = r.event_id
       WHERE r.user_id = $1 AND r.sha256 = $2 ORDER BY r.lens`,
-    [userId, sha256],
+    [accountId, sha256],
   );
   const { origins: _origins, ...record } = photo;
   return { ...record, billing: billing.rows.map((b) => ({ lens: b.lens, credits: b.credits, billedAt: b.billed_at.toISOString() })) };

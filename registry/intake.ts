@@ -32,13 +32,13 @@ export type IntakeContext = { config: Pick<Config, 'IMAGE_MAX_BYTES' | 'IMAGE_MA
  * registry, and `holder`'s leases on the blobs it takes in (registry/blob-leases.ts). A lease lasts
  * until its holder releases it, or BLOB_GC_GRACE_MS (longer than any run) if the holder dies.
  */
-export function intakeDepsFor(deps: IntakeContext, userId: string, holder: string): IntakeDeps {
+export function intakeDepsFor(deps: IntakeContext, accountId: string, holder: string): IntakeDeps {
   return {
     blobs: deps.blobs,
     maxBytes: deps.config.IMAGE_MAX_BYTES,
     maxPixels: deps.config.IMAGE_MAX_PIXELS,
     fetchPolicy: deps.fetchPolicy,
-    knownFingerprint: (sha256) => photoFingerprint(deps.db, userId, sha256),
+    knownFingerprint: (sha256) => photoFingerprint(deps.db, accountId, sha256),
     lease: {
       take: (sha256) => leaseBlob(deps.db, { holder, sha256, ttlMs: deps.config.BLOB_GC_GRACE_MS }),
       forget: async (sha256) => {
@@ -80,13 +80,13 @@ export const refOf = (img: ImageIntake): ImageRef => ({ sha256: img.sha256, form
  */
 export async function takeBatchPhoto(
   deps: IntakeContext,
-  userId: string,
+  accountId: string,
   input: IntakeInput | { upload: StoredUpload },
   /** Whose lease holds the photo's blob until the batch item names it (registry/blob-leases.ts). */
   holder: string,
 ): Promise<{ ref: ImageRef; stored: boolean } | { refused: { code: string; message: string } }> {
   try {
-    const taking = intakeDepsFor(deps, userId, holder);
+    const taking = intakeDepsFor(deps, accountId, holder);
     const img = 'upload' in input && input.upload ? await takeUpload(taking, input.upload) : await intakeImage(input as IntakeInput, taking);
     return { ref: refOf(img), stored: img.stored };
   } catch (err) {

@@ -148,18 +148,18 @@ export async function lookupFingerprints(
 ): Promise<Map<string, LookupMatch>> {
   const queries = [...new Map(args.queries.map((q) => [q.key, q])).values()];
   const results = new Map<string, LookupMatch>(queries.map((q) => [q.key, { matchType: 'none' }]));
-  const userId = args.userId;
-  if (userId === null || !queries.length) return results;
+  const accountId = args.userId;
+  if (accountId === null || !queries.length) return results;
 
   const exactShas = [...new Set(queries.flatMap((q) => (q.sha256 ? [q.sha256] : [])))];
-  const exact = await getPhotos(db, userId, exactShas);
+  const exact = await getPhotos(db, accountId, exactShas);
   const nearest = new Map<string, NearestPhoto>();
   const fuzzyHashes = [...new Set(queries.filter((q) => !(q.sha256 && exact.has(q.sha256)) && q.pHash).map((q) => q.pHash!))];
   await mapBounded(fuzzyHashes, FUZZY_CONCURRENCY, async (pHash) => {
-    const hit = await nearestByPHash(db, { userId, pHash, threshold: args.threshold });
+    const hit = await nearestByPHash(db, { userId: accountId, pHash, threshold: args.threshold });
     if (hit) nearest.set(pHash, hit);
   });
-  const fuzzy = await getPhotos(db, userId, [...new Set([...nearest.values()].map((n) => n.sha256))]);
+  const fuzzy = await getPhotos(db, accountId, [...new Set([...nearest.values()].map((n) => n.sha256))]);
 
   for (const q of queries) {
     const same = q.sha256 ? exact.get(q.sha256) : undefined;

@@ -71,8 +71,8 @@ export async function cachedLensesIn(
 }
 
 /** The perceptual hashes the caller's registry holds for a photo, if it holds the photo. */
-export async function photoFingerprint(db: Db, userId: string, sha256: string): Promise<{ pHash: string; dHash: string } | null> {
-  const r = await db.query<{ phash: string; dhash: string }>('SELECT phash::text, dhash::text FROM photos WHERE user_id = $1 AND sha256 = $2', [userId, sha256]);
+export async function photoFingerprint(db: Db, accountId: string, sha256: string): Promise<{ pHash: string; dHash: string } | null> {
+  const r = await db.query<{ phash: string; dhash: string }>('SELECT phash::text, dhash::text FROM photos WHERE user_id = $1 AND sha256 = $2', [accountId, sha256]);
   const row = r.rows[0];
   return row ? { pHash: signed64ToHex(row.phash), dHash: signed64ToHex(row.dhash) } : null;
 }
@@ -127,7 +127,7 @@ export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'de
 export type RegistryPhoto = PhotoRecord & { origins: Record<string, LensOrigin> };
 
 /** The registry projection of photos, scoped to one user. Missing photos are absent from the map. */
-export async function getPhotos(db: Db, userId: string, sha256s: string[]): Promise<Map<string, RegistryPhoto>> {
+export async function getPhotos(db: Db, accountId: string, sha256s: string[]): Promise<Map<string, RegistryPhoto>> {
   const result = new Map<string, RegistryPhoto>();
   if (!sha256s.length) return result;
   const photos = await db.query<{
@@ -136,7 +136,7 @@ export async function getPhotos(db: Db, userId: string, sha256s: string[]): Prom
   }>(
     `SELECT sha256, phash::text, dhash::text, first_analyzed_at, last_analyzed_at, total_credits_spent, analyze_call_count
        FROM photos WHERE user_id = $1 AND sha256 = ANY($2)`,
-    [userId, sha256s],
+    [accountId, sha256s],
   );
   for (const p of photos.rows) {
     result.set(p.sha256, {
@@ -158,7 +158,7 @@ export async function getPhotos(db: Db, userId: string, sha256s: string[]): Prom
   }>(
     `SELECT sha256, lens, event_id, output, version, produced_at, co_run_hash, provider, vendor, model
        FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) ORDER BY lens`,
-    [userId, [...result.keys()]],
+    [accountId, [...result.keys()]],
   );
   for (const l of lenses.rows) {
     const photo = result.get(l.sha256)!;
@@ -176,11 +176,11 @@ export async function getPhotos(db: Db, userId: string, sha256s: string[]): Prom
 }
 
 /** A full cache hit still counts as an analyze call on each photo. */
-export async function recordCacheHit(db: Db, userId: string, sha256s: string[]): Promise<void> {
+export async function recordCacheHit(db: Db, accountId: string, sha256s: string[]): Promise<void> {
   await db.query(
     `UPDATE photos SET analyze_call_count = analyze_call_count + 1, last_analyzed_at = now()
       WHERE user_id = $1 AND sha256 = ANY($2)`,
-    [userId, [...new Set(sha256s)]],
+    [accountId, [...new Set(sha256s)]],
   );
 }
 

@@ -23,11 +23,11 @@ export function vehicleSetHash(args: { sha256s: string[]; vehicle?: Record<strin
   return createHash('sha256').update(key).digest('hex');
 }
 
-export async function findVehicleReport(db: Db, userId: string, setHash: string): Promise<VehicleReport | null> {
+export async function findVehicleReport(db: Db, accountId: string, setHash: string): Promise<VehicleReport | null> {
   const r = await db.query<{ id: string; output: Record<string, unknown>; photo_sha256s: string[]; version: string; provider: string; vendor: string; model: string; produced_at: Date }>(
     `SELECT id, output, photo_sha256s, version, provider, vendor, model, produced_at FROM vehicle_reports
       WHERE user_id = $1 AND set_hash = $2 ORDER BY produced_at DESC LIMIT 1`,
-    [userId, setHash],
+    [accountId, setHash],
   );
   const row = r.rows[0];
   return row ? { id: row.id, output: row.output, sha256s: row.photo_sha256s, version: row.version, provider: row.provider, vendor: row.vendor, model: row.model, producedAt: row.produced_at.toISOString() } : null;

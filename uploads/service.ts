@@ -71,21 +71,21 @@ export interface Uploads {
    * does not hold (another account's included), 404 saying so for one that expired,
    * 400 for one not finished. `at` names each id's place in the request for the message.
    */
-  resolve(userId: string, refs: Array<{ id: string; at: string }>): Promise<FinishedUpload[]>;
+  resolve(accountId: string, refs: Array<{ id: string; at: string }>): Promise<FinishedUpload[]>;
   /** The bytes of a finished upload (from the blob store, where they are kept once, by SHA-256). */
   bytes(upload: FinishedUpload): Promise<Buffer>;
   /**
    * Uploads used by a billed request that succeeded (analyze, batches, enrich): their expiry starts
    * again, never past UPLOAD_MAX_AGE_MS from creation. The free lookup does not call it.
    */
-  touch(userId: string, ids: string[]): Promise<void>;
+  touch(accountId: string, ids: string[]): Promise<void>;
   /**
    * An upload made in-process from a stream (a multipart part of POST /v1/analyze): counted against
    * the quota like any other, streamed into the same datastore, finished the same way.
    */
-  ingest(userId: string, stream: Readable, opts: { maxBytes: number }): Promise<FinishedUpload>;
+  ingest(accountId: string, stream: Readable, opts: { maxBytes: number }): Promise<FinishedUpload>;
   /** Delete uploads (a multipart request's own, once answered); their blobs go to the collector. */
-  remove(userId: string, ids: string[]): Promise<void>;
+  remove(accountId: string, ids: string[]): Promise<void>;
   /**
    * Expire uploads unused for UPLOAD_TTL_MS or made over UPLOAD_MAX_AGE_MS ago (bytes removed, row
    * kept so the id answers "expired"), and
@@ -133,10 +133,10 @@ export function createUploads(deps: {
    * id another account chose too is not theirs). Not awaited; must not throw. Required: a process
    * taking uploads that forgot it would leave waiting vehicles to their 30 s backstop.
    */
-  onSettled: (userId: string, ids: string[]) => Promise<void>;
+  onSettled: (accountId: string, ids: string[]) => Promise<void>;
 }): Uploads {
   const { db, blobs, config } = deps;
-  const settled = (userId: string, id: string) => void deps.onSettled(userId, [id]).catch(() => undefined);
+  const settled = (accountId: string, id: string) => void deps.onSettled(accountId, [id]).catch(() => undefined);
   const store = deps.datastore ?? uploadDatastore(config, config.UPLOAD_TTL_MS);
   if (store instanceof FileStore) mkdirSync((store as unknown as { directory: string }).directory, { recursive: true });
 
@@ -144,7 +144,7 @@ export function createUploads(deps: {
    * The quota check and the row are one statement per account at a time (advisory lock). A console
    * upload also counts against its person's own quota, over all their workspaces (their lock first).
    */
-  async function reserve(userId: string, id: string, size: number, person?: { id: string; quotaBytes: number }): Promise<void> {
+  async function reserve(accountId: string, id: string, size: number, person?: { id: string; quotaBytes: number }): Promise<void> {
     const { client: c, release } = await checkOut(db);
     try {
       await c.query('BEGIN');
@@ -158,13 +158,13 @@ export function createUploads(deps: {
           throw new AppError('PAYLOAD_TOO_LARGE', `Your unfinished and untaken uploads would pass ${Math.round(person.quotaBytes / 1024 ** 2)} MiB: start a batch with the finished ones first`);
         }
       }
-      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`api-uploads:${userId}`]);
+      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`api-uploads:${accountId}`]);
       const used = await c.query<{ n: string; held: number }>(
         'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n, count(*)::int AS held FROM uploads WHERE user_id = $1 AND expired_at IS NULL',
-        [userId, MIN_CHARGE],
+        [accountId, MIN_CHARGE],
       );
       // An account that never bought credits gets the small quota (docs/decisions.md, "No storage without payment").
-      const paid = await c.query<{ paid: boolean }>('SELECT purchased_granted > 0 AS paid FROM credit_accounts WHERE user_id = $1', [userId]);
+      const paid = await c.query<{ paid: boolean }>('SELECT purchased_granted > 0 AS paid FROM credit_accounts WHERE user_id = $1', [accountId]);
       const quota = paid.rows[0]?.paid ? config.ACCOUNT_UPLOAD_QUOTA_BYTES : Math.min(config.ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES, config.ACCOUNT_UPLOAD_QUOTA_BYTES);
       if (Number(used.rows[0]!.n) + Math.max(size, MIN_CHARGE) > quota || used.rows[0]!.held >= MAX_HELD) {
         throw new AppError(
@@ -173,13 +173,13 @@ export function createUploads(deps: {
         );
       }
       // An id the client chose (Upload-Metadata uploadId) may be taken: a collision changes nothing.
-      const made = await c.query('INSERT INTO uploads (id, user_id, size, person_id) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [id, userId, size, person?.id ?? null]);
+      const made = await c.query('INSERT INTO uploads (id, user_id, size, person_id) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING', [id, accountId, size, person?.id ?? null]);
       if (made.rowCount === 0) {
         // The same account's creation of this id cut off before its datastore entry was made (HEAD
         // answered 404): this one takes the row over. Any other holder keeps it.
         const held = (await c.query<{ user_id: string; sha256: string | null; expired_at: Date | null }>('SELECT user_id, sha256, expired_at FROM uploads WHERE id = $1', [id])).rows[0];
         const stored = await store.getUpload(id).then(() => true, () => false);
-        if (!held || held.user_id !== userId || held.sha256 !== null || held.expired_at !== null || stored) {
+        if (!held || held.user_id !== accountId || held.sha256 !== null || held.expired_at !== null || stored) {
           throw validationFailed(`Upload-Metadata: uploadId ${id} is taken; choose another (or HEAD ${UPLOADS_ROUTE}/${id} to resume it)`);
         }
         await c.query('UPDATE uploads SET size = $2, created_at = now(), last_used_at = now() WHERE id = $1', [id, size]);
@@ -388,14 +388,14 @@ export function createUploads(deps: {
         path: UPLOADS_ROUTE,
         routeConfig: { auth: 'key' },
         async authorize(request: FastifyRequest, reply: FastifyReply, id: string | null) {
-          const userId = accountOf(request);
-          if (id === null) return { userId, requestId: request.id };
+          const accountId = accountOf(request);
+          if (id === null) return { userId: accountId, requestId: request.id };
           if (!UPLOAD_ID.test(id)) throw new AppError('NOT_FOUND', 'No such upload');
           const row = (await rowsOf([id])).get(id);
-          if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
+          if (!row || row.user_id !== accountId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
           if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `Upload ${id} expired (${expiredSaying}): upload the photo again`);
           if (await answeredForExisting(request, reply, row)) return null;
-          return { userId, requestId: request.id };
+          return { userId: accountId, requestId: request.id };
         },
       });
     },
@@ -455,12 +455,12 @@ export function createUploads(deps: {
       if (ids.length) await db.query('UPDATE uploads SET taken_at = NULL WHERE id = ANY($1)', [ids]);
     },
 
-    async resolve(userId, refs) {
+    async resolve(accountId, refs) {
       const rows = await rowsOf([...new Set(refs.map((r) => r.id))]);
       const out: FinishedUpload[] = [];
       for (const { id, at } of refs) {
         let row = rows.get(id);
-        if (!row || row.user_id !== userId) throw new AppError('NOT_FOUND', `${at}: no upload ${JSON.stringify(id.slice(0, 100))} for this account (POST ${UPLOADS_ROUTE} makes one)`);
+        if (!row || row.user_id !== accountId) throw new AppError('NOT_FOUND', `${at}: no upload ${JSON.stringify(id.slice(0, 100))} for this account (POST ${UPLOADS_ROUTE} makes one)`);
         if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `${at}: upload ${id} expired (${expiredSaying}); upload the photo again`);
         if (row.sha256 === null) {
           // Every byte arrived but the process finishing it stopped before it was recorded: finish it now.
@@ -481,14 +481,14 @@ export function createUploads(deps: {
       return blobs.get(upload.sha256);
     },
 
-    async touch(userId, ids) {
-      if (ids.length) await db.query('UPDATE uploads SET last_used_at = now() WHERE user_id = $1 AND id = ANY($2) AND expired_at IS NULL', [userId, ids]);
+    async touch(accountId, ids) {
+      if (ids.length) await db.query('UPDATE uploads SET last_used_at = now() WHERE user_id = $1 AND id = ANY($2) AND expired_at IS NULL', [accountId, ids]);
     },
 
-    async ingest(userId, stream, opts) {
+    async ingest(accountId, stream, opts) {
       const id = `upl_${randomBytes(16).toString('hex')}`;
       // The size is not known before the part is read: the quota counts the image limit meanwhile.
-      await reserve(userId, id, opts.maxBytes);
+      await reserve(accountId, id, opts.maxBytes);
       try {
         // Created with its length deferred and declared once read: @tus/s3-store completes the S3
         // multipart upload only when the offset reaches the declared size, so a size declared up
@@ -519,8 +519,8 @@ export function createUploads(deps: {
       }
     },
 
-    async remove(userId, ids) {
-      if (ids.length) await db.query('DELETE FROM uploads WHERE user_id = $1 AND id = ANY($2)', [userId, ids]);
+    async remove(accountId, ids) {
+      if (ids.length) await db.query('DELETE FROM uploads WHERE user_id = $1 AND id = ANY($2)', [accountId, ids]);
     },
 
     async sweep(now = new Date()) {
@@ -550,12 +550,12 @@ export type AwaitedUpload = { finished: FinishedUpload } | { arriving: true } | 
  * every byte in), or gone for good (another account's, expired, refused when it finished). Read at
  * submission and by the worker at the vehicle's turn (activities/batch.ts).
  */
-export async function awaitedUploads(db: Db, userId: string, ids: string[]): Promise<Map<string, AwaitedUpload>> {
+export async function awaitedUploads(db: Db, accountId: string, ids: string[]): Promise<Map<string, AwaitedUpload>> {
   type R = { id: string; user_id: string; size: string; sha256: string | null; format: ImageFormat | null; width: number | null; height: number | null; expired_at: Date | null };
   const rows = new Map((await db.query<R>('SELECT id, user_id, size::text, sha256, format, width, height, expired_at FROM uploads WHERE id = ANY($1)', [ids])).rows.map((r) => [r.id, r]));
   const missing = ids.filter((id) => !rows.has(id));
   const refused = new Map(missing.length
-    ? (await db.query<{ id: string; code: string; message: string }>('SELECT id, code, message FROM refused_uploads WHERE id = ANY($1) AND user_id = $2', [missing, userId])).rows.map((r) => [r.id, r])
+    ? (await db.query<{ id: string; code: string; message: string }>('SELECT id, code, message FROM refused_uploads WHERE id = ANY($1) AND user_id = $2', [missing, accountId])).rows.map((r) => [r.id, r])
     : []);
   const out = new Map<string, AwaitedUpload>();
   for (const id of ids) {
@@ -563,7 +563,7 @@ export async function awaitedUploads(db: Db, userId: string, ids: string[]): Pro
     if (!row) {
       const r = refused.get(id);
       out.set(id, r ? { gone: { code: r.code, message: `upload ${id} was refused: ${r.message}` } } : { arriving: true });
-    } else if (row.user_id !== userId) out.set(id, { gone: { code: 'NOT_FOUND', message: `no upload ${id} for this account` } });
+    } else if (row.user_id !== accountId) out.set(id, { gone: { code: 'NOT_FOUND', message: `no upload ${id} for this account` } });
     else if (row.expired_at) out.set(id, { gone: { code: 'NOT_FOUND', message: `upload ${id} expired; upload the photo again` } });
     else if (row.sha256 === null) out.set(id, { arriving: true });
     else out.set(id, { finished: { id, sha256: row.sha256, format: row.format!, width: row.width!, height: row.height!, size: Number(row.size) } });

@@ -165,13 +165,13 @@ export function vendorChain(vendors: Vendor[], tally: { calls: number }, opts: {
  * step that reads them from the registry or decodes the photo. An image that does not decode
  * fails that step with IMAGE_INVALID, and the saga releases what it holds.
  */
-export async function withHashes(userId: string, images: readonly ImageRef[], found: Iterable<readonly [string, PhotoHashes | undefined]>): Promise<HashedRef[]> {
+export async function withHashes(accountId: string, images: readonly ImageRef[], found: Iterable<readonly [string, PhotoHashes | undefined]>): Promise<HashedRef[]> {
   const bySha = new Map<string, PhotoHashes>();
   for (const [sha256, hashes] of found) if (hashes) bySha.set(sha256, hashes);
   for (const img of images) if (img.pHash !== null && img.dHash !== null) bySha.set(img.sha256, { pHash: img.pHash, dHash: img.dHash });
   const missing = [...new Set(images.filter((img) => !bySha.has(img.sha256)).map((img) => img.sha256))];
   if (missing.length) {
-    const made = await dbSteps.photoHashes({ userId, sha256s: missing });
+    const made = await dbSteps.photoHashes({ userId: accountId, sha256s: missing });
     for (const sha256 of missing) bySha.set(sha256, made[sha256]!);
   }
   return images.map((img) => ({ ...img, ...bySha.get(img.sha256)! }));

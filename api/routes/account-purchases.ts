@@ -11,7 +11,7 @@ import type { AppDeps } from '../deps.ts';
 import { packSchema, purchaseBody, purchaseSchema, userIdParams, internalDoc, internalRoute } from '../schemas/accounts.ts';
 import { errorResponses } from '../schemas/common.ts';
 
-const purchaseView = ({ userId: _userId, ...p }: Purchase) => p;
+const purchaseView = ({ userId: _accountId, ...p }: Purchase) => p;
 
 /** The processor's signed events (Stripe's webhook endpoint): no key, the signature authenticates. */
 export const PAYMENT_WEBHOOK = '/v1/payments/webhook';

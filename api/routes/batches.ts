@@ -94,10 +94,10 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const userId = liveUser(request);
-        const summary = await submitBatch(pipeline(), userId, request.body, { id: request.id, hash: requestFingerprint(request.body) });
+        const accountId = liveUser(request);
+        const summary = await submitBatch(pipeline(), accountId, request.body, { id: request.id, hash: requestFingerprint(request.body) });
         const used = [...(request.body.items ?? []), ...(request.body.vehicles ?? []).flatMap((v) => v.items)].flatMap((it) => (it.uploadId ? [it.uploadId] : []));
-        await deps.uploads?.touch(userId, used);
+        await deps.uploads?.touch(accountId, used);
         return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
     );
@@ -124,11 +124,11 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           },
         },
         async (request, reply) => {
-          const userId = liveUser(request);
-          const batch = await getBatch(deps.db, userId, request.params.batchId);
+          const accountId = liveUser(request);
+          const batch = await getBatch(deps.db, accountId, request.params.batchId);
           if (batch.status === 'completed' || batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', `The batch is ${batch.status}; it cannot be ${action}d`);
-          await pipeline().temporal.workflow.getHandle(batchWorkflowId(userId, batch.id)).signal(signal);
-          return reply.code(202).send({ object: 'batch' as const, ...(await batchSummary(deps.db, userId, batch.id)) });
+          await pipeline().temporal.workflow.getHandle(batchWorkflowId(accountId, batch.id)).signal(signal);
+          return reply.code(202).send({ object: 'batch' as const, ...(await batchSummary(deps.db, accountId, batch.id)) });
         },
       );
     }
@@ -148,8 +148,8 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const userId = liveUser(request);
-        const summary = await retryBatchItem(pipeline(), userId, request.params.batchId, request.params.index);
+        const accountId = liveUser(request);
+        const summary = await retryBatchItem(pipeline(), accountId, request.params.batchId, request.params.index);
         return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
     );
@@ -187,10 +187,10 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const userId = liveUser(request);
-        const first = await batchSummary(deps.db, userId, request.params.batchId);
+        const accountId = liveUser(request);
+        const first = await batchSummary(deps.db, accountId, request.params.batchId);
         const creator = await keyCreatorOf(deps.db, principalOf(request).keyId);
-        const slot = streams.take([{ key: `account:${userId}`, max: MAX_STREAMS_PER_ACCOUNT }, ...(creator ? [{ key: `person:${creator}`, max: MAX_STREAMS_PER_PERSON }] : [])]);
+        const slot = streams.take([{ key: `account:${accountId}`, max: MAX_STREAMS_PER_ACCOUNT }, ...(creator ? [{ key: `person:${creator}`, max: MAX_STREAMS_PER_PERSON }] : [])]);
         if ('full' in slot) {
           throw slotsFull(
             'RATE_LIMITED',
@@ -206,7 +206,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           everyMs: 500,
           heartbeat: { afterMs: 15_000, comment: 'still running' },
           async tick(sink) {
-            if (round++ > 0) summary = await batchSummary(deps.db, userId, request.params.batchId);
+            if (round++ > 0) summary = await batchSummary(deps.db, accountId, request.params.batchId);
             // Sent when it changes; the estimate and the update time alone do not make a change.
             sink.sendIfChanged('batch', { object: 'batch', ...summary }, { object: 'batch', ...summary, etaSeconds: null, updatedAt: null });
             // A paused batch ends the stream too: it may wait for credits for days, and a stream
@@ -237,10 +237,10 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request) => {
-        const userId = liveUser(request);
-        const batch = await getBatch(deps.db, userId, request.params.batchId);
+        const accountId = liveUser(request);
+        const batch = await getBatch(deps.db, accountId, request.params.batchId);
         const items = [];
-        for await (const it of batchItems(deps.db, { userId, batchId: batch.id, lenses: batch.spec.lenses, afterIndex: request.query.after, limit: request.query.limit })) {
+        for await (const it of batchItems(deps.db, { userId: accountId, batchId: batch.id, lenses: batch.spec.lenses, afterIndex: request.query.after, limit: request.query.limit })) {
           items.push({
             index: it.index,
             source: it.source,
@@ -282,8 +282,8 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const userId = liveUser(request);
-        const exp = await prepareBatchExport(deps.db, userId, request.params.batchId, request.query.format, exports);
+        const accountId = liveUser(request);
+        const exp = await prepareBatchExport(deps.db, accountId, request.params.batchId, request.query.format, exports);
         return sendBatchExport(request, reply, request.params.batchId, exp);
       },
     );

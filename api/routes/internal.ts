@@ -28,9 +28,9 @@ export function internalRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request) => {
-        const { userId, keyHash } = request.body;
-        if ((userId === undefined) === (keyHash === undefined)) throw validationFailed('body: provide exactly one of userId or keyHash');
-        const eviction: Eviction = keyHash !== undefined ? { keyHash } : { userId: userId! };
+        const { userId: accountId, keyHash } = request.body;
+        if ((accountId === undefined) === (keyHash === undefined)) throw validationFailed('body: provide exactly one of userId or keyHash');
+        const eviction: Eviction = keyHash !== undefined ? { keyHash } : { userId: accountId! };
         await evictEverywhere(deps.keyCache, deps.evictionBus, eviction);
         return { ok: true as const };
       },

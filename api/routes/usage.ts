@@ -60,12 +60,12 @@ export function usageRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request) => {
-        const { userId, tier } = request.query;
+        const { userId: accountId, tier } = request.query;
         if (tier !== undefined && tier !== 'starter') throw validationFailed(`query.tier: only "starter" is valid, got "${tier}"`);
         if (request.internal) {
-          if (!userId) throw validationFailed('query.userId: required with x-internal-secret');
-          if (!(await userExists(deps.db, userId))) throw validationFailed(`query.userId: no user "${userId}"`);
-          return usageResource(await getBalance(deps.db, userId));
+          if (!accountId) throw validationFailed('query.userId: required with x-internal-secret');
+          if (!(await userExists(deps.db, accountId))) throw validationFailed(`query.userId: no user "${accountId}"`);
+          return usageResource(await getBalance(deps.db, accountId));
         }
         const p = request.principal!;
         // The anonymous sandbox key has no account: it reports an empty balance.

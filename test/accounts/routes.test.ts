@@ -21,7 +21,7 @@ describe('internal account endpoints: the dashboard flow', () => {
     const address = email();
     const created = await call('POST', '/v1/internal/accounts', { email: address });
     expect(created.statusCode, created.body).toBe(201);
-    const { userId } = created.json();
+    const { userId: accountId } = created.json();
     expect(created.json()).toMatchObject({
       email: address,
       emailVerifiedAt: null,
@@ -30,33 +30,33 @@ describe('internal account endpoints: the dashboard flow', () => {
       firstPackBonusAvailable: true,
       credits: { tier: 'starter', community: { balance: 0, monthlyAllowance: 0, resetsInDays: 0 }, purchased: { balance: 0 }, reserved: 0 },
     });
-    expect(userId).toMatch(/^usr_/);
+    expect(accountId).toMatch(/^usr_/);
 
-    const token = await call('POST', `/v1/internal/accounts/${userId}/email-verifications`);
+    const token = await call('POST', `/v1/internal/accounts/${accountId}/email-verifications`);
     expect(token.statusCode, token.body).toBe(201);
     expect(token.json().token).toMatch(/^evt_/);
     expect(Date.parse(token.json().expiresAt) - Date.now()).toBeGreaterThan(23.9 * 3600_000);
     const verified = await call('POST', '/v1/internal/email-verifications/verify', { token: token.json().token });
     expect(verified.statusCode, verified.body).toBe(200);
-    expect(verified.json()).toMatchObject({ userId, granted: 1_000 });
+    expect(verified.json()).toMatchObject({ userId: accountId, granted: 1_000 });
     const reused = await call('POST', '/v1/internal/email-verifications/verify', { token: token.json().token });
     expect(reused.statusCode).toBe(400);
     expect(expectEnvelope(reused.json()).message).toMatch(/already used/);
 
-    const card = await call('PUT', `/v1/internal/accounts/${userId}/card-on-file`);
+    const card = await call('PUT', `/v1/internal/accounts/${accountId}/card-on-file`);
     expect(card.statusCode, card.body).toBe(200);
-    expect(card.json()).toMatchObject({ userId, granted: 4_000 });
-    expect((await call('PUT', `/v1/internal/accounts/${userId}/card-on-file`)).json()).toMatchObject({ granted: 0, cardOnFileAt: card.json().cardOnFileAt });
+    expect(card.json()).toMatchObject({ userId: accountId, granted: 4_000 });
+    expect((await call('PUT', `/v1/internal/accounts/${accountId}/card-on-file`)).json()).toMatchObject({ granted: 0, cardOnFileAt: card.json().cardOnFileAt });
 
-    const live = await call('POST', `/v1/internal/accounts/${userId}/keys`, { kind: 'live', name: 'laptop' });
+    const live = await call('POST', `/v1/internal/accounts/${accountId}/keys`, { kind: 'live', name: 'laptop' });
     expect(live.statusCode, live.body).toBe(201);
     expect(live.json()).toMatchObject({ kind: 'live', prefix: 'svc_live_', name: 'laptop', revokedAt: null });
     expect(live.json().key).toMatch(/^svc_live_[0-9A-Za-z]{40}$/);
     expect(live.json().last4).toBe(live.json().key.slice(-4));
-    const test = await call('POST', `/v1/internal/accounts/${userId}/keys`, { kind: 'test' });
+    const test = await call('POST', `/v1/internal/accounts/${accountId}/keys`, { kind: 'test' });
     expect(test.json()).toMatchObject({ kind: 'test', prefix: 'svc_test_', name: null });
 
-    const listed = await call('GET', `/v1/internal/accounts/${userId}/keys`);
+    const listed = await call('GET', `/v1/internal/accounts/${accountId}/keys`);
     expect(listed.statusCode).toBe(200);
     expect(listed.json().keys.map((k: { id: string; kind: string }) => [k.id, k.kind])).toEqual([
       [live.json().id, 'live'],
@@ -68,21 +68,21 @@ describe('internal account endpoints: the dashboard flow', () => {
       expect(listing).not.toContain(hashKey(k));
     }
 
-    const bought = await call('POST', `/v1/internal/accounts/${userId}/purchases`, { pack: 'pro', idempotencyKey: 'checkout-1' });
+    const bought = await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'pro', idempotencyKey: 'checkout-1' });
     expect(bought.statusCode, bought.body).toBe(201);
     expect(bought.json()).toMatchObject({ pack: 'pro', status: 'granted', credits: 10_000, bonusCredits: 10_000, amountCents: 10_000, currency: 'usd' });
     expect(bought.json()).not.toHaveProperty('userId');
-    const replay = await call('POST', `/v1/internal/accounts/${userId}/purchases`, { pack: 'pro', idempotencyKey: 'checkout-1' });
+    const replay = await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'pro', idempotencyKey: 'checkout-1' });
     expect(replay.statusCode).toBe(200);
     expect(replay.json()).toEqual(bought.json());
-    const misuse = await call('POST', `/v1/internal/accounts/${userId}/purchases`, { pack: 'starter', idempotencyKey: 'checkout-1' });
+    const misuse = await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'starter', idempotencyKey: 'checkout-1' });
     expect(misuse.statusCode).toBe(400);
 
     // The user's own key sees the same balance the dashboard does.
     const usage = await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(live.json().key) });
     expect(usage.statusCode).toBe(200);
     expect(usage.json()).toEqual({ tier: 'starter', community: { balance: 5_000, monthlyAllowance: 0, resetsInDays: 0 }, purchased: { balance: 20_000 }, reserved: 0 });
-    const account = await call('GET', `/v1/internal/accounts/${userId}`);
+    const account = await call('GET', `/v1/internal/accounts/${accountId}`);
     expect(account.json()).toMatchObject({
       emailVerifiedAt: verified.json().emailVerifiedAt,
       cardOnFileAt: card.json().cardOnFileAt,
@@ -90,11 +90,11 @@ describe('internal account endpoints: the dashboard flow', () => {
       firstPackBonusAvailable: false,
       credits: usage.json(),
     });
-    const purchases = await call('GET', `/v1/internal/accounts/${userId}/purchases`);
+    const purchases = await call('GET', `/v1/internal/accounts/${accountId}/purchases`);
     expect(purchases.json().purchases).toEqual([bought.json()]);
 
     expect(t.keyCache.get(hashKey(live.json().key))).toBeDefined();
-    const revoked = await call('DELETE', `/v1/internal/accounts/${userId}/keys/${live.json().id}`);
+    const revoked = await call('DELETE', `/v1/internal/accounts/${accountId}/keys/${live.json().id}`);
     expect(revoked.statusCode, revoked.body).toBe(200);
     expect(revoked.json()).toMatchObject({ keyId: live.json().id });
     expect(revoked.json().apiProcessesNotified).toBeGreaterThanOrEqual(1);
@@ -102,10 +102,10 @@ describe('internal account endpoints: the dashboard flow', () => {
     const refused = await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(live.json().key) });
     expect(refused.statusCode).toBe(401);
     expect(expectEnvelope(refused.json()).code).toBe('AUTH_FAILED');
-    const after = await call('GET', `/v1/internal/accounts/${userId}/keys`);
+    const after = await call('GET', `/v1/internal/accounts/${accountId}/keys`);
     expect(after.json().keys[0].revokedAt).toBe(revoked.json().revokedAt);
     expect((await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(test.json().key) })).statusCode).toBe(200);
-    expect((await checkInvariants(t.db, userId))[0]).toMatchObject({ ok: true });
+    expect((await checkInvariants(t.db, accountId))[0]).toMatchObject({ ok: true });
   });
 
   it("a key can be revoked only through its own user; unknown users and keys are 404", async () => {
@@ -137,10 +137,10 @@ describe('internal account endpoints: the dashboard flow', () => {
     expect(dup.statusCode).toBe(400);
     expect(expectEnvelope(dup.json()).message).toMatch(/exists/);
     expect((await call('POST', '/v1/internal/accounts', { email: 'not-an-address' })).statusCode).toBe(400);
-    const { userId } = await createTestUser(t.db);
-    expect((await call('POST', `/v1/internal/accounts/${userId}/keys`, { kind: 'gold' })).statusCode).toBe(400);
-    expect((await call('POST', `/v1/internal/accounts/${userId}/purchases`, { pack: 'mega', idempotencyKey: 'k' })).statusCode).toBe(400);
-    expect((await call('POST', `/v1/internal/accounts/${userId}/purchases`, { pack: 'pro' })).statusCode).toBe(400);
+    const { userId: accountId } = await createTestUser(t.db);
+    expect((await call('POST', `/v1/internal/accounts/${accountId}/keys`, { kind: 'gold' })).statusCode).toBe(400);
+    expect((await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'mega', idempotencyKey: 'k' })).statusCode).toBe(400);
+    expect((await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'pro' })).statusCode).toBe(400);
   });
 
   it('every account endpoint requires the internal secret: none, a wrong one or a Bearer key → 401', async () => {

@@ -28,8 +28,8 @@ beforeEach(() => p.sim.reset());
 const analyze = (key: string, body: Record<string, unknown>) => p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: body });
 const vendorCalls = () => Object.values(p.sim.stats()).reduce((n, s) => n + s.calls, 0);
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-const reservations = async (userId: string) =>
-  (await p.db.query<{ status: string; amount: string }>('SELECT status, amount::text FROM reservations WHERE user_id = $1 ORDER BY created_at', [userId])).rows;
+const reservations = async (accountId: string) =>
+  (await p.db.query<{ status: string; amount: string }>('SELECT status, amount::text FROM reservations WHERE user_id = $1 ORDER BY created_at', [accountId])).rows;
 
 describe('refusal order: header before the reservation, pixels after it', () => {
   it('a JPEG cut in half (its header is whole) is refused 422 by the worker: reservation released, no vendor call, nothing billed or kept', async () => {

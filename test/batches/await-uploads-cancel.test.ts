@@ -27,8 +27,8 @@ const submitAwaiting = async (key: string, id: string) => {
   return res.json() as { id: string };
 };
 /** A vehicle at its turn holds its report's price before it waits for its uploads: that hold is how a test sees it waiting. */
-const openHolds = async (userId: string) => (await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [userId])).rows[0]!.n;
-const waiting = (userId: string) => expect.poll(() => openHolds(userId), { timeout: 60_000, interval: 200 }).toBe(1);
+const openHolds = async (accountId: string) => (await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [accountId])).rows[0]!.n;
+const waiting = (accountId: string) => expect.poll(() => openHolds(accountId), { timeout: 60_000, interval: 200 }).toBe(1);
 /** Well under the wait's 10 minutes, and over a workflow task's round trip on a busy machine. */
 const PROMPTLY = { timeout: 15_000, interval: 200 };
 

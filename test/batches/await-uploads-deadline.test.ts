@@ -30,7 +30,7 @@ const polling = async () => {
 };
 
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
-const openHolds = async (userId: string) => (await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [userId])).rows[0]!.n;
+const openHolds = async (accountId: string) => (await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM reservations WHERE user_id = $1 AND status = 'open'`, [accountId])).rows[0]!.n;
 
 it('a vehicle whose upload never comes fails BATCH_UPLOAD_WAIT_MS after its turn, though the worker it waited on was killed mid-wait', async () => {
   // Two workers: the one the vehicle's wait is on is killed, the other takes over at once.

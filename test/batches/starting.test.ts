@@ -85,12 +85,12 @@ describe('a batch whose workflow start fails', () => {
  * A batch stored by an API that died before its workflow started (the row is `starting`, no
  * workflow exists): intake by hand, then the row as createBatch leaves it.
  */
-async function orphanedBatch(userId: string, body: { items: Array<{ base64: string }>; modules: string[] }, requestId: string, ageMs: number) {
+async function orphanedBatch(accountId: string, body: { items: Array<{ base64: string }>; modules: string[] }, requestId: string, ageMs: number) {
   const resolved = resolveLenses({ modules: body.modules });
-  const photo = await takeBatchPhoto({ config: live.config, db: live.db, blobs: new FsBlobStore(live.config.BLOB_DIR), fetchPolicy: PUBLIC_INTERNET }, userId, { base64: body.items[0]!.base64 }, 'test:orphan');
+  const photo = await takeBatchPhoto({ config: live.config, db: live.db, blobs: new FsBlobStore(live.config.BLOB_DIR), fetchPolicy: PUBLIC_INTERNET }, accountId, { base64: body.items[0]!.base64 }, 'test:orphan');
   if (!('ref' in photo)) throw new Error('intake refused the photo');
   const id = await createBatch(live.db, {
-    userId,
+    userId: accountId,
     kind: 'photos',
     spec: { stack: resolved.stack, lenses: resolved.lenses, billable: resolved.billable },
     columns: null,

@@ -18,22 +18,22 @@ async function createBatch(...args: Parameters<typeof storeBatch>): Promise<stri
 
 describe('a batch summary', () => {
   it('estimates the time left from the pace so far, only while running with photos pending', async () => {
-    const { userId } = await createTestUser(db);
-    const id = await createBatch(db, { userId, kind: 'photos', spec, columns: null, items: [0, 1, 2, 3, 4].map((n) => ({ source: `p${n}`, ref: ref(n) })) });
-    expect((await batchSummary(db, userId, id)).etaSeconds).toBeNull();
+    const { userId: accountId } = await createTestUser(db);
+    const id = await createBatch(db, { userId: accountId, kind: 'photos', spec, columns: null, items: [0, 1, 2, 3, 4].map((n) => ({ source: `p${n}`, ref: ref(n) })) });
+    expect((await batchSummary(db, accountId, id)).etaSeconds).toBeNull();
     // Submitted 100 s ago; two photos ran in that time: 50 s each, three left → 150 s.
     await db.query(`UPDATE batches SET created_at = now() - interval '100 seconds' WHERE id = $1`, [id]);
     await db.query(`UPDATE batch_items SET attempts = 1 WHERE batch_id = $1`, [id]);
     await finishItem(db, { batchId: id, index: 0, outcome: { credits: 1 } });
     await finishItem(db, { batchId: id, index: 1, outcome: { code: 'PROVIDER_ERROR', message: 'every vendor failed' } });
-    const s = await batchSummary(db, userId, id);
+    const s = await batchSummary(db, accountId, id);
     expect(s.counts).toEqual({ total: 5, done: 1, failed: 1, pending: 3 });
     expect(s.etaSeconds).toBeGreaterThanOrEqual(149);
     expect(s.etaSeconds).toBeLessThanOrEqual(152);
     expect(s.creditsCharged).toBe(1);
     // Finishing twice changes nothing (a retried workflow step).
     await finishItem(db, { batchId: id, index: 0, outcome: { code: 'X', message: 'late' } });
-    expect((await batchSummary(db, userId, id)).counts.done).toBe(1);
+    expect((await batchSummary(db, accountId, id)).counts.done).toBe(1);
 
     // Not completed while photos are pending; a failed photo back to pending keeps it open.
     expect(await completeBatch(db, id)).toBe(false);
@@ -42,7 +42,7 @@ describe('a batch summary', () => {
     expect(await completeBatch(db, id)).toBe(false);
     await finishItem(db, { batchId: id, index: 1, outcome: { credits: 1 } });
     expect(await completeBatch(db, id)).toBe(true);
-    expect(await batchSummary(db, userId, id)).toMatchObject({ status: 'completed', etaSeconds: null, creditsCharged: 5 });
+    expect(await batchSummary(db, accountId, id)).toMatchObject({ status: 'completed', etaSeconds: null, creditsCharged: 5 });
     expect(await retryItem(db, { batchId: id, index: 1 })).toBe('not-failed');
   });
 
@@ -54,16 +54,16 @@ describe('a batch summary', () => {
   });
 
   it("shares the workspace's cap among its running batches, at least one photo each", async () => {
-    const { userId } = await createTestUser(db);
-    expect(await workspaceShare(db, { userId, cap: 8 })).toBe(8);
+    const { userId: accountId } = await createTestUser(db);
+    expect(await workspaceShare(db, { userId: accountId, cap: 8 })).toBe(8);
     const ids = [];
-    for (let k = 0; k < 3; k++) ids.push(await createBatch(db, { userId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(100 + k) }] }));
-    expect(await workspaceShare(db, { userId, cap: 8 })).toBe(2);
+    for (let k = 0; k < 3; k++) ids.push(await createBatch(db, { userId: accountId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(100 + k) }] }));
+    expect(await workspaceShare(db, { userId: accountId, cap: 8 })).toBe(2);
     await setBatchStatus(db, { batchId: ids[0]!, status: 'paused', pauseReason: 'credits' });
     await setBatchStatus(db, { batchId: ids[1]!, status: 'cancelled' });
-    expect(await workspaceShare(db, { userId, cap: 8 })).toBe(8);
-    for (let k = 0; k < 4; k++) await createBatch(db, { userId, kind: 'photos', spec, columns: null, items: [{ source: 'y', ref: ref(200 + k) }] });
-    expect(await workspaceShare(db, { userId, cap: 3 })).toBe(1);
+    expect(await workspaceShare(db, { userId: accountId, cap: 8 })).toBe(8);
+    for (let k = 0; k < 4; k++) await createBatch(db, { userId: accountId, kind: 'photos', spec, columns: null, items: [{ source: 'y', ref: ref(200 + k) }] });
+    expect(await workspaceShare(db, { userId: accountId, cap: 3 })).toBe(1);
     // Another workspace's batches are not counted.
     const other = await createTestUser(db);
     expect(await workspaceShare(db, { userId: other.userId, cap: 8 })).toBe(8);

@@ -37,24 +37,24 @@ afterAll(async () => {
 
 const SHA_A = 'a'.repeat(64);
 const SHA_B = 'b'.repeat(64);
-const ledgerKinds = async (userId: string) =>
-  (await db.query<{ kind: string }>('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [userId])).rows.map((r) => r.kind);
+const ledgerKinds = async (accountId: string) =>
+  (await db.query<{ kind: string }>('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [accountId])).rows.map((r) => r.kind);
 
 /** The photo `sha256` in the registry with a `dating` record that run `workflowId` produced (event `eventId`, 1 credit). */
-async function recordDating(userId: string, sha256: string, eventId: string, workflowId: string): Promise<void> {
+async function recordDating(accountId: string, sha256: string, eventId: string, workflowId: string): Promise<void> {
   await db.query(
     `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3) VALUES ($1, $2, 1, 2, 0, 0, 0, 1)`,
-    [userId, sha256],
+    [accountId, sha256],
   );
   await db.query(
     `INSERT INTO lens_events (id, user_id, sha256, lens, workflow_id, output, version, co_run_hash, provider, vendor, model, credits)
      VALUES ($3, $1, $2, 'dating', $4, '{}', '1', 'x', 'p', 'openai', 'm', 1)`,
-    [userId, sha256, eventId, workflowId],
+    [accountId, sha256, eventId, workflowId],
   );
   await db.query(
     `INSERT INTO lens_records (user_id, sha256, lens, event_id, output, version, co_run_hash, provider, vendor, model, produced_at)
      VALUES ($1, $2, 'dating', $3, '{}', '1', 'x', 'p', 'openai', 'm', now())`,
-    [userId, sha256, eventId],
+    [accountId, sha256, eventId],
   );
 }
 
@@ -75,12 +75,12 @@ function image(sha256: string, lenses: string[], billed: string[]) {
 
 describe('one-step billing activities', () => {
   it('reserveDelta reserves exactly the delta once, however often it runs; persistAndSettle charges once', async () => {
-    const { userId } = await createTestUser(db, { community: 10 });
-    const workflowId = `analyze:${userId}:req-one-step`;
+    const { userId: accountId } = await createTestUser(db, { community: 10 });
+    const workflowId = `analyze:${accountId}:req-one-step`;
     const reservationId = `res:${workflowId}`;
     const delta = {
       reservationId,
-      userId,
+      userId: accountId,
       workflowId,
       ttlMs: 600_000,
       // The same photo twice: analyzed and billed once.
@@ -107,40 +107,40 @@ describe('one-step billing activities', () => {
     });
     const again = await run(acts.reserveDelta, delta);
     expect(again).toEqual(first);
-    expect(await getBalance(db, userId)).toMatchObject({ community: 6, reserved: 4 });
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 6, reserved: 4 });
 
     // B already carried `dating` when persisting (a concurrent request recorded it): 3 charged, 1 back.
     const persist = {
       workflowId,
       requestId: 'req-one-step',
-      userId,
+      userId: accountId,
       refresh: false,
       images: [image(SHA_A, ['dating', 'describe', 'moderation'], ['dating', 'describe']), image(SHA_B, ['dating', 'describe', 'moderation'], ['dating', 'describe'])],
       settle: { reservationId, extraCharge: 0 },
     };
-    await recordDating(userId, SHA_B, 'evt_concurrent', 'analyze:other');
+    await recordDating(accountId, SHA_B, 'evt_concurrent', 'analyze:other');
     const persisted = await run(acts.persistAndSettle, persist);
     expect(persisted).toEqual({ applied: true, charged: 3, chargedPerImage: [2, 1] });
     const repeat = await run(acts.persistAndSettle, persist);
     expect(repeat).toEqual({ applied: false, charged: 3, chargedPerImage: [2, 1] });
 
-    expect(await getBalance(db, userId)).toMatchObject({ community: 7, reserved: 0 });
-    expect(await ledgerKinds(userId)).toEqual(['grant', 'reserve', 'settle']);
-    expect((await checkInvariants(db, userId))[0]!.ok).toBe(true);
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 7, reserved: 0 });
+    expect(await ledgerKinds(accountId)).toEqual(['grant', 'reserve', 'settle']);
+    expect((await checkInvariants(db, accountId))[0]!.ok).toBe(true);
   });
 
   it('a fully cached request reserves nothing; short of credits is PLAN_LIMIT_EXCEEDED with nothing held', async () => {
-    const { userId } = await createTestUser(db, { community: 1 });
-    const base = { userId, ttlMs: 600_000, sha256s: [SHA_A], billable: ['dating', 'describe'], refresh: false, extraCredits: 0 };
-    await recordDating(userId, SHA_A, `evt_${userId}`, 'analyze:earlier');
+    const { userId: accountId } = await createTestUser(db, { community: 1 });
+    const base = { userId: accountId, ttlMs: 600_000, sha256s: [SHA_A], billable: ['dating', 'describe'], refresh: false, extraCredits: 0 };
+    await recordDating(accountId, SHA_A, `evt_${accountId}`, 'analyze:earlier');
 
-    const cached = await run(acts.reserveDelta, { ...base, reservationId: `res:c-${userId}`, workflowId: `c-${userId}`, lenses: ['dating', 'moderation'] });
+    const cached = await run(acts.reserveDelta, { ...base, reservationId: `res:c-${accountId}`, workflowId: `c-${accountId}`, lenses: ['dating', 'moderation'] });
     expect(cached).toEqual({ plans: [{ ran: ['moderation'], billed: [], first: true, source: 0 }], needed: 0, vendors: ['openai', 'anthropic', 'google'], overflow: false });
 
     // describe (1) + an extraction (5) against a balance of 1.
-    const short = run(acts.reserveDelta, { ...base, reservationId: `res:s-${userId}`, workflowId: `s-${userId}`, lenses: ['dating', 'describe'], extraCredits: 5 });
+    const short = run(acts.reserveDelta, { ...base, reservationId: `res:s-${accountId}`, workflowId: `s-${accountId}`, lenses: ['dating', 'describe'], extraCredits: 5 });
     await expect(short).rejects.toMatchObject({ type: 'PLAN_LIMIT_EXCEEDED', nonRetryable: true });
-    expect(await getBalance(db, userId)).toMatchObject({ community: 1, reserved: 0 });
-    expect(await ledgerKinds(userId)).toEqual(['grant']);
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 1, reserved: 0 });
+    expect(await ledgerKinds(accountId)).toEqual(['grant']);
   });
 });

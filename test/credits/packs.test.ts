@@ -18,18 +18,18 @@ beforeAll(() => {
 });
 afterAll(async () => db.end());
 
-const buy = (userId: string, pack: PackName, idempotencyKey: string, gateway: PaymentGateway = payments) =>
-  purchasePack({ db, payments: gateway }, { userId, pack, idempotencyKey });
+const buy = (accountId: string, pack: PackName, idempotencyKey: string, gateway: PaymentGateway = payments) =>
+  purchasePack({ db, payments: gateway }, { userId: accountId, pack, idempotencyKey });
 
-async function captures(userId: string): Promise<Array<{ amount_cents: number; status: string }>> {
-  const r = await db.query('SELECT amount_cents, status FROM recorded_payments WHERE user_id = $1 ORDER BY created_at', [userId]);
+async function captures(accountId: string): Promise<Array<{ amount_cents: number; status: string }>> {
+  const r = await db.query('SELECT amount_cents, status FROM recorded_payments WHERE user_id = $1 ORDER BY created_at', [accountId]);
   return r.rows;
 }
 
-async function ledgerRows(userId: string): Promise<Array<{ kind: string; idempotency_key: string; purchased_delta: number; community_delta: number }>> {
+async function ledgerRows(accountId: string): Promise<Array<{ kind: string; idempotency_key: string; purchased_delta: number; community_delta: number }>> {
   const r = await db.query(
     'SELECT kind, idempotency_key, purchased_delta, community_delta FROM credit_ledger WHERE user_id = $1 ORDER BY id',
-    [userId],
+    [accountId],
   );
   return r.rows;
 }
@@ -52,28 +52,28 @@ describe('credit packs: amounts and prices', () => {
 
 describe('buying packs', () => {
   it('captures the list price and grants to the purchased pool: 2× on the first pack only', async () => {
-    const { userId } = await createTestUser(db, { community: 7 });
-    expect(await firstPackBonusAvailable(db, userId)).toBe(true);
+    const { userId: accountId } = await createTestUser(db, { community: 7 });
+    expect(await firstPackBonusAvailable(db, accountId)).toBe(true);
 
-    const first = await buy(userId, 'starter', 'k1');
+    const first = await buy(accountId, 'starter', 'k1');
     expect(first.created).toBe(true);
     expect(first.purchase).toMatchObject({ pack: 'starter', status: 'granted', credits: 1_000, bonusCredits: 1_000, amountCents: 1_000, currency: 'usd', failure: null });
     expect(first.purchase.paymentId).toMatch(/^pay_rec_/);
-    expect(await getBalance(db, userId)).toEqual({ community: 7, purchased: 2_000, reserved: 0, referralBonus: 0 });
-    expect(await firstPackBonusAvailable(db, userId)).toBe(false);
+    expect(await getBalance(db, accountId)).toEqual({ community: 7, purchased: 2_000, reserved: 0, referralBonus: 0 });
+    expect(await firstPackBonusAvailable(db, accountId)).toBe(false);
 
-    const second = await buy(userId, 'pro', 'k2');
+    const second = await buy(accountId, 'pro', 'k2');
     expect(second.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 0, amountCents: 10_000 });
-    const third = await buy(userId, 'business', 'k3');
+    const third = await buy(accountId, 'business', 'k3');
     expect(third.purchase).toMatchObject({ status: 'granted', credits: 100_000, bonusCredits: 0, amountCents: 100_000 });
 
-    expect(await getBalance(db, userId)).toEqual({ community: 7, purchased: 112_000, reserved: 0, referralBonus: 0 });
-    expect(await captures(userId)).toEqual([
+    expect(await getBalance(db, accountId)).toEqual({ community: 7, purchased: 112_000, reserved: 0, referralBonus: 0 });
+    expect(await captures(accountId)).toEqual([
       { amount_cents: 1_000, status: 'captured' },
       { amount_cents: 10_000, status: 'captured' },
       { amount_cents: 100_000, status: 'captured' },
     ]);
-    const ledger = await ledgerRows(userId);
+    const ledger = await ledgerRows(accountId);
     expect(ledger.map((l) => [l.kind, l.purchased_delta])).toEqual([
       ['grant', 0], // the test user's 7 community credits
       ['purchase', 1_000],
@@ -83,30 +83,30 @@ describe('buying packs', () => {
     ]);
     expect(ledger[2]!.idempotency_key).toBe(FIRST_PACK_BONUS_KEY);
     expect(ledger[1]!.idempotency_key).toBe(`pack:purchase:${first.purchase.purchaseId}`);
-    const acct = await db.query('SELECT packs_purchased FROM credit_accounts WHERE user_id = $1', [userId]);
+    const acct = await db.query('SELECT packs_purchased FROM credit_accounts WHERE user_id = $1', [accountId]);
     expect(acct.rows[0].packs_purchased).toBe(3);
-    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+    expect((await checkInvariants(db, accountId))[0]).toMatchObject({ ok: true });
   });
 
   it('10 concurrent first purchases: all are captured and granted, exactly one carries the first-pack bonus', async () => {
-    const { userId } = await createTestUser(db);
-    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => buy(userId, 'starter', `race-${i}`)));
+    const { userId: accountId } = await createTestUser(db);
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => buy(accountId, 'starter', `race-${i}`)));
     expect(results.map((r) => r.purchase.status)).toEqual(Array(10).fill('granted'));
     expect(results.map((r) => r.purchase.bonusCredits).sort((a, b) => b - a)).toEqual([1_000, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 10 * 1_000 + 1_000, community: 0, reserved: 0 });
-    expect(await captures(userId)).toHaveLength(10);
-    const bonusRows = (await ledgerRows(userId)).filter((l) => l.idempotency_key === FIRST_PACK_BONUS_KEY);
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 10 * 1_000 + 1_000, community: 0, reserved: 0 });
+    expect(await captures(accountId)).toHaveLength(10);
+    const bonusRows = (await ledgerRows(accountId)).filter((l) => l.idempotency_key === FIRST_PACK_BONUS_KEY);
     expect(bonusRows).toEqual([{ kind: 'grant', idempotency_key: FIRST_PACK_BONUS_KEY, purchased_delta: 1_000, community_delta: 0 }]);
-    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+    expect((await checkInvariants(db, accountId))[0]).toMatchObject({ ok: true });
   });
 
   it('the database itself refuses a second first-pack bonus', async () => {
-    const { userId } = await createTestUser(db);
-    const a = await buy(userId, 'starter', 'a');
-    const b = await buy(userId, 'starter', 'b');
+    const { userId: accountId } = await createTestUser(db);
+    const a = await buy(accountId, 'starter', 'a');
+    const b = await buy(accountId, 'starter', 'b');
     expect([a.purchase.bonusCredits, b.purchase.bonusCredits]).toEqual([1_000, 0]);
     await expect(
-      db.query(`INSERT INTO credit_ledger (user_id, kind, idempotency_key, purchased_delta) VALUES ($1, 'grant', $2, 1000)`, [userId, FIRST_PACK_BONUS_KEY]),
+      db.query(`INSERT INTO credit_ledger (user_id, kind, idempotency_key, purchased_delta) VALUES ($1, 'grant', $2, 1000)`, [accountId, FIRST_PACK_BONUS_KEY]),
     ).rejects.toThrow(/duplicate key/);
     await expect(db.query('UPDATE credit_purchases SET bonus_credits = credits WHERE id = $1', [b.purchase.purchaseId])).rejects.toThrow(
       /credit_purchases_one_first_pack_bonus/,
@@ -114,44 +114,44 @@ describe('buying packs', () => {
   });
 
   it('a declined capture grants nothing, fails for good, and leaves the first-pack bonus for the next purchase', async () => {
-    const { userId } = await createTestUser(db);
+    const { userId: accountId } = await createTestUser(db);
     const declining = new RecordingPaymentGateway(db, { decline: () => 'card_declined' });
-    const failed = await buy(userId, 'pro', 'declined', declining);
+    const failed = await buy(accountId, 'pro', 'declined', declining);
     expect(failed.purchase).toMatchObject({ status: 'failed', failure: 'card_declined', paymentId: null, bonusCredits: 0 });
-    expect(await getBalance(db, userId)).toEqual({ community: 0, purchased: 0, reserved: 0, referralBonus: 0 });
-    expect(await ledgerRows(userId)).toEqual([]);
+    expect(await getBalance(db, accountId)).toEqual({ community: 0, purchased: 0, reserved: 0, referralBonus: 0 });
+    expect(await ledgerRows(accountId)).toEqual([]);
 
     // The same key again, even through a gateway that would accept: the same failed purchase, no new capture.
-    const retried = await buy(userId, 'pro', 'declined');
+    const retried = await buy(accountId, 'pro', 'declined');
     expect(retried).toEqual({ purchase: failed.purchase, created: false });
-    expect(await captures(userId)).toEqual([{ amount_cents: 10_000, status: 'declined' }]);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 0 });
+    expect(await captures(accountId)).toEqual([{ amount_cents: 10_000, status: 'declined' }]);
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 0 });
 
-    const next = await buy(userId, 'pro', 'new-card');
+    const next = await buy(accountId, 'pro', 'new-card');
     expect(next.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 10_000 });
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 20_000 });
-    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 20_000 });
+    expect((await checkInvariants(db, accountId))[0]).toMatchObject({ ok: true });
   });
 
   it('a retried purchase (same idempotency key, 10 at once) is captured once and granted once', async () => {
-    const { userId } = await createTestUser(db);
-    const results = await Promise.all(Array.from({ length: 10 }, () => buy(userId, 'starter', 'same-key')));
+    const { userId: accountId } = await createTestUser(db);
+    const results = await Promise.all(Array.from({ length: 10 }, () => buy(accountId, 'starter', 'same-key')));
     expect(results.filter((r) => r.created)).toHaveLength(1);
     expect(new Set(results.map((r) => r.purchase.purchaseId)).size).toBe(1);
     expect(new Set(results.map((r) => r.purchase.paymentId)).size).toBe(1);
     expect(results.every((r) => r.purchase.status === 'granted')).toBe(true);
-    expect(await captures(userId)).toEqual([{ amount_cents: 1_000, status: 'captured' }]);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
-    const again = await buy(userId, 'starter', 'same-key');
+    expect(await captures(accountId)).toEqual([{ amount_cents: 1_000, status: 'captured' }]);
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 2_000 });
+    const again = await buy(accountId, 'starter', 'same-key');
     expect(again).toEqual({ purchase: results[0]!.purchase, created: false });
-    expect(await captures(userId)).toHaveLength(1);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
-    const rows = await db.query('SELECT count(*)::int AS n FROM credit_purchases WHERE user_id = $1', [userId]);
+    expect(await captures(accountId)).toHaveLength(1);
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 2_000 });
+    const rows = await db.query('SELECT count(*)::int AS n FROM credit_purchases WHERE user_id = $1', [accountId]);
     expect(rows.rows[0].n).toBe(1);
   });
 
   it('a capture whose answer was lost leaves the purchase pending; the retry finds the same payment and grants once', async () => {
-    const { userId } = await createTestUser(db);
+    const { userId: accountId } = await createTestUser(db);
     const seen: PaymentRequest[] = [];
     let loseAnswer = true;
     const flaky: PaymentGateway = {
@@ -163,44 +163,44 @@ describe('buying packs', () => {
         return out;
       },
     };
-    await expect(buy(userId, 'pro', 'flaky', flaky)).rejects.toThrow(/connection reset/);
-    const pending = await db.query('SELECT status FROM credit_purchases WHERE user_id = $1', [userId]);
+    await expect(buy(accountId, 'pro', 'flaky', flaky)).rejects.toThrow(/connection reset/);
+    const pending = await db.query('SELECT status FROM credit_purchases WHERE user_id = $1', [accountId]);
     expect(pending.rows).toEqual([{ status: 'pending' }]);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 0 });
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 0 });
 
     loseAnswer = false;
-    const done = await buy(userId, 'pro', 'flaky', flaky);
+    const done = await buy(accountId, 'pro', 'flaky', flaky);
     expect(done.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 10_000 });
     expect(seen).toHaveLength(2);
     expect(seen[0]!.idempotencyKey).toBe(seen[1]!.idempotencyKey);
-    expect(seen[0]).toMatchObject({ userId, amountCents: 10_000, description: 'Lenstack Pro pack: 10,000 credits' });
-    expect(await captures(userId)).toEqual([{ amount_cents: 10_000, status: 'captured' }]);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 20_000 });
-    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+    expect(seen[0]).toMatchObject({ userId: accountId, amountCents: 10_000, description: 'Lenstack Pro pack: 10,000 credits' });
+    expect(await captures(accountId)).toEqual([{ amount_cents: 10_000, status: 'captured' }]);
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 20_000 });
+    expect((await checkInvariants(db, accountId))[0]).toMatchObject({ ok: true });
   });
 
   it('refuses an unknown pack, an idempotency key reused for another pack, and an unknown user', async () => {
-    const { userId } = await createTestUser(db);
-    await expect(purchasePack({ db, payments }, { userId, pack: 'mega', idempotencyKey: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
-    await buy(userId, 'starter', 'reused');
-    const err = await buy(userId, 'business', 'reused').catch((e: unknown) => e);
+    const { userId: accountId } = await createTestUser(db);
+    await expect(purchasePack({ db, payments }, { userId: accountId, pack: 'mega', idempotencyKey: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await buy(accountId, 'starter', 'reused');
+    const err = await buy(accountId, 'business', 'reused').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
     expect((err as AppError).code).toBe('VALIDATION_FAILED');
     expect((err as AppError).message).toMatch(/already used for a starter purchase/);
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 2_000 });
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 2_000 });
     await expect(buy('usr_nobody', 'starter', 'x')).rejects.toMatchObject({ code: 'NOT_FOUND', status: 404 });
   });
 
   it('a hosted purchase is granted what it was recorded at, even when the price book changed before it was paid', async () => {
-    const { userId } = await createTestUser(db);
+    const { userId: accountId } = await createTestUser(db);
     const hosted: PaymentGateway = { name: 'stripe', startPayment: async (req) => ({ kind: 'checkout', checkoutId: `cs_${req.purchaseId}`, url: 'https://checkout.example/x' }) };
-    const { purchase, checkoutUrl } = await buy(userId, 'starter', 'old-price', hosted);
+    const { purchase, checkoutUrl } = await buy(accountId, 'starter', 'old-price', hosted);
     expect([purchase.status, checkoutUrl]).toEqual(['pending', 'https://checkout.example/x']);
     // The purchase as an older price book recorded it: 900 credits for 9 USD.
     await db.query('UPDATE credit_purchases SET credits = 900, amount_cents = 900 WHERE id = $1', [purchase.purchaseId]);
     const paid = await fulfilPaidPurchase(db, { purchaseId: purchase.purchaseId, amountCents: 900, paymentId: 'pi_old' });
     expect(paid.purchase).toMatchObject({ status: 'granted', credits: 900, bonusCredits: 900, amountCents: 900 });
-    expect(await getBalance(db, userId)).toMatchObject({ purchased: 1_800 });
-    expect((await checkInvariants(db, userId))[0]).toMatchObject({ ok: true });
+    expect(await getBalance(db, accountId)).toMatchObject({ purchased: 1_800 });
+    expect((await checkInvariants(db, accountId))[0]).toMatchObject({ ok: true });
   });
 });

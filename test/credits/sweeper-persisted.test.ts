@@ -19,9 +19,9 @@ afterAll(async () => {
 });
 
 /** A reservation of `amount` for `workflowId`, already past its expiry. */
-async function expiredReservation(userId: string, workflowId: string, amount: number): Promise<string> {
+async function expiredReservation(accountId: string, workflowId: string, amount: number): Promise<string> {
   const id = `res:${workflowId}`;
-  await reserve(db, { id, userId, amount, ttlMs: 600_000, workflowId });
+  await reserve(db, { id, userId: accountId, amount, ttlMs: 600_000, workflowId });
   await db.query(`UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
   return id;
 }
@@ -31,42 +31,42 @@ const state = async (id: string) =>
 
 describe('the sweeper and a workflow that ended between persisting and settling', () => {
   it('analyze: charges the lens credits the run persisted (not the extraction it never delivered)', async () => {
-    const { userId } = await createTestUser(db, { community: 20 });
-    const workflowId = `analyze:${userId}:req-persisted`;
+    const { userId: accountId } = await createTestUser(db, { community: 20 });
+    const workflowId = `analyze:${accountId}:req-persisted`;
     // 3 lenses + a 5-credit extraction reserved; the run persisted 3 new billable lenses.
-    const id = await expiredReservation(userId, workflowId, 8);
-    await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-persisted', 1, 3)`, [workflowId, userId]);
+    const id = await expiredReservation(accountId, workflowId, 8);
+    await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-persisted', 1, 3)`, [workflowId, accountId]);
     await sweepExpired(db);
     // (Another file's worker may sweep it first: the outcome is the same.)
     expect(await state(id)).toEqual({ status: 'settled', settled_amount: 3, reason: 'expired: charged what the run persisted' });
-    expect(await getBalance(db, userId)).toMatchObject({ community: 17, reserved: 0 });
-    expect((await checkInvariants(db, userId))[0]!.ok).toBe(true);
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 17, reserved: 0 });
+    expect((await checkInvariants(db, accountId))[0]!.ok).toBe(true);
   });
 
   it('vehicle report: charges the report the run saved', async () => {
-    const { userId } = await createTestUser(db, { community: 5 });
-    const workflowId = `vehicle:${userId}:req-report`;
-    const id = await expiredReservation(userId, workflowId, 1);
-    await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-report', 2, 0)`, [workflowId, userId]);
+    const { userId: accountId } = await createTestUser(db, { community: 5 });
+    const workflowId = `vehicle:${accountId}:req-report`;
+    const id = await expiredReservation(accountId, workflowId, 1);
+    await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-report', 2, 0)`, [workflowId, accountId]);
     await db.query(
       `INSERT INTO vehicle_reports (id, user_id, set_hash, workflow_id, photo_sha256s, output, version, provider, vendor, model, credits)
        VALUES ($1, $2, $3, $4, '{}', '{}', '1', 'openai (simulated)', 'openai', 'm', 1)`,
-      [`vrp_${userId}`, userId, 'a'.repeat(64), workflowId],
+      [`vrp_${accountId}`, accountId, 'a'.repeat(64), workflowId],
     );
     await sweepExpired(db);
     expect(await state(id)).toMatchObject({ status: 'settled', settled_amount: 1 });
-    expect(await getBalance(db, userId)).toMatchObject({ community: 4, reserved: 0 });
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 4, reserved: 0 });
   });
 
   it('a run that persisted nothing billable, or nothing at all, is released', async () => {
-    const { userId } = await createTestUser(db, { community: 10 });
-    const nothing = await expiredReservation(userId, `analyze:${userId}:req-nothing`, 2);
-    const known = await expiredReservation(userId, `analyze:${userId}:req-known`, 3);
-    await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-known', 1, 0)`, [`analyze:${userId}:req-known`, userId]);
+    const { userId: accountId } = await createTestUser(db, { community: 10 });
+    const nothing = await expiredReservation(accountId, `analyze:${accountId}:req-nothing`, 2);
+    const known = await expiredReservation(accountId, `analyze:${accountId}:req-known`, 3);
+    await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-known', 1, 0)`, [`analyze:${accountId}:req-known`, accountId]);
     await sweepExpired(db);
     expect(await state(nothing)).toEqual({ status: 'released', settled_amount: null, reason: 'expired' });
     expect(await state(known)).toEqual({ status: 'released', settled_amount: null, reason: 'expired' });
-    expect(await getBalance(db, userId)).toMatchObject({ community: 10, reserved: 0 });
-    expect((await checkInvariants(db, userId))[0]!.ok).toBe(true);
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 10, reserved: 0 });
+    expect((await checkInvariants(db, accountId))[0]!.ok).toBe(true);
   });
 });

@@ -49,7 +49,7 @@ const fixtures = (...lenses: LensName[]) => Object.fromEntries(lenses.map((l) =>
 const list = (v: unknown): string[] => (v === undefined ? [] : [v].flat().map(String));
 /** exiftool -n prints XMP dates with colons, and a bare year as a number. */
 const xmpDate = (iso: string) => (/^\d{4}$/.test(iso) ? Number(iso) : iso.replaceAll('-', ':'));
-const enrichRows = async (userId: string) => (await ledgerOf(p.db, userId)).filter((r) => r.reservation_id?.startsWith('enrich:'));
+const enrichRows = async (accountId: string) => (await ledgerOf(p.db, accountId)).filter((r) => r.reservation_id?.startsWith('enrich:'));
 
 describe('POST /v2/enrich — a real analysis written back into the photo', () => {
   it('analyze a photo, then exif, iptc, xmp alone and all three: every block carries exactly the registry values, pixels untouched, 5 credits each', async () => {

@@ -18,7 +18,7 @@ export async function pixelHash(bytes: Buffer): Promise<string> {
 /** Put lens records for these bytes straight into a user's registry, as an analysis would. */
 export async function seedRegistry(
   db: Db,
-  userId: string,
+  accountId: string,
   bytes: Buffer,
   outputs: Record<string, Record<string, unknown>>,
   versions: Record<string, string> = {},
@@ -28,7 +28,7 @@ export async function seedRegistry(
   await persistAnalysis(db, {
     workflowId: run,
     requestId: run,
-    userId,
+    userId: accountId,
     refresh: false,
     images: [
       {
@@ -63,10 +63,10 @@ export async function readBack(tool: MetadataTool, bytes: Buffer, ext: string): 
 /** Tags of one family (`XMP-`, `IPTC:`, `IFD0:`/`ExifIFD:`/`GPS:`), without values. */
 export const keysOf = (tags: TagValues, prefix: RegExp) => Object.keys(tags).filter((k) => prefix.test(k)).sort();
 
-export async function ledgerOf(db: Db, userId: string): Promise<Array<{ kind: string; reservation_id: string | null; charged: number; reserved: number }>> {
+export async function ledgerOf(db: Db, accountId: string): Promise<Array<{ kind: string; reservation_id: string | null; charged: number; reserved: number }>> {
   const r = await db.query(
     'SELECT kind, reservation_id, charged_delta::int AS charged, reserved_delta::int AS reserved FROM credit_ledger WHERE user_id = $1 ORDER BY id',
-    [userId],
+    [accountId],
   );
   return r.rows;
 }

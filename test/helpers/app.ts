@@ -68,12 +68,12 @@ let counter = 0;
 /** A user with a live and a test key, and optional credits in each pool. */
 export async function createTestUser(db: Db, credits: { community?: number; purchased?: number } = {}): Promise<TestUser> {
   const email = `user${process.pid}-${Date.now()}-${counter++}@example.test`;
-  const { userId } = await createUser(db, email);
-  const live = await issueKey(db, userId, 'live');
-  const test = await issueKey(db, userId, 'test');
-  if (credits.community) await grant(db, { userId, pool: 'community', amount: credits.community, idempotencyKey: 'test-community' });
-  if (credits.purchased) await grant(db, { userId, pool: 'purchased', amount: credits.purchased, idempotencyKey: 'test-purchased' });
-  return { userId, liveKey: live.key, testKey: test.key };
+  const { userId: accountId } = await createUser(db, email);
+  const live = await issueKey(db, accountId, 'live');
+  const test = await issueKey(db, accountId, 'test');
+  if (credits.community) await grant(db, { userId: accountId, pool: 'community', amount: credits.community, idempotencyKey: 'test-community' });
+  if (credits.purchased) await grant(db, { userId: accountId, pool: 'purchased', amount: credits.purchased, idempotencyKey: 'test-purchased' });
+  return { userId: accountId, liveKey: live.key, testKey: test.key };
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });

@@ -23,8 +23,8 @@ const analyze = (base: string, key: string, body: unknown, requestId?: string) =
     body: JSON.stringify(body),
   });
 
-async function ledgerKinds(userId: string): Promise<string[]> {
-  const r = await p.db.query('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [userId]);
+async function ledgerKinds(accountId: string): Promise<string[]> {
+  const r = await p.db.query('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [accountId]);
   return r.rows.map((row) => row.kind as string);
 }
 

@@ -57,13 +57,13 @@ async function analyzeWhileStopping(latencyMs: number, photo: string) {
   return { user, workflowId, res, stopping, other, exit, calls: p.sim.stats().openai.calls - callsBefore, answeredMs: answeredAt - sigtermAt, exitMs: exit.atMs - sigtermAt };
 }
 
-async function expectBilledOnce(userId: string) {
-  const ledger = await p.db.query('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [userId]);
+async function expectBilledOnce(accountId: string) {
+  const ledger = await p.db.query('SELECT kind FROM credit_ledger WHERE user_id = $1 ORDER BY id', [accountId]);
   expect(ledger.rows.map((r) => r.kind)).toEqual(['grant', 'reserve', 'settle']);
-  expect(await getBalance(p.db, userId)).toMatchObject({ community: 17, reserved: 0 });
-  const events = await p.db.query('SELECT lens FROM lens_events WHERE user_id = $1 ORDER BY lens', [userId]);
+  expect(await getBalance(p.db, accountId)).toMatchObject({ community: 17, reserved: 0 });
+  const events = await p.db.query('SELECT lens FROM lens_events WHERE user_id = $1 ORDER BY lens', [accountId]);
   expect(events.rows.map((r) => r.lens)).toEqual(['dating', 'describe', 'location', 'moderation']);
-  expect((await checkInvariants(p.db, userId))[0]!.ok).toBe(true);
+  expect((await checkInvariants(p.db, accountId))[0]!.ok).toBe(true);
 }
 
 describe('worker graceful shutdown (SIGTERM) while a second worker runs', () => {

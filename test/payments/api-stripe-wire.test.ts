@@ -60,19 +60,19 @@ interface PurchaseView {
   checkoutUrl?: string;
 }
 
-async function buy(userId: string, pack: string, idempotencyKey: string): Promise<{ status: number; body: PurchaseView }> {
-  const r = await fetch(`${url}/v1/internal/accounts/${userId}/purchases`, { method: 'POST', headers: internal, body: JSON.stringify({ pack, idempotencyKey }) });
+async function buy(accountId: string, pack: string, idempotencyKey: string): Promise<{ status: number; body: PurchaseView }> {
+  const r = await fetch(`${url}/v1/internal/accounts/${accountId}/purchases`, { method: 'POST', headers: internal, body: JSON.stringify({ pack, idempotencyKey }) });
   return { status: r.status, body: (await r.json()) as PurchaseView };
 }
 
-async function purchased(userId: string): Promise<number> {
-  const r = await fetch(`${url}/v1/internal/accounts/${userId}`, { headers: { 'x-internal-secret': INTERNAL_SECRET } });
+async function purchased(accountId: string): Promise<number> {
+  const r = await fetch(`${url}/v1/internal/accounts/${accountId}`, { headers: { 'x-internal-secret': INTERNAL_SECRET } });
   expect(r.status).toBe(200);
   return ((await r.json()) as { credits: { purchased: { balance: number } } }).credits.purchased.balance;
 }
 
-async function purchasesOf(userId: string): Promise<PurchaseView[]> {
-  const r = await fetch(`${url}/v1/internal/accounts/${userId}/purchases`, { headers: { 'x-internal-secret': INTERNAL_SECRET } });
+async function purchasesOf(accountId: string): Promise<PurchaseView[]> {
+  const r = await fetch(`${url}/v1/internal/accounts/${accountId}/purchases`, { headers: { 'x-internal-secret': INTERNAL_SECRET } });
   return ((await r.json()) as { purchases: PurchaseView[] }).purchases;
 }
 
@@ -103,40 +103,40 @@ const completed = (purchaseId: string, amount: number, opts: { id?: string; user
 
 describe("the API's pack purchase through Stripe, on the wire", () => {
   it('answers pending with a Checkout URL, grants on the signed webhook (first pack 2×), once however often it arrives; forged or unsigned grants nothing', async () => {
-    const userId = await newAccount();
-    const first = await buy(userId, 'starter', 'wire-1');
+    const accountId = await newAccount();
+    const first = await buy(accountId, 'starter', 'wire-1');
     expect(first.status).toBe(201);
     expect(first.body).toMatchObject({ pack: 'starter', status: 'pending', amountCents: 1_000, paymentId: null });
     expect(first.body.checkoutUrl).toMatch(/^https:\/\/checkout\.stripe\.com\//);
     const purchaseId = first.body.purchaseId;
     // The same key again is the same purchase, still pending, never a second one.
-    const again = await buy(userId, 'starter', 'wire-1');
+    const again = await buy(accountId, 'starter', 'wire-1');
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({ purchaseId, status: 'pending' });
-    expect(await purchased(userId)).toBe(0);
+    expect(await purchased(accountId)).toBe(0);
 
     // Not signed with our secret, or not signed at all: 400, nothing granted.
     const forged = await webhook(completed(purchaseId, 1_000), { secret: 'whsec_forged' });
     expect(forged.status).toBe(400);
     expect(((await forged.json()) as { error: { code: string } }).error.code).toBe('VALIDATION_FAILED');
     expect((await webhook(completed(purchaseId, 1_000), { unsigned: true })).status).toBe(400);
-    expect(await purchased(userId)).toBe(0);
-    expect((await purchasesOf(userId)).map((p) => p.status)).toEqual(['pending']);
+    expect(await purchased(accountId)).toBe(0);
+    expect((await purchasesOf(accountId)).map((p) => p.status)).toEqual(['pending']);
 
     // Stripe delivers at least once: the same event three times, two of them at once.
     const deliveries = await Promise.all([webhook(completed(purchaseId, 1_000)), webhook(completed(purchaseId, 1_000))]);
     expect(deliveries.map((r) => r.status)).toEqual([200, 200]);
     expect(await deliveries[0]!.json()).toEqual({ received: true });
     expect((await webhook(completed(purchaseId, 1_000))).status).toBe(200);
-    expect(await purchased(userId)).toBe(2_000);
-    expect(await purchasesOf(userId)).toEqual([
+    expect(await purchased(accountId)).toBe(2_000);
+    expect(await purchasesOf(accountId)).toEqual([
       expect.objectContaining({ purchaseId, status: 'granted', credits: 1_000, bonusCredits: 1_000, paymentId: `pi_${purchaseId}` }),
     ]);
     // The purchase, asked for again, stands as granted: no new Checkout page.
-    const after = await buy(userId, 'starter', 'wire-1');
+    const after = await buy(accountId, 'starter', 'wire-1');
     expect(after.body).toMatchObject({ purchaseId, status: 'granted' });
     expect(after.body.checkoutUrl).toBeUndefined();
-    expect(await checkInvariants(db, userId)).toEqual([{ userId, ok: true, problems: [] }]);
+    expect(await checkInvariants(db, accountId)).toEqual([{ userId: accountId, ok: true, problems: [] }]);
   });
 
   it("an event naming another account's purchase credits nobody; each account's own purchase credits only it", async () => {

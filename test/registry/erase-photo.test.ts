@@ -36,7 +36,7 @@ const lookup = async (key: string, sha256: string) =>
 const lookupByImage = async (key: string, img: Buffer) =>
   (await p.app.inject({ method: 'POST', url: '/v2/lookup', headers: bearer(key), payload: { images_base64: [img.toString('base64')] } })).json().results[sha(img)];
 const status = async (key: string, id: string) => (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}`, headers: bearer(key) })).json();
-const ledgerOk = async (userId: string) => expect(await checkInvariants(p.db, userId)).toEqual([{ userId, ok: true, problems: [] }]);
+const ledgerOk = async (accountId: string) => expect(await checkInvariants(p.db, accountId)).toEqual([{ userId: accountId, ok: true, problems: [] }]);
 
 describe('DELETE /v1/photos/{sha256}', () => {
   it('erases the photo, its lens records and its bytes; old batch exports say it was erased; again is 404', async () => {

@@ -121,14 +121,14 @@ describe('nearestByPHash in Postgres: MIH = scan = brute force', () => {
   });
   afterAll(async () => db?.end());
 
-  async function insert(userId: string, rows: Array<{ pHash: string; at: Date }>): Promise<string[]> {
+  async function insert(accountId: string, rows: Array<{ pHash: string; at: Date }>): Promise<string[]> {
     const shas = rows.map(() => randomBytes(32).toString('hex'));
     await db.query(
       `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, first_analyzed_at, last_analyzed_at)
        SELECT $1, s, p, 0, c0, c1, c2, c3, t, t
          FROM unnest($2::text[], $3::bigint[], $4::int[], $5::int[], $6::int[], $7::int[], $8::timestamptz[]) AS u(s, p, c0, c1, c2, c3, t)`,
       [
-        userId,
+        accountId,
         shas,
         rows.map((r) => hexToSigned64(r.pHash)),
         ...[0, 1, 2, 3].map((i) => rows.map((r) => hashChunks(r.pHash)[i])),

@@ -46,11 +46,11 @@ function flipped(hex: string, bits: number[]): string {
   return v.toString(16).padStart(16, '0');
 }
 
-async function addPhoto(userId: string, pHash: string, analyzedAt: string, sha256 = randomBytes(32).toString('hex')): Promise<string> {
+async function addPhoto(accountId: string, pHash: string, analyzedAt: string, sha256 = randomBytes(32).toString('hex')): Promise<string> {
   await t.db.query(
     `INSERT INTO photos (user_id, sha256, phash, dhash, phash_c0, phash_c1, phash_c2, phash_c3, first_analyzed_at, last_analyzed_at)
      VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $8)`,
-    [userId, sha256, hexToSigned64(pHash), ...hashChunks(pHash), analyzedAt],
+    [accountId, sha256, hexToSigned64(pHash), ...hashChunks(pHash), analyzedAt],
   );
   return sha256;
 }

@@ -110,8 +110,8 @@ const itemsOf = async (key: string, id: string) =>
   (await p.app.inject({ method: 'GET', url: `/v1/batches/${id}/items?limit=500`, headers: bearer(key) })).json().items as Array<{ index: number; status: string; sha256: string | null; error: { code: string; message: string } | null }>;
 const until = (key: string, id: string, want: (b: { status: string; pauseReason: string | null }) => boolean, timeout = 60_000) =>
   expect.poll(async () => want(await batchOf(key, id)), { timeout, interval: 200 }).toBe(true);
-const batchRows = async (userId: string) => Number((await p.db.query<{ n: string }>('SELECT count(*) AS n FROM batches WHERE user_id = $1', [userId])).rows[0]!.n);
-const balanced = async (userId: string) => expect(await checkInvariants(p.db, userId)).toEqual([{ userId, ok: true, problems: [] }]);
+const batchRows = async (accountId: string) => Number((await p.db.query<{ n: string }>('SELECT count(*) AS n FROM batches WHERE user_id = $1', [accountId])).rows[0]!.n);
+const balanced = async (accountId: string) => expect(await checkInvariants(p.db, accountId)).toEqual([{ userId: accountId, ok: true, problems: [] }]);
 /** Ages the blobs so a collector pass with a one-hour grace considers them (and no other test's). */
 async function collectAged(jpegs: Buffer[]): Promise<void> {
   const old = new Date(Date.now() - 2 * 3600_000);

@@ -31,7 +31,7 @@ afterAll(async () => {
 const send = (key: string, requestId: string, payload: Record<string, unknown>) =>
   p.app.inject({ method: 'POST', url: '/v1/analyze', headers: { ...bearer(key), 'x-request-id': requestId }, payload });
 const vendorCalls = () => Object.values(p.sim.stats()).reduce((n, s) => n + s.calls, 0);
-const photoRows = async (userId: string) => (await p.db.query('SELECT sha256 FROM photos WHERE user_id = $1', [userId])).rowCount;
+const photoRows = async (accountId: string) => (await p.db.query('SELECT sha256 FROM photos WHERE user_id = $1', [accountId])).rowCount;
 
 describe('x-request-id is bound to its request', () => {
   it('the same id and request get the same answer, the same analysis id, billed once, with no second vendor call', async () => {

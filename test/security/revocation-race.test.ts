@@ -152,8 +152,8 @@ afterAll(async () => {
 });
 
 const usage = (t: TestApp, key: string) => t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(key) }).then((r) => r.statusCode);
-const revoke = (userId: string, keyId: string) =>
-  a.app.inject({ method: 'DELETE', url: `/v1/internal/accounts/${userId}/keys/${keyId}`, headers: { 'x-internal-secret': INTERNAL_SECRET } });
+const revoke = (accountId: string, keyId: string) =>
+  a.app.inject({ method: 'DELETE', url: `/v1/internal/accounts/${accountId}/keys/${keyId}`, headers: { 'x-internal-secret': INTERNAL_SECRET } });
 
 describe('a revoked key cannot be cached as valid by a racing first use', () => {
   it('a key row read before the revocation and cached after its eviction landed: the next request is refused', async () => {

@@ -27,21 +27,21 @@ describe('admin CLI', () => {
   it('creates a user with working keys, grants credits, lists and revokes keys, checks the ledger', async () => {
     const created = await admin('user', 'create', '--email', `admin-${Date.now()}@example.test`);
     expect(created.code).toBe(0);
-    const { userId, liveKey, testKey } = created.json;
-    expect(userId).toMatch(/^usr_/);
+    const { userId: accountId, liveKey, testKey } = created.json;
+    expect(accountId).toMatch(/^usr_/);
     expect(liveKey).toMatch(/^svc_live_/);
     expect(testKey).toMatch(/^svc_test_/);
 
-    const granted = await admin('credits', 'grant', '--user', userId, '--pool', 'purchased', '--amount', '250', '--idempotency-key', 'pack-1');
+    const granted = await admin('credits', 'grant', '--user', accountId, '--pool', 'purchased', '--amount', '250', '--idempotency-key', 'pack-1');
     expect(granted.json).toMatchObject({ applied: true, amount: 250 });
-    const again = await admin('credits', 'grant', '--user', userId, '--pool', 'purchased', '--amount', '250', '--idempotency-key', 'pack-1');
+    const again = await admin('credits', 'grant', '--user', accountId, '--pool', 'purchased', '--amount', '250', '--idempotency-key', 'pack-1');
     expect(again.json).toMatchObject({ applied: false });
 
     const usage = await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(liveKey) });
     expect(usage.statusCode).toBe(200);
     expect(usage.json().purchased.balance).toBe(250);
 
-    const listed = await admin('key', 'list', '--user', userId);
+    const listed = await admin('key', 'list', '--user', accountId);
     expect(listed.json).toHaveLength(2);
     expect(JSON.stringify(listed.json)).not.toContain(liveKey.slice(9));
     const liveId = listed.json.find((k: { kind: string }) => k.kind === 'live').id;
@@ -55,11 +55,11 @@ describe('admin CLI', () => {
     const refused = await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(liveKey) });
     expect(refused.statusCode).toBe(401);
 
-    const issued = await admin('key', 'issue', '--user', userId, '--kind', 'live');
+    const issued = await admin('key', 'issue', '--user', accountId, '--kind', 'live');
     expect(issued.json.key).toMatch(/^svc_live_/);
     expect((await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(issued.json.key) })).statusCode).toBe(200);
 
-    const check = await admin('ledger', 'check', '--user', userId);
+    const check = await admin('ledger', 'check', '--user', accountId);
     expect(check.code).toBe(0);
     expect(check.json).toMatchObject({ usersChecked: 1, ok: true });
   }, 120_000); // seven CLI runs, each a fresh Node process with tsx: slow on a busy 2-core machine

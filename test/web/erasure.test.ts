@@ -41,7 +41,7 @@ async function liveKey(person: Person, workspaceId: string): Promise<string> {
   return (await json<{ key: string }>(res)).key;
 }
 const count = async (sql: string, params: unknown[]) => (await db().query<{ n: number }>(sql, params)).rows[0]!.n;
-const ledgerOk = async (userId: string) => expect(await checkInvariants(db(), userId)).toEqual([{ userId, ok: true, problems: [] }]);
+const ledgerOk = async (accountId: string) => expect(await checkInvariants(db(), accountId)).toEqual([{ userId: accountId, ok: true, problems: [] }]);
 const workspacesOf = async (person: Person) => (await json<{ workspaces: Array<{ id: string }> }>(await consoleCall(stack, person, 'GET', '/api/v1/session'))).workspaces.map((w) => w.id);
 
 describe('deleting a workspace', () => {

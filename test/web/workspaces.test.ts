@@ -32,14 +32,14 @@ describe('personal workspaces', () => {
 
   it('takes over the API account an operator made for the same address, granting its credits once ever', async () => {
     const email = `Op-${randomBytes(6).toString('hex')}@Example.test`;
-    const { userId } = await createUser(db, email);
+    const { userId: accountId } = await createUser(db, email);
     const p = await person(email.toLowerCase());
-    expect(await ensurePersonalWorkspace(db, p)).toBe(userId);
-    expect(await ensurePersonalWorkspace(db, p)).toBe(userId);
-    expect((await getBalance(db, userId)).community).toBe(1000);
+    expect(await ensurePersonalWorkspace(db, p)).toBe(accountId);
+    expect(await ensurePersonalWorkspace(db, p)).toBe(accountId);
+    expect((await getBalance(db, accountId)).community).toBe(1000);
     // A second person with that address (another identity) does not get the same workspace.
     const q = await person(`x${email.toLowerCase()}`);
-    expect(await ensurePersonalWorkspace(db, q)).not.toBe(userId);
+    expect(await ensurePersonalWorkspace(db, q)).not.toBe(accountId);
   });
 
   it("answers 404 (not 403) for a workspace one is not a member of, and checks roles", async () => {

@@ -67,10 +67,10 @@ describe('the analyze saga unwinds', () => {
     // after the reservation was made.
     vision.clear();
     vision.set('openai', createVisionClients(testConfig({ SIM_VENDOR_URL: 'http://127.0.0.1:9', VENDOR_ORDER: 'openai' })).clients[0]!);
-    const { userId } = await createTestUser(db, { community: 5 });
+    const { userId: accountId } = await createTestUser(db, { community: 5 });
     const input: AnalyzeInput = {
       requestId: 'saga-failing-release',
-      userId,
+      userId: accountId,
       stack: null,
       images: [{ sha256: 'c'.repeat(64), format: 'jpeg', width: 10, height: 10, pHash: '0000000000000001', dHash: '0000000000000002' }],
       lenses: ['dating', 'describe'],
@@ -79,7 +79,7 @@ describe('the analyze saga unwinds', () => {
       reservationTtlMs: 600_000,
       imageConcurrency: 4,
     };
-    const workflowId = `analyze:${userId}:saga-failing-release`;
+    const workflowId = `analyze:${accountId}:saga-failing-release`;
     const run = client.workflow.execute(analyzeWorkflow, { taskQueue: config.TEMPORAL_TASK_QUEUE, workflowId, args: [input] });
     const failure = await run.then(() => null, (err: unknown) => err);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
@@ -88,17 +88,17 @@ describe('the analyze saga unwinds', () => {
     expect(cause.message).toMatch(/Every configured AI provider failed \(openai\)/);
     expect(releaseAttempts).toBe(1);
     // The release failed, so the 2 credits stay held until the reservation expires.
-    expect(await getBalance(db, userId)).toMatchObject({ community: 3, reserved: 2 });
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 3, reserved: 2 });
     const res = await db.query<{ status: string; amount: number }>('SELECT status, amount FROM reservations WHERE id = $1', [`res:${workflowId}`]);
     expect(res.rows).toEqual([{ status: 'open', amount: 2 }]);
   }, 60_000);
 
   it('a worker with no vendor refuses a run with vendor work before anything is reserved', async () => {
     vision.clear();
-    const { userId } = await createTestUser(db, { community: 5 });
+    const { userId: accountId } = await createTestUser(db, { community: 5 });
     const input: AnalyzeInput = {
       requestId: 'saga-no-vendor',
-      userId,
+      userId: accountId,
       stack: null,
       images: [{ sha256: 'd'.repeat(64), format: 'jpeg', width: 10, height: 10, pHash: '0000000000000003', dHash: '0000000000000004' }],
       lenses: ['dating'],
@@ -107,13 +107,13 @@ describe('the analyze saga unwinds', () => {
       reservationTtlMs: 600_000,
       imageConcurrency: 4,
     };
-    const workflowId = `analyze:${userId}:saga-no-vendor`;
+    const workflowId = `analyze:${accountId}:saga-no-vendor`;
     const failure = await client.workflow
       .execute(analyzeWorkflow, { taskQueue: config.TEMPORAL_TASK_QUEUE, workflowId, args: [input] })
       .then(() => null, (err: unknown) => err);
     const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
     expect(cause.cause ?? cause).toMatchObject({ type: 'PROVIDER_UNAVAILABLE', message: 'No AI provider is configured' });
-    expect(await getBalance(db, userId)).toMatchObject({ community: 5, reserved: 0 });
+    expect(await getBalance(db, accountId)).toMatchObject({ community: 5, reserved: 0 });
     expect((await db.query('SELECT 1 FROM reservations WHERE id = $1', [`res:${workflowId}`])).rowCount).toBe(0);
   }, 60_000);
 });

@@ -58,20 +58,20 @@ function examples(items: string[]): string {
  * what the ledger charged.
  */
 export async function checkBooks(input: BooksInput): Promise<Books> {
-  const { db, userIds } = input;
+  const { db, userIds: accountIds } = input;
   const failures: string[] = [];
   const lines: string[] = [];
 
   // 1. granted = balances + reserved + charged, reserved = open reservations, ledger = accounts.
-  const reports = (await Promise.all(userIds.map((u) => checkInvariants(db, u)))).flat();
+  const reports = (await Promise.all(accountIds.map((u) => checkInvariants(db, u)))).flat();
   const bad = reports.filter((r) => !r.ok).map((r) => `${r.userId}: ${r.problems.join(', ')}`);
-  if (reports.length !== userIds.length) failures.push(`checkInvariants covered ${reports.length} of ${userIds.length} users`);
+  if (reports.length !== accountIds.length) failures.push(`checkInvariants covered ${reports.length} of ${accountIds.length} users`);
   if (bad.length) failures.push(`ledger invariants broken for ${bad.length} user(s): ${examples(bad)}`);
 
   const acct = await db.query<{ user_id: string; granted: number; balances: number; reserved: number; charged: number }>(
     `SELECT user_id, community_granted + purchased_granted AS granted, community_balance + purchased_balance AS balances, reserved, charged
        FROM credit_accounts WHERE user_id = ANY($1)`,
-    [userIds],
+    [accountIds],
   );
   const sum = (k: 'granted' | 'balances' | 'reserved' | 'charged') => acct.rows.reduce((n, r) => n + Number(r[k]), 0);
   const held = acct.rows.filter((r) => Number(r.reserved) !== 0).map((r) => `${r.user_id} reserved ${r.reserved}`);
@@ -92,7 +92,7 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
        FROM reservations r LEFT JOIN credit_ledger l ON l.reservation_id = r.id
       WHERE r.user_id = ANY($1)
       GROUP BY r.id`,
-    [userIds],
+    [accountIds],
   );
   const open = res.rows.filter((r) => r.status === 'open');
   if (open.length) failures.push(`${open.length} reservation(s) still open after their expiry and a sweep: ${examples(open.map((r) => r.id))}`);
@@ -133,14 +133,14 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
     `SELECT user_id, sha256, lens, count(*)::int AS n FROM lens_events
       WHERE user_id = ANY($1) AND credits > 0 AND NOT (workflow_id = ANY($2))
       GROUP BY 1, 2, 3 HAVING count(*) > 1`,
-    [userIds, refreshIds],
+    [accountIds, refreshIds],
   );
   if (twice.rows.length) {
     failures.push(`lenses billed twice without refresh: ${examples(twice.rows.map((r) => `${r.user_id} ${r.sha256.slice(0, 12)} ${r.lens} ×${r.n}`))}`);
   }
   const events = await db.query<{ n: number; credits: number }>(
     'SELECT count(*)::int AS n, coalesce(sum(credits), 0)::int AS credits FROM lens_events WHERE user_id = ANY($1) AND credits > 0',
-    [userIds],
+    [accountIds],
   );
 
   // 5. What clients were told they paid is what the ledger charged for that workflow.
@@ -168,7 +168,7 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
   const swept = await db.query<{ released: number; settled: number }>(
     `SELECT count(*) FILTER (WHERE kind = 'release')::int AS released, count(*) FILTER (WHERE kind = 'settle')::int AS settled
        FROM credit_ledger WHERE user_id = ANY($1) AND kind IN ('release', 'settle') AND note LIKE 'expired%'`,
-    [userIds],
+    [accountIds],
   );
   const figures = {
     granted: sum('granted'),
@@ -185,8 +185,8 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
     chargedButAnswerLost: lost.length,
   };
   lines.push(
-    `books (${userIds.length} users): granted ${figures.granted} = balances ${figures.balances} + reserved ${figures.reserved} + charged ${figures.charged}` +
-      ` → ${figures.granted === figures.balances + figures.reserved + figures.charged ? 'balanced' : 'UNBALANCED'}; checkInvariants ok for ${reports.length - bad.length}/${userIds.length}`,
+    `books (${accountIds.length} users): granted ${figures.granted} = balances ${figures.balances} + reserved ${figures.reserved} + charged ${figures.charged}` +
+      ` → ${figures.granted === figures.balances + figures.reserved + figures.charged ? 'balanced' : 'UNBALANCED'}; checkInvariants ok for ${reports.length - bad.length}/${accountIds.length}`,
     `reservations: ${figures.reservations} (settled ${figures.settled}, released ${figures.released}; by the sweeper: released ${figures.releasedBySweeper}, ` +
       `settled for what the run persisted ${figures.settledBySweeper}), open ${figures.openReservations}; ` +
       `each opened once and closed once: ${badRows.length === 0 ? 'yes' : `NO (${badRows.length})`}`,

@@ -413,28 +413,28 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     apisUp.catch(() => {});
     const plan = await makePlan({ seed: o.seed, runTag, calls: o.calls, users: o.users, images: o.images });
     const keys: string[] = [];
-    const userIds: string[] = [];
+    const accountIds: string[] = [];
     for (const u of plan.users) {
-      const { userId } = await createUser(db, `chaos-${runTag}-${u.index}@example.test`);
-      const { key } = await issueKey(db, userId, 'live');
-      await grant(db, { userId, pool: 'community', amount: u.community, idempotencyKey: 'chaos-community' });
-      if (u.purchased) await grant(db, { userId, pool: 'purchased', amount: u.purchased, idempotencyKey: 'chaos-purchased' });
-      userIds.push(userId);
+      const { userId: accountId } = await createUser(db, `chaos-${runTag}-${u.index}@example.test`);
+      const { key } = await issueKey(db, accountId, 'live');
+      await grant(db, { userId: accountId, pool: 'community', amount: u.community, idempotencyKey: 'chaos-community' });
+      if (u.purchased) await grant(db, { userId: accountId, pool: 'purchased', amount: u.purchased, idempotencyKey: 'chaos-purchased' });
+      accountIds.push(accountId);
       keys.push(key);
     }
-    const workflowIdOf = (c: PlannedCall) => `${c.workflow}:${userIds[c.user]}:${c.requestId}`;
+    const workflowIdOf = (c: PlannedCall) => `${c.workflow}:${accountIds[c.user]}:${c.requestId}`;
     log(`plan: ${plan.calls.length} calls, ${plan.users.length} users (${plan.users.reduce((n, u) => n + u.community + u.purchased, 0)} credits granted), ${plan.images.length} photos; seed ${o.seed}`);
     // Batch users: funded for every photo of their batches (lens and report prices are 1 credit).
     const batchPlan = planBatches({ seed: o.seed, runTag, batches: o.batches, users: o.batchUsers, images: plan.images.length });
     const batchKeys: string[] = [];
-    const batchUserIds: string[] = [];
+    const batchAccountIds: string[] = [];
     const needs = (u: number) => batchPlan.filter((b) => b.user === u).reduce((n, b) => n + b.images.length * (b.modules.length + 1) + 2, 0);
     for (let u = 0; u < (o.batches > 0 ? o.batchUsers : 0); u++) {
-      const { userId } = await createUser(db, `chaos-${runTag}-batch-${u}@example.test`);
-      const { key } = await issueKey(db, userId, 'live');
+      const { userId: accountId } = await createUser(db, `chaos-${runTag}-batch-${u}@example.test`);
+      const { key } = await issueKey(db, accountId, 'live');
       // Enough for the plan's batches and for the uploads cut by kills (their batches are extra).
-      await grant(db, { userId, pool: 'purchased', amount: needs(u) + 40, idempotencyKey: 'chaos-batches' });
-      batchUserIds.push(userId);
+      await grant(db, { userId: accountId, pool: 'purchased', amount: needs(u) + 40, idempotencyKey: 'chaos-batches' });
+      batchAccountIds.push(accountId);
       batchKeys.push(key);
     }
     const imageBytes = plan.images.map((b64) => Buffer.from(b64, 'base64'));
@@ -443,7 +443,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     // A person of the console, signed up the way a browser does (mail link), with a funded workspace.
     const person = o.consoles > 0 ? await consolePerson(consoleUrls[0]!, `chaos-${runTag}-console@example.test`, mail!) : undefined;
     if (person) await grant(db, { userId: person.workspaceId, pool: 'purchased', amount: 40 * Math.max(1, o.consoleKills), idempotencyKey: 'chaos-console' });
-    const accounts = [...userIds, ...batchUserIds, ...(person ? [person.workspaceId] : [])];
+    const accounts = [...accountIds, ...batchAccountIds, ...(person ? [person.workspaceId] : [])];
     phases.startup = Date.now() - t0;
     log(`up in ${(phases.startup / 1000).toFixed(1)} s: ${o.apis} API processes (${apiUrls.join(', ')}), ${o.workers} workers; Postgres via :${pgProxy.port}, Redis via :${redisProxy.port}, sim ${sim.url}`);
 
@@ -586,16 +586,16 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
           const busy = inFlight.get(apiUrls[slot]!) ?? 0;
           if (ev.kind === 'api-kill') {
             const sigkill = async () => {
-              log(`SIGKILL ${p.name} at ${done} calls, ${busy} request(s) in flight on it${batchUserIds.length ? ' and an upload' : ''}`);
+              log(`SIGKILL ${p.name} at ${done} calls, ${busy} request(s) in flight on it${batchAccountIds.length ? ' and an upload' : ''}`);
               apiKilledInFlight.push(busy);
               p.kill('SIGKILL');
               await p.exited;
             };
-            if (batchUserIds.length && o.apis > 1) {
+            if (batchAccountIds.length && o.apis > 1) {
               // An upload whose PATCH is cut by the kill, finished through the other API process,
               // then a batch over it through that process, awaited like the plan's batches.
               const other = apiUrls[(slot + 1) % o.apis]!;
-              const u = k % batchUserIds.length;
+              const u = k % batchAccountIds.length;
               const door: TusDoor = { bases: () => [other], createPath: '/v1/uploads', headers: { authorization: `Bearer ${batchKeys[u]}` } };
               const cut = await interruptedUpload(door, apiUrls[slot]!, other, imageBytes[k % imageBytes.length]!, sigkill, tusStats);
               if (p.alive) await sigkill();
@@ -819,7 +819,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     failures.push(...books.failures);
     const blobs = await checkBlobs({ db, userIds: accounts, blobDir: services.blobDir });
     failures.push(...blobs.failures);
-    const batchCheck = await checkBatches(db, [...batchUserIds, ...(person ? [person.workspaceId] : [])], allBatchResults);
+    const batchCheck = await checkBatches(db, [...batchAccountIds, ...(person ? [person.workspaceId] : [])], allBatchResults);
     failures.push(...batchCheck.failures);
     const notFollowed = allBatchResults.filter((r) => r.batchId && !consoleBatches.includes(r) && r.status !== 'completed' && r.status !== 'cancelled');
     if (notFollowed.length) failures.push(`${notFollowed.length} batch(es) whose client stopped waiting before they ended: ${notFollowed.slice(0, 5).map((r) => `${r.batchId} ${r.status}`).join(', ')}`);

@@ -74,24 +74,24 @@ async function main(): Promise<number> {
   const db = createPool(config.DATABASE_URL, { max: 2, application: 'lenstack-admin' });
   try {
     const requireUser = async () => {
-      const userId = need('user');
-      if (!(await userExists(db, userId))) throw new UsageError(`no user ${userId}`);
-      return userId;
+      const accountId = need('user');
+      if (!(await userExists(db, accountId))) throw new UsageError(`no user ${accountId}`);
+      return accountId;
     };
     switch (`${group} ${action ?? ''}`.trim()) {
       case 'user create': {
         const email = need('email');
         if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new UsageError(`not an e-mail address: ${email}`);
         if (await findUserByEmail(db, email)) throw new UsageError(`a user with e-mail ${email} exists`);
-        const { userId } = await createUser(db, email);
-        const live = await issueKey(db, userId, 'live', 'default live key');
-        const test = await issueKey(db, userId, 'test', 'default test key');
-        print({ userId, liveKey: live.key, testKey: test.key });
+        const { userId: accountId } = await createUser(db, email);
+        const live = await issueKey(db, accountId, 'live', 'default live key');
+        const test = await issueKey(db, accountId, 'test', 'default test key');
+        print({ userId: accountId, liveKey: live.key, testKey: test.key });
         return 0;
       }
       case 'user show': {
-        const userId = await requireUser();
-        print({ ...(await getAccount(db, userId)), credits: await getBalance(db, userId) });
+        const accountId = await requireUser();
+        print({ ...(await getAccount(db, accountId)), credits: await getBalance(db, accountId) });
         return 0;
       }
       case 'user email-token':
@@ -104,11 +104,11 @@ async function main(): Promise<number> {
         print(await setCardOnFile(db, { userId: await requireUser() }));
         return 0;
       case 'key issue': {
-        const userId = await requireUser();
+        const accountId = await requireUser();
         const kind = need('kind');
         if (kind !== 'live' && kind !== 'test') throw new UsageError('--kind must be live or test');
-        const k = await issueKey(db, userId, kind, values.name ?? null);
-        print({ userId, keyId: k.keyId, key: k.key });
+        const k = await issueKey(db, accountId, kind, values.name ?? null);
+        print({ userId: accountId, keyId: k.keyId, key: k.key });
         return 0;
       }
       case 'key list':
@@ -126,22 +126,22 @@ async function main(): Promise<number> {
         print(Object.values(PACKS));
         return 0;
       case 'credits buy': {
-        const userId = await requireUser();
+        const accountId = await requireUser();
         const pack = need('pack');
         const idempotencyKey = values['idempotency-key'] ?? `admin:${randomUUID()}`;
-        const { purchase } = await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { userId, pack, idempotencyKey });
+        const { purchase } = await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { userId: accountId, pack, idempotencyKey });
         print(purchase);
         return purchase.status === 'granted' ? 0 : 1;
       }
       case 'credits grant': {
-        const userId = await requireUser();
+        const accountId = await requireUser();
         const pool = need('pool');
         if (pool !== 'community' && pool !== 'purchased') throw new UsageError('--pool must be community or purchased');
         const amount = Number(need('amount'));
         if (!Number.isSafeInteger(amount) || amount <= 0) throw new UsageError('--amount must be a positive integer');
         const idempotencyKey = values['idempotency-key'] ?? `admin:${randomUUID()}`;
-        const applied = await grant(db, { userId, pool, amount, idempotencyKey, note: values.note ?? 'admin grant' });
-        print({ userId, pool, amount, idempotencyKey, applied });
+        const applied = await grant(db, { userId: accountId, pool, amount, idempotencyKey, note: values.note ?? 'admin grant' });
+        print({ userId: accountId, pool, amount, idempotencyKey, applied });
         return 0;
       }
       case 'ledger check': {

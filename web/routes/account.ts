@@ -46,8 +46,8 @@ export function accountRoutes(ctx: WebContext): FastifyPluginAsync {
       return parsed.data.id;
     };
 
-    async function methodsOf(userId: string, emailVerified: boolean): Promise<SignInMethod[]> {
-      const identities = await signInIdentities(db, userId);
+    async function methodsOf(personId: string, emailVerified: boolean): Promise<SignInMethod[]> {
+      const identities = await signInIdentities(db, personId);
       // A confirmed address can always get a link; without it, the last identity is the only way in.
       const removable = emailVerified || identities.length > 1;
       return [

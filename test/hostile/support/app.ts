@@ -66,9 +66,9 @@ export async function analyzeWorkflowRequestIds(temporal: Client, taskQueue: str
 }
 
 /** A user's books after real analyses: nothing left reserved, and the ledger agrees with the balances. */
-export async function books(db: Db, userId: string): Promise<{ reserved: number; problems: string[] }> {
-  const balance = await getBalance(db, userId);
-  const problems = (await checkInvariants(db, userId)).flatMap((r) => r.problems);
+export async function books(db: Db, accountId: string): Promise<{ reserved: number; problems: string[] }> {
+  const balance = await getBalance(db, accountId);
+  const problems = (await checkInvariants(db, accountId)).flatMap((r) => r.problems);
   return { reserved: balance.reserved, problems };
 }
 
@@ -84,10 +84,10 @@ export interface Footprint {
 }
 
 /** Everything a request could have changed for a user: balances, ledger and registry rows. */
-export async function footprint(db: Db, userId: string): Promise<Footprint> {
-  const count = async (table: string) => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE user_id = $1`, [userId])).rows[0]!.n;
+export async function footprint(db: Db, accountId: string): Promise<Footprint> {
+  const count = async (table: string) => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE user_id = $1`, [accountId])).rows[0]!.n;
   return {
-    balance: await getBalance(db, userId),
+    balance: await getBalance(db, accountId),
     ledgerRows: await count('credit_ledger'),
     photos: await count('photos'),
     lensRecords: await count('lens_records'),
