@@ -22,7 +22,7 @@ export interface CostPreview {
 
 /**
  * What an analysis of one photo (known by its SHA-256 only: the bytes are not needed) would run and
- * cost for `userId`, from the same code the analyze path bills with: the lens resolution
+ * cost for `accountId`, from the same code the analyze path bills with: the lens resolution
  * (lenses/resolve.ts), the registry's cached lenses (registry/photos.ts `cachedLensesIn`, which the
  * reservation reads too) and the delta plan (credits/delta.ts). Reads only: nothing is reserved,
  * stored or charged. The vehicle-condition stack (a flat price over several photos) is not previewed.

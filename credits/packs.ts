@@ -92,7 +92,7 @@ export async function firstPackBonusAvailable(db: Db, accountId: string): Promis
   return (r.rowCount ?? 0) === 0;
 }
 
-/** Claim the person's one first-pack bonus for workspace `userId` inside the grant's transaction; false when another workspace of theirs has it. */
+/** Claim the person's one first-pack bonus for workspace `accountId` inside the grant's transaction; false when another workspace of theirs has it. */
 async function claimFirstPackBonus(c: DbClient, accountId: string): Promise<boolean> {
   const claimed = await c.query(`INSERT INTO first_pack_bonus_claims (mailbox, user_id) VALUES (${BONUS_MAILBOX}, $1) ON CONFLICT (mailbox) DO NOTHING`, [accountId]);
   if (claimed.rowCount === 1) return true;
