@@ -179,6 +179,7 @@ describe('Prometheus text exposition of the metric sets we build (prom-client)',
       lenstack_blobs_collected_total: 'counter',
       lenstack_blob_bytes_collected_total: 'counter',
       lenstack_work_copies_total: 'counter',
+      lenstack_prepared_uploads_total: 'counter',
     });
     expect(await globalRegistry.metrics()).not.toContain('lenstack_');
   });
