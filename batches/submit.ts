@@ -25,11 +25,22 @@ export const MAX_BATCH_ITEMS = 10_000;
  */
 export const STARTING_STALE_MS = 2 * 60 * 1000;
 
-const stillStarting = (requestId: string, cause?: unknown) =>
-  new AppError('SERVICE_UNAVAILABLE', `The batch of x-request-id ${requestId} is still starting; send the same request again in a moment`, {
-    headers: { 'retry-after': '1' },
+/** A start attempt younger than this may still be under way: a resend is asked back in a second. */
+const STARTING_YOUNG_MS = 10_000;
+
+/**
+ * A resend of a batch still starting: 503, back in a second while its start may still be under
+ * way; after that its API most likely died mid-start, and the resend is told when it can take the
+ * start over (STARTING_STALE_MS), at most 30 s ahead, so a client that honours Retry-After keeps
+ * trying until then instead of spending its attempts a second apart.
+ */
+const stillStarting = (requestId: string, startingForMs: number, cause?: unknown) => {
+  const retryAfterS = startingForMs < STARTING_YOUNG_MS ? 1 : Math.min(30, Math.max(1, Math.ceil((STARTING_STALE_MS - startingForMs) / 1000)));
+  return new AppError('SERVICE_UNAVAILABLE', `The batch of x-request-id ${requestId} is still starting; send the same request again in ${retryAfterS} s`, {
+    headers: { 'retry-after': String(retryAfterS) },
     ...(cause ? { cause } : {}),
   });
+};
 /** Vehicles in one vehicle batch, each 1 to MAX_VEHICLE_PHOTOS photos (and MAX_BATCH_ITEMS photos in all). */
 export const MAX_BATCH_VEHICLES = 1_000;
 export const MAX_VEHICLE_PHOTOS = 50;
@@ -136,11 +147,11 @@ export async function submitBatch(
       throw new AppError('REQUEST_ID_CONFLICT', `x-request-id ${request!.id} already submitted another batch (${made.id}); send this one with a new x-request-id`);
     }
     if (made.status === 'starting') {
-      if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request!.id);
+      if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request!.id, made.startingForMs);
       try {
         await startBatchWorkflow(deps, { batchId: made.id, userId: accountId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
       } catch (err) {
-        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request!.id, err);
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request!.id, 0, err);
       }
       await markBatchStarted(deps.db, made.id);
     }

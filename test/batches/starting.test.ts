@@ -114,7 +114,17 @@ describe('a batch its API left starting', () => {
     const early = await send('orphan-young');
     expect(early.statusCode, early.body).toBe(503);
     expect(expectEnvelope(early.json()).message).toMatch(/still starting/);
+    expect(early.headers['retry-after']).toBe('1');
     expect((await live.db.query('SELECT status FROM batches WHERE id = $1', [young.id])).rows[0]).toEqual({ status: 'starting' });
+
+    // Stored 100 s ago: its API most likely died mid-start; the resend is told when it may take
+    // the start over (at 120 s), not asked back every second until then.
+    await orphanedBatch(user.userId, body, 'orphan-old', 100_000);
+    const waiting = await send('orphan-old');
+    expect(waiting.statusCode, waiting.body).toBe(503);
+    expect(Number(waiting.headers['retry-after'])).toBeGreaterThanOrEqual(18);
+    expect(Number(waiting.headers['retry-after'])).toBeLessThanOrEqual(20);
+    expect(expectEnvelope(waiting.json()).message).toMatch(new RegExp(`still starting; send the same request again in ${waiting.headers['retry-after']} s`));
 
     const stale = await orphanedBatch(user.userId, body, 'orphan-stale', 11 * 60_000);
     const res = await send('orphan-stale');
