@@ -81,11 +81,24 @@ export async function collectPhotos(args: string[]): Promise<FoundPhoto[]> {
   return out;
 }
 
-/** What hashFile reads at a time. */
-const HASH_CHUNK = 256 * 1024;
-/** Read buffers of the hashes that ended, for the next: at most as many as run at once (the batch command's HASH_CONCURRENCY). */
-const spareHashBuffers: Buffer[] = [];
-const MAX_SPARE_HASH_BUFFERS = 4;
+/** What a photo is read in, to hash it or to send it (upload-body.ts). */
+export const READ_CHUNK = 256 * 1024;
+/**
+ * Read buffers of the reads that ended, for the next: at most as many as hashes and uploads run at
+ * once (the batch command's HASH_CONCURRENCY and UPLOAD_CONCURRENCY, 4 each).
+ */
+const spareReadBuffers: Buffer[] = [];
+const MAX_SPARE_READ_BUFFERS = 8;
+
+/** A READ_CHUNK buffer, one a finished read gave back when there is one. */
+export function takeReadBuffer(): Buffer {
+  return spareReadBuffers.pop() ?? Buffer.allocUnsafeSlow(READ_CHUNK);
+}
+
+/** Gives a buffer back for the next read; only one nothing else still holds (a write cut short may). */
+export function giveBackReadBuffer(buffer: Buffer): void {
+  if (spareReadBuffers.length < MAX_SPARE_READ_BUFFERS) spareReadBuffers.push(buffer);
+}
 
 /**
  * The SHA-256 of a file, read in chunks into a buffer reused from file to file (a 50 MiB photo is
@@ -97,7 +110,7 @@ const MAX_SPARE_HASH_BUFFERS = 4;
  */
 export async function hashFile(path: string): Promise<string> {
   const hash = createHash('sha256');
-  const buffer = spareHashBuffers.pop() ?? Buffer.allocUnsafeSlow(HASH_CHUNK);
+  const buffer = takeReadBuffer();
   let file: FileHandle | undefined;
   try {
     file = await open(path, 'r');
@@ -109,7 +122,7 @@ export async function hashFile(path: string): Promise<string> {
   } catch (err) {
     throw new CliError(`cannot read ${path}: ${(err as Error).message}`, EXIT.USAGE);
   } finally {
-    if (spareHashBuffers.length < MAX_SPARE_HASH_BUFFERS) spareHashBuffers.push(buffer);
+    giveBackReadBuffer(buffer);
     await file?.close().catch(() => undefined);
   }
   return hash.digest('hex');

@@ -2,6 +2,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type * as tus from 'tus-js-client';
+import { giveBackReadBuffer, takeReadBuffer } from './files.ts';
 
 /**
  * How an upload's bytes go from the photo's file to the API: tus-js-client's file reader and HTTP
@@ -17,11 +18,6 @@ import type * as tus from 'tus-js-client';
 
 type TusOptions = ConstructorParameters<typeof tus.Upload>[1];
 
-/** What the body is read in. */
-export const BODY_CHUNK = 256 * 1024;
-/** Buffers of bodies sent whole, for the next: at most as many as uploads run at once (UPLOAD_CONCURRENCY). */
-const spare: Buffer[] = [];
-const MAX_SPARE = 4;
 
 /** A photo to send, as tus-js-client's input. */
 export interface FileInput {
@@ -163,7 +159,7 @@ function written(req: ClientRequest, chunk: Buffer): Promise<void> {
 
 /** Sends the range's bytes as the request's body, a buffer at a time, then ends the request. */
 async function writeRange(req: ClientRequest, range: FileRange, onProgress: (sent: number) => void): Promise<void> {
-  const buffer = spare.pop() ?? Buffer.allocUnsafeSlow(BODY_CHUNK);
+  const buffer = takeReadBuffer();
   let whole = false;
   let file: FileHandle | undefined;
   try {
@@ -179,7 +175,7 @@ async function writeRange(req: ClientRequest, range: FileRange, onProgress: (sen
     whole = true;
   } finally {
     // Free for the next body as soon as the socket took the last of it (before the file is closed).
-    if (whole && spare.length < MAX_SPARE) spare.push(buffer);
+    if (whole) giveBackReadBuffer(buffer);
     await file?.close().catch(() => undefined);
   }
 }
