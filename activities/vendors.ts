@@ -38,8 +38,12 @@ const OUTPUT_TOKENS_ESTIMATE = 1000;
  * vendor bills (vendors/resize.ts), the text at ~4 characters a token, and an answer's guess.
  */
 export function estimateCallTokens(v: Vendor, image: Buffer | WorkCopy | PreparedImage, text: string): number {
-  const size = Buffer.isBuffer(image) || isPrepared(image) ? null : billedSize(v, image.width, image.height);
-  const tokens = isPrepared(image) ? image.tokens : size ? imageTokens(v, size.width, size.height) : 1000;
+  let tokens = 1000;
+  if (isPrepared(image)) tokens = image.tokens;
+  else if (!Buffer.isBuffer(image)) {
+    const size = billedSize(v, image.width, image.height);
+    tokens = imageTokens(v, size.width, size.height);
+  }
   return tokens + Math.ceil(text.length / 4) + OUTPUT_TOKENS_ESTIMATE;
 }
 
@@ -111,8 +115,10 @@ export function vendorActivities(deps: ActivityDeps) {
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
       // Usually made long before the answer came; never rejects (undefined when it could not be
       // made). Awaited here, so the heartbeats go on while a slow one finishes.
-      phase = 'preparing the next photo';
-      if (ahead) preparedAhead = await ahead;
+      if (ahead) {
+        phase = 'preparing the next photo';
+        preparedAhead = await ahead;
+      }
     } catch (err) {
       // An answer we refuse (not JSON, truncated, refused) was billed all the same: its tokens count
       // in the metrics and against the vendor's budget as a kept answer's do.
@@ -178,7 +184,7 @@ export function vendorActivities(deps: ActivityDeps) {
    * asked. Unreferenced, it is the collector's after BLOB_GC_GRACE_MS, which outlasts any run.
    * Never rejects: a photo that cannot be prepared is its own call's to decode and refuse.
    */
-  async function prepareAhead(v: Vendor, next: { sha256: string; fingerprint: boolean }): Promise<PreparedUpload | undefined> {
+  async function prepareAhead(v: Vendor, next: NonNullable<VendorCallInput['ahead']>): Promise<PreparedUpload | undefined> {
     try {
       const { copy, hashes } = next.fingerprint ? await deps.workCopies.withHashes(next.sha256) : { copy: await deps.workCopies.get(next.sha256), hashes: undefined };
       const upload = await prepareImage(v, copy);

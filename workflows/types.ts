@@ -93,7 +93,7 @@ export interface VendorCallInput {
    * hands it to the photo's own call (docs/decisions.md, "A vehicle's next photo prepared during
    * the call").
    */
-  ahead?: { sha256: string; fingerprint: boolean };
+  ahead?: { sha256: string; fingerprint?: boolean };
   /** This photo's upload, prepared during an earlier call; used when it was made for this vendor. */
   prepared?: PreparedUpload;
 }

@@ -46,7 +46,7 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
           ...(input.context ? { context: input.context } : {}),
           ...hashesWanted(input.images[index]!),
           ...(prepared ? { prepared } : {}),
-          ...(ahead !== undefined ? { ahead: { sha256: ahead, fingerprint: hashesWanted(input.images[indexOf(ahead)]!).fingerprint === true } } : {}),
+          ...(ahead !== undefined ? { ahead: { sha256: ahead, ...hashesWanted(input.images[indexOf(ahead)]!) } } : {}),
         },
         `vehicle photo ${index + 1}/${count} ${short(sha256)}`,
       );
