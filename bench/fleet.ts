@@ -2,7 +2,7 @@
  * A fleet through the CLI, the stack as `npm start` runs it (issue 22 §4):
  *
  *   npx tsx bench/fleet.ts --vehicles 50,200 --photos 25 [--no-resume]
- *   npx tsx bench/fleet.ts --vehicles 1000 --photos 10
+ *   npx tsx bench/fleet.ts --vehicles 1000 --photos 10 --no-resume --max-mb 3.7
  *
  * For each size (vehicles × photos per vehicle), in this order and each on its own:
  *
@@ -22,7 +22,9 @@
  *   different bytes and SHA-256: to Lenstack each is a new photo (uploaded, stored, its own
  *   registry entry and vendor call), and the worker still reads and decodes every file; only
  *   their pictures repeat. Written to a temp dir, removed after the size; free disk is checked
- *   first and a size that does not fit is refused.
+ *   first and a size that does not fit is refused. `--max-mb M` keeps only the pool's photos of at
+ *   most M MB (still 3–5 MB): 1,000 × 10 photos of the whole pool need about 79 GiB with their
+ *   copies in the blob store, of the smaller ones about 68.
  * - **The run**: `lenstack batch --vehicles <folder> --json` as a child process, as a user runs it
  *   (hash, submit one vehicle batch awaiting its uploads, upload over tus beside it, follow it to
  *   the end), under GNU time for the CLI's peak RSS and CPU. Times from the uploads, batches and
@@ -70,7 +72,7 @@ const BIN = path.join(ROOT, 'clients/cli/bin/lenstack.js');
 const LATENCY_MS = 800;
 const POOL = 6;
 const { values: opts } = parseArgs({
-  options: { vehicles: { type: 'string', default: '50,200' }, photos: { type: 'string', default: '25' }, 'no-resume': { type: 'boolean', default: false } },
+  options: { vehicles: { type: 'string', default: '50,200' }, photos: { type: 'string', default: '25' }, 'no-resume': { type: 'boolean', default: false }, 'max-mb': { type: 'string' } },
 });
 const SIZES = opts.vehicles.split(',').map(Number);
 const P = Number(opts.photos);
@@ -90,7 +92,13 @@ const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
 // ---- photos -------------------------------------------------------------------------------------
 
 /** The pool: POOL distinct camera-like JPEGs, 4.9 to 7.1 MP of a fixture with sensor-like noise, q95 (bench/camera-photos.ts). */
-const photoPool = (): Promise<Buffer[]> => cameraPhotos(POOL);
+async function photoPool(): Promise<Buffer[]> {
+  const all = await cameraPhotos(POOL);
+  if (opts['max-mb'] === undefined) return all;
+  const kept = all.filter((b) => b.length <= Number(opts['max-mb']) * 1e6);
+  if (kept.length === 0) throw new Error(`--max-mb ${opts['max-mb']}: no photo of the pool is that small (the smallest is ${(Math.min(...all.map((b) => b.length)) / 1e6).toFixed(2)} MB)`);
+  return kept;
+}
 
 /** A COM segment (FF FE, length, text) making a file distinct: inserted after SOI, pixels unchanged. */
 function comSegment(text: string): Buffer {
