@@ -80,6 +80,7 @@ if (SIZES.some((v) => !Number.isInteger(v) || v < 1 || v > 1000) || !Number.isIn
   throw new Error('--vehicles takes sizes from 1 to 1000 (comma-separated), --photos 1 to 50, at most 10,000 photos a size (a batch\'s limits)');
 }
 const lines: string[] = [];
+const RESULTS = path.join(ROOT, `bench/results/fleet-vehicles-${SIZES.join(',')}x${P}.txt`);
 const say = (s: string) => {
   console.log(s);
   lines.push(s);
@@ -362,9 +363,12 @@ try {
   say(`vendor latency ${LATENCY_MS} ms; vendor share of a vehicle batch ${SHARE} calls (BATCH_CONCURRENCY ${BATCH_CONCURRENCY}; vehicleLanes(${BATCH_CONCURRENCY}, 16) = ${lanes.atOnce} vehicles × ${lanes.photoConcurrency} call); API, worker and console as separate processes, fresh per size`);
   say(`photo pool: ${pool.length} distinct JPEGs q95, ${pool.map((b) => (b.length / 1e6).toFixed(2)).join(' / ')} MB; every file made distinct by a COM segment after SOI (same pixels within a pool entry, different bytes and SHA-256)`);
 
-  // Disk: the folder, its copy in the blob store, and (largest size, resume) the folder rewritten and stored again.
+  // Disk: the folder and its copy in the blob store, and (largest size, resume) the folder written
+  // again (the first one is removed before) and stored again; each photo's prepared vendor upload
+  // (docs/decisions.md, "A vehicle's next photo prepared during the call", under 0.4 MB) is kept too.
   const largest = Math.max(...SIZES);
-  const needFor = (v: number) => v * P * (avg + 100) * (v === largest && !opts['no-resume'] ? 3 : 2) + 2 * 1024 ** 3;
+  const PREPARED = 400_000;
+  const needFor = (v: number) => v * P * ((avg + 100) * (v === largest && !opts['no-resume'] ? 3 : 2) + PREPARED * (v === largest && !opts['no-resume'] ? 2 : 1)) + 2 * 1024 ** 3;
   const fs = statfsSync(work);
   const free = fs.bavail * fs.bsize;
   for (const v of SIZES) {
@@ -420,8 +424,14 @@ try {
       say(`  peak RSS: API ${peaks.api.toFixed(0)} MB, worker ${peaks.worker.toFixed(0)} MB, console ${peaks.web.toFixed(0)} MB, CLI ${run.maxRssKb ? (run.maxRssKb / 1024).toFixed(0) : '?'} MB`);
       say(`  CPU s over the run (uploads and analysis overlap): API ${d('api', cpu0, cpu1)}, worker ${d('worker', cpu0, cpu1)}, console ${d('web', cpu0, cpu1)}, bench process with the simulator ${d('bench', cpu0, cpu1)}, CLI ${run.cpuS?.toFixed(1) ?? '?'}; the whole machine (${os.cpus().length} cores, everyone's work) ${d('machine', cpu0, cpu1)} of ${((run.ms / 1000) * os.cpus().length).toFixed(0)} possible`);
       results.push({ v, ...peaks });
+      // Written after each size too, so a run that dies later (the resume, a later size) keeps these figures.
+      await writeFile(RESULTS, `${lines.join('\n')}\n`);
 
       if (v === largest && !opts['no-resume']) {
+        // The first run's folder is done with: removed before its successor is written, so the
+        // disk holds three copies of the fleet at most (a 200 × 25 run filled this machine's disk
+        // with four, and Postgres stopped).
+        await rm(dir, { recursive: true, force: true });
         const rdir = path.join(work, 'resume');
         const resumeFleet = await writeFleet(rdir, v, pool, from);
         from += photos;
@@ -466,7 +476,7 @@ try {
     say(`peak RSS at ${hi.v} over ${lo.v} vehicles: API ${(hi.api / lo.api).toFixed(2)}×, worker ${(hi.worker / lo.worker).toFixed(2)}×, console ${(hi.web / lo.web).toFixed(2)}× (target ≤ 1.2×)`);
   }
   say(`ended ${new Date().toISOString()}, load average ${load()}`);
-  await writeFile(path.join(ROOT, `bench/results/fleet-vehicles-${SIZES.join(',')}x${P}.txt`), `${lines.join('\n')}\n`);
+  await writeFile(RESULTS, `${lines.join('\n')}\n`);
 } finally {
   await rm(work, { recursive: true, force: true });
   await sim?.close();
