@@ -1,7 +1,7 @@
 import { VENDOR_NAMES, type VendorName } from '../core/vendor-names.ts';
-import { anthropic } from './anthropic/index.ts';
-import { google } from './google/index.ts';
-import { openai } from './openai/index.ts';
+import { plugin as anthropic } from './anthropic/index.ts';
+import { plugin as google } from './google/index.ts';
+import { plugin as openai } from './openai/index.ts';
 import type { VendorPlugin } from './plugin.ts';
 
 export type { VendorPlugin } from './plugin.ts';
