@@ -77,11 +77,33 @@ forbidden.push({
   to: { path: ['^db/', '^node_modules/(pg|pg-pool|pg-protocol|postgres)/', '^(pg|pg-pool)$'] },
 });
 
+/**
+ * A vendor is a folder (docs/architecture.md, "Adding a vendor"): its plug-in, `index.ts` (product),
+ * and its simulated vendor, `simulator.ts` (the simulator's, not product). The two registries load
+ * them by name with `import()` (vendors/registry.ts, tools/sim/protocols/index.ts), which
+ * dependency-cruiser does not follow, so these rules keep what the imports between them must be:
+ * - the product imports no simulated vendor, and nothing of tools/ (a simulated vendor imports the
+ *   simulator's shared part);
+ * - a simulated vendor imports nothing but that shared part (tools/sim/protocols/common.ts): what it
+ *   bills stays its own reading of the vendor's rules, apart from the plug-in beside it, and it
+ *   cannot reach the simulator's registry, which loads it;
+ * - nothing a vendor's folder imports reaches vendors/registry.ts: the registry awaits the folder's
+ *   import, so a way back would leave both waiting for ever.
+ */
+const SIMULATOR = '^vendors/[^/]+/simulator\\.ts$';
+forbidden.push(
+  { name: 'product-not-simulator', comment: 'the product never imports a simulated vendor (vendors/<vendor>/simulator.ts): only the simulator loads it', severity: 'error', from: { pathNot: SIMULATOR }, to: { path: SIMULATOR } },
+  { name: 'product-not-tools', comment: 'the product never imports tools/', severity: 'error', from: { pathNot: SIMULATOR }, to: { path: '^tools/' } },
+  { name: 'simulator-apart', comment: "a simulated vendor imports only the simulator's shared part, tools/sim/protocols/common.ts (and node's own modules)", severity: 'error', from: { path: SIMULATOR }, to: { pathNot: '^tools/sim/protocols/common\\.ts$', dependencyTypesNot: ['core'] } },
+  { name: 'vendor-folder-not-registry', comment: "nothing a vendor's folder imports reaches vendors/registry.ts, which awaits the folder's import", severity: 'error', from: { path: '^vendors/[^/]+/' }, to: { path: '^vendors/registry\\.ts$', reachable: true } },
+);
+
 module.exports = {
   forbidden,
   options: {
-    doNotFollow: { path: 'node_modules' },
-    exclude: { path: '^(node_modules|test|bench|tools|clients|examples|samples|web/ui)/' },
+    // tools/ is seen but not followed, so that a product module importing it is caught (product-not-tools).
+    doNotFollow: { path: ['node_modules', '^tools/'] },
+    exclude: { path: '^(node_modules|test|bench|clients|examples|samples|web/ui)/' },
     tsConfig: { fileName: 'tsconfig.json' },
     tsPreCompilationDeps: true,
   },

@@ -2,7 +2,8 @@
  * The AI vendors' names, and what of each is spelled outside its folder (vendors/<vendor>/): the
  * prefix of its environment variables, its default model and the name of its Temporal activity. Pure data with no import, so the
  * workflow sandbox, the config schema and the log redaction can all derive from it;
- * `vendors/registry.ts` holds the rest of each vendor (its plug-in: client, billed size, dialect) and
+ * the rest of each vendor is its folder, which `vendors/registry.ts` (its plug-in: client, billed
+ * size, dialect) and the simulator (its simulated vendor) load by these names, and
  * test/vendors/registry.test.ts checks that every list equals this one (docs/architecture.md,
  * "Adding a vendor").
  */

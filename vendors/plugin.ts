@@ -7,10 +7,11 @@ import type { VendorUsage, VisionClient } from './types.ts';
 
 /**
  * What a vendor is to the product: one folder, `vendors/<vendor>/`, whose `index.ts` exports this
- * plug-in (its client in `client.ts` beside it), registered by name in vendors/registry.ts
- * (docs/architecture.md, "Adding a vendor"). The modules shared by every vendor read these parts
- * instead of naming vendors: vendors/resize.ts the billed size and tokens, vendors/index.ts the
- * client factory and the simulator path, vendors/settings.ts the variable prefix.
+ * plug-in as `plugin` (its client, the adapter over the vendor's SDK, in the same file), loaded by
+ * name by vendors/registry.ts (docs/architecture.md, "Adding a vendor"). The modules shared by
+ * every vendor read these parts instead of naming vendors: vendors/resize.ts the billed size and
+ * tokens, vendors/index.ts the client factory and the simulator path, vendors/settings.ts the
+ * variable prefix.
  */
 export interface VendorPlugin<V extends VendorName = VendorName> {
   readonly name: V;

@@ -73,4 +73,37 @@ describe('layers', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it("the vendor folder rules catch what the registries' import() hides (a small tree of their own)", async () => {
+    // docs/architecture.md, "Adding a vendor": the registries load vendors/<vendor>/index.ts and
+    // simulator.ts by name, so no cruise sees those imports; these rules keep the rest in line.
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-vendor-folders-'));
+    try {
+      await mkdir(join(dir, 'vendors/acme'), { recursive: true });
+      await mkdir(join(dir, 'tools/sim/protocols'), { recursive: true });
+      await writeFile(join(dir, 'tools/sim/protocols/common.ts'), 'export const shared = 1;\n');
+      await writeFile(join(dir, 'vendors/registry.ts'), 'export const REGISTRY = {};\n');
+      // A plug-in reaching the registry that awaits it, through a shared module.
+      await writeFile(join(dir, 'vendors/resize.ts'), "import { REGISTRY } from './registry.ts';\nexport const size = () => REGISTRY;\n");
+      await writeFile(join(dir, 'vendors/acme/index.ts'), "import { size } from '../resize.ts';\nexport const plugin = { size };\n");
+      // A simulated vendor reading the plug-in beside it (its billing would be the product's own).
+      await writeFile(
+        join(dir, 'vendors/acme/simulator.ts'),
+        "import { plugin } from './index.ts';\nimport { shared } from '../../tools/sim/protocols/common.ts';\nexport const protocol = { plugin, shared };\n",
+      );
+      // Product modules importing a simulated vendor, and the simulator's code.
+      await writeFile(join(dir, 'vendors/budget.ts'), "import { protocol } from './acme/simulator.ts';\nexport const budget = protocol;\n");
+      await writeFile(join(dir, 'vendors/settings.ts'), "import { shared } from '../tools/sim/protocols/common.ts';\nexport const settings = shared;\n");
+      const v = await violations(['vendors', 'tools'], { baseDir: dir, doNotFollow: { path: 'node_modules' } });
+      expect(described(v).sort()).toEqual([
+        'product-not-simulator: vendors/budget.ts → vendors/acme/simulator.ts',
+        'product-not-tools: vendors/settings.ts → tools/sim/protocols/common.ts',
+        'simulator-apart: vendors/acme/simulator.ts → vendors/acme/index.ts',
+        'vendor-folder-not-registry: vendors/acme/index.ts → vendors/registry.ts',
+        'vendor-folder-not-registry: vendors/acme/simulator.ts → vendors/registry.ts',
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

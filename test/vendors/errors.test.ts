@@ -2,10 +2,10 @@ import Anthropic from '@anthropic-ai/sdk';
 import { ApiError } from '@google/genai';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { fromAnthropicError } from '../../vendors/anthropic/client.ts';
+import { fromAnthropicError } from '../../vendors/anthropic/index.ts';
 import { kindForStatus, VendorError } from '../../vendors/errors.ts';
-import { fromGoogleError } from '../../vendors/google/client.ts';
-import { fromOpenAIError } from '../../vendors/openai/client.ts';
+import { fromGoogleError } from '../../vendors/google/index.ts';
+import { fromOpenAIError } from '../../vendors/openai/index.ts';
 
 /** Each SDK's own error classes, built the way the SDK builds them, mapped to VendorError. */
 

@@ -18,6 +18,21 @@ import { VENDOR_PLUGINS, VENDOR_REGISTRY, vendorSettings } from '../../vendors/i
  */
 const names = [...VENDOR_NAMES].sort();
 
+/** The TypeScript files under the repository's root, but for the folders in `skip`. */
+function tsFiles(skip: ReadonlySet<string>): string[] {
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const d of readdirSync(dir, { withFileTypes: true })) {
+      const p = dir === '.' ? d.name : path.join(dir, d.name);
+      if (d.isDirectory()) {
+        if (!d.name.startsWith('.') && !skip.has(p)) walk(p);
+      } else if (/\.tsx?$/.test(d.name)) files.push(p);
+    }
+  };
+  walk('.');
+  return files;
+}
+
 describe('the vendor registry is the one list of vendors', () => {
   it('registers one plug-in per name, under its own name', () => {
     expect(Object.keys(VENDOR_REGISTRY).sort()).toEqual(names);
@@ -92,37 +107,41 @@ describe('the vendor registry is the one list of vendors', () => {
     // A vendor's own code is its folder, vendors/<vendor>/; its name, prefix and activity are in
     // core/vendor-names.ts. Nothing else (vendors/resize.ts, vendors/schema-dialect.ts, the registry) quotes one.
     const vendorCode = (f: string) => f === 'core/vendor-names.ts' || VENDOR_NAMES.some((v) => f.startsWith(`vendors/${v}/`));
-    // tools/sim is the simulator: one protocol per vendor, checked against the list above. The
-    // console's `google` is a sign-in provider, quoted as such in web/ (not a vendor).
-    const skip = new Set(['node_modules', 'test', 'bench', 'docs', 'openapi', 'clients', 'tools/sim', 'web', 'deploy', 'samples', 'examples']);
-    const files: string[] = [];
-    const walk = (dir: string) => {
-      for (const d of readdirSync(dir, { withFileTypes: true })) {
-        const p = dir === '.' ? d.name : path.join(dir, d.name);
-        if (d.isDirectory()) {
-          if (!d.name.startsWith('.') && !skip.has(p)) walk(p);
-        } else if (/\.tsx?$/.test(d.name)) files.push(p);
-      }
-    };
-    walk('.');
+    // tools/sim is the simulator, checked below. The console's `google` is a sign-in provider,
+    // quoted as such in web/ (not a vendor).
+    const files = tsFiles(new Set(['node_modules', 'test', 'bench', 'docs', 'openapi', 'clients', 'tools/sim', 'web', 'deploy', 'samples', 'examples']));
     expect(files).toContain('workflows/steps.ts');
     expect(files).toContain('vendors/resize.ts');
-    expect(files.filter(vendorCode).length).toBeGreaterThanOrEqual(1 + 2 * VENDOR_NAMES.length);
+    // core/vendor-names.ts, and each vendor's index.ts and simulator.ts.
+    expect(files.filter(vendorCode).length).toBe(1 + 2 * VENDOR_NAMES.length);
     // Quoted, or as an object's key.
     const spelled = files.filter((f) => !vendorCode(f) && /(['"])(openai|anthropic|google)\1|^\s*(openai|anthropic|google)\??:/m.test(readFileSync(f, 'utf8')));
     expect(spelled).toEqual([]);
   });
 
-  it("the simulator's shared modules quote no vendor name: a vendor's part is its protocol module", () => {
+  it("a vendor's folder is its plug-in and its simulated vendor, and the simulator's own modules quote no vendor name", () => {
+    // vendors/<vendor>/: index.ts (plug-in and adapter), simulator.ts (the simulated vendor), nothing else.
+    for (const v of VENDOR_NAMES) expect(readdirSync(`vendors/${v}`).sort()).toEqual(['index.ts', 'simulator.ts']);
     const files = [...readdirSync('tools/sim').map((f) => `tools/sim/${f}`), ...readdirSync('tools/sim/protocols').map((f) => `tools/sim/protocols/${f}`)].filter((f) => f.endsWith('.ts'));
-    // protocols/<vendor>.ts, one per vendor, and the registry naming them (protocols/index.ts);
-    // protocols/common.ts is shared.
-    const own = (f: string) => f.startsWith('tools/sim/protocols/') && !f.endsWith('/common.ts');
+    // The simulator's shared part (protocols/common.ts) and the registry loading each vendor's
+    // simulator.ts by name (protocols/index.ts).
     expect(files).toContain('tools/sim/app.ts');
-    expect(files.filter(own)).toHaveLength(VENDOR_NAMES.length + 1);
+    expect(files).toContain('tools/sim/protocols/index.ts');
     // Quoted, or as an object's key.
-    const spelled = files.filter((f) => !own(f) && /(['"])(openai|anthropic|google)\1|^\s*(openai|anthropic|google)\??:/m.test(readFileSync(f, 'utf8')));
+    const spelled = files.filter((f) => /(['"])(openai|anthropic|google)\1|^\s*(openai|anthropic|google)\??:/m.test(readFileSync(f, 'utf8')));
     expect(spelled).toEqual([]);
+  });
+
+  it('no product module names a simulated vendor: only the simulator (tools/sim/protocols/index.ts) loads one', () => {
+    // Static imports are the layer check's (product-not-simulator, .dependency-cruiser.cjs); this
+    // reads every product module for an import() of a simulator.ts, which that check cannot follow.
+    const importsSimulator = (text: string) => /(\bfrom\s*|\bimport\s*\(\s*)['"`][^'"`]*simulator\.ts['"`]/.test(text);
+    const files = tsFiles(new Set(['node_modules', 'test', 'bench', 'docs', 'openapi', 'clients', 'tools', 'deploy', 'samples', 'examples', 'web/ui']));
+    expect(files).toContain('vendors/registry.ts');
+    const naming = files.filter((f) => !/^vendors\/[^/]+\/simulator\.ts$/.test(f) && importsSimulator(readFileSync(f, 'utf8')));
+    expect(naming).toEqual([]);
+    // The check sees such an import: the simulator's registry has one.
+    expect(importsSimulator(readFileSync('tools/sim/protocols/index.ts', 'utf8'))).toBe(true);
   });
 });
 

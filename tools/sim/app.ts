@@ -24,7 +24,7 @@ import { createVendorRateLimit, limitsPatchSchema, NO_LIMITS, retryAfterHeaders,
 
 /**
  * The simulated vendor server: one HTTP server that speaks each vendor's wire protocol
- * (protocols/<vendor>.ts, registered in protocols/index.ts) as its official SDK sends it, answers from the JSON schema in the request, and
+ * (vendors/<vendor>/simulator.ts, loaded by name in protocols/index.ts) as its official SDK sends it, answers from the JSON schema in the request, and
  * can be told (at start or at runtime) to be slow or to fail. Every response carries the
  * `x-lenstack-simulated` header, so an adapter labels the answer simulated even when someone
  * points a "real" base URL at the sim.

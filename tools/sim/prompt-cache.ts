@@ -5,11 +5,11 @@ import { SIM_PROTOCOLS } from './protocols/index.ts';
 
 /**
  * The vendors' prompt caches as the sim plays them. A request is a list of segments in the order
- * the vendor's cache reads it (protocols/*.ts); a prefix of whole segments seen before, for the
+ * the vendor's cache reads it (each vendor's simulator.ts); a prefix of whole segments seen before, for the
  * same vendor and model within the TTL, is served from the cache. Real caches match prefixes
  * token by token; whole segments (a schema, a system text, a text block, an image) are as fine as
  * the product's prompts need. Each vendor's rules are its protocol's `cache`
- * (protocols/<vendor>.ts: which prefixes are cached, from how many tokens, for how long).
+ * (vendors/<vendor>/simulator.ts: which prefixes are cached, from how many tokens, for how long).
  * Every hit refreshes the entry's TTL, as the vendors do.
  */
 
@@ -28,7 +28,7 @@ export interface CacheRules {
   ttlMs: number;
 }
 
-/** Each vendor's rules, from its protocol (tools/sim/protocols/<vendor>.ts). */
+/** Each vendor's rules, from its protocol (vendors/<vendor>/simulator.ts). */
 export const CACHE_RULES: Record<VendorName, CacheRules> = Object.fromEntries(VENDOR_NAMES.map((v) => [v, SIM_PROTOCOLS[v].cache])) as Record<VendorName, CacheRules>;
 
 export interface CacheUse {

@@ -3,6 +3,9 @@ import type http from 'node:http';
 import type { VendorName } from '../../../core/config.ts';
 import type { CacheRules, PromptSegment } from '../prompt-cache.ts';
 
+/** Re-exported for the simulated vendors, which import this module only. */
+export type { PromptSegment };
+
 /** What the sim needs from any vendor's request, once parsed from that vendor's wire format. */
 export interface SimCall {
   /** Model as requested; echoed back like the real APIs do. */
@@ -50,9 +53,10 @@ export interface Dimensions {
 }
 
 /**
- * One simulated vendor (tools/sim/protocols/<vendor>.ts), registered by name in
+ * One simulated vendor (`protocol`, exported by vendors/<vendor>/simulator.ts), loaded by name in
  * tools/sim/protocols/index.ts: everything the server (app.ts), its billing (billing.ts) and its
- * prompt cache (prompt-cache.ts) do differently per vendor.
+ * prompt cache (prompt-cache.ts) do differently per vendor. This module is the simulator's part the
+ * simulated vendors share, and the only one of tools/ they import (.dependency-cruiser.cjs).
  */
 export interface Protocol<V extends VendorName = VendorName> {
   vendor: V;

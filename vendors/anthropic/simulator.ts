@@ -8,16 +8,21 @@ import {
   requireString,
   shrink,
   type ErrorStatus,
+  type PromptSegment,
   type Protocol,
   type SimCall,
   type WireResponse,
-} from './common.ts';
-import type { PromptSegment } from '../prompt-cache.ts';
+} from '../../tools/sim/protocols/common.ts';
 
 /**
  * Anthropic Messages: `POST /v1/messages`. The schema comes from the tool the request forces
  * (`tool_choice: {type: 'tool', name}`), or from the only/first tool for `any`/`auto`, or from
  * `output_config.format` (json_schema). A tool answer is a `tool_use` block with `input`.
+ *
+ * The simulated vendor (tools/sim), kept in the vendor's folder but not product code: only the
+ * simulator loads it (tools/sim/protocols/index.ts), it imports nothing of the product, and what it
+ * bills is its own reading of the vendor's published rules, apart from index.ts beside it
+ * (.dependency-cruiser.cjs, docs/architecture.md "Adding a vendor").
  */
 
 const MEDIA_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
@@ -130,7 +135,7 @@ const requestId = () => `req_${randomId(24)}`;
 /** The largest unresized size in the vision guide's table (951 × 1268, 3:4): the pixel ceiling. */
 const MAX_PIXELS = 951 * 1268;
 
-export const anthropicProtocol: Protocol<'anthropic'> = {
+export const protocol: Protocol<'anthropic'> = {
   vendor: 'anthropic',
   route: (path) => (path === '/v1/messages' ? {} : undefined),
   baseURLHint: 'anthropic <sim>',

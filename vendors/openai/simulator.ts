@@ -9,17 +9,22 @@ import {
   shrink,
   walkSchema,
   type ErrorStatus,
+  type PromptSegment,
   type Protocol,
   type SimCall,
   type WireResponse,
-} from './common.ts';
-import type { PromptSegment } from '../prompt-cache.ts';
+} from '../../tools/sim/protocols/common.ts';
 
 /**
  * OpenAI Chat Completions: `POST /v1/chat/completions` with `response_format: {type: 'json_schema',
  * json_schema: {name, schema, strict}}`. Strict schemas are checked the way OpenAI does (every
  * object closed and fully required; only the supported keywords), so an adapter that sends a
  * schema OpenAI would refuse fails against the sim too.
+ *
+ * The simulated vendor (tools/sim), kept in the vendor's folder but not product code: only the
+ * simulator loads it (tools/sim/protocols/index.ts), it imports nothing of the product, and what it
+ * bills is its own reading of the vendor's published rules, apart from index.ts beside it
+ * (.dependency-cruiser.cjs, docs/architecture.md "Adding a vendor").
  */
 
 const STRICT_KEYWORDS = new Set([
@@ -121,7 +126,7 @@ const ERRORS: Record<ErrorStatus, { type: string; code: string | null }> = {
   500: { type: 'server_error', code: null },
 };
 
-export const openaiProtocol: Protocol<'openai'> = {
+export const protocol: Protocol<'openai'> = {
   vendor: 'openai',
   route: (path) => (path === '/v1/chat/completions' ? {} : undefined),
   baseURLHint: 'openai <sim>/v1',

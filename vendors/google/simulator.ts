@@ -6,17 +6,22 @@ import {
   requireObject,
   walkSchema,
   type ErrorStatus,
+  type PromptSegment,
   type Protocol,
   type SimCall,
   type WireResponse,
-} from './common.ts';
-import type { PromptSegment } from '../prompt-cache.ts';
+} from '../../tools/sim/protocols/common.ts';
 
 /**
  * Gemini Developer API: `POST /v1beta/models/{model}:generateContent` (also /v1), structured
  * output via `generationConfig.responseMimeType: 'application/json'` + `responseJsonSchema`.
  * The schema may use only the JSON Schema subset Google documents for responseJsonSchema; the sim
  * refuses anything else, so an adapter that forgets to translate fails here, not in production.
+ *
+ * The simulated vendor (tools/sim), kept in the vendor's folder but not product code: only the
+ * simulator loads it (tools/sim/protocols/index.ts), it imports nothing of the product, and what it
+ * bills is its own reading of the vendor's published rules, apart from index.ts beside it
+ * (.dependency-cruiser.cjs, docs/architecture.md "Adding a vendor").
  */
 
 const JSON_SCHEMA_SUBSET = new Set([
@@ -105,7 +110,7 @@ const STATUS: Record<ErrorStatus, string> = {
   500: 'INTERNAL',
 };
 
-export const geminiProtocol: Protocol<'google'> = {
+export const protocol: Protocol<'google'> = {
   vendor: 'google',
   route(path) {
     const m = /^\/(?:v1|v1beta|v1alpha)\/models\/([^/:]+):generateContent$/.exec(path);
