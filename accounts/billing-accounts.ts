@@ -27,6 +27,6 @@ export async function createBillingAccountIn(c: DbClient, account: NewBillingAcc
 }
 
 /** A billing account and its credit account, together or not at all. */
-export async function createUser(db: Db, email: string): Promise<{ userId: string }> {
-  return { userId: await inTransaction(db, (c) => createBillingAccountIn(c, { email })) };
+export async function createBillingAccount(db: Db, email: string): Promise<{ accountId: string }> {
+  return { accountId: await inTransaction(db, (c) => createBillingAccountIn(c, { email })) };
 }

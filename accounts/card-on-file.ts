@@ -1,6 +1,6 @@
 import { grantSignupCredits, SIGNUP_GRANTS } from '../credits/signup.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
-import { userNotFound } from './users.ts';
+import { accountNotFound } from './users.ts';
 
 /**
  * Record that the user added a card on file (the dashboard calls this after its payment processor
@@ -17,7 +17,7 @@ export async function setCardOnFile(
       [args.userId, args.now ?? new Date()],
     );
     const row = r.rows[0];
-    if (!row) throw userNotFound(args.userId);
+    if (!row) throw accountNotFound(args.userId);
     const granted = await grantSignupCredits(c, args.userId, 'cardOnFile');
     return { userId: args.userId, cardOnFileAt: row.card_on_file_at.toISOString(), granted };
   });
@@ -36,7 +36,7 @@ export async function recordCardOnFile(db: Db, args: { userId: string; fingerpri
   return inTransaction(db, async (c) => {
     const u = await c.query<{ kind: string }>('SELECT kind FROM users WHERE id = $1 FOR UPDATE', [args.userId]);
     const kind = u.rows[0]?.kind;
-    if (!kind) throw userNotFound(args.userId);
+    if (!kind) throw accountNotFound(args.userId);
     await c.query('UPDATE users SET card_on_file_at = coalesce(card_on_file_at, $2) WHERE id = $1', [args.userId, args.now ?? new Date()]);
     if (kind !== 'personal') return { outcome: 'not-personal' as const, granted: 0 };
     // The card is claimed in the grant's transaction, and only by the grant: a card that earned
@@ -62,6 +62,6 @@ export async function cardOnFileStatus(db: Db, accountId: string): Promise<{ at:
     [accountId, SIGNUP_GRANTS.cardOnFile.idempotencyKey],
   );
   const row = r.rows[0];
-  if (!row) throw userNotFound(accountId);
+  if (!row) throw accountNotFound(accountId);
   return { at: row.card_on_file_at?.toISOString() ?? null, creditsAvailable: row.kind === 'personal' && !row.granted };
 }

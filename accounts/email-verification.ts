@@ -3,7 +3,7 @@ import { newId } from '../auth/repository.ts';
 import { validationFailed } from '../core/errors.ts';
 import { grantSignupCredits } from '../credits/signup.ts';
 import { inTransaction, type Db } from '../db/pool.ts';
-import { userNotFound } from './users.ts';
+import { accountNotFound } from './users.ts';
 
 /** How long an e-mail verification link works. */
 export const EMAIL_VERIFICATION_TTL_MS = 24 * 60 * 60 * 1000;
@@ -24,7 +24,7 @@ export async function createEmailVerification(
   const now = args.now ?? new Date();
   const u = await db.query<{ email: string; email_verified_at: Date | null }>('SELECT email, email_verified_at FROM users WHERE id = $1', [args.userId]);
   const user = u.rows[0];
-  if (!user) throw userNotFound(args.userId);
+  if (!user) throw accountNotFound(args.userId);
   if (user.email_verified_at) throw validationFailed('userId: this e-mail address is already verified');
   const token = `evt_${randomBytes(32).toString('base64url')}`;
   const expiresAt = new Date(now.getTime() + (args.ttlMs ?? EMAIL_VERIFICATION_TTL_MS));

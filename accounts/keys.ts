@@ -4,7 +4,7 @@ import type { KeyKind } from '../auth/keys.ts';
 import { issueKey, listKeys, revokeKey, type KeyListing } from '../auth/repository.ts';
 import { AppError } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
-import { requireUser } from './users.ts';
+import { requireAccount } from './users.ts';
 
 /** A newly issued key: the listing plus the key itself, shown this once and never stored. */
 export interface IssuedKey extends KeyListing {
@@ -12,7 +12,7 @@ export interface IssuedKey extends KeyListing {
 }
 
 export async function issueAccountKey(db: Db, args: { userId: string; kind: KeyKind; name?: string | null }): Promise<IssuedKey> {
-  await requireUser(db, args.userId);
+  await requireAccount(db, args.userId);
   const issued = await issueKey(db, args.userId, args.kind, args.name ?? null);
   const listing = (await listKeys(db, args.userId)).find((k) => k.id === issued.keyId)!;
   return { ...listing, key: issued.key };
@@ -20,7 +20,7 @@ export async function issueAccountKey(db: Db, args: { userId: string; kind: KeyK
 
 /** A user's keys as a dashboard may show them: prefix and last 4, never the secret or its hash. */
 export async function listAccountKeys(db: Db, accountId: string): Promise<KeyListing[]> {
-  await requireUser(db, accountId);
+  await requireAccount(db, accountId);
   return listKeys(db, accountId);
 }
 
@@ -34,7 +34,7 @@ export async function revokeAccountKey(
   deps: { db: Db; keyCache: KeyCache; evictionBus?: EvictionBus },
   args: { userId: string; keyId: string },
 ): Promise<{ keyId: string; revokedAt: string; apiProcessesNotified: number }> {
-  await requireUser(deps.db, args.userId);
+  await requireAccount(deps.db, args.userId);
   const revoked = await revokeKey(deps.db, args.keyId, { userId: args.userId });
   if (!revoked) throw new AppError('NOT_FOUND', `No key ${args.keyId} for user ${args.userId}`);
   const apiProcessesNotified = await evictEverywhere(deps.keyCache, deps.evictionBus, { keyHash: revoked.keyHash });

@@ -1,5 +1,5 @@
-import { findUserByEmail } from '../auth/repository.ts';
-import { createUser } from './billing-accounts.ts';
+import { findAccountByEmail } from '../auth/repository.ts';
+import { createBillingAccount } from './billing-accounts.ts';
 import { AppError, validationFailed } from '../core/errors.ts';
 import type { Db } from '../db/pool.ts';
 
@@ -14,22 +14,23 @@ export interface Account {
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-export const userNotFound = (accountId: string) => new AppError('NOT_FOUND', `No user ${accountId}`);
+/** The message keeps the wire's word, "user" (docs/architecture.md, "Vocabulary"). */
+export const accountNotFound = (accountId: string) => new AppError('NOT_FOUND', `No user ${accountId}`);
 
-/** Throws 404 NOT_FOUND unless the user exists. */
-export async function requireUser(db: Db, accountId: string): Promise<void> {
+/** Throws 404 NOT_FOUND unless the billing account exists. */
+export async function requireAccount(db: Db, accountId: string): Promise<void> {
   const r = await db.query('SELECT 1 FROM users WHERE id = $1', [accountId]);
-  if (!r.rowCount) throw userNotFound(accountId);
+  if (!r.rowCount) throw accountNotFound(accountId);
 }
 
-/** A new user with an empty credit account; credits come from signup steps and packs. */
+/** A new billing account with an empty credit account; credits come from signup steps and packs. */
 export async function createAccount(db: Db, email: string): Promise<Account> {
   const address = email.trim();
   if (!EMAIL.test(address) || address.length > 320) throw validationFailed(`email: not an e-mail address: "${email}"`);
-  if (await findUserByEmail(db, address)) throw validationFailed('email: a user with this e-mail address exists');
+  if (await findAccountByEmail(db, address)) throw validationFailed('email: a user with this e-mail address exists');
   let accountId: string;
   try {
-    ({ userId: accountId } = await createUser(db, address));
+    ({ accountId } = await createBillingAccount(db, address));
   } catch (err) {
     // Two sign-ups with one address raced past the check: the unique index decides.
     if ((err as { code?: string }).code === '23505') throw validationFailed('email: a user with this e-mail address exists');
@@ -47,7 +48,7 @@ export async function getAccount(db: Db, accountId: string): Promise<Account> {
     [accountId],
   );
   const u = r.rows[0];
-  if (!u) throw userNotFound(accountId);
+  if (!u) throw accountNotFound(accountId);
   return {
     userId: u.id,
     email: u.email,

@@ -48,7 +48,7 @@ export class KeyCache {
     return this.entries.delete(keyHash);
   }
 
-  evictUser(accountId: string): number {
+  evictAccount(accountId: string): number {
     this.evictions++;
     let n = 0;
     for (const [hash, e] of this.entries) {

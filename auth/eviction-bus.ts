@@ -104,7 +104,7 @@ export class EvictionBus {
 export function applyEviction(cache: KeyCache, e: Eviction): number {
   if (typeof e !== 'object' || e === null) return 0;
   if ('keyHash' in e && typeof e.keyHash === 'string') return cache.evictKey(e.keyHash) ? 1 : 0;
-  if ('userId' in e && typeof e.userId === 'string') return cache.evictUser(e.userId);
+  if ('userId' in e && typeof e.userId === 'string') return cache.evictAccount(e.userId);
   return 0;
 }
 

@@ -24,12 +24,13 @@ export interface KeyListing {
 
 export const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 
-export async function findUserByEmail(db: Db, email: string): Promise<string | null> {
+/** The personal account (`kind = 'personal'`) with this e-mail address, if any. */
+export async function findAccountByEmail(db: Db, email: string): Promise<string | null> {
   const r = await db.query<{ id: string }>("SELECT id FROM users WHERE lower(email) = lower($1) AND kind = 'personal'", [email.trim()]);
   return r.rows[0]?.id ?? null;
 }
 
-export async function userExists(db: Db, accountId: string): Promise<boolean> {
+export async function accountExists(db: Db, accountId: string): Promise<boolean> {
   const r = await db.query('SELECT 1 FROM users WHERE id = $1', [accountId]);
   return (r.rowCount ?? 0) > 0;
 }

@@ -19,7 +19,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 import { buildApp } from '../api/app.ts';
 import { KeyCache } from '../auth/cache.ts';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { loadConfig } from '../core/config.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
@@ -114,7 +114,7 @@ const app = await buildApp({
 const base = await app.listen({ host: '127.0.0.1', port: 0 });
 
 try {
-  const { userId: accountId } = await createUser(db, 'bench@example.test');
+  const { accountId } = await createBillingAccount(db, 'bench@example.test');
   const { key } = await issueKey(db, accountId, 'live');
   await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { grant } from '../credits/ledger.ts';
 import { distinctPhotos } from './distinct-photos.ts';
 import { startProcessStack } from './process-stack.ts';
@@ -28,7 +28,7 @@ const hwmMb = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/pr
 
 
 try {
-  const { userId: accountId } = await createUser(db, 'bench-batchp@example.test');
+  const { accountId } = await createBillingAccount(db, 'bench-batchp@example.test');
   const { key } = await issueKey(db, accountId, 'live');
   await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });

@@ -11,7 +11,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { buildApp } from '../api/app.ts';
 import { KeyCache } from '../auth/cache.ts';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { loadConfig, type Config } from '../core/config.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
@@ -75,7 +75,7 @@ export async function startBatchStack(name: string): Promise<BatchStack> {
     await rm(blobDir, { recursive: true, force: true });
   };
   try {
-    const { userId: accountId } = await createUser(db, `bench-${name}@example.test`);
+    const { accountId } = await createBillingAccount(db, `bench-${name}@example.test`);
     const { key } = await issueKey(db, accountId, 'live');
     await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
     return { config, db, temporal, sim, base, userId: accountId, key, close };

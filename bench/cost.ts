@@ -13,7 +13,7 @@ import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { grant } from '../credits/ledger.ts';
 import { freePort } from '../tools/scripts/temporal.ts';
 import { distinctPhotos } from './distinct-photos.ts';
@@ -80,9 +80,9 @@ try {
       sim.reset();
       const metricsPort = await freePort();
       const worker = await stack.start('worker/main.ts', { VENDOR_ORDER: vendor, VENDOR_PROMPT_CACHE: hint, WORKER_METRICS_PORT: String(metricsPort) }, /polling task queue/);
-      const user = await createUser(db, `bench-cost-${vendor}-${hint}@example.test`);
-      const key = (await issueKey(db, user.userId, 'live')).key;
-      await grant(db, { userId: user.userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+      const { accountId } = await createBillingAccount(db, `bench-cost-${vendor}-${hint}@example.test`);
+      const key = (await issueKey(db, accountId, 'live')).key;
+      await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
       const apiBefore = await (await fetch(`${base}/metrics`)).text();
 
       const t0 = performance.now();

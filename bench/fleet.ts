@@ -57,7 +57,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { BATCH_CONCURRENCY } from '../batches/submit.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
@@ -344,7 +344,7 @@ async function startStack(tag: string, blobDir: string): Promise<Stack> {
 }
 
 async function newKey(db: Db, name: string): Promise<{ userId: string; key: string }> {
-  const { userId: accountId } = await createUser(db, `bench-fleet-${name}-${process.pid}@example.test`);
+  const { accountId } = await createBillingAccount(db, `bench-fleet-${name}-${process.pid}@example.test`);
   await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
   return { userId: accountId, key: (await issueKey(db, accountId, 'live')).key };
 }

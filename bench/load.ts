@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import sharp from 'sharp';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { grant } from '../credits/ledger.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
@@ -183,7 +183,7 @@ try {
 
   const keys: string[] = [];
   for (let u = 0; u < USERS; u++) {
-    const { userId: accountId } = await createUser(db, `load-${u}@example.test`);
+    const { accountId } = await createBillingAccount(db, `load-${u}@example.test`);
     keys.push((await issueKey(db, accountId, 'live')).key);
     await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench-load' });
   }

@@ -20,7 +20,7 @@ import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { grant } from '../credits/ledger.ts';
 import { freePort } from '../tools/scripts/temporal.ts';
 import { distinctPhotos } from './distinct-photos.ts';
@@ -67,12 +67,12 @@ const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.cei
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 try {
-  const batchUser = await createUser(db, 'bench-quota-batch@example.test');
-  const batchKey = (await issueKey(db, batchUser.userId, 'live')).key;
-  await grant(db, { userId: batchUser.userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-  const liveUser = await createUser(db, 'bench-quota-live@example.test');
-  const liveKey = (await issueKey(db, liveUser.userId, 'live')).key;
-  await grant(db, { userId: liveUser.userId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  const { accountId: batchAccount } = await createBillingAccount(db, 'bench-quota-batch@example.test');
+  const batchKey = (await issueKey(db, batchAccount, 'live')).key;
+  await grant(db, { userId: batchAccount, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  const { accountId: liveAccount } = await createBillingAccount(db, 'bench-quota-live@example.test');
+  const liveKey = (await issueKey(db, liveAccount, 'live')).key;
+  await grant(db, { userId: liveAccount, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 
   const metricsPorts = [await freePort(), await freePort()];
   for (const mp of metricsPorts) await stack.start('worker/main.ts', { WORKER_METRICS_PORT: String(mp) }, /polling task queue/);

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { buildApp } from '../api/app.ts';
 import { KeyCache } from '../auth/cache.ts';
 import { issueKey } from '../auth/repository.ts';
-import { createUser } from '../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../accounts/billing-accounts.ts';
 import { loadConfig } from '../core/config.ts';
 import { createDatabaseIfMissing, dropDatabase, migrate } from '../db/migrate.ts';
 import { createPool } from '../db/pool.ts';
@@ -60,7 +60,7 @@ const off = await buildApp({ ...common, requestLog: new RequestLog(db, { capacit
 const bases = { on: await on.listen({ host: '127.0.0.1', port: 0 }), off: await off.listen({ host: '127.0.0.1', port: 0 }) };
 
 try {
-  const { userId: accountId } = await createUser(db, 'bench@example.test');
+  const { accountId } = await createBillingAccount(db, 'bench@example.test');
   const { key } = await issueKey(db, accountId, 'live');
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const refusedBody = JSON.stringify({ imageUrl: 'https://example.com/a.jpg', modules: ['no-such-lens'] });

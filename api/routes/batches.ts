@@ -70,7 +70,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
     // Event streams (each reads the batch twice a second) and exports held open on this process.
     const streams = new Slots();
     const exports = new ExportSlots(deps.config);
-    const liveUser = (request: Parameters<typeof principalOf>[0]): string => {
+    const liveAccount = (request: Parameters<typeof principalOf>[0]): string => {
       const p = principalOf(request);
       if (p.sandbox || !p.userId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
       return p.userId;
@@ -94,7 +94,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const accountId = liveUser(request);
+        const accountId = liveAccount(request);
         const summary = await submitBatch(pipeline(), accountId, request.body, { id: request.id, hash: requestFingerprint(request.body) });
         const used = [...(request.body.items ?? []), ...(request.body.vehicles ?? []).flatMap((v) => v.items)].flatMap((it) => (it.uploadId ? [it.uploadId] : []));
         await deps.uploads?.touch(accountId, used);
@@ -105,7 +105,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
     route.get(
       '/v1/batches/:batchId',
       { config: { auth: 'key' }, schema: { operationId: 'getBatch', summary: 'A batch and its progress', tags: ['batches'], security: [{ bearer: [] }], params, response: { 200: batchSchema, ...errorResponses(400, 401, 404) } } },
-      async (request) => ({ object: 'batch' as const, ...(await batchSummary(deps.db, liveUser(request), request.params.batchId)) }),
+      async (request) => ({ object: 'batch' as const, ...(await batchSummary(deps.db, liveAccount(request), request.params.batchId)) }),
     );
 
     for (const [action, signal] of [['pause', pauseBatch], ['resume', resumeBatch], ['cancel', cancelBatch]] as const) {
@@ -124,7 +124,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
           },
         },
         async (request, reply) => {
-          const accountId = liveUser(request);
+          const accountId = liveAccount(request);
           const batch = await getBatch(deps.db, accountId, request.params.batchId);
           if (batch.status === 'completed' || batch.status === 'cancelled') throw new AppError('BATCH_FINISHED', `The batch is ${batch.status}; it cannot be ${action}d`);
           await pipeline().temporal.workflow.getHandle(batchWorkflowId(accountId, batch.id)).signal(signal);
@@ -148,7 +148,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const accountId = liveUser(request);
+        const accountId = liveAccount(request);
         const summary = await retryBatchItem(pipeline(), accountId, request.params.batchId, request.params.index);
         return reply.code(202).send({ object: 'batch' as const, ...summary });
       },
@@ -187,7 +187,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const accountId = liveUser(request);
+        const accountId = liveAccount(request);
         const first = await batchSummary(deps.db, accountId, request.params.batchId);
         const creator = await keyCreatorOf(deps.db, principalOf(request).keyId);
         const slot = streams.take([{ key: `account:${accountId}`, max: MAX_STREAMS_PER_ACCOUNT }, ...(creator ? [{ key: `person:${creator}`, max: MAX_STREAMS_PER_PERSON }] : [])]);
@@ -237,7 +237,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request) => {
-        const accountId = liveUser(request);
+        const accountId = liveAccount(request);
         const batch = await getBatch(deps.db, accountId, request.params.batchId);
         const items = [];
         for await (const it of batchItems(deps.db, { userId: accountId, batchId: batch.id, lenses: batch.spec.lenses, afterIndex: request.query.after, limit: request.query.limit })) {
@@ -282,7 +282,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) => {
-        const accountId = liveUser(request);
+        const accountId = liveAccount(request);
         const exp = await prepareBatchExport(deps.db, accountId, request.params.batchId, request.query.format, exports);
         return sendBatchExport(request, reply, request.params.batchId, exp);
       },

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { userExists } from '../../auth/repository.ts';
+import { accountExists } from '../../auth/repository.ts';
 import { getBalance, type Balance } from '../../credits/ledger.ts';
 import { validationFailed } from '../../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
@@ -64,7 +64,7 @@ export function usageRoutes(deps: AppDeps): FastifyPluginAsync {
         if (tier !== undefined && tier !== 'starter') throw validationFailed(`query.tier: only "starter" is valid, got "${tier}"`);
         if (request.internal) {
           if (!accountId) throw validationFailed('query.userId: required with x-internal-secret');
-          if (!(await userExists(deps.db, accountId))) throw validationFailed(`query.userId: no user "${accountId}"`);
+          if (!(await accountExists(deps.db, accountId))) throw validationFailed(`query.userId: no user "${accountId}"`);
           return usageResource(await getBalance(deps.db, accountId));
         }
         const p = request.principal!;

@@ -4,7 +4,7 @@ import type { AppDeps } from '../../api/deps.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import { EvictionBus } from '../../auth/eviction-bus.ts';
 import { issueKey } from '../../auth/repository.ts';
-import { createUser } from '../../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../../accounts/billing-accounts.ts';
 import type { Config } from '../../core/config.ts';
 import { grant } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
@@ -68,7 +68,7 @@ let counter = 0;
 /** A user with a live and a test key, and optional credits in each pool. */
 export async function createTestUser(db: Db, credits: { community?: number; purchased?: number } = {}): Promise<TestUser> {
   const email = `user${process.pid}-${Date.now()}-${counter++}@example.test`;
-  const { userId: accountId } = await createUser(db, email);
+  const { accountId } = await createBillingAccount(db, email);
   const live = await issueKey(db, accountId, 'live');
   const test = await issueKey(db, accountId, 'test');
   if (credits.community) await grant(db, { userId: accountId, pool: 'community', amount: credits.community, idempotencyKey: 'test-community' });

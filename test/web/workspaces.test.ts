@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createUser } from '../../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../../accounts/billing-accounts.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { acceptInvitation, createTeamWorkspace, ensurePersonalWorkspace, inviteMember, listInvitations, requireMember, workspacesOf } from '../../accounts/workspaces.ts';
@@ -32,7 +32,7 @@ describe('personal workspaces', () => {
 
   it('takes over the API account an operator made for the same address, granting its credits once ever', async () => {
     const email = `Op-${randomBytes(6).toString('hex')}@Example.test`;
-    const { userId: accountId } = await createUser(db, email);
+    const { accountId } = await createBillingAccount(db, email);
     const p = await person(email.toLowerCase());
     expect(await ensurePersonalWorkspace(db, p)).toBe(accountId);
     expect(await ensurePersonalWorkspace(db, p)).toBe(accountId);

@@ -6,7 +6,7 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { issueKey } from '../../auth/repository.ts';
 import { VENDOR_ENV_PREFIX, VENDOR_NAMES } from '../../core/vendor-names.ts';
-import { createUser } from '../../accounts/billing-accounts.ts';
+import { createBillingAccount } from '../../accounts/billing-accounts.ts';
 import { grant, sweepExpired } from '../../credits/ledger.ts';
 import { createPool } from '../../db/pool.ts';
 import { startSimVendor } from '../sim/index.ts';
@@ -415,7 +415,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const keys: string[] = [];
     const accountIds: string[] = [];
     for (const u of plan.users) {
-      const { userId: accountId } = await createUser(db, `chaos-${runTag}-${u.index}@example.test`);
+      const { accountId } = await createBillingAccount(db, `chaos-${runTag}-${u.index}@example.test`);
       const { key } = await issueKey(db, accountId, 'live');
       await grant(db, { userId: accountId, pool: 'community', amount: u.community, idempotencyKey: 'chaos-community' });
       if (u.purchased) await grant(db, { userId: accountId, pool: 'purchased', amount: u.purchased, idempotencyKey: 'chaos-purchased' });
@@ -430,7 +430,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const batchAccountIds: string[] = [];
     const needs = (u: number) => batchPlan.filter((b) => b.user === u).reduce((n, b) => n + b.images.length * (b.modules.length + 1) + 2, 0);
     for (let u = 0; u < (o.batches > 0 ? o.batchUsers : 0); u++) {
-      const { userId: accountId } = await createUser(db, `chaos-${runTag}-batch-${u}@example.test`);
+      const { accountId } = await createBillingAccount(db, `chaos-${runTag}-batch-${u}@example.test`);
       const { key } = await issueKey(db, accountId, 'live');
       // Enough for the plan's batches and for the uploads cut by kills (their batches are extra).
       await grant(db, { userId: accountId, pool: 'purchased', amount: needs(u) + 40, idempotencyKey: 'chaos-batches' });

@@ -4,8 +4,8 @@ import { setCardOnFile } from '../../accounts/card-on-file.ts';
 import { createEmailVerification, verifyEmail } from '../../accounts/email-verification.ts';
 import { getAccount } from '../../accounts/users.ts';
 import { publishEviction } from '../../auth/eviction-bus.ts';
-import { findUserByEmail, issueKey, listKeys, revokeKey, userExists } from '../../auth/repository.ts';
-import { createUser } from '../../accounts/billing-accounts.ts';
+import { findAccountByEmail, issueKey, listKeys, revokeKey, accountExists } from '../../auth/repository.ts';
+import { createBillingAccount } from '../../accounts/billing-accounts.ts';
 import { AppError } from '../../core/errors.ts';
 import { loadConfig } from '../../core/config.ts';
 import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
@@ -73,38 +73,38 @@ async function main(): Promise<number> {
   await migrate(config.DATABASE_URL);
   const db = createPool(config.DATABASE_URL, { max: 2, application: 'lenstack-admin' });
   try {
-    const requireUser = async () => {
+    const requireAccount = async () => {
       const accountId = need('user');
-      if (!(await userExists(db, accountId))) throw new UsageError(`no user ${accountId}`);
+      if (!(await accountExists(db, accountId))) throw new UsageError(`no user ${accountId}`);
       return accountId;
     };
     switch (`${group} ${action ?? ''}`.trim()) {
       case 'user create': {
         const email = need('email');
         if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new UsageError(`not an e-mail address: ${email}`);
-        if (await findUserByEmail(db, email)) throw new UsageError(`a user with e-mail ${email} exists`);
-        const { userId: accountId } = await createUser(db, email);
+        if (await findAccountByEmail(db, email)) throw new UsageError(`a user with e-mail ${email} exists`);
+        const { accountId } = await createBillingAccount(db, email);
         const live = await issueKey(db, accountId, 'live', 'default live key');
         const test = await issueKey(db, accountId, 'test', 'default test key');
         print({ userId: accountId, liveKey: live.key, testKey: test.key });
         return 0;
       }
       case 'user show': {
-        const accountId = await requireUser();
+        const accountId = await requireAccount();
         print({ ...(await getAccount(db, accountId)), credits: await getBalance(db, accountId) });
         return 0;
       }
       case 'user email-token':
-        print(await createEmailVerification(db, { userId: await requireUser() }));
+        print(await createEmailVerification(db, { userId: await requireAccount() }));
         return 0;
       case 'user verify-email':
         print(await verifyEmail(db, { token: need('token') }));
         return 0;
       case 'user card-on-file':
-        print(await setCardOnFile(db, { userId: await requireUser() }));
+        print(await setCardOnFile(db, { userId: await requireAccount() }));
         return 0;
       case 'key issue': {
-        const accountId = await requireUser();
+        const accountId = await requireAccount();
         const kind = need('kind');
         if (kind !== 'live' && kind !== 'test') throw new UsageError('--kind must be live or test');
         const k = await issueKey(db, accountId, kind, values.name ?? null);
@@ -112,7 +112,7 @@ async function main(): Promise<number> {
         return 0;
       }
       case 'key list':
-        print(await listKeys(db, await requireUser()));
+        print(await listKeys(db, await requireAccount()));
         return 0;
       case 'key revoke': {
         const revoked = await revokeKey(db, need('key-id'));
@@ -126,7 +126,7 @@ async function main(): Promise<number> {
         print(Object.values(PACKS));
         return 0;
       case 'credits buy': {
-        const accountId = await requireUser();
+        const accountId = await requireAccount();
         const pack = need('pack');
         const idempotencyKey = values['idempotency-key'] ?? `admin:${randomUUID()}`;
         const { purchase } = await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { userId: accountId, pack, idempotencyKey });
@@ -134,7 +134,7 @@ async function main(): Promise<number> {
         return purchase.status === 'granted' ? 0 : 1;
       }
       case 'credits grant': {
-        const accountId = await requireUser();
+        const accountId = await requireAccount();
         const pool = need('pool');
         if (pool !== 'community' && pool !== 'purchased') throw new UsageError('--pool must be community or purchased');
         const amount = Number(need('amount'));
