@@ -3,7 +3,7 @@ import { inTransaction, type Db } from '../db/pool.ts';
 import { accountNotFound } from './users.ts';
 
 /**
- * Record that the user added a card on file (the dashboard calls this after its payment processor
+ * Record that the account's owner added a card on file (the dashboard calls this after its payment processor
  * stored the card) and grant the signup's 4,000 community credits, in one transaction. The flag is
  * set once; calling again changes nothing and grants 0. The card is never charged automatically.
  */

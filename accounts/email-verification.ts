@@ -14,7 +14,7 @@ export const VERIFICATION_TOKEN_PATTERN = /^evt_[A-Za-z0-9_-]{43}$/;
 const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
 
 /**
- * Start verifying a user's e-mail address: a random token for the link the dashboard mails.
+ * Start verifying an account's e-mail address: a random token for the link the dashboard mails.
  * Only its SHA-256 is stored; the token itself is returned once.
  */
 export async function createEmailVerification(
@@ -23,14 +23,14 @@ export async function createEmailVerification(
 ): Promise<{ token: string; expiresAt: string }> {
   const now = args.now ?? new Date();
   const u = await db.query<{ email: string; email_verified_at: Date | null }>('SELECT email, email_verified_at FROM users WHERE id = $1', [args.userId]);
-  const user = u.rows[0];
-  if (!user) throw accountNotFound(args.userId);
-  if (user.email_verified_at) throw validationFailed('userId: this e-mail address is already verified');
+  const account = u.rows[0];
+  if (!account) throw accountNotFound(args.userId);
+  if (account.email_verified_at) throw validationFailed('userId: this e-mail address is already verified');
   const token = `evt_${randomBytes(32).toString('base64url')}`;
   const expiresAt = new Date(now.getTime() + (args.ttlMs ?? EMAIL_VERIFICATION_TTL_MS));
   await db.query(
     'INSERT INTO email_verification_tokens (id, user_id, token_hash, email, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)',
-    [newId('evt'), args.userId, hashToken(token), user.email, now, expiresAt],
+    [newId('evt'), args.userId, hashToken(token), account.email, now, expiresAt],
   );
   return { token, expiresAt: expiresAt.toISOString() };
 }

@@ -18,14 +18,14 @@ export async function issueAccountKey(db: Db, args: { userId: string; kind: KeyK
   return { ...listing, key: issued.key };
 }
 
-/** A user's keys as a dashboard may show them: prefix and last 4, never the secret or its hash. */
+/** An account's keys as a dashboard may show them: prefix and last 4, never the secret or its hash. */
 export async function listAccountKeys(db: Db, accountId: string): Promise<KeyListing[]> {
   await requireAccount(db, accountId);
   return listKeys(db, accountId);
 }
 
 /**
- * Revoke one of a user's keys, evict it from this process's key cache and broadcast the eviction
+ * Revoke one of an account's keys, evict it from this process's key cache and broadcast the eviction
  * to every API process over Redis. Idempotent: revoking again re-sends the eviction (useful when
  * the first broadcast failed) and keeps the first revocation time. `apiProcessesNotified` is how
  * many processes the broadcast reached.

@@ -76,7 +76,7 @@ export async function parseRequest(db: Db, principal: Principal, body: AnalyzeBo
   };
   if (principal.sandbox || !extract) return request;
   if (resolved.outputSchema === 'vehicle') throw validationFailed('body.extract: not available with the vehicle-condition stack');
-  // A saved schema is the caller's own: unknown or another user's id is 404 before anything moves.
+  // A saved schema is the caller's own: unknown or another account's id is 404 before anything moves.
   if (extract.schemaId !== undefined) {
     const saved = await getBespokeSchema(db, principal.userId!, extract.schemaId);
     if (!saved) throw new AppError('SCHEMA_NOT_FOUND', `No saved schema ${extract.schemaId} for this account`);

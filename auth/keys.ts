@@ -10,7 +10,7 @@ export const KEY_PATTERN = /^svc_(live|test)_[0-9A-Za-z]{40}$/;
 
 /**
  * The public anonymous sandbox key (docs/contract.md "Authentication" 4): documented in the README and
- * llms.txt, bound to no user, rate-limited per IP, answered with fixtures only.
+ * llms.txt, bound to no account, rate-limited per IP, answered with fixtures only.
  */
 export const ANONYMOUS_SANDBOX_KEY = 'svc_test_' + 'public'.padEnd(SECRET_LENGTH, '0');
 

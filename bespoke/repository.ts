@@ -4,7 +4,7 @@ import { bespokeSchemaHash, type BespokeSchema } from './schema.ts';
 
 export const newSchemaId = () => `bsk_${randomBytes(16).toString('hex')}`;
 
-/** Save (or find) a user's schema; the same schema always gets the same id for that user. */
+/** Save (or find) an account's schema; the same schema always gets the same id for that account. */
 export async function saveBespokeSchema(db: Db, args: { userId: string; schema: BespokeSchema; prompt?: string | null }): Promise<string> {
   const hash = bespokeSchemaHash(args.schema);
   const r = await db.query<{ id: string }>(
@@ -16,7 +16,7 @@ export async function saveBespokeSchema(db: Db, args: { userId: string; schema: 
   return r.rows[0]!.id;
 }
 
-/** A schema only its owner can use: another user's id reads as not found. */
+/** A schema only its owner can use: another account's id reads as not found. */
 export async function getBespokeSchema(db: Db, accountId: string, id: string): Promise<BespokeSchema | null> {
   const r = await db.query<{ schema: BespokeSchema }>('SELECT schema FROM bespoke_schemas WHERE id = $1 AND user_id = $2', [id, accountId]);
   return r.rows[0]?.schema ?? null;

@@ -378,7 +378,7 @@ export interface InvariantReport {
 }
 
 /**
- * Check, per user: granted + purchased = balances + reserved + charged; reserved = sum of open
+ * Check, per account: granted + purchased = balances + reserved + charged; reserved = sum of open
  * reservations; the ledger's deltas add up to the account row.
  */
 export async function checkInvariants(db: Db, accountId?: string): Promise<InvariantReport[]> {

@@ -11,7 +11,7 @@ import { isPackName, PACK_NAMES, packGrant, PACKS, type Pack, type PackName } fr
  */
 
 /**
- * Ledger idempotency key of the first-pack bonus. One key per user for every purchase, so the
+ * Ledger idempotency key of the first-pack bonus. One key per account for every purchase, so the
  * ledger's UNIQUE (user_id, idempotency_key) admits exactly one bonus row, whatever races.
  */
 export const FIRST_PACK_BONUS_KEY = 'pack:first-pack-bonus';
@@ -82,7 +82,7 @@ async function loadPurchase(db: Db, accountId: string, idempotencyKey: string): 
  */
 const BONUS_MAILBOX = `coalesce((SELECT mailbox_key(email) FROM users WHERE id = $1), 'account:' || $1)`;
 
-/** Whether the user's next pack would still carry the first-pack bonus: not taken here, nor by another workspace of the same person. */
+/** Whether the account's next pack would still carry the first-pack bonus: not taken here, nor by another workspace of the same person. */
 export async function firstPackBonusAvailable(db: Db, accountId: string): Promise<boolean> {
   const r = await db.query(
     `SELECT 1 FROM credit_ledger WHERE user_id = $1 AND idempotency_key = $2

@@ -47,7 +47,7 @@ export function isPackName(s: string): s is PackName {
   return (PACK_NAMES as readonly string[]).includes(s);
 }
 
-/** What buying `p` grants: its credits, plus as many again when it is the user's first pack. */
+/** What buying `p` grants: its credits, plus as many again when it is the account's first pack. */
 export function packGrant(p: Pack, firstPack: boolean): { credits: number; bonusCredits: number; priceCents: number } {
   return { credits: p.credits, bonusCredits: firstPack ? p.credits : 0, priceCents: p.priceCents };
 }

@@ -2,9 +2,9 @@ import type { DbClient } from '../db/pool.ts';
 import { grantIn } from './ledger.ts';
 
 /**
- * A new user's free credits (docs/contract.md "What the service does" 5): 1,000 for verifying an e-mail address
+ * A new account's free credits (docs/contract.md "What the service does" 5): 1,000 for verifying an e-mail address
  * and 4,000 for adding a card on file, into the community pool, each once ever. The idempotency key
- * is the same for every attempt by a user, so the ledger's UNIQUE (user_id, idempotency_key) makes
+ * is the same for every attempt by an account, so the ledger's UNIQUE (user_id, idempotency_key) makes
  * a second grant impossible however many attempts race.
  */
 export const SIGNUP_GRANTS = {

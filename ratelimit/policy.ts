@@ -48,7 +48,7 @@ export interface Caller {
   userId: string | null;
   keyHash: string;
   anonymous: boolean;
-  /** A svc_test_ key: fixtures only, counted apart from the user's live traffic. */
+  /** A svc_test_ key: fixtures only, counted apart from the account's live traffic. */
   sandbox: boolean;
 }
 
@@ -70,10 +70,10 @@ export function bucketsFor(
       { ...POLICIES.anonymousDay, key: `${prefix}rl:{ip:${ip}}:anon:d` },
     ];
   }
-  const user = `${prefix}rl:{u:${caller.userId}}`;
-  // A test loop on a sandbox key must not eat the budget of the same user's production traffic.
-  const buckets: Bucket[] = [{ ...POLICIES.user, key: caller.sandbox ? `${user}:sandbox` : `${user}:all` }];
-  if (routeUrl === LOOKUP_ROUTE) buckets.push({ ...POLICIES.lookup, key: `${user}:lookup:${caller.keyHash}` });
+  const account = `${prefix}rl:{u:${caller.userId}}`;
+  // A test loop on a sandbox key must not eat the budget of the same account's production traffic.
+  const buckets: Bucket[] = [{ ...POLICIES.user, key: caller.sandbox ? `${account}:sandbox` : `${account}:all` }];
+  if (routeUrl === LOOKUP_ROUTE) buckets.push({ ...POLICIES.lookup, key: `${account}:lookup:${caller.keyHash}` });
   return buckets;
 }
 

@@ -4,18 +4,18 @@ import { hashChunks, hexToSigned64 } from './hashes.ts';
 import { getPhotos, type PhotoRecord } from './photos.ts';
 
 /**
- * Registry lookup (docs/contract.md "POST /v2/lookup and GET /v2/lookup"), always scoped to one user:
+ * Registry lookup (docs/contract.md "POST /v2/lookup and GET /v2/lookup"), always scoped to one account:
  * exact by SHA-256, fuzzy by pHash Hamming distance, with multi-index hashing (MIH) on the four
- * 16-bit pHash chunks so a fuzzy query touches a small slice of a user's photos, not all of them.
+ * 16-bit pHash chunks so a fuzzy query touches a small slice of an account's photos, not all of them.
  */
 
 export const THRESHOLD = { min: 0, max: 64, default: 5 } as const;
 
 /**
- * Largest threshold answered by MIH; above it, a scan of the user's rows. Up to 15 every chunk
- * radius is ≤ 3 (≤ 2,788 probed values). bench/lookup.ts: on a user with 1M photos MIH is 4.5×
+ * Largest threshold answered by MIH; above it, a scan of the account's rows. Up to 15 every chunk
+ * radius is ≤ 3 (≤ 2,788 probed values). bench/lookup.ts: on an account with 1M photos MIH is 4.5×
  * faster than the scan at 15, 3× at 16 and slower from 19 (radius 4 everywhere, 10,068 probes); on
- * a user with 10k photos the scan is a few ms either way and MIH costs at most ~3 ms more up to 15.
+ * an account with 10k photos the scan is a few ms either way and MIH costs at most ~3 ms more up to 15.
  */
 export const MIH_MAX_THRESHOLD = 15;
 
@@ -87,7 +87,7 @@ const DISTANCE_SQL = 'bit_count((phash # $2::bigint)::bit(64))';
  *
  * MIH: one index-only scan per probed chunk on (user_id, phash_cN) INCLUDE (phash) keeps the
  * pHashes within the threshold without touching the heap; only those few rows are then read,
- * through the phash_c3 index, for the tie-break and the sha256. Scan: every row of the user.
+ * through the phash_c3 index, for the tie-break and the sha256. Scan: every row of the account.
  */
 export function nearestQuery(args: { userId: string; pHash: string; threshold: number; strategy?: FuzzyStrategy }): { text: string; values: unknown[] } {
   const strategy = args.strategy ?? fuzzyStrategy(args.threshold);
@@ -113,7 +113,7 @@ export function nearestQuery(args: { userId: string; pHash: string; threshold: n
   return { text, values };
 }
 
-/** The user's photo nearest to `pHash` within `threshold`, or null. */
+/** The account's photo nearest to `pHash` within `threshold`, or null. */
 export async function nearestByPHash(
   db: Pick<Db, 'query'>,
   args: { userId: string; pHash: string; threshold: number; strategy?: FuzzyStrategy },
@@ -139,7 +139,7 @@ export interface LookupQuery {
 const FUZZY_CONCURRENCY = 4;
 
 /**
- * Looks every query up in one user's registry. A null user (the anonymous sandbox key) has no
+ * Looks every query up in one account's registry. A null account (the anonymous sandbox key) has no
  * registry: every result is `none`, and no query runs. Queries sharing a key share one result.
  */
 export async function lookupFingerprints(

@@ -126,7 +126,7 @@ export async function deleteUnreferencedBlobs(db: Db, blobs: Pick<BlobStore, 'de
 /** A photo of the registry projection with the vendor and model behind each lens record. */
 export type RegistryPhoto = PhotoRecord & { origins: Record<string, LensOrigin> };
 
-/** The registry projection of photos, scoped to one user. Missing photos are absent from the map. */
+/** The registry projection of photos, scoped to one account. Missing photos are absent from the map. */
 export async function getPhotos(db: Db, accountId: string, sha256s: string[]): Promise<Map<string, RegistryPhoto>> {
   const result = new Map<string, RegistryPhoto>();
   if (!sha256s.length) return result;

@@ -6,7 +6,7 @@ import type { AppDeps } from '../deps.ts';
 import { issueKeyBody, issuedKeySchema, keyListingSchema, keyParams, revokedKeySchema, userIdParams, internalDoc, internalRoute } from '../schemas/accounts.ts';
 import { errorResponses } from '../schemas/common.ts';
 
-/** A user's API keys: issue (shown once), list (prefix and last 4), revoke (evicted everywhere). */
+/** An account's API keys: issue (shown once), list (prefix and last 4), revoke (evicted everywhere). */
 export function accountKeyRoutes(deps: AppDeps): FastifyPluginAsync {
   return async (app) => {
     const r = app.withTypeProvider<ZodTypeProvider>();

@@ -17,7 +17,7 @@ const purchaseView = ({ userId: _accountId, ...p }: Purchase) => p;
 export const PAYMENT_WEBHOOK = '/v1/payments/webhook';
 
 /**
- * The pack catalog and a user's pack purchases, through the one purchase path and the gateway the
+ * The pack catalog and an account's pack purchases, through the one purchase path and the gateway the
  * composition root chose (deps.payments, payments/configured.ts); with none, purchases are refused
  * rather than hand out credits nobody paid for. With a hosted gateway (Stripe Checkout) the
  * purchase answers pending with the `checkoutUrl` to send the buyer to, and the processor's event

@@ -23,7 +23,7 @@ import { accountPurchaseRoutes } from './account-purchases.ts';
 import { usageResource } from './usage.ts';
 
 /**
- * Accounts for the web dashboard: users, e-mail verification, card on file, API keys and
+ * Accounts for the web dashboard: billing accounts, e-mail verification, card on file, API keys and
  * credit packs, under /v1/internal/accounts.
  */
 export function accountRoutes(deps: AppDeps): FastifyPluginAsync {

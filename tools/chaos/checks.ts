@@ -11,7 +11,7 @@ const EXAMPLES = 5;
 
 export interface BooksInput {
   db: Db;
-  /** userId of each planned user index. */
+  /** The account id of each planned user index. */
   userIds: string[];
   calls: PlannedCall[];
   results: Array<CallResult | undefined>;

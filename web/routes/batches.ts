@@ -207,8 +207,8 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
     // What a batch can run, for the console's picker: the stacks with the export columns each offers.
     app.get('/api/v1/catalog', async (request) => {
       await signedIn(request);
-      const columnsOf = (preset: string, vehicles: boolean) =>
-        defaultColumnsFor(vehicles ? ['vehicle-condition'] : (resolveLenses({ preset }).lenses as LensName[]));
+      const columnsOf = (stack: string, vehicles: boolean) =>
+        defaultColumnsFor(vehicles ? ['vehicle-condition'] : (resolveLenses({ preset: stack }).lenses as LensName[]));
       return {
         stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description, columns: columnsOf(st.name, false) })),
         vehicles: { stack: 'vehicle-condition', maxPhotos: MAX_VEHICLE_PHOTOS, maxVehicles: MAX_BATCH_VEHICLES, columns: columnsOf('vehicle-condition', true) },
