@@ -1,5 +1,5 @@
 /**
- * Fuzzy lookup on one user with 1,000,000 photos: multi-index hashing (MIH) at thresholds 5 and 10
+ * Fuzzy lookup on one account with 1,000,000 photos: multi-index hashing (MIH) at thresholds 5 and 10
  * against a sequential bit_count scan of the same rows for the same query hashes, interleaved in
  * one run; then a sweep over thresholds that places the MIH → scan cut-over.
  * Run: npx tsx bench/lookup.ts   Writes bench/results/lookup.txt.
@@ -28,9 +28,9 @@ const WARMUP = 20;
 const NEAR_DISTANCES = [3, 8, 13];
 const SWEEP = [3, 7, 11, 12, 13, 14, 15, 16, 17, 18, 19];
 const SWEEP_QUERIES = 30;
-const USER = 'usr_bench_lookup';
-/** A second, ordinary user: where MIH's fixed cost per probe, not the rows, decides the cut-over. */
-const SMALL_USER = 'usr_bench_lookup_small';
+const ACCOUNT = 'usr_bench_lookup';
+/** A second, ordinary account: where MIH's fixed cost per probe, not the rows, decides the cut-over. */
+const SMALL_ACCOUNT = 'usr_bench_lookup_small';
 const SMALL_PHOTOS = 10_000;
 
 const random64 = (): bigint => randomBytes(8).readBigUInt64BE();
@@ -65,8 +65,8 @@ async function load(db: Db, queryHashes: bigint[], log: (s: string) => void): Pr
   const near = queryHashes.flatMap((q) => NEAR_DISTANCES.map((d) => flip(q, d)));
   const hashes = new BigUint64Array(PHOTOS);
   for (let i = 0; i < PHOTOS; i++) hashes[i] = i < near.length ? near[i]! : random64();
-  await insertPhotos(db, USER, hashes, log);
-  await insertPhotos(db, SMALL_USER, BigUint64Array.from({ length: SMALL_PHOTOS }, random64), () => {});
+  await insertPhotos(db, ACCOUNT, hashes, log);
+  await insertPhotos(db, SMALL_ACCOUNT, BigUint64Array.from({ length: SMALL_PHOTOS }, random64), () => {});
   for (const ix of secondary.rows) await db.query(ix.def);
   log(`  rebuilt ${secondary.rows.map((ix) => ix.name).join(', ')}`);
   return { hashes };
@@ -132,7 +132,7 @@ async function main(): Promise<void> {
   const db = createPool(url.toString(), { max: 2, application: 'bench-lookup' });
   try {
     await migrate(url.toString());
-    await db.query(`INSERT INTO users (id, email) VALUES ($1, 'bench@example.test'), ($2, 'bench-small@example.test')`, [USER, SMALL_USER]);
+    await db.query(`INSERT INTO users (id, email) VALUES ($1, 'bench@example.test'), ($2, 'bench-small@example.test')`, [ACCOUNT, SMALL_ACCOUNT]);
     const queryHashes = Array.from({ length: QUERIES }, random64);
     let t0 = performance.now();
     const { hashes } = await load(db, queryHashes, log);
@@ -145,8 +145,8 @@ async function main(): Promise<void> {
     );
     log(`loaded ${PHOTOS} photos in ${loadS.toFixed(1)} s, VACUUM ANALYZE ${analyzeS.toFixed(1)} s; ${JSON.stringify(size.rows[0])}`);
 
-    const run = (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = USER) => nearestByPHash(db, { userId: accountId, pHash, threshold, strategy });
-    const timed = async (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = USER) => {
+    const run = (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = ACCOUNT) => nearestByPHash(db, { userId: accountId, pHash, threshold, strategy });
+    const timed = async (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = ACCOUNT) => {
       const t = performance.now();
       const hit = await run(pHash, threshold, strategy, accountId);
       return { ms: performance.now() - t, hit };
@@ -192,7 +192,7 @@ async function main(): Promise<void> {
     log(`main run done: ${[...s].map(([name, x]) => `${name} p50 ${x.p50.toFixed(2)} p99 ${x.p99.toFixed(2)}`).join(', ')}; ${mismatches} mismatches`);
 
     // Cut-over sweep: same interleaving, fewer queries, thresholds around each MIH probe level,
-    // on the 1M-photo user and on an ordinary 10k-photo one.
+    // on the 1M-photo account and on an ordinary 10k-photo one.
     type Side = { mih: ReturnType<typeof stats>; scan: ReturnType<typeof stats> };
     const sweep: Array<{ threshold: number; probes: number; candidates: number; big: Side; small: Side }> = [];
     for (const threshold of SWEEP) {
@@ -216,17 +216,17 @@ async function main(): Promise<void> {
       for (let i = 0; i < 5; i++) {
         const r = await db.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM photos WHERE user_id = $1 AND (phash_c0 = ANY($2) OR phash_c1 = ANY($3) OR phash_c2 = ANY($4) OR phash_c3 = ANY($5))`,
-          [USER, ...mihProbes(hex64(queryHashes[i]!), threshold)],
+          [ACCOUNT, ...mihProbes(hex64(queryHashes[i]!), threshold)],
         );
         candidates += r.rows[0]!.n / 5;
       }
       const probes = mihProbes(hex64(queryHashes[0]!), threshold).reduce((n, p) => n + p.length, 0);
-      sweep.push({ threshold, probes, candidates, big: await side(USER), small: await side(SMALL_USER) });
+      sweep.push({ threshold, probes, candidates, big: await side(ACCOUNT), small: await side(SMALL_ACCOUNT) });
       log(`sweep ${threshold} done`);
     }
 
     const explain = async (threshold: number, strategy: FuzzyStrategy) => {
-      const q = nearestQuery({ userId: USER, pHash: hex64(queryHashes[0]!), threshold, strategy });
+      const q = nearestQuery({ userId: ACCOUNT, pHash: hex64(queryHashes[0]!), threshold, strategy });
       const r = await db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${q.text}`, q.values);
       return r.rows.map((row) => `    ${row['QUERY PLAN']}`).join('\n');
     };
