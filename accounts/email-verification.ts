@@ -19,18 +19,18 @@ const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').
  */
 export async function createEmailVerification(
   db: Db,
-  args: { userId: string; now?: Date; ttlMs?: number },
+  args: { accountId: string; now?: Date; ttlMs?: number },
 ): Promise<{ token: string; expiresAt: string }> {
   const now = args.now ?? new Date();
-  const u = await db.query<{ email: string; email_verified_at: Date | null }>('SELECT email, email_verified_at FROM users WHERE id = $1', [args.userId]);
+  const u = await db.query<{ email: string; email_verified_at: Date | null }>('SELECT email, email_verified_at FROM users WHERE id = $1', [args.accountId]);
   const account = u.rows[0];
-  if (!account) throw accountNotFound(args.userId);
+  if (!account) throw accountNotFound(args.accountId);
   if (account.email_verified_at) throw validationFailed('userId: this e-mail address is already verified');
   const token = `evt_${randomBytes(32).toString('base64url')}`;
   const expiresAt = new Date(now.getTime() + (args.ttlMs ?? EMAIL_VERIFICATION_TTL_MS));
   await db.query(
     'INSERT INTO email_verification_tokens (id, user_id, token_hash, email, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)',
-    [newId('evt'), args.userId, hashToken(token), account.email, now, expiresAt],
+    [newId('evt'), args.accountId, hashToken(token), account.email, now, expiresAt],
   );
   return { token, expiresAt: expiresAt.toISOString() };
 }

@@ -11,10 +11,10 @@ export interface IssuedKey extends KeyListing {
   key: string;
 }
 
-export async function issueAccountKey(db: Db, args: { userId: string; kind: KeyKind; name?: string | null }): Promise<IssuedKey> {
-  await requireAccount(db, args.userId);
-  const issued = await issueKey(db, args.userId, args.kind, args.name ?? null);
-  const listing = (await listKeys(db, args.userId)).find((k) => k.id === issued.keyId)!;
+export async function issueAccountKey(db: Db, args: { accountId: string; kind: KeyKind; name?: string | null }): Promise<IssuedKey> {
+  await requireAccount(db, args.accountId);
+  const issued = await issueKey(db, args.accountId, args.kind, args.name ?? null);
+  const listing = (await listKeys(db, args.accountId)).find((k) => k.id === issued.keyId)!;
   return { ...listing, key: issued.key };
 }
 
@@ -32,11 +32,11 @@ export async function listAccountKeys(db: Db, accountId: string): Promise<KeyLis
  */
 export async function revokeAccountKey(
   deps: { db: Db; keyCache: KeyCache; evictionBus?: EvictionBus },
-  args: { userId: string; keyId: string },
+  args: { accountId: string; keyId: string },
 ): Promise<{ keyId: string; revokedAt: string; apiProcessesNotified: number }> {
-  await requireAccount(deps.db, args.userId);
-  const revoked = await revokeKey(deps.db, args.keyId, { userId: args.userId });
-  if (!revoked) throw new AppError('NOT_FOUND', `No key ${args.keyId} for user ${args.userId}`);
+  await requireAccount(deps.db, args.accountId);
+  const revoked = await revokeKey(deps.db, args.keyId, { accountId: args.accountId });
+  if (!revoked) throw new AppError('NOT_FOUND', `No key ${args.keyId} for user ${args.accountId}`);
   const apiProcessesNotified = await evictEverywhere(deps.keyCache, deps.evictionBus, { keyHash: revoked.keyHash });
   return { keyId: args.keyId, revokedAt: revoked.revokedAt, apiProcessesNotified };
 }

@@ -95,7 +95,7 @@ export async function removeMember(deps: MemberDeps, args: { workspaceId: string
   const revoke = args.keys === 'revoke' || leaving;
   if (revoke) {
     for (const keyId of done.keys) {
-      await revokeAccountKey({ db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, { userId: args.workspaceId, keyId });
+      await revokeAccountKey({ db: deps.db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) }, { accountId: args.workspaceId, keyId });
     }
   }
   return {

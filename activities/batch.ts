@@ -55,7 +55,7 @@ export function batchActivities(deps: ActivityDeps) {
   async function holdItem(h: ItemHold): Promise<void> {
     try {
       if (h.amount > 0) {
-        await reserve(deps.db, { id: h.reservationId, userId: h.userId, amount: h.amount, ttlMs: h.ttlMs, workflowId: h.workflowId, reason: 'batch item, held before its fetch' });
+        await reserve(deps.db, { id: h.reservationId, accountId: h.userId, amount: h.amount, ttlMs: h.ttlMs, workflowId: h.workflowId, reason: 'batch item, held before its fetch' });
         return;
       }
       const { community, purchased } = await getBalance(deps.db, h.userId);
@@ -135,7 +135,7 @@ export function batchActivities(deps: ActivityDeps) {
       if (args.release) await release(deps.db, { id: args.release, reason: 'batch item finished: what its analysis did not take' });
     },
     completeBatch: (args: { batchId: string }) => completeBatch(deps.db, args.batchId),
-    batchShare: (args: { userId: string; cap: number }) => workspaceShare(deps.db, args),
+    batchShare: (args: { userId: string; cap: number }) => workspaceShare(deps.db, { accountId: args.userId, cap: args.cap }),
     setBatchStatus: (args: { batchId: string; status: BatchStatus; pauseReason?: PauseReason; end?: BatchEnd }) => setBatchStatus(deps.db, args),
 
     /**

@@ -6,7 +6,7 @@ export function bespokeActivities(deps: ActivityDeps) {
   return {
     /** Every schema an extraction uses is saved, so the caller can reuse it by id. */
     async saveBespokeSchema(input: { userId: string; schema: Record<string, unknown>; prompt: string | null }): Promise<string> {
-      return saveBespokeSchema(deps.db, { userId: input.userId, schema: input.schema as unknown as BespokeSchema, prompt: input.prompt });
+      return saveBespokeSchema(deps.db, { accountId: input.userId, schema: input.schema as unknown as BespokeSchema, prompt: input.prompt });
     },
   };
 }

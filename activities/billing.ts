@@ -18,7 +18,7 @@ export type { PersistedImage };
 /** A run's lens records, each image's lenses marked with the hash of those that ran together. */
 function persistRun(c: DbClient, run: { workflowId: string; requestId: string; userId: string; refresh: boolean; images: PersistedImage[] }): Promise<Persisted> {
   const { workflowId, requestId, userId: accountId, refresh } = run;
-  return persistAnalysisIn(c, { workflowId, requestId, userId: accountId, refresh, images: run.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })) });
+  return persistAnalysisIn(c, { workflowId, requestId, accountId, refresh, images: run.images.map(({ lenses, ...img }) => ({ ...img, coRunHash: coRunHash(lenses) })) });
 }
 
 interface ReserveBase {
@@ -41,7 +41,7 @@ export function billingActivities(deps: ActivityDeps) {
   async function hold(c: DbClient, input: ReserveBase, gate: Omit<UnbilledGate, 'cap'>, needed: number, reason: string): Promise<Reservation | null> {
     const { reservationId: id, userId: accountId, ttlMs, workflowId } = input;
     return holdIn(c, {
-      userId: accountId,
+      accountId,
       reservationId: id,
       gate: { ...gate, cap: deps.config.FREE_VENDOR_CALLS_PER_DAY },
       reserve: needed > 0 ? { amount: needed, ttlMs, workflowId, reason } : null,
@@ -98,7 +98,7 @@ export function billingActivities(deps: ActivityDeps) {
     async reserveDelta(input: ReserveBase & { lenses: string[]; billable: string[]; extraCredits: number }): Promise<AnalysisPlan & { vendors: Vendor[]; overflow: boolean }> {
       const { plan, held, vendors } = await inTransaction(deps.db, async (c) => {
         const unique = [...new Set(input.sha256s)];
-        const start = await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: unique, lenses: input.refresh ? [] : input.lenses });
+        const start = await runStartIn(c, { workflowId: input.workflowId, accountId: input.userId, sha256s: unique, lenses: input.refresh ? [] : input.lenses });
         if (start.persisted) throw finishedRun(input);
         const cached = start.cached;
         const plan = planAnalysis({ sha256s: input.sha256s, lenses: input.lenses, billable: input.billable, cached, extraCredits: input.extraCredits });
@@ -115,8 +115,8 @@ export function billingActivities(deps: ActivityDeps) {
     async reserveVehicleReport(input: ReserveBase & { step: string; credits: number }): Promise<VehiclePlan & { vendors: Vendor[]; overflow: boolean }> {
       const { plan, held, vendors } = await inTransaction(deps.db, async (c) => {
         const unique = [...new Set(input.sha256s)];
-        if ((await runStartIn(c, { workflowId: input.workflowId, userId: input.userId, sha256s: [], lenses: [] })).persisted) throw finishedRun(input);
-        const known = input.refresh ? {} : await lensOutputsIn(c, { userId: input.userId, sha256s: unique, lens: input.step });
+        if ((await runStartIn(c, { workflowId: input.workflowId, accountId: input.userId, sha256s: [], lenses: [] })).persisted) throw finishedRun(input);
+        const known = input.refresh ? {} : await lensOutputsIn(c, { accountId: input.userId, sha256s: unique, lens: input.step });
         const plan = planVehicleReport({ sha256s: input.sha256s, known, credits: input.credits });
         const vendors = vendorsFor(true);
         return { plan, held: await hold(c, input, { vendorWork: true, freeCalls: 0 }, plan.needed, 'vehicle report'), vendors };
@@ -157,13 +157,13 @@ export function billingActivities(deps: ActivityDeps) {
       userId: string;
       refresh: boolean;
       images: PersistedImage[];
-      report: Omit<VehicleReportRecord, 'workflowId' | 'userId'>;
+      report: Omit<VehicleReportRecord, 'workflowId' | 'accountId'>;
       reservationId: string;
     }): Promise<{ reportId: string }> {
       const { reportId, closed } = await inTransaction(deps.db, async (c) => {
         await refuseDeletedIn(c, input.userId);
         await persistRun(c, input);
-        const reportId = await saveVehicleReportIn(c, { ...input.report, workflowId: input.workflowId, userId: input.userId });
+        const reportId = await saveVehicleReportIn(c, { ...input.report, workflowId: input.workflowId, accountId: input.userId });
         return { reportId, closed: await settleIn(c, { id: input.reservationId, charge: input.report.credits }) };
       }).catch(rethrowDomain);
       countSettled(input.reservationId, closed);
@@ -172,7 +172,7 @@ export function billingActivities(deps: ActivityDeps) {
 
     /** A failed run's vendor calls were not paid for: they count against the account's daily budget. */
     async countUnbilledCalls(input: { userId: string; calls: number }): Promise<void> {
-      await countUnbilledCallsIn(deps.db, input);
+      await countUnbilledCallsIn(deps.db, { accountId: input.userId, calls: input.calls });
     },
 
     /** The saga's compensation: return what the reservation holds (a no-op when it is closed or was never made). */

@@ -30,7 +30,7 @@ export interface CostPreview {
 export async function previewAnalysis(db: Db, accountId: string, req: { sha256: string; preset?: string; modules?: string[] }): Promise<CostPreview> {
   const resolved = resolveLenses({ ...(req.preset !== undefined ? { preset: req.preset } : {}), ...(req.modules !== undefined ? { modules: req.modules } : {}) });
   if (resolved.outputSchema !== 'photo') throw validationFailed('preset: the vehicle-condition stack is not previewed (it takes several photos of one vehicle)');
-  const cached = await cachedLensesIn(db, { userId: accountId, sha256s: [req.sha256], lenses: resolved.lenses });
+  const cached = await cachedLensesIn(db, { accountId, sha256s: [req.sha256], lenses: resolved.lenses });
   const plan = planAnalysis({ sha256s: [req.sha256], lenses: resolved.lenses, billable: resolved.billable, cached, extraCredits: 0 });
   const image = plan.plans[0]!;
   return {

@@ -58,7 +58,7 @@ export function requestFingerprint(body: unknown): string {
 export type Binding<T> = { kind: 'new' } | { kind: 'pending' } | { kind: 'answered'; response: T };
 
 /** Bind `requestId` to `hash` for this account, or find what it is bound to. */
-export async function bindRequest<T>(db: Db, args: { userId: string; requestId: string; hash: string; hashById?: string }): Promise<Binding<T>> {
+export async function bindRequest<T>(db: Db, args: { accountId: string; requestId: string; hash: string; hashById?: string }): Promise<Binding<T>> {
   type Row = { request_hash: string; response: T | null; inserted: boolean };
   // A concurrent first use can commit between a statement's snapshot and its insert (then neither
   // half of the statement sees it), or free the id again: read anew, a bounded number of times.
@@ -73,11 +73,11 @@ export async function bindRequest<T>(db: Db, args: { userId: string; requestId: 
        UNION ALL
        SELECT request_hash, response, false FROM analysis_requests
         WHERE user_id = $1 AND request_id = $2 AND NOT EXISTS (SELECT 1 FROM ins)`,
-      [args.userId, args.requestId, args.hash, args.hashById ?? null],
+      [args.accountId, args.requestId, args.hash, args.hashById ?? null],
     );
     const row =
       r.rows[0] ??
-      (await db.query<Row>('SELECT request_hash, response, false AS inserted FROM analysis_requests WHERE user_id = $1 AND request_id = $2', [args.userId, args.requestId])).rows[0];
+      (await db.query<Row>('SELECT request_hash, response, false AS inserted FROM analysis_requests WHERE user_id = $1 AND request_id = $2', [args.accountId, args.requestId])).rows[0];
     if (!row) continue;
     if (row.inserted) return { kind: 'new' };
     if (row.request_hash !== args.hash) {
@@ -99,23 +99,23 @@ export async function bindRequest<T>(db: Db, args: { userId: string; requestId: 
  * upload's bytes never change, so the same ids are the same bytes. Undefined when there is none
  * (no binding, not answered, or another body: then the usual path decides).
  */
-export async function answeredById<T>(db: Db, args: { userId: string; requestId: string; hashById: string }): Promise<T | undefined> {
+export async function answeredById<T>(db: Db, args: { accountId: string; requestId: string; hashById: string }): Promise<T | undefined> {
   const r = await db.query<{ response: T }>(
     'SELECT response FROM analysis_requests WHERE user_id = $1 AND request_id = $2 AND request_hash_by_id = $3 AND response IS NOT NULL',
-    [args.userId, args.requestId, args.hashById],
+    [args.accountId, args.requestId, args.hashById],
   );
   return r.rows[0]?.response;
 }
 
 /** Keep a successful answer under its request id (the first one stored wins). */
-export async function storeAnswer(db: Db, args: { userId: string; requestId: string; response: unknown }): Promise<void> {
+export async function storeAnswer(db: Db, args: { accountId: string; requestId: string; response: unknown }): Promise<void> {
   await db.query(
     `UPDATE analysis_requests SET response = $3, answered_at = now() WHERE user_id = $1 AND request_id = $2 AND response IS NULL`,
-    [args.userId, args.requestId, JSON.stringify(args.response)],
+    [args.accountId, args.requestId, JSON.stringify(args.response)],
   );
 }
 
 /** A request that failed before anything was reserved releases its id, so the same request can be sent again as new. */
-export async function unbindRequest(db: Db, args: { userId: string; requestId: string }): Promise<void> {
-  await db.query('DELETE FROM analysis_requests WHERE user_id = $1 AND request_id = $2 AND response IS NULL', [args.userId, args.requestId]);
+export async function unbindRequest(db: Db, args: { accountId: string; requestId: string }): Promise<void> {
+  await db.query('DELETE FROM analysis_requests WHERE user_id = $1 AND request_id = $2 AND response IS NULL', [args.accountId, args.requestId]);
 }

@@ -78,7 +78,7 @@ export async function parseRequest(db: Db, principal: Principal, body: AnalyzeBo
   if (resolved.outputSchema === 'vehicle') throw validationFailed('body.extract: not available with the vehicle-condition stack');
   // A saved schema is the caller's own: unknown or another account's id is 404 before anything moves.
   if (extract.schemaId !== undefined) {
-    const saved = await getBespokeSchema(db, principal.userId!, extract.schemaId);
+    const saved = await getBespokeSchema(db, principal.accountId!, extract.schemaId);
     if (!saved) throw new AppError('SCHEMA_NOT_FOUND', `No saved schema ${extract.schemaId} for this account`);
     request.extractInput = { schemaId: extract.schemaId, schema: saved as unknown as Record<string, unknown> };
   } else if (extract.schema !== undefined) {

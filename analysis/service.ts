@@ -42,20 +42,20 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   // when an upload was deleted or expired since: the binding is looked up before the uploads.
   const namesUploads = request.inputs.some((input) => input.uploadId !== undefined);
   const hashById = namesUploads ? requestFingerprint(body) : undefined;
-  if (hashById && !principal.sandbox && principal.userId) {
-    const earlier = await answeredById<Analysis>(deps.db, { userId: principal.userId, requestId, hashById });
+  if (hashById && !principal.sandbox && principal.accountId) {
+    const earlier = await answeredById<Analysis>(deps.db, { accountId: principal.accountId, requestId, hashById });
     if (earlier) return earlier;
   }
-  const uploadIds = await resolveUploadInputs(deps, principal.userId, request.inputs, 'body.images');
+  const uploadIds = await resolveUploadInputs(deps, principal.accountId, request.inputs, 'body.images');
   if (principal.sandbox) return sandboxAnalysis(deps, principal, request, requestId, startedAt);
   const pipeline = deps;
-  const accountId = principal.userId!;
+  const accountId = principal.accountId!;
   const progress = newProgress();
   let binding: Binding<Analysis> | undefined;
   try {
     // The request id is bound while the images are read, decoded and stored: neither waits for the other.
     const [bound, taken] = await Promise.allSettled([
-      bindRequest<Analysis>(deps.db, { userId: accountId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)), ...(hashById ? { hashById } : {}) }),
+      bindRequest<Analysis>(deps.db, { accountId, requestId, hash: requestFingerprint(sameBytesSameRequest(body, request.inputs)), ...(hashById ? { hashById } : {}) }),
       takeImages(deps, accountId, request, progress),
     ]);
     if (bound.status === 'rejected') throw bound.reason;
@@ -69,7 +69,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
       ? await untilEnded(progress, () => vehicleAnalysis(pipeline, accountId, body, taken.value.refs, requestId, startedAt, request.warnings))
       : ((await answerFromRegistry(deps, accountId, request, taken.value, requestId, startedAt)) ??
         (await runAnalysis(pipeline, accountId, request, taken.value, requestId, startedAt, progress)));
-    await storeAnswer(deps.db, { userId: accountId, requestId, response: answer });
+    await storeAnswer(deps.db, { accountId, requestId, response: answer });
     // The registry holds the photos now: the request's intake leases have done their work.
     await releaseLeases(deps.db, progress.holder);
     await deps.uploads?.touch(accountId, uploadIds);
@@ -77,7 +77,7 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
   } catch (err) {
     // Refused before any workflow started (bad image, no credits): nothing ran under this id, so
     // it is free again for a corrected request.
-    if (!progress.started && binding?.kind === 'new') await unbindRequest(deps.db, { userId: accountId, requestId });
+    if (!progress.started && binding?.kind === 'new') await unbindRequest(deps.db, { accountId, requestId });
     // A failed request keeps no image it brought: nobody pays for storing it. A workflow that may
     // still run (the wait was abandoned) keeps its images, and its leases until they expire; the
     // blob collector takes them later.

@@ -9,7 +9,7 @@ export interface Principal {
   keyId: string;
   keyHash: string;
   /** null only for the anonymous sandbox key. */
-  userId: string | null;
+  accountId: string | null;
   kind: KeyKind;
   sandbox: boolean;
   anonymous: boolean;
@@ -18,7 +18,7 @@ export interface Principal {
 const ANONYMOUS: Principal = {
   keyId: 'key_anonymous_sandbox',
   keyHash: hashKey(ANONYMOUS_SANDBOX_KEY),
-  userId: null,
+  accountId: null,
   kind: 'test',
   sandbox: true,
   anonymous: true,
@@ -53,10 +53,10 @@ export async function authenticate(
   return {
     keyId: record.id,
     keyHash,
-    userId: record.userId,
+    accountId: record.accountId,
     kind: record.kind,
     sandbox: record.kind === 'test',
-    anonymous: record.userId === null,
+    anonymous: record.accountId === null,
   };
 }
 

@@ -52,7 +52,7 @@ export class KeyCache {
     this.evictions++;
     let n = 0;
     for (const [hash, e] of this.entries) {
-      if (e.record.userId === accountId) {
+      if (e.record.accountId === accountId) {
         this.entries.delete(hash);
         n++;
       }

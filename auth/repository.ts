@@ -5,7 +5,7 @@ import { generateKey, hashKey, keyDisplay, type KeyKind } from './keys.ts';
 export interface KeyRecord {
   id: string;
   keyHash: string;
-  userId: string | null;
+  accountId: string | null;
   kind: KeyKind;
   revoked: boolean;
 }
@@ -60,7 +60,7 @@ export async function findKeyByHash(db: Db, keyHash: string): Promise<KeyRecord 
   );
   const row = r.rows[0];
   if (!row) return null;
-  return { id: row.id, keyHash: row.key_hash, userId: row.user_id, kind: row.kind, revoked: row.revoked_at !== null };
+  return { id: row.id, keyHash: row.key_hash, accountId: row.user_id, kind: row.kind, revoked: row.revoked_at !== null };
 }
 
 export async function listKeys(db: Db, accountId: string): Promise<KeyListing[]> {
@@ -80,18 +80,18 @@ export async function listKeys(db: Db, accountId: string): Promise<KeyListing[]>
 }
 
 /**
- * Revoke by key id (only a key of `opts.userId` when given); returns the key hash so callers can
+ * Revoke by key id (only a key of `opts.accountId` when given); returns the key hash so callers can
  * evict it from every cache. Revoking a revoked key keeps its first revocation time.
  */
 export async function revokeKey(
   db: Db,
   keyId: string,
-  opts: { userId?: string } = {},
+  opts: { accountId?: string } = {},
 ): Promise<{ keyHash: string; userId: string | null; revokedAt: string } | null> {
   const r = await db.query<{ key_hash: string; user_id: string | null; revoked_at: Date }>(
     `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
       WHERE id = $1 AND ($2::text IS NULL OR user_id = $2) RETURNING key_hash, user_id, revoked_at`,
-    [keyId, opts.userId ?? null],
+    [keyId, opts.accountId ?? null],
   );
   const row = r.rows[0];
   return row ? { keyHash: row.key_hash, userId: row.user_id, revokedAt: row.revoked_at.toISOString() } : null;

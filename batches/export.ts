@@ -76,7 +76,7 @@ export async function prepareBatchExport(db: Db, accountId: string, batchId: str
   // (one taken before a throw would stay taken for the life of the process).
   const release = slots.take(accountId);
   async function* rows(): AsyncIterable<ExportRow> {
-    for await (const item of batchItems(db, { userId: accountId, batchId, lenses: batch.spec.lenses })) yield toRow(item);
+    for await (const item of batchItems(db, { accountId, batchId, lenses: batch.spec.lenses })) yield toRow(item);
   }
   return {
     format: f,

@@ -122,14 +122,14 @@ export class RequestIdTaken extends Error {}
 
 export async function createBatch(
   db: Db,
-  args: { userId: string; kind: BatchKind; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[]; request?: { id: string; hash: string } },
+  args: { accountId: string; kind: BatchKind; spec: BatchSpec; columns: Column[] | null; items: NewBatchItem[]; request?: { id: string; hash: string } },
 ): Promise<string> {
   const id = newId('bat');
   await inTransaction(db, async (c) => {
     await c
       .query(`INSERT INTO batches (id, user_id, kind, status, spec, columns, item_count, request_id, request_hash) VALUES ($1, $2, $3, 'starting', $4, $5, $6, $7, $8)`, [
         id,
-        args.userId,
+        args.accountId,
         args.kind,
         args.spec,
         args.columns === null ? null : JSON.stringify(args.columns),
@@ -320,7 +320,7 @@ export interface BatchItemRow {
  * The batch's items in order, `pageSize` at a time (keyset pages: memory stays flat however many
  * there are), each done item with its lens outputs read from the caller's registry, or its report.
  */
-export async function* batchItems(db: Db, args: { userId: string; batchId: string; lenses: string[]; afterIndex?: number; limit?: number; pageSize?: number }): AsyncIterable<BatchItemRow> {
+export async function* batchItems(db: Db, args: { accountId: string; batchId: string; lenses: string[]; afterIndex?: number; limit?: number; pageSize?: number }): AsyncIterable<BatchItemRow> {
   let after = args.afterIndex ?? -1;
   let left = args.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = args.pageSize ?? 500;
@@ -335,7 +335,7 @@ export async function* batchItems(db: Db, args: { userId: string; batchId: strin
                 WHERE i.status = 'done' AND i.ref IS NOT NULL AND l.user_id = $4 AND l.sha256 = i.ref->>'sha256' AND l.lens = ANY($5::text[])) AS outputs
          FROM batch_items i LEFT JOIN vehicle_reports v ON v.id = i.report_id AND v.user_id = $4
         WHERE i.batch_id = $1 AND i.index > $2 ORDER BY i.index LIMIT $3`,
-      [args.batchId, after, Math.min(pageSize, left), args.userId, args.lenses],
+      [args.batchId, after, Math.min(pageSize, left), args.accountId, args.lenses],
     );
     for (const row of r.rows) {
       const photos = row.photos?.map((p) => ({ source: p.source, sha256: p.ref?.sha256 ?? null })) ?? null;
@@ -446,8 +446,8 @@ export async function recentBatches(db: Db, accountId: string, limit = 20): Prom
  * shared among them (at least one each), so many batches of one workspace together stay near the
  * cap and cannot take every worker slot from other workspaces.
  */
-export async function workspaceShare(db: Db, args: { userId: string; cap: number }): Promise<number> {
-  const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM batches WHERE user_id = $1 AND status = 'running'`, [args.userId]);
+export async function workspaceShare(db: Db, args: { accountId: string; cap: number }): Promise<number> {
+  const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM batches WHERE user_id = $1 AND status = 'running'`, [args.accountId]);
   return Math.max(1, Math.floor(args.cap / Math.max(1, r.rows[0]!.n)));
 }
 

@@ -23,7 +23,7 @@ export async function retryBatchItem(deps: Pick<AnalyzeDeps, 'db' | 'blobs' | 'c
   if (now.status === 'completed') {
     await setBatchStatus(deps.db, { batchId: batch.id, status: 'running' });
     const total = (await batchSummary(deps.db, accountId, batch.id)).counts.total;
-    await startBatchWorkflow(deps, { batchId: batch.id, userId: accountId, kind: batch.kind, spec: batch.spec, itemCount: total });
+    await startBatchWorkflow(deps, { batchId: batch.id, accountId, kind: batch.kind, spec: batch.spec, itemCount: total });
   }
   return batchSummary(deps.db, accountId, batch.id);
 }

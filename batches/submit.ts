@@ -149,7 +149,7 @@ export async function submitBatch(
     if (made.status === 'starting') {
       if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request!.id, made.startingForMs);
       try {
-        await startBatchWorkflow(deps, { batchId: made.id, userId: accountId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
+        await startBatchWorkflow(deps, { batchId: made.id, accountId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request!.id, 0, err);
       }
@@ -219,7 +219,7 @@ export async function submitBatch(
   const kind = vehicles ? 'vehicles' : 'photos';
   let batchId: string;
   try {
-    batchId = await createBatch(deps.db, { userId: accountId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
+    batchId = await createBatch(deps.db, { accountId, kind, spec, columns: body.columns ?? null, items, ...(request ? { request } : {}) });
   } catch (err) {
     // Not stored (or a concurrent submission under the same id made its batch first): this one keeps nothing.
     await forget();
@@ -230,7 +230,7 @@ export async function submitBatch(
   }
   // The batch is `starting` until its workflow started: nobody is shown it before.
   try {
-    await startBatchWorkflow(deps, { batchId, userId: accountId, kind, spec, itemCount: items.length });
+    await startBatchWorkflow(deps, { batchId, accountId, kind, spec, itemCount: items.length });
   } catch (err) {
     // Without its workflow the batch would never run: it is taken back whole, images included
     // (unless its workflow did start and moved it on: then it is the caller's).
@@ -296,15 +296,15 @@ export const batchWorkflowId = (accountId: string, batchId: string) => `batch:${
  */
 export async function startBatchWorkflow(
   deps: Pick<AnalyzeDeps, 'config'> & { temporal: Client },
-  batch: { batchId: string; userId: string; kind: BatchKind; spec: BatchSpec; itemCount: number },
+  batch: { batchId: string; accountId: string; kind: BatchKind; spec: BatchSpec; itemCount: number },
 ): Promise<void> {
   await deps.temporal.workflow.start(batchWorkflow, {
     taskQueue: deps.config.TEMPORAL_TASK_QUEUE,
-    workflowId: batchWorkflowId(batch.userId, batch.batchId),
-    args: [{ batchId: batch.batchId, userId: batch.userId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN, pausedExpiryMs: deps.config.BATCH_PAUSED_EXPIRY_MS, uploadWaitMs: deps.config.BATCH_UPLOAD_WAIT_MS }],
+    workflowId: batchWorkflowId(batch.accountId, batch.batchId),
+    args: [{ batchId: batch.batchId, userId: batch.accountId, kind: batch.kind, ...batch.spec, concurrency: BATCH_CONCURRENCY, workspaceConcurrency: deps.config.BATCH_WORKSPACE_CONCURRENCY, reservationTtlMs: deps.config.RESERVATION_TTL_MS, childTimeoutMs: deps.config.WORKFLOW_TIMEOUT_MS, photosPerRun: deps.config.BATCH_PHOTOS_PER_RUN, pausedExpiryMs: deps.config.BATCH_PAUSED_EXPIRY_MS, uploadWaitMs: deps.config.BATCH_UPLOAD_WAIT_MS }],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: [
-      { key: SEARCH_ATTRIBUTES.userId, value: batch.userId },
+      { key: SEARCH_ATTRIBUTES.userId, value: batch.accountId },
       { key: SEARCH_ATTRIBUTES.batchId, value: batch.batchId },
       { key: SEARCH_ATTRIBUTES.stack, value: batch.spec.stack ?? 'custom' },
       { key: SEARCH_ATTRIBUTES.imageCount, value: batch.itemCount },

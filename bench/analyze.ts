@@ -116,7 +116,7 @@ const base = await app.listen({ host: '127.0.0.1', port: 0 });
 try {
   const { accountId } = await createBillingAccount(db, 'bench@example.test');
   const { key } = await issueKey(db, accountId, 'live');
-  await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  await grant(db, { accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 
   // Distinct 640×480 photos, so every fresh request is really fresh.
   const source = await sharp(PHOTO).resize(640, 480).raw().toBuffer({ resolveWithObject: true });

@@ -30,7 +30,7 @@ const hwmMb = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/pr
 try {
   const { accountId } = await createBillingAccount(db, 'bench-batchp@example.test');
   const { key } = await issueKey(db, accountId, 'live');
-  await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  await grant(db, { accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });
 
   const run = async (photos: string[]) => {

@@ -31,7 +31,7 @@ export interface BatchStack {
   sim: SimVendor;
   /** The API's base URL. */
   base: string;
-  userId: string;
+  accountId: string;
   /** A live key of that account. */
   key: string;
   close(): Promise<void>;
@@ -77,8 +77,8 @@ export async function startBatchStack(name: string): Promise<BatchStack> {
   try {
     const { accountId } = await createBillingAccount(db, `bench-${name}@example.test`);
     const { key } = await issueKey(db, accountId, 'live');
-    await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-    return { config, db, temporal, sim, base, userId: accountId, key, close };
+    await grant(db, { accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+    return { config, db, temporal, sim, base, accountId, key, close };
   } catch (err) {
     await close();
     throw err;

@@ -26,7 +26,7 @@ const say = (s: string) => {
   lines.push(s);
 };
 
-const { config, temporal, sim, base, userId: accountId, key, close } = await startBatchStack('batch');
+const { config, temporal, sim, base, accountId, key, close } = await startBatchStack('batch');
 
 try {
   sim.setBehaviour('all', { latencyMs: LATENCY_MS });

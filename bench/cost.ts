@@ -82,7 +82,7 @@ try {
       const worker = await stack.start('worker/main.ts', { VENDOR_ORDER: vendor, VENDOR_PROMPT_CACHE: hint, WORKER_METRICS_PORT: String(metricsPort) }, /polling task queue/);
       const { accountId } = await createBillingAccount(db, `bench-cost-${vendor}-${hint}@example.test`);
       const key = (await issueKey(db, accountId, 'live')).key;
-      await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+      await grant(db, { accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
       const apiBefore = await (await fetch(`${base}/metrics`)).text();
 
       const t0 = performance.now();

@@ -343,10 +343,10 @@ async function startStack(tag: string, blobDir: string): Promise<Stack> {
   return { db, api: api.child, worker: worker.child, web: web.child, base, close };
 }
 
-async function newKey(db: Db, name: string): Promise<{ userId: string; key: string }> {
+async function newKey(db: Db, name: string): Promise<{ accountId: string; key: string }> {
   const { accountId } = await createBillingAccount(db, `bench-fleet-${name}-${process.pid}@example.test`);
-  await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
-  return { userId: accountId, key: (await issueKey(db, accountId, 'live')).key };
+  await grant(db, { accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  return { accountId, key: (await issueKey(db, accountId, 'live')).key };
 }
 
 // ---- the run ------------------------------------------------------------------------------------
@@ -397,7 +397,7 @@ try {
     await mkdir(blobDir);
     const stack = await startStack(String(v), blobDir);
     try {
-      const { userId: accountId, key } = await newKey(stack.db, `v${v}`);
+      const { accountId, key } = await newKey(stack.db, `v${v}`);
       const pids = { api: stack.api.pid!, worker: stack.worker.pid!, web: stack.web.pid! };
       const cpu = () => ({ api: cpuSeconds(pids.api), worker: cpuSeconds(pids.worker), web: cpuSeconds(pids.web), bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, machine: machineBusySeconds() });
       const loadBefore = load();
@@ -441,7 +441,7 @@ try {
           const env = { LENSTACK_API_KEY: acct.key, LENSTACK_BASE_URL: proxy.url };
           let kill!: () => void;
           const killed = runCli(['batch', '--vehicles', rdir, '--json'], env, { kill: (k) => (kill = k) });
-          const finished = async () => (await stack.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [acct.userId])).rows[0]!.n;
+          const finished = async () => (await stack.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [acct.accountId])).rows[0]!.n;
           while ((await finished()) < photos / 2) await new Promise((r) => setTimeout(r, 50));
           kill();
           const first = await killed;
@@ -456,7 +456,7 @@ try {
           stopAgain();
           const second = await again;
           if ((await finished()) < photos) throw new Error(`the resumed run did not upload every photo (${second.code}): ${second.stderr.slice(-3000)}`);
-          const rows = (await stack.db.query<{ n: number; items: number }>('SELECT count(*)::int AS n, max(item_count)::int AS items FROM batches WHERE user_id = $1', [acct.userId])).rows[0]!;
+          const rows = (await stack.db.query<{ n: number; items: number }>('SELECT count(*)::int AS n, max(item_count)::int AS items FROM batches WHERE user_id = $1', [acct.accountId])).rows[0]!;
           say(`  resume: ${v} × ${P} photos, ${mib(resumeFleet.bytes)}; killed (${first.signal ?? first.code}) after ${mib(sentBefore)} sent, the same command again until every photo was uploaded: ${mib(proxy.bytes())} sent in all → ${(proxy.bytes() / resumeFleet.bytes).toFixed(3)}× the folder's bytes (target ≤ 1.05×); batches ${rows.n}, of ${rows.items} vehicles; bytes of requests not answered 2xx: ${proxy.lost()}`);
         } finally {
           proxy.close();

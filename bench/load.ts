@@ -185,7 +185,7 @@ try {
   for (let u = 0; u < USERS; u++) {
     const { accountId } = await createBillingAccount(db, `load-${u}@example.test`);
     keys.push((await issueKey(db, accountId, 'live')).key);
-    await grant(db, { userId: accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench-load' });
+    await grant(db, { accountId, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench-load' });
   }
   // Requests go round-robin over the users: 600/min per user would otherwise cap the test.
   const keyFor = (i: number) => keys[i % keys.length]!;

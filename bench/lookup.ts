@@ -145,7 +145,7 @@ async function main(): Promise<void> {
     );
     log(`loaded ${PHOTOS} photos in ${loadS.toFixed(1)} s, VACUUM ANALYZE ${analyzeS.toFixed(1)} s; ${JSON.stringify(size.rows[0])}`);
 
-    const run = (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = ACCOUNT) => nearestByPHash(db, { userId: accountId, pHash, threshold, strategy });
+    const run = (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = ACCOUNT) => nearestByPHash(db, { accountId, pHash, threshold, strategy });
     const timed = async (pHash: string, threshold: number, strategy: FuzzyStrategy, accountId = ACCOUNT) => {
       const t = performance.now();
       const hit = await run(pHash, threshold, strategy, accountId);
@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     }
 
     const explain = async (threshold: number, strategy: FuzzyStrategy) => {
-      const q = nearestQuery({ userId: ACCOUNT, pHash: hex64(queryHashes[0]!), threshold, strategy });
+      const q = nearestQuery({ accountId: ACCOUNT, pHash: hex64(queryHashes[0]!), threshold, strategy });
       const r = await db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${q.text}`, q.values);
       return r.rows.map((row) => `    ${row['QUERY PLAN']}`).join('\n');
     };

@@ -69,10 +69,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 try {
   const { accountId: batchAccount } = await createBillingAccount(db, 'bench-quota-batch@example.test');
   const batchKey = (await issueKey(db, batchAccount, 'live')).key;
-  await grant(db, { userId: batchAccount, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  await grant(db, { accountId: batchAccount, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
   const { accountId: liveAccount } = await createBillingAccount(db, 'bench-quota-live@example.test');
   const liveKey = (await issueKey(db, liveAccount, 'live')).key;
-  await grant(db, { userId: liveAccount, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
+  await grant(db, { accountId: liveAccount, pool: 'purchased', amount: 1_000_000, idempotencyKey: 'bench' });
 
   const metricsPorts = [await freePort(), await freePort()];
   for (const mp of metricsPorts) await stack.start('worker/main.ts', { WORKER_METRICS_PORT: String(mp) }, /polling task queue/);

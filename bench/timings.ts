@@ -84,7 +84,7 @@ async function eviction(): Promise<number[]> {
     for (let i = 0; i < ROUNDS; i++) {
       const keyHash = randomUUID();
       // The other process's cache is trusted once it hears its own heartbeat; fill it then.
-      while (!other.set({ id: `key_${i}`, keyHash, userId: 'usr_bench', kind: 'live', revoked: false }) || !other.get(keyHash)) {
+      while (!other.set({ id: `key_${i}`, keyHash, accountId: 'usr_bench', kind: 'live', revoked: false }) || !other.get(keyHash)) {
         await new Promise((r) => setTimeout(r, 10));
       }
       const started = performance.now();

@@ -59,7 +59,7 @@ export async function getBalance(db: Db, accountId: string): Promise<Balance> {
 }
 
 export interface GrantArgs {
-  userId: string;
+  accountId: string;
   pool: Pool;
   amount: number;
   idempotencyKey: string;
@@ -79,12 +79,12 @@ export async function grant(db: Db, args: GrantArgs): Promise<boolean> {
  */
 export async function grantIn(c: DbClient, args: GrantArgs): Promise<boolean> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('grant amount must be a positive integer');
-  await lockAccount(c, args.userId);
+  await lockAccount(c, args.accountId);
   const ins = await c.query(
     `INSERT INTO credit_ledger (user_id, kind, idempotency_key, community_delta, purchased_delta, note)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
     [
-      args.userId,
+      args.accountId,
       args.kind ?? 'grant',
       args.idempotencyKey,
       args.pool === 'community' ? args.amount : 0,
@@ -97,13 +97,13 @@ export async function grantIn(c: DbClient, args: GrantArgs): Promise<boolean> {
     await c.query(
       `UPDATE credit_accounts SET community_balance = community_balance + $2, community_granted = community_granted + $2,
          referral_bonus = referral_bonus + $3, updated_at = now() WHERE user_id = $1`,
-      [args.userId, args.amount, args.referral ? args.amount : 0],
+      [args.accountId, args.amount, args.referral ? args.amount : 0],
     );
   } else {
     await c.query(
       `UPDATE credit_accounts SET purchased_balance = purchased_balance + $2, purchased_granted = purchased_granted + $2,
          packs_purchased = packs_purchased + $3, updated_at = now() WHERE user_id = $1`,
-      [args.userId, args.amount, args.kind === 'purchase' ? 1 : 0],
+      [args.accountId, args.amount, args.kind === 'purchase' ? 1 : 0],
     );
   }
   return true;
@@ -140,7 +140,7 @@ async function findReservation(c: DbClient | Db, id: string, lock = false): Prom
  */
 export interface ReserveArgs {
   id: string;
-  userId: string;
+  accountId: string;
   amount: number;
   ttlMs: number;
   workflowId?: string;
@@ -167,8 +167,8 @@ export async function renewHold(db: Db, args: { id: string; ttlMs: number }): Pr
 /** `reserve` inside a caller's transaction. Takes the account-row lock. */
 export async function reserveIn(c: DbClient, args: ReserveArgs): Promise<Reservation> {
   if (!Number.isSafeInteger(args.amount) || args.amount <= 0) throw new Error('reserve amount must be a positive integer');
-  const { id, userId: accountId, ...reserve } = args;
-  return (await holdIn(c, { userId: accountId, reservationId: id, gate: null, reserve }))!;
+  const { id, accountId, ...reserve } = args;
+  return (await holdIn(c, { accountId, reservationId: id, gate: null, reserve }))!;
 }
 
 /**
@@ -195,14 +195,14 @@ export interface UnbilledGate {
 export async function holdIn(
   c: DbClient,
   args: {
-    userId: string;
+    accountId: string;
     reservationId: string;
     gate: UnbilledGate | null;
-    reserve: Omit<ReserveArgs, 'userId' | 'id'> | null;
+    reserve: Omit<ReserveArgs, 'accountId' | 'id'> | null;
     closed?: () => Error;
   },
 ): Promise<Reservation | null> {
-  const { userId: accountId, gate, reserve } = args;
+  const { accountId, gate, reserve } = args;
   if (reserve && (!Number.isSafeInteger(reserve.amount) || reserve.amount <= 0)) throw new Error('reserve amount must be a positive integer');
   if (!reserve && !gate?.vendorWork && !args.closed) return null;
   const found = await c.query<AccountRow & { existing: Parameters<typeof rowToReservation>[0] | null; calls: number | null; deleted: boolean }>(
@@ -224,11 +224,11 @@ export async function holdIn(
     if (gate.freeCalls > 0) {
       const total = acct.community_balance + acct.purchased_balance;
       if (total < 1) throw planLimitExceeded({ needed: 1, community: acct.community_balance, purchased: acct.purchased_balance, total, resetsInDays: 0 });
-      await countUnbilledCallsIn(c, { userId: accountId, calls: gate.freeCalls });
+      await countUnbilledCallsIn(c, { accountId, calls: gate.freeCalls });
     }
   }
   if (!reserve) return null;
-  const own = { ...reserve, id: args.reservationId, userId: accountId };
+  const own = { ...reserve, id: args.reservationId, accountId };
   if (acct.existing) return ownReservation(rowToReservation({ ...acct.existing, expires_at: new Date(acct.existing.expires_at) }), own);
   const total = acct.community_balance + acct.purchased_balance;
   if (total < reserve.amount) {
@@ -261,7 +261,7 @@ export async function holdIn(
          reserved = reserved + $3, updated_at = now() WHERE user_id = $2 AND EXISTS (SELECT 1 FROM res)
      )
      SELECT * FROM res`,
-    [own.id, own.userId, own.amount, fromCommunity, fromPurchased, own.workflowId ?? null, own.reason ?? null, String(own.ttlMs)],
+    [own.id, own.accountId, own.amount, fromCommunity, fromPurchased, own.workflowId ?? null, own.reason ?? null, String(own.ttlMs)],
   );
   if (ins.rows[0]) return rowToReservation(ins.rows[0]);
   const raced = await findReservation(c, own.id);
@@ -270,7 +270,7 @@ export async function holdIn(
 }
 
 function ownReservation(r: Reservation, args: ReserveArgs): Reservation {
-  if (r.userId !== args.userId) throw new Error(`reservation ${args.id} belongs to another user`);
+  if (r.userId !== args.accountId) throw new Error(`reservation ${args.id} belongs to another user`);
   return r;
 }
 
@@ -449,11 +449,11 @@ function unbilledCapReached(cap: number): AppError {
 }
 
 /** Add `calls` to the account's unbilled vendor calls of today. */
-export async function countUnbilledCallsIn(c: DbClient | Db, args: { userId: string; calls: number }): Promise<void> {
+export async function countUnbilledCallsIn(c: DbClient | Db, args: { accountId: string; calls: number }): Promise<void> {
   if (args.calls <= 0) return;
   await c.query(
     `INSERT INTO unbilled_vendor_calls (user_id, day, calls) VALUES ($1, (now() AT TIME ZONE 'utc')::date, $2)
      ON CONFLICT (user_id, day) DO UPDATE SET calls = unbilled_vendor_calls.calls + EXCLUDED.calls`,
-    [args.userId, args.calls],
+    [args.accountId, args.calls],
   );
 }

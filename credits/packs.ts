@@ -124,7 +124,7 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
     const locked = await c.query<{ status: PurchaseStatus }>('SELECT status FROM credit_purchases WHERE id = $1 FOR UPDATE', [purchase.purchaseId]);
     if (locked.rows[0]!.status !== 'pending') return;
     await grantIn(c, {
-      userId: purchase.userId,
+      accountId: purchase.userId,
       pool: 'purchased',
       amount: purchase.credits,
       kind: 'purchase',
@@ -133,7 +133,7 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
     });
     const firstPackBonus = packGrant({ ...p, credits: purchase.credits, priceCents: purchase.amountCents }, true).bonusCredits;
     const bonus = (await claimFirstPackBonus(c, purchase.userId)) && await grantIn(c, {
-      userId: purchase.userId,
+      accountId: purchase.userId,
       pool: 'purchased',
       amount: firstPackBonus,
       idempotencyKey: FIRST_PACK_BONUS_KEY,
@@ -151,17 +151,17 @@ async function grantPending(db: Db, purchase: Purchase, p: Pack, paymentId: stri
  * click, the same purchase) at the price book's price; nothing is paid or granted yet. The same
  * key for another pack is 400. `created` is false when this key had been seen before.
  */
-export async function recordPurchase(db: Db, args: { userId: string; pack: string; idempotencyKey: string }): Promise<{ purchase: Purchase; created: boolean }> {
+export async function recordPurchase(db: Db, args: { accountId: string; pack: string; idempotencyKey: string }): Promise<{ purchase: Purchase; created: boolean }> {
   if (!isPackName(args.pack)) throw validationFailed(`pack: must be one of ${PACK_NAMES.join(', ')}, got "${args.pack}"`);
   if (args.idempotencyKey.length < 1 || args.idempotencyKey.length > 200) throw validationFailed('idempotencyKey: 1 to 200 characters');
-  await requireAccount(db, args.userId);
+  await requireAccount(db, args.accountId);
   const p = PACKS[args.pack];
   const ins = await db.query(
     `INSERT INTO credit_purchases (id, user_id, idempotency_key, pack, credits, amount_cents)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (user_id, idempotency_key) DO NOTHING`,
-    [newId('pur'), args.userId, args.idempotencyKey, p.name, p.credits, p.priceCents],
+    [newId('pur'), args.accountId, args.idempotencyKey, p.name, p.credits, p.priceCents],
   );
-  const purchase = await loadPurchase(db, args.userId, args.idempotencyKey);
+  const purchase = await loadPurchase(db, args.accountId, args.idempotencyKey);
   if (purchase.pack !== p.name) throw validationFailed(`idempotencyKey: already used for a ${purchase.pack} purchase (${purchase.purchaseId})`);
   return { purchase, created: (ins.rowCount ?? 0) === 1 };
 }
@@ -182,18 +182,18 @@ export async function completePurchase(db: Db, purchase: Purchase, paymentId: st
  * The processor says purchase `purchaseId` was paid `amountCents`: grant it, once, whatever how
  * many times the event arrives. An amount other than the pack's price grants nothing and marks the
  * purchase failed (someone changed the price on the way). An event that names another account
- * than the purchase's (`userId`, when the event carries one) grants nothing and leaves the purchase
+ * than the purchase's (`accountId`, when the event carries one) grants nothing and leaves the purchase
  * as it was. Unknown purchases are reported, not invented.
  */
 export async function fulfilPaidPurchase(
   db: Db,
-  args: { purchaseId: string; amountCents: number; paymentId: string; userId?: string | null },
+  args: { purchaseId: string; amountCents: number; paymentId: string; accountId?: string | null },
 ): Promise<{ outcome: 'granted' | 'already-granted' | 'amount-mismatch' | 'account-mismatch' | 'unknown'; purchase?: Purchase }> {
   const r = await db.query<PurchaseRow>(`SELECT ${COLUMNS} FROM credit_purchases WHERE id = $1`, [args.purchaseId]);
   const row = r.rows[0];
   if (!row) return { outcome: 'unknown' };
   const purchase = toPurchase(row);
-  if (args.userId != null && args.userId !== purchase.userId) return { outcome: 'account-mismatch' };
+  if (args.accountId != null && args.accountId !== purchase.userId) return { outcome: 'account-mismatch' };
   if (purchase.status === 'granted') return { outcome: 'already-granted', purchase };
   if (purchase.status !== 'pending') return { outcome: 'amount-mismatch', purchase };
   if (args.amountCents !== purchase.amountCents) {

@@ -33,6 +33,6 @@ export async function grantSignupCredits(c: DbClient, accountId: string, step: S
     const holder = await c.query<{ user_id: string }>(`SELECT user_id FROM signup_grant_claims WHERE mailbox = ${mailbox} AND step = $2`, [accountId, step]);
     if (holder.rows[0]?.user_id !== accountId) return 0;
   }
-  const applied = await grantIn(c, { userId: accountId, pool: 'community', amount: g.amount, idempotencyKey: g.idempotencyKey, note: g.note });
+  const applied = await grantIn(c, { accountId, pool: 'community', amount: g.amount, idempotencyKey: g.idempotencyKey, note: g.note });
   return applied ? g.amount : 0;
 }

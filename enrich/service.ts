@@ -79,8 +79,8 @@ const EXTENSION: Record<ImageFormat, string> = { jpeg: 'jpg', png: 'png', webp: 
  * reservation releases it. Sandbox keys write the lens fixtures and bill nothing.
  */
 export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input: EnrichInput, requestId: string): Promise<EnrichResult> {
-  if (principal.userId === null) throw authFailed('Enrichment needs an API key that belongs to an account; the anonymous sandbox key has none');
-  const accountId = principal.userId;
+  if (principal.accountId === null) throw authFailed('Enrichment needs an API key that belongs to an account; the anonymous sandbox key has none');
+  const accountId = principal.accountId;
   const bytes = await readImage(input, deps);
   const probed = await probeImage(bytes, { maxPixels: deps.config.IMAGE_MAX_PIXELS });
   const sha256 = createHash('sha256').update(bytes).digest('hex');
@@ -111,7 +111,7 @@ export async function enrichPhoto(deps: EnrichDeps, principal: Principal, input:
         return readFile(file);
       };
       if (principal.sandbox) return { ...result, image: await write(), creditsCharged: 0 };
-      const image = await billed(deps.db, { userId: accountId, requestId, sha256, formats }, write);
+      const image = await billed(deps.db, { accountId, requestId, sha256, formats }, write);
       return { ...result, image, creditsCharged: ENRICH_CREDITS };
     }),
   );
@@ -156,11 +156,11 @@ function sandboxRecords(): Record<string, LensRecord> {
  */
 async function billed<T>(
   db: Db,
-  call: { userId: string; requestId: string; sha256: string; formats: EnrichFormat[] },
+  call: { accountId: string; requestId: string; sha256: string; formats: EnrichFormat[] },
   work: () => Promise<T>,
 ): Promise<T> {
-  const id = `enrich:${call.userId}:${call.requestId}:${call.sha256}:${call.formats.join('+')}`;
-  const reservation = await reserve(db, { id, userId: call.userId, amount: ENRICH_CREDITS, ttlMs: ENRICH_RESERVATION_TTL_MS, reason: 'enrich' });
+  const id = `enrich:${call.accountId}:${call.requestId}:${call.sha256}:${call.formats.join('+')}`;
+  const reservation = await reserve(db, { id, accountId: call.accountId, amount: ENRICH_CREDITS, ttlMs: ENRICH_RESERVATION_TTL_MS, reason: 'enrich' });
   if (reservation.status === 'released') {
     throw validationFailed(`x-request-id "${call.requestId}" belongs to an enrichment of this photo that failed and was refunded; send a new x-request-id`);
   }

@@ -14,7 +14,7 @@ export interface PaymentRequest {
   /** Our purchase (credit_purchases.id): a hosted page names it back in its paid event. */
   purchaseId: string;
   /** The account (workspace) the credits go to. */
-  userId: string;
+  accountId: string;
   pack: PackName;
   /** Amount in US cents: the price book's price of the pack, as recorded on the purchase. */
   amountCents: number;
@@ -37,7 +37,7 @@ export type PaymentStart = { kind: 'paid'; paymentId: string } | { kind: 'checko
 
 /** What a verified webhook delivery means to us; the handler acts on these only. */
 export type PaymentEvent =
-  | { type: 'pack-paid'; eventId: string; purchaseId: string; amountCents: number; paymentId: string; userId: string | null }
+  | { type: 'pack-paid'; eventId: string; purchaseId: string; amountCents: number; paymentId: string; accountId: string | null }
   | { type: 'card-stored'; eventId: string; workspaceId: string; fingerprint: string }
   | { type: 'ignored'; eventId: string; reason: string };
 

@@ -23,7 +23,7 @@ import { PaymentDeclinedError, type PaymentGateway } from './gateway.ts';
 export async function purchasePack(
   deps: { db: Db; payments: PaymentGateway },
   args: {
-    userId: string;
+    accountId: string;
     pack: string;
     idempotencyKey: string;
     /** The buyer's address for the receipt; absent = the account's own. */
@@ -40,7 +40,7 @@ export async function purchasePack(
   try {
     start = await payments.startPayment({
       purchaseId: purchase.purchaseId,
-      userId: purchase.userId,
+      accountId: purchase.userId,
       pack: purchase.pack,
       amountCents: purchase.amountCents,
       idempotencyKey: purchaseCaptureKey(purchase.purchaseId),

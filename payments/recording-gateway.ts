@@ -30,7 +30,7 @@ export class RecordingPaymentGateway implements PaymentGateway {
     await this.db.query(
       `INSERT INTO recorded_payments (id, user_id, idempotency_key, amount_cents, description, status, decline_reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (idempotency_key) DO NOTHING`,
-      [`pay_rec_${randomBytes(12).toString('hex')}`, req.userId, req.idempotencyKey, req.amountCents, req.description,
+      [`pay_rec_${randomBytes(12).toString('hex')}`, req.accountId, req.idempotencyKey, req.amountCents, req.description,
         declineReason === null ? 'captured' : 'declined', declineReason],
     );
     // Whether we inserted or lost a race to a concurrent retry, the stored row is the answer.
@@ -39,7 +39,7 @@ export class RecordingPaymentGateway implements PaymentGateway {
       [req.idempotencyKey],
     );
     const row = r.rows[0]!;
-    if (row.user_id !== req.userId || row.amount_cents !== req.amountCents) {
+    if (row.user_id !== req.accountId || row.amount_cents !== req.amountCents) {
       throw new Error(`idempotency key ${req.idempotencyKey} was used for a different capture`);
     }
     if (row.status === 'declined') throw new PaymentDeclinedError(row.decline_reason!);

@@ -50,7 +50,7 @@ export class StripeGateway implements PaymentGateway {
         client_reference_id: req.purchaseId,
         customer_email: req.email,
         line_items: [{ quantity: 1, price_data: { currency: 'usd', unit_amount: req.amountCents, product_data: { name: req.description } } }],
-        metadata: { purchaseId: req.purchaseId, pack: p.name, userId: req.userId },
+        metadata: { purchaseId: req.purchaseId, pack: p.name, userId: req.accountId },
         success_url: req.successUrl,
         cancel_url: req.cancelUrl,
       },
@@ -103,7 +103,7 @@ export class StripeGateway implements PaymentGateway {
         purchaseId: session.client_reference_id,
         amountCents: session.amount_total ?? -1,
         paymentId: typeof session.payment_intent === 'string' ? session.payment_intent : session.id,
-        userId: session.metadata?.userId ?? null,
+        accountId: session.metadata?.userId ?? null,
       };
     }
     if (event.type === 'setup_intent.succeeded') {

@@ -33,7 +33,7 @@ export async function handlePaymentWebhook(
     const fine = result.outcome === 'granted' || result.outcome === 'already-granted';
     log[fine ? 'info' : 'warn']({ event: event.eventId, purchaseId: event.purchaseId, outcome: result.outcome }, `${deps.payments.name} payment event`);
   } else if (event.type === 'card-stored') {
-    const result = await recordCardOnFile(deps.db, { userId: event.workspaceId, fingerprint: event.fingerprint });
+    const result = await recordCardOnFile(deps.db, { accountId: event.workspaceId, fingerprint: event.fingerprint });
     log.info({ event: event.eventId, workspaceId: event.workspaceId, outcome: result.outcome, granted: result.granted }, 'card on file');
   } else {
     log.info({ event: event.eventId, reason: event.reason }, `${deps.payments.name} event not acted on`);

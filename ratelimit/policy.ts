@@ -45,7 +45,7 @@ export const POLICIES = {
 export const LOOKUP_ROUTE = '/v2/lookup';
 
 export interface Caller {
-  userId: string | null;
+  accountId: string | null;
   keyHash: string;
   anonymous: boolean;
   /** A svc_test_ key: fixtures only, counted apart from the account's live traffic. */
@@ -62,7 +62,7 @@ export function bucketsFor(
   routeUrl: string | undefined,
   clientIpBucket: () => string,
 ): Bucket[] {
-  if (caller.anonymous || caller.userId === null) {
+  if (caller.anonymous || caller.accountId === null) {
     // The anonymous key is one public key shared by everyone: its only meaningful subject is the IP.
     const ip = clientIpBucket();
     return [
@@ -70,7 +70,7 @@ export function bucketsFor(
       { ...POLICIES.anonymousDay, key: `${prefix}rl:{ip:${ip}}:anon:d` },
     ];
   }
-  const account = `${prefix}rl:{u:${caller.userId}}`;
+  const account = `${prefix}rl:{u:${caller.accountId}}`;
   // A test loop on a sandbox key must not eat the budget of the same account's production traffic.
   const buckets: Bucket[] = [{ ...POLICIES.user, key: caller.sandbox ? `${account}:sandbox` : `${account}:all` }];
   if (routeUrl === LOOKUP_ROUTE) buckets.push({ ...POLICIES.lookup, key: `${account}:lookup:${caller.keyHash}` });

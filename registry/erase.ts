@@ -30,8 +30,8 @@ export interface ErasedPhoto {
  * workspace's registry, a pending batch item, a live upload, or a request's intake lease (an
  * analysis in flight, registry/blob-leases.ts). Null when the workspace's registry does not hold it.
  */
-export async function erasePhoto(db: Db, blobs: Pick<BlobStore, 'delete'>, args: { userId: string; sha256: string }): Promise<ErasedPhoto | null> {
-  const { userId: accountId, sha256 } = args;
+export async function erasePhoto(db: Db, blobs: Pick<BlobStore, 'delete'>, args: { accountId: string; sha256: string }): Promise<ErasedPhoto | null> {
+  const { accountId, sha256 } = args;
   const erased = await inTransaction(db, async (c) => {
     const photo = await c.query('SELECT 1 FROM photos WHERE user_id = $1 AND sha256 = $2 FOR UPDATE', [accountId, sha256]);
     if (!photo.rowCount) return null;

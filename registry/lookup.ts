@@ -89,9 +89,9 @@ const DISTANCE_SQL = 'bit_count((phash # $2::bigint)::bit(64))';
  * pHashes within the threshold without touching the heap; only those few rows are then read,
  * through the phash_c3 index, for the tie-break and the sha256. Scan: every row of the account.
  */
-export function nearestQuery(args: { userId: string; pHash: string; threshold: number; strategy?: FuzzyStrategy }): { text: string; values: unknown[] } {
+export function nearestQuery(args: { accountId: string; pHash: string; threshold: number; strategy?: FuzzyStrategy }): { text: string; values: unknown[] } {
   const strategy = args.strategy ?? fuzzyStrategy(args.threshold);
-  const values: unknown[] = [args.userId, hexToSigned64(args.pHash), args.threshold];
+  const values: unknown[] = [args.accountId, hexToSigned64(args.pHash), args.threshold];
   // Best = smallest distance, then the most recently analyzed, then sha256 so ties are stable.
   const best = 'ORDER BY distance, last_analyzed_at DESC, sha256 LIMIT 1';
   if (strategy === 'scan') {
@@ -116,7 +116,7 @@ export function nearestQuery(args: { userId: string; pHash: string; threshold: n
 /** The account's photo nearest to `pHash` within `threshold`, or null. */
 export async function nearestByPHash(
   db: Pick<Db, 'query'>,
-  args: { userId: string; pHash: string; threshold: number; strategy?: FuzzyStrategy },
+  args: { accountId: string; pHash: string; threshold: number; strategy?: FuzzyStrategy },
 ): Promise<NearestPhoto | null> {
   const q = nearestQuery(args);
   const r = await db.query<{ sha256: string; distance: number }>(q.text, q.values);
@@ -144,11 +144,11 @@ const FUZZY_CONCURRENCY = 4;
  */
 export async function lookupFingerprints(
   db: Db,
-  args: { userId: string | null; queries: LookupQuery[]; threshold: number },
+  args: { accountId: string | null; queries: LookupQuery[]; threshold: number },
 ): Promise<Map<string, LookupMatch>> {
   const queries = [...new Map(args.queries.map((q) => [q.key, q])).values()];
   const results = new Map<string, LookupMatch>(queries.map((q) => [q.key, { matchType: 'none' }]));
-  const accountId = args.userId;
+  const { accountId } = args;
   if (accountId === null || !queries.length) return results;
 
   const exactShas = [...new Set(queries.flatMap((q) => (q.sha256 ? [q.sha256] : [])))];
@@ -156,7 +156,7 @@ export async function lookupFingerprints(
   const nearest = new Map<string, NearestPhoto>();
   const fuzzyHashes = [...new Set(queries.filter((q) => !(q.sha256 && exact.has(q.sha256)) && q.pHash).map((q) => q.pHash!))];
   await mapBounded(fuzzyHashes, FUZZY_CONCURRENCY, async (pHash) => {
-    const hit = await nearestByPHash(db, { userId: accountId, pHash, threshold: args.threshold });
+    const hit = await nearestByPHash(db, { accountId, pHash, threshold: args.threshold });
     if (hit) nearest.set(pHash, hit);
   });
   const fuzzy = await getPhotos(db, accountId, [...new Set([...nearest.values()].map((n) => n.sha256))]);

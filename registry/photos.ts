@@ -42,7 +42,7 @@ export interface LensOrigin {
  */
 export async function runStartIn(
   c: DbClient,
-  args: { workflowId: string; userId: string; sha256s: string[]; lenses: string[] },
+  args: { workflowId: string; accountId: string; sha256s: string[]; lenses: string[] },
 ): Promise<{ persisted: boolean; cached: Record<string, string[]> }> {
   const r = await c.query<{ persisted: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
@@ -59,11 +59,11 @@ export async function runStartIn(
  */
 export async function cachedLensesIn(
   c: Pick<DbClient, 'query'>,
-  args: { userId: string; sha256s: string[]; lenses: string[] },
+  args: { accountId: string; sha256s: string[]; lenses: string[] },
 ): Promise<Record<string, string[]>> {
   const r = await c.query<{ sha256: string; lens: string }>(
     'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
-    [args.userId, args.sha256s, args.lenses],
+    [args.accountId, args.sha256s, args.lenses],
   );
   const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
   for (const row of r.rows) cached[row.sha256]!.push(row.lens);
@@ -216,7 +216,7 @@ export async function persistAnalysis(
 export interface PersistArgs {
   workflowId: string;
   requestId: string;
-  userId: string;
+  accountId: string;
   refresh: boolean;
   images: PersistImage[];
 }
@@ -233,7 +233,7 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
   const run = await c.query(
     `INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits)
      VALUES ($1, $2, $3, $4, 0) ON CONFLICT (workflow_id) DO NOTHING`,
-    [args.workflowId, args.userId, args.requestId, args.images.length],
+    [args.workflowId, args.accountId, args.requestId, args.images.length],
   );
   if (!run.rowCount) {
     const prior = await c.query<{ credits: number; per_image: number[] }>(
@@ -257,7 +257,7 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
        ON CONFLICT (user_id, sha256) DO UPDATE SET
          last_analyzed_at = now(),
          analyze_call_count = photos.analyze_call_count + EXCLUDED.analyze_call_count`,
-      [args.userId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, calls],
+      [args.accountId, img.sha256, hexToSigned64(img.pHash), hexToSigned64(img.dHash), c0, c1, c2, c3, calls],
     );
     // One statement for all lenses of the photo: which billed lenses a concurrent run recorded
     // first (not billed again), the events, the latest records taken from them, and the photo's
@@ -290,7 +290,7 @@ export async function persistAnalysisIn(c: DbClient, args: PersistArgs): Promise
        )
        SELECT coalesce(sum(credits), 0)::int AS charged FROM ev`,
       [
-        args.userId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
+        args.accountId, img.sha256, args.workflowId, img.coRunHash, img.provider, img.vendor, img.model,
         names.map(() => newEventId()),
         names,
         entries.map(([, output]) => JSON.stringify(output)),

@@ -36,7 +36,7 @@ export async function findVehicleReport(db: Db, accountId: string, setHash: stri
 /** A report as the saga stores it. */
 export interface VehicleReportRecord {
   workflowId: string;
-  userId: string;
+  accountId: string;
   setHash: string;
   sha256s: string[];
   output: Record<string, unknown>;
@@ -54,7 +54,7 @@ export async function saveVehicleReportIn(c: DbClient, args: VehicleReportRecord
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
      ON CONFLICT (workflow_id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id
      RETURNING id`,
-    [`vrp_${randomBytes(12).toString('hex')}`, args.userId, args.setHash, args.workflowId, args.sha256s, args.output, args.version, args.provider, args.vendor, args.model, args.credits],
+    [`vrp_${randomBytes(12).toString('hex')}`, args.accountId, args.setHash, args.workflowId, args.sha256s, args.output, args.version, args.provider, args.vendor, args.model, args.credits],
   );
   return r.rows[0]!.id;
 }
@@ -62,11 +62,11 @@ export async function saveVehicleReportIn(c: DbClient, args: VehicleReportRecord
 /** Latest stored output of one lens (or step) for each photo that has it, in the caller's transaction. */
 export async function lensOutputsIn(
   c: DbClient,
-  args: { userId: string; sha256s: string[]; lens: string },
+  args: { accountId: string; sha256s: string[]; lens: string },
 ): Promise<Record<string, Record<string, unknown>>> {
   const r = await c.query<{ sha256: string; output: Record<string, unknown> }>(
     'SELECT sha256, output FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = $3',
-    [args.userId, args.sha256s, args.lens],
+    [args.accountId, args.sha256s, args.lens],
   );
   return Object.fromEntries(r.rows.map((row) => [row.sha256, row.output]));
 }

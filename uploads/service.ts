@@ -283,7 +283,7 @@ export function createUploads(deps: {
   const expiredSaying = `unused for ${config.UPLOAD_TTL_MS / 3600_000} h, or made over ${config.UPLOAD_MAX_AGE_MS / 3600_000} h ago`;
   const finishedOf = (r: Row): FinishedUpload => ({ id: r.id, sha256: r.sha256!, format: r.format!, width: r.width!, height: r.height!, size: Number(r.size) });
 
-  type Caller = { userId: string; requestId?: string; person?: { id: string; quotaBytes: number }; created?: string };
+  type Caller = { accountId: string; requestId?: string; person?: { id: string; quotaBytes: number }; created?: string };
   /** One tus server per door (its path makes its Locations); the datastore and the hooks are shared. */
   // One lock per upload across processes (uploads/locker.ts), shared by both doors.
   const locker = rowLocker(db);
@@ -313,7 +313,7 @@ export function createUploads(deps: {
       if (!caller) throw refusal(req, 'AUTH_FAILED', 401, 'Missing or invalid API key');
       if (upload.size === undefined) throw refusal(req, 'VALIDATION_FAILED', 400, 'Upload-Length is required: say the file size up front');
       try {
-        await reserve(caller.userId, upload.id, upload.size, caller.person);
+        await reserve(caller.accountId, upload.id, upload.size, caller.person);
       } catch (err) {
         throw hookFailure(req, err, (e) => e.message);
       }
@@ -389,13 +389,13 @@ export function createUploads(deps: {
         routeConfig: { auth: 'key' },
         async authorize(request: FastifyRequest, reply: FastifyReply, id: string | null) {
           const accountId = accountOf(request);
-          if (id === null) return { userId: accountId, requestId: request.id };
+          if (id === null) return { accountId, requestId: request.id };
           if (!UPLOAD_ID.test(id)) throw new AppError('NOT_FOUND', 'No such upload');
           const row = (await rowsOf([id])).get(id);
           if (!row || row.user_id !== accountId) throw new AppError('NOT_FOUND', `No upload ${id} for this account`);
           if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `Upload ${id} expired (${expiredSaying}): upload the photo again`);
           if (await answeredForExisting(request, reply, row)) return null;
-          return { userId: accountId, requestId: request.id };
+          return { accountId, requestId: request.id };
         },
       });
     },
@@ -413,7 +413,7 @@ export function createUploads(deps: {
             const workspaceId = metadataValue(request.headers['upload-metadata'] as string | undefined, 'workspace');
             if (!workspaceId || !/^usr_[A-Za-z0-9_-]{1,80}$/.test(workspaceId)) throw validationFailed('Upload-Metadata: workspace is required');
             await door.mayStart(person.id, workspaceId);
-            return { userId: workspaceId, requestId: request.id, person: { id: person.id, quotaBytes: door.personQuotaBytes } };
+            return { accountId: workspaceId, requestId: request.id, person: { id: person.id, quotaBytes: door.personQuotaBytes } };
           }
           // An upload is its maker's: another person, another admin of the same workspace included,
           // cannot read its offset, write into it or end it (404, as for anyone else).
@@ -426,7 +426,7 @@ export function createUploads(deps: {
           if (row.expired_at || row.too_old) throw new AppError('NOT_FOUND', `Upload ${id} expired (${expiredSaying}): upload the photo again`);
           if (row.taken_at && request.method === 'DELETE') throw new AppError('VALIDATION_FAILED', `Upload ${id} is being taken by a batch`);
           if (await answeredForExisting(request, reply, row)) return null;
-          return { userId: row.user_id, requestId: request.id, person: { id: person.id, quotaBytes: door.personQuotaBytes } };
+          return { accountId: row.user_id, requestId: request.id, person: { id: person.id, quotaBytes: door.personQuotaBytes } };
         },
       });
     },

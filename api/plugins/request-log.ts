@@ -50,18 +50,18 @@ export function registerRequestLog(app: FastifyInstance, log: RequestLog): void 
   // A refusal's envelope, as sent: read from the serialized payload, the one place every error
   // path (routes, hooks, the framework's own refusals) passes through.
   app.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode >= 400 && typeof payload === 'string' && payload.length <= MAX_READ_ENVELOPE && request.principal?.userId && !request.principal.anonymous) {
+    if (reply.statusCode >= 400 && typeof payload === 'string' && payload.length <= MAX_READ_ENVELOPE && request.principal?.accountId && !request.principal.anonymous) {
       envelopes.set(request, payload);
     }
     return payload;
   });
   app.addHook('onResponse', async (request, reply) => {
     const principal = request.principal;
-    if (!principal?.userId || principal.anonymous) return;
+    if (!principal?.accountId || principal.anonymous) return;
     const envelope = parsedEnvelope(envelopes.get(request));
     const outcome = outcomes.get(request);
     log.record({
-      userId: principal.userId,
+      userId: principal.accountId,
       at: new Date(Date.now() - reply.elapsedTime),
       keyId: principal.keyId,
       operation: request.routeOptions.schema?.operationId ?? `${request.method} ${request.routeOptions.url ?? '?'}`,

@@ -26,7 +26,7 @@ export function accountKeyRoutes(deps: AppDeps): FastifyPluginAsync {
         },
       },
       async (request, reply) =>
-        reply.code(201).send(await issueAccountKey(deps.db, { userId: request.params.userId, kind: request.body.kind, name: request.body.name ?? null })),
+        reply.code(201).send(await issueAccountKey(deps.db, { accountId: request.params.userId, kind: request.body.kind, name: request.body.name ?? null })),
     );
 
     r.get(
@@ -59,7 +59,7 @@ export function accountKeyRoutes(deps: AppDeps): FastifyPluginAsync {
           response: { 200: revokedKeySchema, ...errorResponses(400, 401, 404) },
         },
       },
-      async (request) => revokeAccountKey(deps, { userId: request.params.userId, keyId: request.params.keyId }),
+      async (request) => revokeAccountKey(deps, { accountId: request.params.userId, keyId: request.params.keyId }),
     );
   };
 }

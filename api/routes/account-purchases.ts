@@ -64,7 +64,7 @@ export function accountPurchaseRoutes(deps: AppDeps): FastifyPluginAsync {
         const { purchase, created, checkoutUrl } = await purchasePack(
           { db: deps.db, payments },
           {
-            userId: request.params.userId,
+            accountId: request.params.userId,
             pack: request.body.pack,
             idempotencyKey: request.body.idempotencyKey,
             returnTo: { success: (purchaseId) => `${consoleUrl}/?purchase=${purchaseId}`, cancel: `${consoleUrl}/?purchase=cancelled` },

@@ -79,7 +79,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
           response: { 201: emailVerificationSchema, ...errorResponses(400, 401, 404) },
         },
       },
-      async (request, reply) => reply.code(201).send(await createEmailVerification(deps.db, { userId: request.params.userId })),
+      async (request, reply) => reply.code(201).send(await createEmailVerification(deps.db, { accountId: request.params.userId })),
     );
 
     r.post(
@@ -111,7 +111,7 @@ export function accountRoutes(deps: AppDeps): FastifyPluginAsync {
           response: { 200: cardOnFileSchema, ...errorResponses(400, 401, 404) },
         },
       },
-      async (request) => setCardOnFile(deps.db, { userId: request.params.userId }),
+      async (request) => setCardOnFile(deps.db, { accountId: request.params.userId }),
     );
 
     await app.register(accountKeyRoutes(deps));

@@ -8,7 +8,7 @@ import { principalOf } from '../plugins/auth.ts';
 export const JSON_PART = 'request';
 const MAX_PHOTO_PARTS = 50;
 
-const ingested = new WeakMap<FastifyRequest, { userId: string; ids: string[] }>();
+const ingested = new WeakMap<FastifyRequest, { accountId: string; ids: string[] }>();
 
 /**
  * POST /v1/analyze (and /v2) as multipart/form-data, for the few-photo case: `curl -F
@@ -26,15 +26,15 @@ export async function registerMultipartAnalyze(app: FastifyInstance, deps: AppDe
   app.addHook('preValidation', async (request) => {
     if (!request.isMultipart()) return;
     const principal = principalOf(request);
-    if (!principal.userId) throw validationFailed('Authorization: multipart photos are kept as uploads of an account; the anonymous sandbox key has none (send JSON)');
-    const held = { userId: principal.userId, ids: [] as string[] };
+    if (!principal.accountId) throw validationFailed('Authorization: multipart photos are kept as uploads of an account; the anonymous sandbox key has none (send JSON)');
+    const held = { accountId: principal.accountId, ids: [] as string[] };
     ingested.set(request, held);
     let fields: Record<string, unknown> = {};
     const photos: string[] = [];
     try {
       for await (const part of request.parts()) {
         if (part.type === 'file') {
-          const done = await deps.uploads!.ingest(principal.userId, part.file, { maxBytes: deps.config.IMAGE_MAX_BYTES });
+          const done = await deps.uploads!.ingest(principal.accountId, part.file, { maxBytes: deps.config.IMAGE_MAX_BYTES });
           held.ids.push(done.id);
           photos.push(done.id);
         } else {
@@ -70,7 +70,7 @@ export async function registerMultipartAnalyze(app: FastifyInstance, deps: AppDe
   const forget = async (request: FastifyRequest) => {
     const held = ingested.get(request);
     ingested.delete(request);
-    if (held?.ids.length) await deps.uploads!.remove(held.userId, held.ids);
+    if (held?.ids.length) await deps.uploads!.remove(held.accountId, held.ids);
   };
   app.addHook('onResponse', forget);
   app.addHook('onRequestAbort', forget);

@@ -72,8 +72,8 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
     const exports = new ExportSlots(deps.config);
     const liveAccount = (request: Parameters<typeof principalOf>[0]): string => {
       const p = principalOf(request);
-      if (p.sandbox || !p.userId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
-      return p.userId;
+      if (p.sandbox || !p.accountId) throw validationFailed('Authorization: batches run with a live key (svc_live_…); sandbox keys answer POST /v1/analyze with fixtures');
+      return p.accountId;
     };
     const pipeline = () => deps;
 
@@ -240,7 +240,7 @@ export function batchRoutes(deps: AppDeps): FastifyPluginAsync {
         const accountId = liveAccount(request);
         const batch = await getBatch(deps.db, accountId, request.params.batchId);
         const items = [];
-        for await (const it of batchItems(deps.db, { userId: accountId, batchId: batch.id, lenses: batch.spec.lenses, afterIndex: request.query.after, limit: request.query.limit })) {
+        for await (const it of batchItems(deps.db, { accountId, batchId: batch.id, lenses: batch.spec.lenses, afterIndex: request.query.after, limit: request.query.limit })) {
           items.push({
             index: it.index,
             source: it.source,

@@ -68,7 +68,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
         const { uploadId, ...body } = request.body;
         // An upload id names the account's own upload (404 otherwise) before anything is read or billed.
         const named: ImageInput[] = uploadId !== undefined ? [{ uploadId }] : [];
-        const used = await resolveUploadInputs(deps, principal.userId, named, () => 'body');
+        const used = await resolveUploadInputs(deps, principal.accountId, named, () => 'body');
         if (named[0]?.upload && (body.imageUrl !== undefined || body.imageBase64 !== undefined)) throw validationFailed('body: provide exactly one of imageUrl, imageBase64 or uploadId');
         const result = await enrichPhoto(
           {
@@ -82,7 +82,7 @@ export function enrichRoutes(deps: AppDeps): FastifyPluginAsync {
           { ...body, ...(named[0]?.upload ? { imageBytes: await deps.uploads!.bytes(named[0].upload) } : {}) },
           request.id,
         );
-        await deps.uploads?.touch(principal.userId!, used);
+        await deps.uploads?.touch(principal.accountId!, used);
         noteRequestOutcome(request, { credits: result.creditsCharged, analysisId: null });
         return {
           object: 'enrichment' as const,

@@ -80,7 +80,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         const inputs: ImageInput[] = images ? images.map((url) => ({ url })) : uploadIds ? uploadIds.map((uploadId) => ({ uploadId })) : base64s!.map((base64) => ({ base64 }));
         // An upload id names the account's own upload (404 otherwise) before any image is read.
         // Lookup is free: it does not restart the uploads' expiry (docs/decisions.md, "No storage without payment").
-        await resolveUploadInputs(deps, principal.userId, inputs, 'body.uploadIds');
+        await resolveUploadInputs(deps, principal.accountId, inputs, 'body.uploadIds');
         // A client that disconnects takes its queued HEIC/BMP decodes with it.
         const signal = connectionSignal(reply);
         const fingerprints = await mapBounded(inputs, IMAGE_CONCURRENCY, async (input, i) => {
@@ -97,7 +97,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
           }
         });
         const queries: LookupQuery[] = fingerprints.map((f) => ({ key: f.sha256, sha256: f.sha256, pHash: f.pHash }));
-        const results = await lookupFingerprints(deps.db, { userId: principal.userId, queries, threshold });
+        const results = await lookupFingerprints(deps.db, { accountId: principal.accountId, queries, threshold });
         return response(queries.map((q) => q.key), results, request.id, startedAt);
       },
     );
@@ -120,7 +120,7 @@ export function lookupRoutes(deps: AppDeps): FastifyPluginAsync {
         const startedAt = performance.now();
         const { sha256, pHash, threshold } = request.query;
         const query: LookupQuery = sha256 !== undefined ? { key: sha256, sha256 } : { key: pHash!, pHash: pHash! };
-        const results = await lookupFingerprints(deps.db, { userId: principalOf(request).userId, queries: [query], threshold });
+        const results = await lookupFingerprints(deps.db, { accountId: principalOf(request).accountId, queries: [query], threshold });
         return response([query.key], results, request.id, startedAt);
       },
     );

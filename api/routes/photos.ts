@@ -45,9 +45,9 @@ export function photoRoutes(deps: AppDeps): FastifyPluginAsync {
       },
       async (request) => {
         const principal = principalOf(request);
-        if (!principal.userId) throw notInRegistry(); // the anonymous sandbox key holds no photos
+        if (!principal.accountId) throw notInRegistry(); // the anonymous sandbox key holds no photos
         if (principal.sandbox) throw new AppError('FORBIDDEN', 'A svc_test_ sandbox key never changes real data; erase photos with a live key');
-        const erased = await erasePhoto(deps.db, deps.blobs, { userId: principal.userId, sha256: request.params.sha256 });
+        const erased = await erasePhoto(deps.db, deps.blobs, { accountId: principal.accountId, sha256: request.params.sha256 });
         if (!erased) throw notInRegistry();
         request.log.info({ lensRecords: erased.lensRecords }, 'photo erased');
         return {

@@ -25,8 +25,8 @@ export function uploadRoutes(deps: AppDeps): FastifyPluginAsync {
       app,
       (request) => {
         const principal = principalOf(request);
-        if (!principal.userId) throw validationFailed('Authorization: uploads belong to an account; the anonymous sandbox key has none');
-        return principal.userId;
+        if (!principal.accountId) throw validationFailed('Authorization: uploads belong to an account; the anonymous sandbox key has none');
+        return principal.accountId;
       },
       {
         POST: {

@@ -69,7 +69,7 @@ export function usageRoutes(deps: AppDeps): FastifyPluginAsync {
         }
         const p = request.principal!;
         // The anonymous sandbox key has no account: it reports an empty balance.
-        return usageResource(p.userId ? await getBalance(deps.db, p.userId) : EMPTY);
+        return usageResource(p.accountId ? await getBalance(deps.db, p.accountId) : EMPTY);
       },
     );
   };

@@ -14,13 +14,13 @@ describe('the card-on-file credits', () => {
     const a = await createTestUser(db);
     const b = await createTestUser(db);
     const [x, y] = [fp(), fp()];
-    expect(await recordCardOnFile(db, { userId: a.userId, fingerprint: x })).toEqual({ outcome: 'granted', granted: 4_000 });
+    expect(await recordCardOnFile(db, { accountId: a.userId, fingerprint: x })).toEqual({ outcome: 'granted', granted: 4_000 });
     // The same event again, and a second card on the same workspace: nothing more.
-    expect(await recordCardOnFile(db, { userId: a.userId, fingerprint: x })).toEqual({ outcome: 'already-on-file', granted: 0 });
-    expect(await recordCardOnFile(db, { userId: a.userId, fingerprint: y })).toEqual({ outcome: 'already-on-file', granted: 0 });
+    expect(await recordCardOnFile(db, { accountId: a.userId, fingerprint: x })).toEqual({ outcome: 'already-on-file', granted: 0 });
+    expect(await recordCardOnFile(db, { accountId: a.userId, fingerprint: y })).toEqual({ outcome: 'already-on-file', granted: 0 });
     // Card x earned its credits with a; card y earned nothing there, so b may earn with it.
-    expect(await recordCardOnFile(db, { userId: b.userId, fingerprint: x })).toEqual({ outcome: 'card-used-elsewhere', granted: 0 });
-    expect(await recordCardOnFile(db, { userId: b.userId, fingerprint: y })).toEqual({ outcome: 'granted', granted: 4_000 });
+    expect(await recordCardOnFile(db, { accountId: b.userId, fingerprint: x })).toEqual({ outcome: 'card-used-elsewhere', granted: 0 });
+    expect(await recordCardOnFile(db, { accountId: b.userId, fingerprint: y })).toEqual({ outcome: 'granted', granted: 4_000 });
     expect((await getBalance(db, a.userId)).community).toBe(4_000);
     expect((await getBalance(db, b.userId)).community).toBe(4_000);
   });
@@ -29,7 +29,7 @@ describe('the card-on-file credits', () => {
     const a = await createTestUser(db);
     const b = await createTestUser(db);
     const x = fp();
-    const results = await Promise.all([recordCardOnFile(db, { userId: a.userId, fingerprint: x }), recordCardOnFile(db, { userId: b.userId, fingerprint: x })]);
+    const results = await Promise.all([recordCardOnFile(db, { accountId: a.userId, fingerprint: x }), recordCardOnFile(db, { accountId: b.userId, fingerprint: x })]);
     expect(results.map((r) => r.granted).sort()).toEqual([0, 4_000]);
   });
 });

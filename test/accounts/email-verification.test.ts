@@ -23,8 +23,8 @@ const refusal = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => (e i
 describe('e-mail verification tokens', () => {
   it('are random, stored only as SHA-256, and verify the address once, granting 1,000 community credits', async () => {
     const { userId: accountId } = await createTestUser(db);
-    const a = await createEmailVerification(db, { userId: accountId });
-    const b = await createEmailVerification(db, { userId: accountId });
+    const a = await createEmailVerification(db, { accountId });
+    const b = await createEmailVerification(db, { accountId });
     expect(a.token).toMatch(VERIFICATION_TOKEN_PATTERN);
     expect(a.token).not.toBe(b.token);
     const stored = await db.query('SELECT token_hash FROM email_verification_tokens WHERE user_id = $1', [accountId]);
@@ -43,12 +43,12 @@ describe('e-mail verification tokens', () => {
     expect(await verifyEmail(db, { token: b.token })).toMatchObject({ userId: accountId, granted: 0, emailVerifiedAt: done.emailVerifiedAt });
     expect(await getBalance(db, accountId)).toMatchObject({ community: 1_000 });
     // A verified address needs no new token.
-    expect(await refusal(createEmailVerification(db, { userId: accountId }))).toMatch(/already verified/);
+    expect(await refusal(createEmailVerification(db, { accountId }))).toMatch(/already verified/);
   });
 
   it('one token used 10 times at once: exactly one use succeeds', async () => {
     const { userId: accountId } = await createTestUser(db);
-    const { token } = await createEmailVerification(db, { userId: accountId });
+    const { token } = await createEmailVerification(db, { accountId });
     const results = await Promise.allSettled(Array.from({ length: 10 }, () => verifyEmail(db, { token })));
     const ok = results.filter((r) => r.status === 'fulfilled');
     expect(ok).toHaveLength(1);
@@ -63,8 +63,8 @@ describe('e-mail verification tokens', () => {
     expect(EMAIL_VERIFICATION_TTL_MS).toBe(24 * 60 * 60 * 1000);
     const { userId: accountId } = await createTestUser(db);
     const t0 = new Date('2026-06-01T12:00:00Z');
-    const late = await createEmailVerification(db, { userId: accountId, now: t0 });
-    const inTime = await createEmailVerification(db, { userId: accountId, now: t0 });
+    const late = await createEmailVerification(db, { accountId, now: t0 });
+    const inTime = await createEmailVerification(db, { accountId, now: t0 });
     expect(late.expiresAt).toBe('2026-06-02T12:00:00.000Z');
 
     const atExpiry = new Date(t0.getTime() + EMAIL_VERIFICATION_TTL_MS);
@@ -83,6 +83,6 @@ describe('e-mail verification tokens', () => {
   it('refuse unknown and malformed tokens, and unknown users', async () => {
     expect(await refusal(verifyEmail(db, { token: 'evt_' + 'A'.repeat(43) }))).toMatch(/unknown token/);
     expect(await refusal(verifyEmail(db, { token: 'hello' }))).toMatch(/not a verification token/);
-    expect(await refusal(createEmailVerification(db, { userId: 'usr_nobody' }))).toMatch(/^NOT_FOUND/);
+    expect(await refusal(createEmailVerification(db, { accountId: 'usr_nobody' }))).toMatch(/^NOT_FOUND/);
   });
 });

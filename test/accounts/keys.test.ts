@@ -18,8 +18,8 @@ const usage = (key: string) => t.app.inject({ method: 'GET', url: '/v1/usage', h
 describe('account keys (domain functions)', () => {
   it('issue live and test keys shown once, list prefix and last 4 only, revoke and evict from this process', async () => {
     const { userId: accountId } = await createTestUser(t.db);
-    const live = await issueAccountKey(t.db, { userId: accountId, kind: 'live', name: 'ci' });
-    const test = await issueAccountKey(t.db, { userId: accountId, kind: 'test' });
+    const live = await issueAccountKey(t.db, { accountId, kind: 'live', name: 'ci' });
+    const test = await issueAccountKey(t.db, { accountId, kind: 'test' });
     expect(live.key.startsWith('svc_live_')).toBe(true);
     expect(test.key.startsWith('svc_test_')).toBe(true);
     const listed = await listAccountKeys(t.db, accountId);
@@ -31,12 +31,12 @@ describe('account keys (domain functions)', () => {
 
     expect(await usage(live.key)).toBe(200);
     expect(t.keyCache.get(hashKey(live.key))).toBeDefined();
-    const revoked = await revokeAccountKey({ db: t.db, keyCache: t.keyCache }, { userId: accountId, keyId: live.id });
+    const revoked = await revokeAccountKey({ db: t.db, keyCache: t.keyCache }, { accountId, keyId: live.id });
     expect(revoked).toMatchObject({ keyId: live.id, apiProcessesNotified: 0 });
     expect(t.keyCache.get(hashKey(live.key))).toBeUndefined();
     expect(await usage(live.key)).toBe(401);
     expect(await usage(test.key)).toBe(200);
-    const again = await revokeAccountKey({ db: t.db, keyCache: t.keyCache }, { userId: accountId, keyId: live.id });
+    const again = await revokeAccountKey({ db: t.db, keyCache: t.keyCache }, { accountId, keyId: live.id });
     expect(again.revokedAt).toBe(revoked.revokedAt);
   });
 });

@@ -237,7 +237,7 @@ describe('pack purchases in production', () => {
 describe('GET /v1/usage', () => {
   it('reports the referral bonus inside the community pool when there is one', async () => {
     const user = await createTestUser(t.db, { community: 1_000, purchased: 30 });
-    await grant(t.db, { userId: user.userId, pool: 'community', amount: 250, idempotencyKey: 'referral:usr_friend', referral: true });
+    await grant(t.db, { accountId: user.userId, pool: 'community', amount: 250, idempotencyKey: 'referral:usr_friend', referral: true });
     const res = await t.app.inject({ method: 'GET', url: `/v1/usage?userId=${user.userId}`, headers: internal });
     expect(res.json()).toEqual({
       tier: 'starter',

@@ -40,7 +40,7 @@ describe('GET /v1/modules', () => {
 describe('GET /v1/usage', () => {
   it('reports pools and reserved amounts by Bearer key', async () => {
     const user = await createTestUser(t.db, { community: 30, purchased: 100 });
-    await reserve(t.db, { id: `res-${user.userId}`, userId: user.userId, amount: 40, ttlMs: 60_000 });
+    await reserve(t.db, { id: `res-${user.userId}`, accountId: user.userId, amount: 40, ttlMs: 60_000 });
     const res = await t.app.inject({ method: 'GET', url: '/v1/usage?tier=starter', headers: bearer(user.liveKey) });
     expect(res.statusCode).toBe(200);
     // Community pool spent first: 30 from community, 10 from purchased.

@@ -70,7 +70,7 @@ describe('key cache', () => {
   it('keeps an entry 5 minutes, then forgets it', () => {
     let now = 1_000_000;
     const cache = new KeyCache(KEY_CACHE_TTL_MS, () => now);
-    const record = { id: 'k', keyHash: 'h', userId: 'u', kind: 'live' as const, revoked: false };
+    const record = { id: 'k', keyHash: 'h', accountId: 'u', kind: 'live' as const, revoked: false };
     cache.set(record);
     now += KEY_CACHE_TTL_MS - 1;
     expect(cache.get('h')).toEqual(record);

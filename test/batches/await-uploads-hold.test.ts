@@ -34,7 +34,7 @@ it('holds the report\'s price while a vehicle waits for its uploads, and its who
   const user = await createTestUser(t.db, { community: 5 });
   const uploadId = `upl_${randomBytes(16).toString('hex')}`;
   const batchId = await createBatch(t.db, {
-    userId: user.userId,
+    accountId: user.userId,
     kind: 'vehicles',
     spec: { stack: null, lenses: ['vehicle-condition'], billable: ['vehicle-condition'] },
     columns: null,

@@ -118,7 +118,7 @@ describe('a batch over the API', () => {
     expect(paused.counts).toMatchObject({ done: 3, pending: 3, failed: 0 });
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 0, reserved: 0 });
 
-    await grant(p.db, { userId: user.userId, pool: 'purchased', amount: 10, idempotencyKey: `test-purchase-${id}`, kind: 'purchase' });
+    await grant(p.db, { accountId: user.userId, pool: 'purchased', amount: 10, idempotencyKey: `test-purchase-${id}`, kind: 'purchase' });
     expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/resume`, headers: bearer(user.liveKey) })).statusCode).toBe(202);
     await until(user.liveKey, id, (b) => b.status === 'completed');
     const done = await status(user.liveKey, id);

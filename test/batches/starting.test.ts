@@ -90,7 +90,7 @@ async function orphanedBatch(accountId: string, body: { items: Array<{ base64: s
   const photo = await takeBatchPhoto({ config: live.config, db: live.db, blobs: new FsBlobStore(live.config.BLOB_DIR), fetchPolicy: PUBLIC_INTERNET }, accountId, { base64: body.items[0]!.base64 }, 'test:orphan');
   if (!('ref' in photo)) throw new Error('intake refused the photo');
   const id = await createBatch(live.db, {
-    userId: accountId,
+    accountId,
     kind: 'photos',
     spec: { stack: resolved.stack, lenses: resolved.lenses, billable: resolved.billable },
     columns: null,

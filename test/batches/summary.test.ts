@@ -19,7 +19,7 @@ async function createBatch(...args: Parameters<typeof storeBatch>): Promise<stri
 describe('a batch summary', () => {
   it('estimates the time left from the pace so far, only while running with photos pending', async () => {
     const { userId: accountId } = await createTestUser(db);
-    const id = await createBatch(db, { userId: accountId, kind: 'photos', spec, columns: null, items: [0, 1, 2, 3, 4].map((n) => ({ source: `p${n}`, ref: ref(n) })) });
+    const id = await createBatch(db, { accountId, kind: 'photos', spec, columns: null, items: [0, 1, 2, 3, 4].map((n) => ({ source: `p${n}`, ref: ref(n) })) });
     expect((await batchSummary(db, accountId, id)).etaSeconds).toBeNull();
     // Submitted 100 s ago; two photos ran in that time: 50 s each, three left → 150 s.
     await db.query(`UPDATE batches SET created_at = now() - interval '100 seconds' WHERE id = $1`, [id]);
@@ -49,23 +49,23 @@ describe('a batch summary', () => {
   it("is another account's batch: 404", async () => {
     const a = await createTestUser(db);
     const b = await createTestUser(db);
-    const id = await createBatch(db, { userId: a.userId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(9) }] });
+    const id = await createBatch(db, { accountId: a.userId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(9) }] });
     await expect(batchSummary(db, b.userId, id)).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it("shares the workspace's cap among its running batches, at least one photo each", async () => {
     const { userId: accountId } = await createTestUser(db);
-    expect(await workspaceShare(db, { userId: accountId, cap: 8 })).toBe(8);
+    expect(await workspaceShare(db, { accountId, cap: 8 })).toBe(8);
     const ids = [];
-    for (let k = 0; k < 3; k++) ids.push(await createBatch(db, { userId: accountId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(100 + k) }] }));
-    expect(await workspaceShare(db, { userId: accountId, cap: 8 })).toBe(2);
+    for (let k = 0; k < 3; k++) ids.push(await createBatch(db, { accountId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(100 + k) }] }));
+    expect(await workspaceShare(db, { accountId, cap: 8 })).toBe(2);
     await setBatchStatus(db, { batchId: ids[0]!, status: 'paused', pauseReason: 'credits' });
     await setBatchStatus(db, { batchId: ids[1]!, status: 'cancelled' });
-    expect(await workspaceShare(db, { userId: accountId, cap: 8 })).toBe(8);
-    for (let k = 0; k < 4; k++) await createBatch(db, { userId: accountId, kind: 'photos', spec, columns: null, items: [{ source: 'y', ref: ref(200 + k) }] });
-    expect(await workspaceShare(db, { userId: accountId, cap: 3 })).toBe(1);
+    expect(await workspaceShare(db, { accountId, cap: 8 })).toBe(8);
+    for (let k = 0; k < 4; k++) await createBatch(db, { accountId, kind: 'photos', spec, columns: null, items: [{ source: 'y', ref: ref(200 + k) }] });
+    expect(await workspaceShare(db, { accountId, cap: 3 })).toBe(1);
     // Another workspace's batches are not counted.
     const other = await createTestUser(db);
-    expect(await workspaceShare(db, { userId: other.userId, cap: 8 })).toBe(8);
+    expect(await workspaceShare(db, { accountId: other.userId, cap: 8 })).toBe(8);
   });
 });

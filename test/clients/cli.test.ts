@@ -263,7 +263,7 @@ describe('lenstack CLI', () => {
     expect(paused.stderr).toContain(`batch ${result.batch.id} submitted`);
     expect(paused.stderr).toContain(`batch ${result.batch.id} paused: not enough credits`);
     // After a purchase, `batch resume` continues it and follows it to the end.
-    await grant(p.db, { userId: poor.userId, pool: 'purchased', amount: 5, idempotencyKey: 'cli-resume-purchase' });
+    await grant(p.db, { accountId: poor.userId, pool: 'purchased', amount: 5, idempotencyKey: 'cli-resume-purchase' });
     const resumed = await lenstack(['batch', 'resume', result.batch.id], { LENSTACK_API_KEY: poor.liveKey });
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.stderr).toContain(`batch ${result.batch.id} resumed`);

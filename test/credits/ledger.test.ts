@@ -14,14 +14,14 @@ afterAll(async () => db.end());
 describe('credit ledger', () => {
   it('grants are idempotent by key', async () => {
     const { userId: accountId } = await createTestUser(db);
-    expect(await grant(db, { userId: accountId, pool: 'community', amount: 1000, idempotencyKey: 'signup:verify' })).toBe(true);
-    expect(await grant(db, { userId: accountId, pool: 'community', amount: 1000, idempotencyKey: 'signup:verify' })).toBe(false);
+    expect(await grant(db, { accountId, pool: 'community', amount: 1000, idempotencyKey: 'signup:verify' })).toBe(true);
+    expect(await grant(db, { accountId, pool: 'community', amount: 1000, idempotencyKey: 'signup:verify' })).toBe(false);
     expect((await getBalance(db, accountId)).community).toBe(1000);
   });
 
   it('reserve takes community first, settle charges once and refunds the rest, release is then a no-op', async () => {
     const { userId: accountId } = await createTestUser(db, { community: 5, purchased: 10 });
-    const r = await reserve(db, { id: `r1-${accountId}`, userId: accountId, amount: 8, ttlMs: 60_000 });
+    const r = await reserve(db, { id: `r1-${accountId}`, accountId, amount: 8, ttlMs: 60_000 });
     expect([r.fromCommunity, r.fromPurchased]).toEqual([5, 3]);
     expect(await getBalance(db, accountId)).toMatchObject({ community: 0, purchased: 7, reserved: 8 });
     expect((await settle(db, { id: r.id, charge: 6 })).applied).toBe(true);
@@ -38,7 +38,7 @@ describe('credit ledger', () => {
     // with a snapshot from before the winner committed (this once raised a duplicate-key error).
     const { userId: accountId } = await createTestUser(db, { community: 100 });
     for (let round = 0; round < 10; round++) {
-      const got = await Promise.all(Array.from({ length: 6 }, () => reserve(db, { id: `same-${round}-${accountId}`, userId: accountId, amount: 4, ttlMs: 60_000 })));
+      const got = await Promise.all(Array.from({ length: 6 }, () => reserve(db, { id: `same-${round}-${accountId}`, accountId, amount: 4, ttlMs: 60_000 })));
       expect(new Set(got.map((r) => r.id))).toEqual(new Set([`same-${round}-${accountId}`]));
     }
     expect(await getBalance(db, accountId)).toMatchObject({ community: 60, reserved: 40 });
@@ -47,7 +47,7 @@ describe('credit ledger', () => {
 
   it('short of credits → PLAN_LIMIT_EXCEEDED with the shortfall, nothing moves', async () => {
     const { userId: accountId } = await createTestUser(db, { community: 2, purchased: 1 });
-    const err = await reserve(db, { id: `big-${accountId}`, userId: accountId, amount: 4, ttlMs: 60_000 }).catch((e: unknown) => e);
+    const err = await reserve(db, { id: `big-${accountId}`, accountId, amount: 4, ttlMs: 60_000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
     expect((err as AppError).details).toEqual({ credits: { needed: 4, community: 2, purchased: 1, total: 3, resetsInDays: 0 } });
     expect(await getBalance(db, accountId)).toMatchObject({ community: 2, purchased: 1, reserved: 0 });
@@ -56,7 +56,7 @@ describe('credit ledger', () => {
   it('concurrent reservations never overspend: 40 × 1 credit against 25 → exactly 25 succeed', async () => {
     const { userId: accountId } = await createTestUser(db, { purchased: 25 });
     const results = await Promise.allSettled(
-      Array.from({ length: 40 }, (_, i) => reserve(db, { id: `c${i}-${accountId}`, userId: accountId, amount: 1, ttlMs: 60_000 })),
+      Array.from({ length: 40 }, (_, i) => reserve(db, { id: `c${i}-${accountId}`, accountId, amount: 1, ttlMs: 60_000 })),
     );
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(25);
     expect(await getBalance(db, accountId)).toMatchObject({ purchased: 0, reserved: 25 });
@@ -65,7 +65,7 @@ describe('credit ledger', () => {
 
   it('settle and release racing on one reservation close it exactly once', async () => {
     const { userId: accountId } = await createTestUser(db, { community: 10 });
-    const r = await reserve(db, { id: `race-${accountId}`, userId: accountId, amount: 10, ttlMs: 60_000 });
+    const r = await reserve(db, { id: `race-${accountId}`, accountId, amount: 10, ttlMs: 60_000 });
     const outcomes = await Promise.all([
       settle(db, { id: r.id, charge: 10 }),
       release(db, { id: r.id, reason: 'compensation' }),
@@ -83,8 +83,8 @@ describe('credit ledger', () => {
 
   it('the sweeper releases expired open reservations only', async () => {
     const { userId: accountId } = await createTestUser(db, { community: 10 });
-    await reserve(db, { id: `old-${accountId}`, userId: accountId, amount: 3, ttlMs: 1 });
-    await reserve(db, { id: `new-${accountId}`, userId: accountId, amount: 2, ttlMs: 600_000 });
+    await reserve(db, { id: `old-${accountId}`, accountId, amount: 3, ttlMs: 1 });
+    await reserve(db, { id: `new-${accountId}`, accountId, amount: 2, ttlMs: 600_000 });
     await db.query(`UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1`, [`old-${accountId}`]);
     const swept = await sweepExpired(db);
     expect(swept.ids).toContain(`old-${accountId}`);

@@ -19,7 +19,7 @@ beforeAll(() => {
 afterAll(async () => db.end());
 
 const buy = (accountId: string, pack: PackName, idempotencyKey: string, gateway: PaymentGateway = payments) =>
-  purchasePack({ db, payments: gateway }, { userId: accountId, pack, idempotencyKey });
+  purchasePack({ db, payments: gateway }, { accountId, pack, idempotencyKey });
 
 async function captures(accountId: string): Promise<Array<{ amount_cents: number; status: string }>> {
   const r = await db.query('SELECT amount_cents, status FROM recorded_payments WHERE user_id = $1 ORDER BY created_at', [accountId]);
@@ -181,7 +181,7 @@ describe('buying packs', () => {
 
   it('refuses an unknown pack, an idempotency key reused for another pack, and an unknown user', async () => {
     const { userId: accountId } = await createTestUser(db);
-    await expect(purchasePack({ db, payments }, { userId: accountId, pack: 'mega', idempotencyKey: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(purchasePack({ db, payments }, { accountId, pack: 'mega', idempotencyKey: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
     await buy(accountId, 'starter', 'reused');
     const err = await buy(accountId, 'business', 'reused').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);

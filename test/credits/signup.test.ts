@@ -24,12 +24,12 @@ describe('signup grants', () => {
 
   it('10 concurrent verifications (10 tokens) grant 1,000 once; 10 concurrent card-on-file calls grant 4,000 once', async () => {
     const { userId: accountId } = await createTestUser(db);
-    const tokens = await Promise.all(Array.from({ length: 10 }, () => createEmailVerification(db, { userId: accountId })));
+    const tokens = await Promise.all(Array.from({ length: 10 }, () => createEmailVerification(db, { accountId })));
     const verified = await Promise.all(tokens.map(({ token }) => verifyEmail(db, { token })));
     expect(verified.map((v) => v.granted).sort((a, b) => b - a)).toEqual([1_000, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     expect(new Set(verified.map((v) => v.emailVerifiedAt)).size).toBe(1);
 
-    const cards = await Promise.all(Array.from({ length: 10 }, () => setCardOnFile(db, { userId: accountId })));
+    const cards = await Promise.all(Array.from({ length: 10 }, () => setCardOnFile(db, { accountId })));
     expect(cards.map((c) => c.granted).sort((a, b) => b - a)).toEqual([4_000, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     expect(new Set(cards.map((c) => c.cardOnFileAt)).size).toBe(1);
 
@@ -43,14 +43,14 @@ describe('signup grants', () => {
 
   it('are once ever: the flags stay set with their first time, repeating a step grants nothing', async () => {
     const { userId: accountId } = await createTestUser(db);
-    const first = await setCardOnFile(db, { userId: accountId, now: new Date('2026-06-01T10:00:00Z') });
+    const first = await setCardOnFile(db, { accountId, now: new Date('2026-06-01T10:00:00Z') });
     expect(first).toEqual({ userId: accountId, cardOnFileAt: '2026-06-01T10:00:00.000Z', granted: 4_000 });
-    const again = await setCardOnFile(db, { userId: accountId, now: new Date('2026-07-01T10:00:00Z') });
+    const again = await setCardOnFile(db, { accountId, now: new Date('2026-07-01T10:00:00Z') });
     expect(again).toEqual({ userId: accountId, cardOnFileAt: '2026-06-01T10:00:00.000Z', granted: 0 });
     expect(await getBalance(db, accountId)).toMatchObject({ community: 4_000 });
   });
 
   it('a card on file for an unknown user is 404 and grants nothing', async () => {
-    await expect(setCardOnFile(db, { userId: 'usr_nobody' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(setCardOnFile(db, { accountId: 'usr_nobody' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 });

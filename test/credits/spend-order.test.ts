@@ -14,15 +14,15 @@ beforeAll(() => {
 });
 afterAll(async () => db.end());
 
-const hold = (accountId: string, id: string, amount: number) => reserve(db, { id: `${id}-${accountId}`, userId: accountId, amount, ttlMs: 60_000 });
+const hold = (accountId: string, id: string, amount: number) => reserve(db, { id: `${id}-${accountId}`, accountId, amount, ttlMs: 60_000 });
 
 describe('spend order across pools', () => {
   it('signup credits (community) are spent before a purchased pack; a partial settle refunds the purchased pool first', async () => {
     const { userId: accountId } = await createTestUser(db);
-    const { token } = await createEmailVerification(db, { userId: accountId });
+    const { token } = await createEmailVerification(db, { accountId });
     await verifyEmail(db, { token });
-    await setCardOnFile(db, { userId: accountId });
-    await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { userId: accountId, pack: 'starter', idempotencyKey: 'p1' });
+    await setCardOnFile(db, { accountId });
+    await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { accountId, pack: 'starter', idempotencyKey: 'p1' });
     expect(await getBalance(db, accountId)).toEqual({ community: 5_000, purchased: 2_000, reserved: 0, referralBonus: 0 });
 
     const small = await hold(accountId, 'small', 4_000);

@@ -21,7 +21,7 @@ afterAll(async () => {
 /** A reservation of `amount` for `workflowId`, already past its expiry. */
 async function expiredReservation(accountId: string, workflowId: string, amount: number): Promise<string> {
   const id = `res:${workflowId}`;
-  await reserve(db, { id, userId: accountId, amount, ttlMs: 600_000, workflowId });
+  await reserve(db, { id, accountId, amount, ttlMs: 600_000, workflowId });
   await db.query(`UPDATE reservations SET expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
   return id;
 }

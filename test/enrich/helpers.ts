@@ -28,7 +28,7 @@ export async function seedRegistry(
   await persistAnalysis(db, {
     workflowId: run,
     requestId: run,
-    userId: accountId,
+    accountId,
     refresh: false,
     images: [
       {

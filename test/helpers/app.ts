@@ -71,8 +71,8 @@ export async function createTestUser(db: Db, credits: { community?: number; purc
   const { accountId } = await createBillingAccount(db, email);
   const live = await issueKey(db, accountId, 'live');
   const test = await issueKey(db, accountId, 'test');
-  if (credits.community) await grant(db, { userId: accountId, pool: 'community', amount: credits.community, idempotencyKey: 'test-community' });
-  if (credits.purchased) await grant(db, { userId: accountId, pool: 'purchased', amount: credits.purchased, idempotencyKey: 'test-purchased' });
+  if (credits.community) await grant(db, { accountId, pool: 'community', amount: credits.community, idempotencyKey: 'test-community' });
+  if (credits.purchased) await grant(db, { accountId, pool: 'purchased', amount: credits.purchased, idempotencyKey: 'test-purchased' });
   return { userId: accountId, liveKey: live.key, testKey: test.key };
 }
 

@@ -54,7 +54,7 @@ const script = (args: string[], env: Record<string, string>) =>
 describe('backup and restore (docs/backup.md)', () => {
   it('restores keys, balances, registry entries, lens records and blobs into an empty database and blob directory', async () => {
     const users: TestUser[] = [await createTestUser(p.db, { community: 20 }), await createTestUser(p.db, { community: 5 })];
-    await grant(p.db, { userId: users[0]!.userId, pool: 'purchased', amount: 1000, idempotencyKey: 'pack-like' });
+    await grant(p.db, { accountId: users[0]!.userId, pool: 'purchased', amount: 1000, idempotencyKey: 'pack-like' });
     const photos = [await noiseJpeg(), await noiseJpeg(), await noiseJpeg()];
     for (const [u, img, modules] of [[users[0]!, photos[0]!, ['dating', 'describe']], [users[0]!, photos[1]!, ['dating']], [users[1]!, photos[2]!, ['location']]] as const) {
       const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(u.liveKey), payload: { imageBase64: img.toString('base64'), modules } });

@@ -212,7 +212,7 @@ describe('what the API and the worker count', () => {
     const user = await createTestUser(p.db, { community: 20 });
     const metrics = createWorkerMetrics();
     const logs: string[] = [];
-    await reserve(p.db, { id: `res:test-sweep:${user.userId}`, userId: user.userId, amount: 4, ttlMs: 0, workflowId: 'terminated-by-hand' });
+    await reserve(p.db, { id: `res:test-sweep:${user.userId}`, accountId: user.userId, amount: 4, ttlMs: 0, workflowId: 'terminated-by-hand' });
     const ids = await sweepOnce(p.db, metrics, (m) => logs.push(m));
     expect(ids).toContain(`res:test-sweep:${user.userId}`);
     const scrape = await metrics.registry.metrics();
@@ -227,7 +227,7 @@ describe('what the API and the worker count', () => {
     const user = await createTestUser(p.db, { community: 20 });
     const workflowId = `analyze:${user.userId}:req-swept-persisted`;
     const reservationId = `res:${workflowId}`;
-    await reserve(p.db, { id: reservationId, userId: user.userId, amount: 5, ttlMs: 0, workflowId });
+    await reserve(p.db, { id: reservationId, accountId: user.userId, amount: 5, ttlMs: 0, workflowId });
     await p.db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-swept-persisted', 1, 3)`, [workflowId, user.userId]);
     const metrics = createWorkerMetrics();
     const ids = await sweepOnce(p.db, metrics, () => {});

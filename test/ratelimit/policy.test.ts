@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { OutageReporter } from '../../ratelimit/outage.ts';
 import { bucketsFor, POLICIES } from '../../ratelimit/policy.ts';
 
-const user = { userId: 'usr_1', keyHash: 'h1', anonymous: false, sandbox: false };
+const user = { accountId: 'usr_1', keyHash: 'h1', anonymous: false, sandbox: false };
 const ip = () => '203.0.113.9';
 
 describe('which limits apply', () => {
@@ -30,7 +30,7 @@ describe('which limits apply', () => {
   });
 
   it('the anonymous key is limited per client IP only, on lookup too', () => {
-    const anon = { userId: null, keyHash: 'anon', anonymous: true, sandbox: true };
+    const anon = { accountId: null, keyHash: 'anon', anonymous: true, sandbox: true };
     for (const route of ['/v1/analyze', '/v2/lookup']) {
       expect(bucketsFor('p:', anon, route, ip).map((x) => [x.key, x.limit, x.windowMs])).toEqual([
         ['p:rl:{ip:203.0.113.9}:anon:m', 2, 60_000],

@@ -154,7 +154,7 @@ describe('nearestByPHash in Postgres: MIH = scan = brute force', () => {
       within.sort((a, b) => a.d - b.d || b.at.getTime() - a.at.getTime());
       const expected = within[0] ? { sha256: within[0].sha, distance: within[0].d } : null;
       for (const strategy of ['mih', 'scan'] as const) {
-        expect(await nearestByPHash(db, { userId: user.userId, pHash: qh, threshold: r, strategy }), `r=${r} ${strategy}`).toEqual(expected);
+        expect(await nearestByPHash(db, { accountId: user.userId, pHash: qh, threshold: r, strategy }), `r=${r} ${strategy}`).toEqual(expected);
       }
     }
   });
@@ -170,9 +170,9 @@ describe('nearestByPHash in Postgres: MIH = scan = brute force', () => {
     ]);
     await insert(b.userId, [{ pHash: hex(q), at: new Date('2026-03-03T00:00:00Z') }]);
     for (const strategy of ['mih', 'scan'] as const) {
-      expect(await nearestByPHash(db, { userId: a.userId, pHash: hex(q), threshold: 5, strategy })).toEqual({ sha256: newerSha, distance: 2 });
+      expect(await nearestByPHash(db, { accountId: a.userId, pHash: hex(q), threshold: 5, strategy })).toEqual({ sha256: newerSha, distance: 2 });
       await db.query('UPDATE photos SET last_analyzed_at = $3 WHERE user_id = $1 AND sha256 = $2', [a.userId, olderSha, new Date('2026-03-05T00:00:00Z')]);
-      expect(await nearestByPHash(db, { userId: a.userId, pHash: hex(q), threshold: 5, strategy })).toEqual({ sha256: olderSha, distance: 2 });
+      expect(await nearestByPHash(db, { accountId: a.userId, pHash: hex(q), threshold: 5, strategy })).toEqual({ sha256: olderSha, distance: 2 });
       await db.query('UPDATE photos SET last_analyzed_at = $3 WHERE user_id = $1 AND sha256 = $2', [a.userId, olderSha, new Date('2026-03-01T00:00:00Z')]);
     }
   });

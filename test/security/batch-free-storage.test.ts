@@ -205,7 +205,7 @@ describe('photos given by URL: nothing fetched that cannot be paid for', () => {
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 0, reserved: 0 });
     await balanced(user.userId);
 
-    await grant(p.db, { userId: user.userId, pool: 'purchased', amount: 5, idempotencyKey: `buy-${id}`, kind: 'purchase' });
+    await grant(p.db, { accountId: user.userId, pool: 'purchased', amount: 5, idempotencyKey: `buy-${id}`, kind: 'purchase' });
     expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${id}/resume`, headers: bearer(user.liveKey) })).statusCode).toBe(202);
     await until(user.liveKey, id, (b) => b.status === 'completed');
     expect((await batchOf(user.liveKey, id)).counts).toEqual({ total: 3, done: 3, failed: 0, pending: 0 });

@@ -76,7 +76,7 @@ describe('event streams: a cap per person over every workspace they own', () => 
     const someone = await person();
     const own = await ensurePersonalWorkspace(p.db, someone);
     const team = (await createTeamWorkspace(p.db, someone, 'Second')).id;
-    await grant(p.db, { userId: team, pool: 'purchased', amount: 10, idempotencyKey: `load-${team}`, kind: 'purchase' });
+    await grant(p.db, { accountId: team, pool: 'purchased', amount: 10, idempotencyKey: `load-${team}`, kind: 'purchase' });
     const keys = [await consoleKey(own, someone.id), await consoleKey(team, someone.id)];
     const batches = [await submit(keys[0]!, [DISTINCT_PHOTOS[0]!]), await submit(keys[1]!, [DISTINCT_PHOTOS[1]!])];
 
@@ -117,7 +117,7 @@ describe('event streams: a co-owner does not use up the other owner\'s share', (
     const [a, b] = [await person(), await person()];
     const team = (await createTeamWorkspace(p.db, a, 'Shared')).id;
     await p.db.query(`INSERT INTO workspace_members (workspace_id, console_user_id, role) VALUES ($1, $2, 'owner')`, [team, b.id]);
-    await grant(p.db, { userId: team, pool: 'purchased', amount: 10, idempotencyKey: `load-${team}`, kind: 'purchase' });
+    await grant(p.db, { accountId: team, pool: 'purchased', amount: 10, idempotencyKey: `load-${team}`, kind: 'purchase' });
     const bOwn = await ensurePersonalWorkspace(p.db, b);
     const aKey = await consoleKey(team, a.id);
     const bKey = await consoleKey(bOwn, b.id);

@@ -97,9 +97,9 @@ describe('no storage without payment', () => {
     const [single, front, rear] = await Promise.all([freshJpeg(8), freshJpeg(9), freshJpeg(10)]);
     const ref = (b: Buffer) => ({ sha256: sha(b), format: 'jpeg', width: 64, height: 48, pHash: '0'.repeat(16), dHash: '0'.repeat(16) });
     const spec = { stack: null, lenses: ['moderation'], billable: [] };
-    const photos = await createBatch(p.db, { userId: user.userId, kind: 'photos', spec, columns: null, items: [{ source: 'single.jpg', ref: ref(single) }] });
+    const photos = await createBatch(p.db, { accountId: user.userId, kind: 'photos', spec, columns: null, items: [{ source: 'single.jpg', ref: ref(single) }] });
     const vehicles = await createBatch(p.db, {
-      userId: user.userId,
+      accountId: user.userId,
       kind: 'vehicles',
       spec,
       columns: null,

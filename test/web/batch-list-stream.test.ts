@@ -90,7 +90,7 @@ function open(cookie: string, workspaceId: string) {
 describe('the live batch list', () => {
   it('pushes the list, then its change, then ends once none runs; at most 3 at once, a slot back as soon as its client goes', async () => {
     const { cookie, workspaceId } = await signIn(`stream-${randomBytes(5).toString('hex')}@example.test`);
-    const batchId = await createBatch(p.db, { userId: workspaceId, kind: 'photos', spec: { stack: null, lenses: ['memorial'], billable: ['memorial'] }, columns: null, items: [{ source: 'a.jpg', ref: null, url: 'https://example.test/a.jpg' }] });
+    const batchId = await createBatch(p.db, { accountId: workspaceId, kind: 'photos', spec: { stack: null, lenses: ['memorial'], billable: ['memorial'] }, columns: null, items: [{ source: 'a.jpg', ref: null, url: 'https://example.test/a.jpg' }] });
     await markBatchStarted(p.db, batchId);
 
     const first = open(cookie, workspaceId);

@@ -50,7 +50,7 @@ describe('deleting a workspace', () => {
     const member = await signUpOverHttp(stack, newEmail());
     const ws = (await json<{ id: string }>(await consoleCall(stack, owner, 'POST', '/api/v1/workspaces', { name: 'Acme Photos' }))).id;
     await joinWorkspace(stack, owner, ws, member, 'member');
-    await grant(db(), { userId: ws, pool: 'purchased', amount: 100, idempotencyKey: 'test-grant', note: 'goodwill for Jane Doe, photo of her house' });
+    await grant(db(), { accountId: ws, pool: 'purchased', amount: 100, idempotencyKey: 'test-grant', note: 'goodwill for Jane Doe, photo of her house' });
     const key = await liveKey(owner, ws);
     const personalKey = await liveKey(owner, owner.workspaceId);
 
@@ -180,7 +180,7 @@ describe('retention', () => {
     const member = await signUpOverHttp(stack, newEmail());
     const ws = (await json<{ id: string }>(await consoleCall(stack, owner, 'POST', '/api/v1/workspaces', { name: 'Archive' }))).id;
     await joinWorkspace(stack, owner, ws, member, 'member');
-    await grant(db(), { userId: ws, pool: 'purchased', amount: 10, idempotencyKey: 'test-grant' });
+    await grant(db(), { accountId: ws, pool: 'purchased', amount: 10, idempotencyKey: 'test-grant' });
     const key = await liveKey(owner, ws);
     const settings = `/api/v1/workspaces/${ws}/settings`;
     expect(await json(await consoleCall(stack, member, 'GET', settings))).toEqual({ retentionDays: null });

@@ -12,7 +12,7 @@ const EXAMPLES = 5;
 export interface BooksInput {
   db: Db;
   /** The account id of each planned user index. */
-  userIds: string[];
+  accountIds: string[];
   calls: PlannedCall[];
   results: Array<CallResult | undefined>;
   workflowIdOf: (call: PlannedCall) => string;
@@ -58,7 +58,7 @@ function examples(items: string[]): string {
  * what the ledger charged.
  */
 export async function checkBooks(input: BooksInput): Promise<Books> {
-  const { db, userIds: accountIds } = input;
+  const { db, accountIds } = input;
   const failures: string[] = [];
   const lines: string[] = [];
 
@@ -203,9 +203,9 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
  * Every photo in the run's registries still has its bytes in the blob store: no failed or
  * retried request, and no collector pass, deleted a blob a registry entry needs.
  */
-export async function checkBlobs(input: { db: Db; userIds: string[]; blobDir: string }): Promise<{ lines: string[]; failures: string[]; missing: number }> {
+export async function checkBlobs(input: { db: Db; accountIds: string[]; blobDir: string }): Promise<{ lines: string[]; failures: string[]; missing: number }> {
   const store = new FsBlobStore(input.blobDir);
-  const photos = await input.db.query<{ sha256: string; user_id: string }>('SELECT DISTINCT sha256, user_id FROM photos WHERE user_id = ANY($1)', [input.userIds]);
+  const photos = await input.db.query<{ sha256: string; user_id: string }>('SELECT DISTINCT sha256, user_id FROM photos WHERE user_id = ANY($1)', [input.accountIds]);
   const shas = [...new Set(photos.rows.map((r) => r.sha256))];
   const missing: string[] = [];
   for (const sha of shas) if (!(await store.has(sha))) missing.push(sha);

@@ -417,8 +417,8 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     for (const u of plan.users) {
       const { accountId } = await createBillingAccount(db, `chaos-${runTag}-${u.index}@example.test`);
       const { key } = await issueKey(db, accountId, 'live');
-      await grant(db, { userId: accountId, pool: 'community', amount: u.community, idempotencyKey: 'chaos-community' });
-      if (u.purchased) await grant(db, { userId: accountId, pool: 'purchased', amount: u.purchased, idempotencyKey: 'chaos-purchased' });
+      await grant(db, { accountId, pool: 'community', amount: u.community, idempotencyKey: 'chaos-community' });
+      if (u.purchased) await grant(db, { accountId, pool: 'purchased', amount: u.purchased, idempotencyKey: 'chaos-purchased' });
       accountIds.push(accountId);
       keys.push(key);
     }
@@ -433,7 +433,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
       const { accountId } = await createBillingAccount(db, `chaos-${runTag}-batch-${u}@example.test`);
       const { key } = await issueKey(db, accountId, 'live');
       // Enough for the plan's batches and for the uploads cut by kills (their batches are extra).
-      await grant(db, { userId: accountId, pool: 'purchased', amount: needs(u) + 40, idempotencyKey: 'chaos-batches' });
+      await grant(db, { accountId, pool: 'purchased', amount: needs(u) + 40, idempotencyKey: 'chaos-batches' });
       batchAccountIds.push(accountId);
       batchKeys.push(key);
     }
@@ -442,7 +442,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     if (startedOk.some((ok) => !ok)) throw new Error(`processes not ready: ${[...apis.procs, ...workers.procs, ...consoles.procs].map((p) => `${p?.name} alive=${p?.alive}`).join(', ')}`);
     // A person of the console, signed up the way a browser does (mail link), with a funded workspace.
     const person = o.consoles > 0 ? await consolePerson(consoleUrls[0]!, `chaos-${runTag}-console@example.test`, mail!) : undefined;
-    if (person) await grant(db, { userId: person.workspaceId, pool: 'purchased', amount: 40 * Math.max(1, o.consoleKills), idempotencyKey: 'chaos-console' });
+    if (person) await grant(db, { accountId: person.workspaceId, pool: 'purchased', amount: 40 * Math.max(1, o.consoleKills), idempotencyKey: 'chaos-console' });
     const accounts = [...accountIds, ...batchAccountIds, ...(person ? [person.workspaceId] : [])];
     phases.startup = Date.now() - t0;
     log(`up in ${(phases.startup / 1000).toFixed(1)} s: ${o.apis} API processes (${apiUrls.join(', ')}), ${o.workers} workers; Postgres via :${pgProxy.port}, Redis via :${redisProxy.port}, sim ${sim.url}`);
@@ -815,9 +815,9 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     phases.stop = Date.now() - stopStart;
 
     // --- the checks ---------------------------------------------------------------------------
-    const books = await checkBooks({ db, userIds: accounts, calls: plan.calls, results, workflowIdOf });
+    const books = await checkBooks({ db, accountIds: accounts, calls: plan.calls, results, workflowIdOf });
     failures.push(...books.failures);
-    const blobs = await checkBlobs({ db, userIds: accounts, blobDir: services.blobDir });
+    const blobs = await checkBlobs({ db, accountIds: accounts, blobDir: services.blobDir });
     failures.push(...blobs.failures);
     const batchCheck = await checkBatches(db, [...batchAccountIds, ...(person ? [person.workspaceId] : [])], allBatchResults);
     failures.push(...batchCheck.failures);

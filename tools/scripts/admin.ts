@@ -95,13 +95,13 @@ async function main(): Promise<number> {
         return 0;
       }
       case 'user email-token':
-        print(await createEmailVerification(db, { userId: await requireAccount() }));
+        print(await createEmailVerification(db, { accountId: await requireAccount() }));
         return 0;
       case 'user verify-email':
         print(await verifyEmail(db, { token: need('token') }));
         return 0;
       case 'user card-on-file':
-        print(await setCardOnFile(db, { userId: await requireAccount() }));
+        print(await setCardOnFile(db, { accountId: await requireAccount() }));
         return 0;
       case 'key issue': {
         const accountId = await requireAccount();
@@ -129,7 +129,7 @@ async function main(): Promise<number> {
         const accountId = await requireAccount();
         const pack = need('pack');
         const idempotencyKey = values['idempotency-key'] ?? `admin:${randomUUID()}`;
-        const { purchase } = await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { userId: accountId, pack, idempotencyKey });
+        const { purchase } = await purchasePack({ db, payments: new RecordingPaymentGateway(db) }, { accountId, pack, idempotencyKey });
         print(purchase);
         return purchase.status === 'granted' ? 0 : 1;
       }
@@ -140,7 +140,7 @@ async function main(): Promise<number> {
         const amount = Number(need('amount'));
         if (!Number.isSafeInteger(amount) || amount <= 0) throw new UsageError('--amount must be a positive integer');
         const idempotencyKey = values['idempotency-key'] ?? `admin:${randomUUID()}`;
-        const applied = await grant(db, { userId: accountId, pool, amount, idempotencyKey, note: values.note ?? 'admin grant' });
+        const applied = await grant(db, { accountId, pool, amount, idempotencyKey, note: values.note ?? 'admin grant' });
         print({ userId: accountId, pool, amount, idempotencyKey, applied });
         return 0;
       }

@@ -179,7 +179,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
       const batch = await getBatch(db, workspaceId, batchId);
       const summary = await batchSummary(db, workspaceId, batchId);
       const items = [];
-      for await (const it of batchItems(db, { userId: workspaceId, batchId, lenses: batch.spec.lenses, afterIndex: q.data.after, limit: q.data.limit })) {
+      for await (const it of batchItems(db, { accountId: workspaceId, batchId, lenses: batch.spec.lenses, afterIndex: q.data.after, limit: q.data.limit })) {
         items.push({
           index: it.index,
           source: it.source,

@@ -85,7 +85,7 @@ export function creditRoutes(ctx: WebContext): FastifyPluginAsync {
       const { purchase, checkoutUrl } = await purchasePack(
         { db, payments },
         {
-          userId: workspaceId,
+          accountId: workspaceId,
           pack: body.pack,
           idempotencyKey,
           email: person.email,

@@ -30,7 +30,7 @@ export function keyRoutes(ctx: WebContext): FastifyPluginAsync {
       const { workspaceId } = parse('path', workspaceParams, request.params);
       await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const data = parseBody(newKeyBody, request.body);
-      const issued = await issueAccountKey(db, { userId: workspaceId, kind: data.kind, name: data.name ?? null });
+      const issued = await issueAccountKey(db, { accountId: workspaceId, kind: data.kind, name: data.name ?? null });
       await recordKeyCreator(db, issued.id, person.id);
       return reply.code(201).header('cache-control', 'no-store').send(issued);
     });
@@ -41,7 +41,7 @@ export function keyRoutes(ctx: WebContext): FastifyPluginAsync {
       await requireMember(db, person.id, workspaceId, ['owner', 'admin']);
       const revoked = await revokeAccountKey(
         { db, keyCache: deps.keyCache, ...(deps.evictionBus ? { evictionBus: deps.evictionBus } : {}) },
-        { userId: workspaceId, keyId },
+        { accountId: workspaceId, keyId },
       ).catch((err: unknown) => {
         throw err instanceof AppError && err.code === 'NOT_FOUND' ? new AppError('NOT_FOUND', 'No such key in this workspace') : err;
       });

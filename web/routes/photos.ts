@@ -58,7 +58,7 @@ export function photoRoutes(ctx: WebContext): FastifyPluginAsync {
       const workspaceId = await member(request);
       const { imageBase64 } = parse('body', lookupBody, request.body);
       const f = await fingerprintInput({ base64: imageBase64 }, { maxBytes: pipeline.config.IMAGE_MAX_BYTES, maxPixels: pipeline.config.IMAGE_MAX_PIXELS, fetchPolicy: pipeline.fetchPolicy });
-      const results = await lookupFingerprints(db, { userId: workspaceId, queries: [{ key: f.sha256, sha256: f.sha256, pHash: f.pHash }], threshold: THRESHOLD.default });
+      const results = await lookupFingerprints(db, { accountId: workspaceId, queries: [{ key: f.sha256, sha256: f.sha256, pHash: f.pHash }], threshold: THRESHOLD.default });
       const match = results.get(f.sha256)!;
       return reply.header('cache-control', 'no-store').send({
         sha256: f.sha256,
@@ -80,7 +80,7 @@ export function photoRoutes(ctx: WebContext): FastifyPluginAsync {
 
     app.delete(`${base}/:sha256`, async (request) => {
       const workspaceId = await member(request, ['owner', 'admin']);
-      const erased = await erasePhoto(db, pipeline.blobs, { userId: workspaceId, sha256: sha256Of(request) });
+      const erased = await erasePhoto(db, pipeline.blobs, { accountId: workspaceId, sha256: sha256Of(request) });
       if (!erased) throw noSuchPhoto();
       return { sha256: erased.sha256, lensRecordsDeleted: erased.lensRecords, vehicleReportsDeleted: erased.vehicleReports, batchItemsErased: erased.batchItems };
     });

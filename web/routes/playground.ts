@@ -70,7 +70,7 @@ export function playgroundRoutes(ctx: WebContext): FastifyPluginAsync {
       const principal: Principal = {
         keyId: `console_playground_${mode}`,
         keyHash: '',
-        userId: workspaceId,
+        accountId: workspaceId,
         kind: mode,
         sandbox: mode === 'test',
         anonymous: false,
