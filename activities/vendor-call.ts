@@ -41,7 +41,7 @@ export function planVendorCall(input: VendorCallInput): PlannedCall {
       const lenses = task.lenses as LensName[];
       const versions = Object.fromEntries(lenses.map((l) => [l, getLens(l).version]));
       if (!task.bespoke) {
-        const built = buildPrompt({ lenses, context: input.context ?? {}, moduleOptions: input.moduleOptions ?? {} });
+        const built = buildPrompt({ lenses, context: input.context ?? {}, lensOptions: input.moduleOptions ?? {} });
         return {
           ...built,
           schemaName: 'lenstack_analysis',
@@ -63,7 +63,7 @@ export function planVendorCall(input: VendorCallInput): PlannedCall {
         properties: { ...(base.properties as Record<string, unknown>), bespoke: strict },
         required: [...((base.required as string[]) ?? []), 'bespoke'],
       };
-      const lensPrompt = lenses.length ? buildPrompt({ lenses, context: input.context ?? {}, moduleOptions: input.moduleOptions ?? {} }) : null;
+      const lensPrompt = lenses.length ? buildPrompt({ lenses, context: input.context ?? {}, lensOptions: input.moduleOptions ?? {} }) : null;
       const system = `${lensPrompt ? lensPrompt.system : RULES}\n\n${BESPOKE_SECTION}`;
       const parts = [
         lensPrompt ? lensPrompt.prompt.replace(/\n\nAnswer with the JSON object only\.$/, '') : 'Extract the "bespoke" fields from the attached photo.',

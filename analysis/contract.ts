@@ -4,7 +4,7 @@ import { LENS_NAMES, LENSES, SELECTABLE_LENSES, getLens, outputFields, type Lens
 import { sandboxOutput } from '../lenses/fixtures.ts';
 import { STACKS } from '../lenses/stacks.ts';
 import { ACCEPTED_FORMATS } from '../images/probe.ts';
-import { EXTRACT_CREDITS } from '../credits/price-book.ts';
+import { BESPOKE_CREDITS } from '../credits/price-book.ts';
 
 /** Request and response of POST /v1/analyze and /v2/analyze (docs/contract.md "POST /v1/analyze and /v2/analyze"). */
 export const MAX_BASE64_CHARS = 67_000_000;
@@ -99,7 +99,7 @@ export const extractSchema = z
       .optional()
       .describe('A schema saved earlier by this account (every schema used is saved).'),
   })
-  .describe(`Bespoke extraction: exactly one of prompt, schema, schemaId. Always ${EXTRACT_CREDITS} credits per call.`);
+  .describe(`Bespoke extraction: exactly one of prompt, schema, schemaId. Always ${BESPOKE_CREDITS} credits per call.`);
 
 /** /v2/analyze: the v1 body plus `extract`. */
 export const analyzeBodyV2 = analyzeBodyV1.extend({ extract: extractSchema.optional() }).meta({

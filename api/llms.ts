@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ANONYMOUS_SANDBOX_KEY } from '../auth/keys.ts';
 import { buildCatalog } from '../lenses/catalog.ts';
 import { ACCEPTED_FORMATS } from '../images/probe.ts';
-import { CENTS_PER_CREDIT, ENRICH_CREDITS, EXTRACT_CREDITS, LENS_CREDITS, PACK_NAMES, PACKS } from '../credits/price-book.ts';
+import { BESPOKE_CREDITS, CENTS_PER_CREDIT, ENRICH_CREDITS, LENS_CREDITS, PACK_NAMES, PACKS } from '../credits/price-book.ts';
 
 export const DISCOVERY_PATH = '/.well-known/lenstack.json';
 
@@ -24,7 +24,7 @@ export function buildLlmsTxt(): string {
 
 ## Endpoints
 - POST /v1/analyze — analyze (Bearer key). Body: imageUrl | imageBase64 | images[{url|base64}] (1-50), preset, modules, modulesAdd, modulesRemove, moduleOptions, context {knownPeople, vehicle, customInstructions}, options {includeEmbedding, includeFingerprint}, refresh.
-- POST /v2/analyze — analyze plus bespoke extraction (extract: prompt | schema | schemaId), ${credits(EXTRACT_CREDITS)} per extraction.
+- POST /v2/analyze — analyze plus bespoke extraction (extract: prompt | schema | schemaId), ${credits(BESPOKE_CREDITS)} per extraction.
 - POST /v2/lookup — look up earlier results by image (free). GET /v2/lookup?sha256=… or ?pHash=…&threshold=5 — by fingerprint (free).
 - POST /v2/enrich — write cached lens output into the photo's EXIF/IPTC/XMP (${credits(ENRICH_CREDITS)}).
 - DELETE /v1/photos/{sha256} — erase a photo from your registry with its lens records, and its bytes once nothing else keeps them (free; live keys; 404 when your registry does not hold it).

@@ -12,7 +12,7 @@ export const CENTS_PER_CREDIT = 1;
 export const LENS_CREDITS = 1;
 
 /** Credits a bespoke extraction costs per call, whatever the cache holds (docs/contract.md, /v2/analyze). */
-export const EXTRACT_CREDITS = 5;
+export const BESPOKE_CREDITS = 5;
 
 /** Credits a vehicle-condition report costs, whatever the number of photos (docs/contract.md: 1). */
 export const VEHICLE_REPORT_CREDITS = 1;

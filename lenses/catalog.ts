@@ -45,6 +45,6 @@ export function buildCatalog(): CatalogResponse {
     defaultColumns: lens.defaultColumns.map((c) => ({ ...c })),
     ...(lens.internal ? { internal: true as const } : {}),
   }));
-  const presets = STACKS.map((s): StackEntry => ({ name: s.name, description: s.description, modules: [...s.modules] }));
+  const presets = STACKS.map((s): StackEntry => ({ name: s.name, description: s.description, modules: [...s.lenses] }));
   return { modules, presets };
 }

@@ -2,10 +2,10 @@ import { validationFailed } from '../core/errors.ts';
 import { getLens, isLensName, LENS_NAMES } from './index.ts';
 import { DEFAULT_STACK, getStack, isStackName, PIPELINE_STEPS, STACK_NAMES, type StackName } from './stacks.ts';
 import type { LensName } from './types.ts';
-import { MAX_MODULE_OPTIONS_CHARS } from './prompt.ts';
+import { MAX_LENS_OPTIONS_CHARS } from './prompt.ts';
 
 /** Deepest nesting a lens's options may have (what a prompt can use is a few levels at most). */
-export const MAX_MODULE_OPTIONS_DEPTH = 32;
+export const MAX_LENS_OPTIONS_DEPTH = 32;
 
 export interface ResolveRequest {
   preset?: string;
@@ -82,10 +82,10 @@ export function resolveLenses(req: ResolveRequest): Resolution {
           `${add.length > 0 ? 'modulesAdd' : 'modulesRemove'}: the ${quote(VEHICLE_STACK)} stack cannot be adjusted; send modules for photo lenses instead`,
         );
       }
-      checkModuleOptions(req.moduleOptions, [MODERATION, 'vehicle-condition'], warnings);
+      checkLensOptions(req.moduleOptions, [MODERATION, 'vehicle-condition'], warnings);
       return { stack, lenses: [MODERATION, 'vehicle-condition'], billable: [], outputSchema: 'vehicle', warnings };
     }
-    base = getStack(stack).modules.filter(isLensName);
+    base = getStack(stack).lenses.filter(isLensName);
   }
 
   const wanted = new Set<LensName>([...base, ...add]);
@@ -98,7 +98,7 @@ export function resolveLenses(req: ResolveRequest): Resolution {
   }
   wanted.delete(MODERATION);
   const lenses: LensName[] = [MODERATION, ...wanted];
-  checkModuleOptions(req.moduleOptions, lenses, warnings);
+  checkLensOptions(req.moduleOptions, lenses, warnings);
   return {
     stack,
     lenses,
@@ -108,15 +108,15 @@ export function resolveLenses(req: ResolveRequest): Resolution {
   };
 }
 
-function checkModuleOptions(options: Record<string, unknown> | undefined, lenses: readonly LensName[], warnings: string[]): void {
+function checkLensOptions(options: Record<string, unknown> | undefined, lenses: readonly LensName[], warnings: string[]): void {
   for (const key of Object.keys(options ?? {})) {
     if (!isLensName(key)) throw validationFailed(`moduleOptions: unknown lens ${quote(key)}`);
     // The options travel in the workflow input (a Temporal payload, serialized with JSON.stringify):
     // one nested 10,000 deep overflowed the stack, one of megabytes went over the payload limit,
     // both a 500 after the image was taken in. Bounded here, before anything runs, ignored or not.
     const value = options![key];
-    if (depthOf(value) > MAX_MODULE_OPTIONS_DEPTH) throw validationFailed(`moduleOptions.${key}: nested deeper than ${MAX_MODULE_OPTIONS_DEPTH} levels`);
-    if ((JSON.stringify(value) ?? '').length > MAX_MODULE_OPTIONS_CHARS) throw validationFailed(`moduleOptions.${key}: larger than ${MAX_MODULE_OPTIONS_CHARS} characters`);
+    if (depthOf(value) > MAX_LENS_OPTIONS_DEPTH) throw validationFailed(`moduleOptions.${key}: nested deeper than ${MAX_LENS_OPTIONS_DEPTH} levels`);
+    if ((JSON.stringify(value) ?? '').length > MAX_LENS_OPTIONS_CHARS) throw validationFailed(`moduleOptions.${key}: larger than ${MAX_LENS_OPTIONS_CHARS} characters`);
     if (!lenses.includes(key)) warnings.push(`moduleOptions.${key} ignored: lens not requested`);
   }
 }
@@ -129,7 +129,7 @@ function depthOf(root: unknown): number {
     const [value, depth] = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
     deepest = Math.max(deepest, depth + 1);
-    if (deepest > MAX_MODULE_OPTIONS_DEPTH) return deepest;
+    if (deepest > MAX_LENS_OPTIONS_DEPTH) return deepest;
     for (const child of Array.isArray(value) ? value : Object.values(value)) stack.push([child, depth + 1]);
   }
   return deepest;

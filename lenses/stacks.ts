@@ -12,8 +12,8 @@ export type PipelineStep = (typeof PIPELINE_STEPS)[number];
 export interface Stack {
   name: string;
   description: string;
-  /** Exactly what GET /v1/modules lists; moderation is added at resolution, not listed here. */
-  modules: readonly (LensName | PipelineStep)[];
+  /** Exactly what GET /v1/modules lists (as `modules`); moderation is added at resolution, not listed here. */
+  lenses: readonly (LensName | PipelineStep)[];
   /** Why each lens is in the stack (docs and review; not on the wire). */
   rationale: Partial<Record<LensName | PipelineStep, string>>;
 }
@@ -22,7 +22,7 @@ export const STACKS = [
   {
     name: 'full-analysis',
     description: 'Every selectable photo lens in one call: date, people, place, mood, quality, objects, composition, text, accessibility, description, condition, authenticity, colours and vehicles.',
-    modules: [
+    lenses: [
       'dating',
       'people',
       'location',
@@ -43,13 +43,13 @@ export const STACKS = [
   {
     name: 'quick-scan',
     description: 'Safety screening only: the free moderation lens, no billable lens.',
-    modules: ['moderation'],
+    lenses: ['moderation'],
     rationale: { moderation: 'The only lens: a free safety gate before anything else is paid for.' },
   },
   {
     name: 'automobile',
     description: 'Single-photo vehicle identification for listings and fleet intake: make, model, year range, body type and colour, visible condition, lettering and badges, photo quality and a listing-ready description.',
-    modules: ['automobile', 'condition', 'text-content', 'photo-quality', 'describe'],
+    lenses: ['automobile', 'condition', 'text-content', 'photo-quality', 'describe'],
     rationale: {
       automobile: 'The core: make, model, trim, year range, body type, colour, plate visibility.',
       condition: 'A buyer or fleet manager wants a condition grade and visible defects with the identification.',
@@ -61,7 +61,7 @@ export const STACKS = [
   {
     name: 'claims',
     description: 'Insurance-claim evidence review for a photo: damage and condition, authenticity and editing checks, when and where it was taken, the weather at the time, what objects and documents are visible, and whether the photo is usable as evidence.',
-    modules: ['condition', 'authenticity', 'dating', 'location', 'atmosphere', 'entities', 'text-content', 'photo-quality', 'describe'],
+    lenses: ['condition', 'authenticity', 'dating', 'location', 'atmosphere', 'entities', 'text-content', 'photo-quality', 'describe'],
     rationale: {
       condition: 'The damage itself: grade, defects, location and severity.',
       authenticity: 'Fraud control: AI-generated or edited evidence photos, screenshots and photos of screens.',
@@ -77,7 +77,7 @@ export const STACKS = [
   {
     name: 'property',
     description: 'Real-estate listing and inspection photos: room and feature description, amenities, condition of finishes, photo and composition quality, light and mood, alt text for listing sites, and virtual-staging or editing detection.',
-    modules: ['describe', 'entities', 'condition', 'photo-quality', 'composition', 'atmosphere', 'accessibility', 'authenticity'],
+    lenses: ['describe', 'entities', 'condition', 'photo-quality', 'composition', 'atmosphere', 'accessibility', 'authenticity'],
     rationale: {
       describe: 'Listing copy and tags per photo (room type, features).',
       entities: 'Amenities, appliances and fixtures buyers filter on.',
@@ -92,7 +92,7 @@ export const STACKS = [
   {
     name: 'ecommerce',
     description: 'Product photos for online shops and resale marketplaces: product title, caption and tags, detected product and brand, item condition, colour variants and background, photo and composition quality, label text and alt text.',
-    modules: ['describe', 'entities', 'condition', 'color-palette', 'photo-quality', 'composition', 'text-content', 'accessibility'],
+    lenses: ['describe', 'entities', 'condition', 'color-palette', 'photo-quality', 'composition', 'text-content', 'accessibility'],
     rationale: {
       describe: 'Product title, caption and search tags.',
       entities: 'The product, its category and visible brands.',
@@ -107,7 +107,7 @@ export const STACKS = [
   {
     name: 'memorial',
     description: 'Family, genealogy and memorial photos: when the photo was taken, who is in it (matched only against the people you name), where, handwritten captions and inscriptions, the story of the scene, restoration needs and alt text for memorial pages.',
-    modules: ['dating', 'people', 'location', 'text-content', 'describe', 'photo-quality', 'accessibility'],
+    lenses: ['dating', 'people', 'location', 'text-content', 'describe', 'photo-quality', 'accessibility'],
     rationale: {
       dating: 'Dating old prints is the first question in genealogy; holidays and seasons date family events.',
       people: 'Counts and describes people and matches them against context.knownPeople with birth and death years.',
@@ -121,7 +121,7 @@ export const STACKS = [
   {
     name: 'vehicle-condition',
     description: 'Multi-photo vehicle condition report (1 to 50 photos of one vehicle): per-photo findings, overall grade, de-duplicated damage, component grades, accident indicators, photo-set quality, missing views and vehicle context.',
-    modules: ['multi-image', 'multi-image-vehicle', 'vehicle-condition'],
+    lenses: ['multi-image', 'multi-image-vehicle', 'vehicle-condition'],
     rationale: {
       'multi-image': 'The request\'s images are one subject, not independent photos.',
       'multi-image-vehicle': 'Per-photo vehicle fan-out (lenses/vehicle-photo.ts) before the synthesis.',

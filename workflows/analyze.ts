@@ -3,17 +3,17 @@ import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
 import { callWithFallback, dbSteps, hashesWanted, short, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
-import { EXTRACT_CREDITS } from '../credits/price-book.ts';
+import { BESPOKE_CREDITS } from '../credits/price-book.ts';
 
 /**
  * The analyze saga: reserve the delta → vendors (retry, then fall back) → persist and settle.
  * A failure after the reservation releases it, then fails the workflow. With `extract` (v2) the
  * bespoke schema is drafted and saved after the reservation and rides along each image's vendor
- * call; it always bills EXTRACT_CREDITS and bypasses the projection.
+ * call; it always bills BESPOKE_CREDITS and bypasses the projection.
  */
 export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResult> {
   const { workflowId, reservationId, saga, tally } = startSaga(input);
-  const extraCredits = input.extract ? EXTRACT_CREDITS : 0;
+  const extraCredits = input.extract ? BESPOKE_CREDITS : 0;
   try {
     // 1. Which lenses each image still needs, and their credits held: one step, one plan.
     const { plans, needed, vendors, overflow } = await dbSteps.reserveDelta({
@@ -31,7 +31,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
     const chain = vendorChain(vendors, tally, { lane: input.lane, overflow });
 
     // 2. The bespoke schema, drafted by a vendor from the caller's prompt when it has none.
-    const { bespoke, bespokeSchemaId } = input.extract ? await prepareExtraction(input, chain) : { bespoke: undefined, bespokeSchemaId: undefined };
+    const { bespoke, bespokeSchemaId } = input.extract ? await prepareBespoke(input, chain) : { bespoke: undefined, bespokeSchemaId: undefined };
 
     // 3. One vendor call per image that runs anything (extraction runs on every first copy).
     const calls = await mapBounded(plans, input.imageConcurrency, async (plan, i): Promise<ImageCall> => {
@@ -78,7 +78,7 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
 }
 
 /** The extraction's schema (the caller's, or drafted from its prompt) and the saved schema's id. */
-async function prepareExtraction(input: AnalyzeInput, chain: VendorChain): Promise<{ bespoke: BespokeTask; bespokeSchemaId: string }> {
+async function prepareBespoke(input: AnalyzeInput, chain: VendorChain): Promise<{ bespoke: BespokeTask; bespokeSchemaId: string }> {
   const extract = input.extract!;
   let schema = extract.schema;
   if (extract.prompt !== undefined) {

@@ -52,7 +52,7 @@ export interface AnalyzeInput {
   lane?: Lane;
   /**
    * Bespoke extraction (v2): exactly one of a saved schema (id + its schema, checked by the API), an
-   * inline schema, or a prompt the vendor drafts a schema from. Always bills EXTRACT_CREDITS.
+   * inline schema, or a prompt the vendor drafts a schema from. Always bills BESPOKE_CREDITS.
    */
   extract?: { schemaId?: string; schema?: Record<string, unknown>; prompt?: string };
 }

@@ -84,16 +84,16 @@ describe('lens catalog (GET /v1/modules)', () => {
     for (const name of ['automobile', 'claims', 'property', 'ecommerce', 'memorial']) {
       const stack = STACKS.find((s) => s.name === name);
       expect(stack, name).toBeDefined();
-      const modules = [...(stack?.modules ?? [])];
-      expect(modules.length, name).toBeGreaterThanOrEqual(4);
-      expect(new Set(modules).size, name).toBe(modules.length);
-      for (const lens of modules) {
+      const lenses = [...(stack?.lenses ?? [])];
+      expect(lenses.length, name).toBeGreaterThanOrEqual(4);
+      expect(new Set(lenses).size, name).toBe(lenses.length);
+      for (const lens of lenses) {
         expect(isLensName(lens) && SELECTABLE_LENSES.includes(lens) && lens !== 'moderation', `${name}: ${lens}`).toBe(true);
         expect(stack?.rationale[lens as keyof typeof stack.rationale], `${name}: why ${lens}`).toBeTruthy();
       }
     }
-    expect(STACKS.find((s) => s.name === 'automobile')?.modules).toContain('automobile');
-    expect(STACKS.find((s) => s.name === 'memorial')?.modules).toEqual(expect.arrayContaining(['dating', 'people']));
+    expect(STACKS.find((s) => s.name === 'automobile')?.lenses).toContain('automobile');
+    expect(STACKS.find((s) => s.name === 'memorial')?.lenses).toEqual(expect.arrayContaining(['dating', 'people']));
   });
 
   it('orders any lens set canonically and drops duplicates', () => {

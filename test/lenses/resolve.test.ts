@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { MAX_MODULE_OPTIONS_CHARS } from '../../lenses/prompt.ts';
-import { MAX_MODULE_OPTIONS_DEPTH, resolveLenses, type ResolveRequest } from '../../lenses/resolve.ts';
+import { MAX_LENS_OPTIONS_CHARS } from '../../lenses/prompt.ts';
+import { MAX_LENS_OPTIONS_DEPTH, resolveLenses, type ResolveRequest } from '../../lenses/resolve.ts';
 
 const FULL = [
   'dating', 'people', 'location', 'atmosphere', 'photo-quality', 'entities', 'composition',
@@ -142,8 +142,8 @@ describe('resolveLenses', () => {
   it('bounds every lens\'s options, requested or not: depth and size (they travel in the workflow input)', () => {
     let deep: unknown = 'x';
     for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(rejection({ modules: ['describe'], moduleOptions: { dating: { k: deep } } }).message).toBe(`moduleOptions.dating: nested deeper than ${MAX_MODULE_OPTIONS_DEPTH} levels`);
-    expect(rejection({ modules: ['describe'], moduleOptions: { describe: { k: 'a'.repeat(3_000_000) } } }).message).toBe(`moduleOptions.describe: larger than ${MAX_MODULE_OPTIONS_CHARS} characters`);
+    expect(rejection({ modules: ['describe'], moduleOptions: { dating: { k: deep } } }).message).toBe(`moduleOptions.dating: nested deeper than ${MAX_LENS_OPTIONS_DEPTH} levels`);
+    expect(rejection({ modules: ['describe'], moduleOptions: { describe: { k: 'a'.repeat(3_000_000) } } }).message).toBe(`moduleOptions.describe: larger than ${MAX_LENS_OPTIONS_CHARS} characters`);
     expect(resolveLenses({ modules: ['describe'], moduleOptions: { describe: { a: { b: { c: ['d'] } } } } }).warnings).toEqual([]);
   });
 

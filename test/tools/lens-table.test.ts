@@ -12,6 +12,6 @@ describe('docs/lenses.md', () => {
     const table = lensTable();
     for (const lens of LENSES) expect(table).toContain(`| \`${lens.name}\` |`);
     for (const lens of LENSES) expect(table).toContain(outputFields(lens).join(', '));
-    for (const stack of STACKS) expect(table).toContain(`| \`${stack.name}\` | ${stack.modules.join(', ')} |`);
+    for (const stack of STACKS) expect(table).toContain(`| \`${stack.name}\` | ${stack.lenses.join(', ')} |`);
   });
 });

@@ -16,7 +16,7 @@ export interface PlannedBatch {
   kind: 'photos' | 'vehicles';
   /** Photos (indices into the plan's images); a vehicle batch groups them in vehicles of 1–2. */
   images: number[];
-  modules: string[];
+  lenses: string[];
   requestId: string;
 }
 
@@ -29,18 +29,18 @@ export function planBatches(opts: { seed: string; runTag: string; batches: numbe
     const kind = rng() < 0.3 ? 'vehicles' : 'photos';
     const n = intIn(rng, 2, 4);
     const images = Array.from({ length: n }, () => intIn(rng, 0, opts.images - 1));
-    const modules = [pick(rng, [...LENSES])];
+    const lenses = [pick(rng, [...LENSES])];
     if (rng() < 0.4) {
       const second = pick(rng, [...LENSES]);
-      if (second !== modules[0]) modules.push(second);
+      if (second !== lenses[0]) lenses.push(second);
     }
-    return { index, user: index % opts.users, kind, images, modules, requestId: `chaos-batch-${safe}-${opts.runTag}-${index}` };
+    return { index, user: index % opts.users, kind, images, lenses, requestId: `chaos-batch-${safe}-${opts.runTag}-${index}` };
   });
 }
 
 /** The submission body over finished uploads. */
-export function batchBody(b: Pick<PlannedBatch, 'kind' | 'modules'>, uploadIds: string[]): Record<string, unknown> {
-  if (b.kind === 'photos') return { items: uploadIds.map((uploadId, i) => ({ uploadId, name: `photo ${i + 1}` })), modules: b.modules };
+export function batchBody(b: Pick<PlannedBatch, 'kind' | 'lenses'>, uploadIds: string[]): Record<string, unknown> {
+  if (b.kind === 'photos') return { items: uploadIds.map((uploadId, i) => ({ uploadId, name: `photo ${i + 1}` })), modules: b.lenses };
   const vehicles: Array<{ name: string; vehicle: Record<string, unknown>; items: Array<{ uploadId: string }> }> = [];
   for (let i = 0; i < uploadIds.length; i += 2) {
     vehicles.push({ name: `vehicle ${vehicles.length + 1}`, vehicle: { make: 'Volvo', model: '240', year: 1988 }, items: uploadIds.slice(i, i + 2).map((uploadId) => ({ uploadId })) });

@@ -5,7 +5,7 @@ import type { CallResult } from './client.ts';
 import type { PlannedCall } from './plan.ts';
 
 /** Credits a bespoke extraction and a vehicle report bill (workflows/types.ts). */
-const EXTRACT_CREDITS = 5;
+const BESPOKE_CREDITS = 5;
 const VEHICLE_REPORT_CREDITS = 1;
 const EXAMPLES = 5;
 
@@ -117,7 +117,7 @@ export async function checkBooks(input: BooksInput): Promise<Books> {
       const bySweeper = r.reason?.startsWith('expired') ?? false;
       const expected = bySweeper
         ? Number(r.run_credits ?? NaN) + Number(r.report_credits ?? 0)
-        : call.workflow === 'vehicle' ? VEHICLE_REPORT_CREDITS : Number(r.run_credits ?? NaN) + (call.extract ? EXTRACT_CREDITS : 0);
+        : call.workflow === 'vehicle' ? VEHICLE_REPORT_CREDITS : Number(r.run_credits ?? NaN) + (call.extract ? BESPOKE_CREDITS : 0);
       if (r.run_credits === null) settleMismatch.push(`${r.id}: settled ${r.settled_amount} but nothing was persisted`);
       else if (Number(r.settled_amount) !== expected) settleMismatch.push(`${r.id}: settled ${r.settled_amount}, analysis recorded ${expected}`);
     } else if (r.status === 'released' && Number(r.run_credits ?? 0) > 0) {

@@ -428,7 +428,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
     const batchPlan = planBatches({ seed: o.seed, runTag, batches: o.batches, users: o.batchUsers, images: plan.images.length });
     const batchKeys: string[] = [];
     const batchAccountIds: string[] = [];
-    const needs = (u: number) => batchPlan.filter((b) => b.user === u).reduce((n, b) => n + b.images.length * (b.modules.length + 1) + 2, 0);
+    const needs = (u: number) => batchPlan.filter((b) => b.user === u).reduce((n, b) => n + b.images.length * (b.lenses.length + 1) + 2, 0);
     for (let u = 0; u < (o.batches > 0 ? o.batchUsers : 0); u++) {
       const { accountId } = await createBillingAccount(db, `chaos-${runTag}-batch-${u}@example.test`);
       const { key } = await issueKey(db, accountId, 'live');
@@ -604,7 +604,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
                 const job = { index: -1 - k, kind: 'photos' as const, label: `upload cut by SIGKILL of ${p.name}` };
                 extraBatches.push(
                   (async (): Promise<BatchResult> => {
-                    const sent = await submitBatch(readyApis, '/v1/batches', door.headers, batchBody({ kind: 'photos', modules: ['describe'] }, [cut.id]), `chaos-cut-${runTag}-${k}`, slot + 1, submitRetryMs);
+                    const sent = await submitBatch(readyApis, '/v1/batches', door.headers, batchBody({ kind: 'photos', lenses: ['describe'] }, [cut.id]), `chaos-cut-${runTag}-${k}`, slot + 1, submitRetryMs);
                     const r: BatchResult = { job, uploads: 1, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) };
                     if (sent.batchId) await followBatch(r, readyApis, door.headers, batchWaitMs, () => false);
                     return r;

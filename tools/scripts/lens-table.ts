@@ -44,7 +44,7 @@ export function lensTable(): string {
     '',
     '| Stack | Lenses | Description |',
     '|---|---|---|',
-    ...STACKS.map((st) => `| \`${st.name}\` | ${st.modules.join(', ')} | ${cell(st.description)} |`),
+    ...STACKS.map((st) => `| \`${st.name}\` | ${st.lenses.join(', ')} | ${cell(st.description)} |`),
     '',
   ];
   return lines.join('\n');

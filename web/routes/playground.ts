@@ -45,7 +45,7 @@ export function playgroundRoutes(ctx: WebContext): FastifyPluginAsync {
       await member(request);
       return reply.header('cache-control', 'no-store').send({
         lenses: LENSES.filter((l) => !l.internal).map((l) => ({ name: l.name, description: l.description, credits: l.billable ? LENS_CREDITS : 0, fields: outputFields(l) })),
-        stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description, modules: [...st.modules] })),
+        stacks: STACKS.filter((st) => st.name !== 'vehicle-condition').map((st) => ({ name: st.name, description: st.description, modules: [...st.lenses] })),
         run: Boolean(deps.pipeline),
       });
     });
