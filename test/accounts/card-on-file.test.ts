@@ -3,7 +3,7 @@ import { recordCardOnFile } from '../../accounts/card-on-file.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { createPool } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 
 const db = createPool(testConfig().DATABASE_URL);
 afterAll(() => db.end());
@@ -11,8 +11,8 @@ const fp = () => `fp_${Math.random().toString(36).slice(2)}`;
 
 describe('the card-on-file credits', () => {
   it('once per workspace and once per card; a card that earned nothing stays free to earn elsewhere', async () => {
-    const a = await createTestUser(db);
-    const b = await createTestUser(db);
+    const a = await createTestAccount(db);
+    const b = await createTestAccount(db);
     const [x, y] = [fp(), fp()];
     expect(await recordCardOnFile(db, { accountId: a.userId, fingerprint: x })).toEqual({ outcome: 'granted', granted: 4_000 });
     // The same event again, and a second card on the same workspace: nothing more.
@@ -26,8 +26,8 @@ describe('the card-on-file credits', () => {
   });
 
   it('two workspaces adding one card at the same moment: one earns', async () => {
-    const a = await createTestUser(db);
-    const b = await createTestUser(db);
+    const a = await createTestAccount(db);
+    const b = await createTestAccount(db);
     const x = fp();
     const results = await Promise.all([recordCardOnFile(db, { accountId: a.userId, fingerprint: x }), recordCardOnFile(db, { accountId: b.userId, fingerprint: x })]);
     expect(results.map((r) => r.granted).sort()).toEqual([0, 4_000]);

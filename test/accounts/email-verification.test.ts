@@ -10,7 +10,7 @@ import { AppError } from '../../core/errors.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 
 let db: Db;
 beforeAll(() => {
@@ -22,7 +22,7 @@ const refusal = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => (e i
 
 describe('e-mail verification tokens', () => {
   it('are random, stored only as SHA-256, and verify the address once, granting 1,000 community credits', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const a = await createEmailVerification(db, { accountId });
     const b = await createEmailVerification(db, { accountId });
     expect(a.token).toMatch(VERIFICATION_TOKEN_PATTERN);
@@ -47,7 +47,7 @@ describe('e-mail verification tokens', () => {
   });
 
   it('one token used 10 times at once: exactly one use succeeds', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const { token } = await createEmailVerification(db, { accountId });
     const results = await Promise.allSettled(Array.from({ length: 10 }, () => verifyEmail(db, { token })));
     const ok = results.filter((r) => r.status === 'fulfilled');
@@ -61,7 +61,7 @@ describe('e-mail verification tokens', () => {
 
   it('expire 24 hours after they are made (injected clock)', async () => {
     expect(EMAIL_VERIFICATION_TTL_MS).toBe(24 * 60 * 60 * 1000);
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const t0 = new Date('2026-06-01T12:00:00Z');
     const late = await createEmailVerification(db, { accountId, now: t0 });
     const inTime = await createEmailVerification(db, { accountId, now: t0 });

@@ -3,7 +3,7 @@ import { issueAccountKey, listAccountKeys, revokeAccountKey } from '../../accoun
 import { KEY_CACHE_TTL_MS, KeyCache } from '../../auth/cache.ts';
 import { hashKey } from '../../auth/keys.ts';
 import { revokeKey } from '../../auth/repository.ts';
-import { bearer, buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
 
 let now = Date.parse('2026-06-01T00:00:00Z');
 let t: TestApp;
@@ -17,7 +17,7 @@ const usage = (key: string) => t.app.inject({ method: 'GET', url: '/v1/usage', h
 
 describe('account keys (domain functions)', () => {
   it('issue live and test keys shown once, list prefix and last 4 only, revoke and evict from this process', async () => {
-    const { userId: accountId } = await createTestUser(t.db);
+    const { userId: accountId } = await createTestAccount(t.db);
     const live = await issueAccountKey(t.db, { accountId, kind: 'live', name: 'ci' });
     const test = await issueAccountKey(t.db, { accountId, kind: 'test' });
     expect(live.key.startsWith('svc_live_')).toBe(true);
@@ -43,7 +43,7 @@ describe('account keys (domain functions)', () => {
 
 describe('key cache lifetime bounds a lost eviction broadcast', () => {
   it('a key revoked without any broadcast is still served from the cache until 5 minutes after it was cached, then refused', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     expect(await usage(user.liveKey)).toBe(200); // cached now
     const { id: keyId } = (await listAccountKeys(t.db, user.userId)).find((k) => k.kind === 'live')!;
     await revokeKey(t.db, keyId); // in the database only: the broadcast is "lost"

@@ -4,7 +4,7 @@ import { KEY_CACHE_TTL_MS } from '../../auth/cache.ts';
 import { issueKey, listKeys, revokeKey } from '../../auth/repository.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
+import { bearer, createTestAccount, INTERNAL_SECRET } from '../helpers/app.ts';
 import { apiUrl, serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
 
 /**
@@ -45,7 +45,7 @@ afterAll(async () => {
 
 describe('key revocation across API processes', () => {
   it('a key revoked through one process is refused by every one of 4 processes, by the broadcast', async () => {
-    const user = await createTestUser(db);
+    const user = await createTestAccount(db);
     const control = await issueKey(db, user.userId, 'live', 'control');
     const liveId = (await listKeys(db, user.userId)).find((k) => k.kind === 'live' && k.name === null)!.id;
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../../auth/keys.ts';
 import { checkInvariants, grant } from '../../credits/ledger.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -109,8 +109,8 @@ describe('internal account endpoints: the dashboard flow', () => {
   });
 
   it("a key can be revoked only through its own user; unknown users and keys are 404", async () => {
-    const a = await createTestUser(t.db);
-    const b = await createTestUser(t.db);
+    const a = await createTestAccount(t.db);
+    const b = await createTestAccount(t.db);
     const bKey = (await call('GET', `/v1/internal/accounts/${b.userId}/keys`)).json().keys[0].id;
     const cross = await call('DELETE', `/v1/internal/accounts/${a.userId}/keys/${bKey}`);
     expect(cross.statusCode).toBe(404);
@@ -137,14 +137,14 @@ describe('internal account endpoints: the dashboard flow', () => {
     expect(dup.statusCode).toBe(400);
     expect(expectEnvelope(dup.json()).message).toMatch(/exists/);
     expect((await call('POST', '/v1/internal/accounts', { email: 'not-an-address' })).statusCode).toBe(400);
-    const { userId: accountId } = await createTestUser(t.db);
+    const { userId: accountId } = await createTestAccount(t.db);
     expect((await call('POST', `/v1/internal/accounts/${accountId}/keys`, { kind: 'gold' })).statusCode).toBe(400);
     expect((await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'mega', idempotencyKey: 'k' })).statusCode).toBe(400);
     expect((await call('POST', `/v1/internal/accounts/${accountId}/purchases`, { pack: 'pro' })).statusCode).toBe(400);
   });
 
   it('every account endpoint requires the internal secret: none, a wrong one or a Bearer key → 401', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const routes: Array<[string, string]> = [
       ['POST', '/v1/internal/accounts'],
       ['GET', `/v1/internal/accounts/${user.userId}`],
@@ -212,7 +212,7 @@ describe('pack purchases in production', () => {
   it('are refused without a real payment gateway: the recording one never runs there, nothing is granted', async () => {
     const prod = await buildTestApp({ config: { NODE_ENV: 'production', PAYMENTS_GATEWAY: 'none' } });
     try {
-      const user = await createTestUser(prod.db);
+      const user = await createTestAccount(prod.db);
       const res = await prod.app.inject({
         method: 'POST',
         url: `/v1/internal/accounts/${user.userId}/purchases`,
@@ -236,7 +236,7 @@ describe('pack purchases in production', () => {
 
 describe('GET /v1/usage', () => {
   it('reports the referral bonus inside the community pool when there is one', async () => {
-    const user = await createTestUser(t.db, { community: 1_000, purchased: 30 });
+    const user = await createTestAccount(t.db, { community: 1_000, purchased: 30 });
     await grant(t.db, { accountId: user.userId, pool: 'community', amount: 250, idempotencyKey: 'referral:usr_friend', referral: true });
     const res = await t.app.inject({ method: 'GET', url: `/v1/usage?userId=${user.userId}`, headers: internal });
     expect(res.json()).toEqual({

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { getBalance, checkInvariants } from '../../credits/ledger.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -18,7 +18,7 @@ const FULL = 14;
 
 describe('POST /v1/analyze — delta billing', () => {
   it('full-analysis bills 14 on a new photo and 0 on the repeat, which is a cache hit', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const img = photoBase64('Canon_40D.jpg');
     const first = await analyze(user.liveKey, { imageBase64: img, preset: 'full-analysis', options: { includeFingerprint: true } });
     expect(first.statusCode, first.body).toBe(200);
@@ -53,7 +53,7 @@ describe('POST /v1/analyze — delta billing', () => {
   });
 
   it('quick-scan bills 0 and still runs moderation', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await analyze(user.liveKey, { imageBase64: photoBase64('Nikon_D70.jpg'), preset: 'quick-scan' });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().usage).toMatchObject({ creditsCharged: 0, modulesUsed: ['moderation'] });
@@ -62,7 +62,7 @@ describe('POST /v1/analyze — delta billing', () => {
   });
 
   it('adding one lens to an analyzed photo bills exactly 1; refresh bills every requested lens again', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const img = photoBase64('Pentax_K10D.jpg');
     const r1 = await analyze(user.liveKey, { imageBase64: img, modules: ['dating', 'describe'] });
     expect(r1.json().usage.creditsCharged).toBe(2);
@@ -84,7 +84,7 @@ describe('POST /v1/analyze — delta billing', () => {
   });
 
   it('two photos bill per photo and answer per image in output.images', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const res = await analyze(user.liveKey, {
       images: [{ base64: photoBase64('gps-DSCN0010.jpg') }, { base64: photoBase64('gps-DSCN0012.jpg') }],
       modules: ['location', 'dating'],
@@ -100,7 +100,7 @@ describe('POST /v1/analyze — delta billing', () => {
   });
 
   it('402 with the exact credits object and no-store header when short; nothing moves', async () => {
-    const user = await createTestUser(p.db, { community: 3, purchased: 2 });
+    const user = await createTestAccount(p.db, { community: 3, purchased: 2 });
     const res = await analyze(user.liveKey, { imageBase64: photoBase64('hdr-canon_hdr_NO.jpg'), preset: 'full-analysis' });
     expect(res.statusCode).toBe(402);
     expect(res.headers['cache-control']).toBe('no-store, private');
@@ -116,7 +116,7 @@ describe('POST /v1/analyze — delta billing', () => {
 
 describe('POST /v1/analyze — options', () => {
   it('includeEmbedding returns the 192-d local visual embedding, the same on the cache hit; absent when not asked', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const img = photoBase64('gps-DSCN0021.jpg');
     const plain = await analyze(user.liveKey, { imageBase64: img, modules: ['describe'] });
     expect(plain.json()).not.toHaveProperty('embedding');
@@ -134,7 +134,7 @@ describe('POST /v1/analyze — options', () => {
 
 describe('POST /v1/analyze — vendor fallback', () => {
   it('first vendor down → the second answers, billed once, with a warning', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     p.sim.setBehaviour('openai', { failRate: 1, failure: 'http500' });
     const res = await analyze(user.liveKey, { imageBase64: photoBase64('orientation-landscape_1.jpg'), modules: ['describe'] });
     expect(res.statusCode, res.body).toBe(200);
@@ -147,7 +147,7 @@ describe('POST /v1/analyze — vendor fallback', () => {
   });
 
   it('schema-invalid JSON counts as a vendor failure and falls back without retrying that vendor', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     p.sim.setBehaviour('openai', { failRate: 1, failure: 'schema-invalid' });
     const res = await analyze(user.liveKey, { imageBase64: photoBase64('orientation-landscape_6.jpg'), modules: ['describe'] });
     expect(res.statusCode, res.body).toBe(200);
@@ -156,7 +156,7 @@ describe('POST /v1/analyze — vendor fallback', () => {
   });
 
   it('all vendors down → 502 PROVIDER_UNAVAILABLE, credits released, nothing persisted', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http500' });
     const res = await analyze(user.liveKey, { imageBase64: photoBase64('orientation-portrait_8.jpg'), modules: ['describe', 'dating'] });
     expect(res.statusCode).toBe(502);
@@ -171,7 +171,7 @@ describe('POST /v1/analyze — vendor fallback', () => {
   });
 
   it("a vendor's explicit error on every vendor → 502 PROVIDER_ERROR", async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
     const res = await analyze(user.liveKey, { imageBase64: photoBase64('mobile-jolla.jpg'), modules: ['describe'] });
     expect(res.statusCode).toBe(502);
@@ -182,7 +182,7 @@ describe('POST /v1/analyze — vendor fallback', () => {
 
 describe('POST /v1/analyze — sandbox and idempotency', () => {
   it('a svc_test_ key gets fixtures instantly: no vendor, no workflow, nothing billed or stored', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await analyze(user.testKey, { imageBase64: photoBase64('Canon_40D.jpg'), preset: 'full-analysis' });
     expect(res.statusCode, res.body).toBe(200);
     const a = res.json();
@@ -196,7 +196,7 @@ describe('POST /v1/analyze — sandbox and idempotency', () => {
   });
 
   it('the same x-request-id twice runs and bills once', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const body = { imageBase64: photoBase64('xmp-BlueSquare.jpg'), modules: ['describe', 'dating'] };
     const [a, b] = await Promise.all([
       analyze(user.liveKey, body, { 'x-request-id': `idem-${user.userId}` }),

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance, sweepExpired } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -32,7 +32,7 @@ async function untilVendorCallPending(workflowId: string): Promise<void> {
 describe('an analysis whose workflow an operator terminated', () => {
   it('answers 500 saying to resend with a new request id; the resend with the same id says the same; the sweeper releases the credits', async () => {
     p.sim.setBehaviour('all', { latencyMs: 120_000 });
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const requestId = 'req-terminated-1';
     const workflowId = `analyze:${user.userId}:${requestId}`;
     const body = { imageBase64: photoBase64('Canon_40D.jpg'), modules: ['dating', 'describe'] };
@@ -68,7 +68,7 @@ describe('an analysis whose workflow an operator terminated', () => {
 
   it('a cancelled run releases its credits at once and says it was cancelled, not that every provider failed', async () => {
     p.sim.setBehaviour('all', { latencyMs: 120_000 });
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const requestId = 'req-cancelled-1';
     const workflowId = `analyze:${user.userId}:${requestId}`;
     const pending = p.app.inject({

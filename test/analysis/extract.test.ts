@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { toStrictJsonSchema, type BespokeSchema } from '../../bespoke/schema.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { checkAgainstSchema } from '../../vendors/output-schema.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -28,7 +28,7 @@ const RECEIPT: BespokeSchema = {
 
 describe('POST /v2/analyze with extract', () => {
   it('an inline schema: 5 credits on top of the lens delta, output.bespoke conforms, the schema is saved once, repeats bill 5 again', async () => {
-    const user = await createTestUser(p.db, { community: 50 });
+    const user = await createTestAccount(p.db, { community: 50 });
     const img = photoBase64('Canon_40D.jpg');
     const first = await v2(user.liveKey, { imageBase64: img, modules: ['describe'], extract: { schema: RECEIPT } });
     expect(first.statusCode, first.body).toBe(200);
@@ -53,7 +53,7 @@ describe('POST /v2/analyze with extract', () => {
   });
 
   it('a prompt: the vendor drafts a schema (saved with the prompt), then extracts; the saved id works later', async () => {
-    const user = await createTestUser(p.db, { community: 50 });
+    const user = await createTestAccount(p.db, { community: 50 });
     const res = await v2(user.liveKey, { imageBase64: photoBase64('gps-DSCN0010.jpg'), preset: 'quick-scan', extract: { prompt: 'The street name and any shop signs visible' } });
     expect(res.statusCode, res.body).toBe(200);
     const a = res.json();
@@ -74,10 +74,10 @@ describe('POST /v2/analyze with extract', () => {
   });
 
   it("another user's schemaId, or an unknown one, is 404 SCHEMA_NOT_FOUND and nothing moves", async () => {
-    const owner = await createTestUser(p.db, { community: 20 });
+    const owner = await createTestAccount(p.db, { community: 20 });
     const made = await v2(owner.liveKey, { imageBase64: photoBase64('Nikon_D70.jpg'), preset: 'quick-scan', extract: { schema: RECEIPT } });
     const id = made.json().output.bespoke.schemaId;
-    const other = await createTestUser(p.db, { community: 20 });
+    const other = await createTestAccount(p.db, { community: 20 });
     for (const schemaId of [id, 'bsk_' + '0'.repeat(32)]) {
       const res = await v2(other.liveKey, { imageBase64: photoBase64('Nikon_D70.jpg'), preset: 'quick-scan', extract: { schemaId } });
       expect(res.statusCode).toBe(404);
@@ -89,7 +89,7 @@ describe('POST /v2/analyze with extract', () => {
   });
 
   it('a vendor failure during extraction → 502 with the credits released', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
     const res = await v2(user.liveKey, { imageBase64: photoBase64('Pentax_K10D.jpg'), preset: 'quick-scan', extract: { prompt: 'the camera brand' } });
     expect(res.statusCode).toBe(502);
@@ -98,7 +98,7 @@ describe('POST /v2/analyze with extract', () => {
   });
 
   it('a sandbox key gets schema-shaped fixture data, 0 credits, no vendor call', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const res = await v2(user.testKey, { imageBase64: photoBase64('Pentax_K10D.jpg'), modules: ['describe'], extract: { schema: RECEIPT } });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json().usage.creditsCharged).toBe(0);
@@ -123,7 +123,7 @@ describe('extract validation → 400 naming the problem', () => {
   ];
   for (const [name, extract, fragment] of cases) {
     it(name, async () => {
-      const user = await createTestUser(p.db, { community: 20 });
+      const user = await createTestAccount(p.db, { community: 20 });
       const res = await v2(user.liveKey, { imageBase64: photoBase64('Canon_40D.jpg'), preset: 'quick-scan', extract });
       expect(res.statusCode, res.body).toBe(400);
       const e = expectEnvelope(res.json());

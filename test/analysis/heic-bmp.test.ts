@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { fingerprint, hammingDistance } from '../../images/fingerprint.ts';
-import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope, type TestAccount } from '../helpers/app.ts';
 import { HEIC_DECODERS, withHeicDecoder } from '../helpers/heic-decoder.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -28,14 +28,14 @@ const analyze = (key: string, image: Buffer) =>
   p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: { imageBase64: image.toString('base64'), modules: ['describe'], options: { includeFingerprint: true } } });
 const lookup = (key: string, images: Buffer[]) =>
   p.app.inject({ method: 'POST', url: '/v2/lookup', headers: bearer(key), payload: { images_base64: images.map((b) => b.toString('base64')) } });
-const photoRows = async (user: TestUser) => (await p.db.query('SELECT sha256 FROM photos WHERE user_id = $1', [user.userId])).rows;
+const photoRows = async (user: TestAccount) => (await p.db.query('SELECT sha256 FROM photos WHERE user_id = $1', [user.userId])).rows;
 const vendorSeen = () => Object.values(p.sim.stats()).flatMap((s) => s.last?.images ?? []);
 
 describe.each(HEIC_DECODERS)('an iPhone HEIC, %s decoder', (mode) => {
   withHeicDecoder(mode);
 
   it('is analyzed and billed like a JPEG; the vendor gets an upright JPEG of it; lookup finds it by its bytes and by its JPEG export', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await analyze(user.liveKey, HEIC);
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json();
@@ -59,7 +59,7 @@ describe.each(HEIC_DECODERS)('an iPhone HEIC, %s decoder', (mode) => {
   });
 
   it('hostile HEICs are refused in the spec envelope: nothing billed, no registry row, no vendor call', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const cases: Array<[string, Buffer, string]> = [
       ['truncated', HEIC.subarray(0, 400_000), 'IMAGE_INVALID'],
       ['garbage behind a HEIC ftyp', Buffer.concat([HEIC.subarray(0, 32), Buffer.alloc(8192, 0x41)]), 'IMAGE_INVALID'],
@@ -88,7 +88,7 @@ describe.each(HEIC_DECODERS)('an iPhone HEIC, %s decoder', (mode) => {
 
 describe('a BMP', () => {
   it('is analyzed and billed, and its fingerprint is that of the same pixels as PNG', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const { data, info } = await sharp(photoBytes('gps-DSCN0021.jpg')).resize(320, 240).raw().toBuffer({ resolveWithObject: true });
     const bmp = bmpOf(data, info.width, info.height);
     const png = await sharp(data, { raw: { width: info.width, height: info.height, channels: 3 } }).png().toBuffer();
@@ -101,7 +101,7 @@ describe('a BMP', () => {
   });
 
   it('a palette or RLE BMP (which the BMP decoder reads wrongly) is refused by name: nothing billed, stored or sent', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const grey = Array.from({ length: 256 }, (_, i): [number, number, number] => [i, i, i]);
     const cases: Array<[Buffer, RegExp]> = [
       [bmpVariant(32, 32, { depth: 8, palette: grey, rows: Buffer.alloc(32 * 32, 77) }), /8-bit palette BMP is not supported; convert to PNG$/],

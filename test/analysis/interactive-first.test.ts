@@ -3,7 +3,7 @@ import { BATCH_CONCURRENCY } from '../../batches/submit.ts';
 import { interactiveTaskQueue } from '../../core/config.ts';
 import { VENDOR_ACTIVITY } from '../../core/vendor-names.ts';
 import { startWorker } from '../../worker/main.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, workflowBundle, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -52,24 +52,24 @@ async function vendorCallStartedAt(workflowId: string): Promise<bigint> {
 
 describe('interactive work ahead of batch work', () => {
   it('a single analysis started while a batch fills the worker’s slots runs before the batch’s queued vendor calls', async () => {
-    const batchUser = await createTestUser(p.db, { community: 100 });
-    const liveUser = await createTestUser(p.db, { community: 100 });
+    const batchAccount = await createTestAccount(p.db, { community: 100 });
+    const liveAccount = await createTestAccount(p.db, { community: 100 });
     const photos = DISTINCT_PHOTOS.slice(0, BATCH_CONCURRENCY);
     p.sim.hold();
     let childIds: string[] = [];
     let batchId = '';
-    const requestId = `interactive-${liveUser.userId}`;
-    const interactiveId = `analyze:${liveUser.userId}:${requestId}`;
+    const requestId = `interactive-${liveAccount.userId}`;
+    const interactiveId = `analyze:${liveAccount.userId}:${requestId}`;
     try {
       const submitted = await p.app.inject({
         method: 'POST',
         url: '/v1/batches',
-        headers: bearer(batchUser.liveKey),
+        headers: bearer(batchAccount.liveKey),
         payload: { items: photos.map((f) => ({ base64: photoBase64(f), name: f })), modules: ['dating'] },
       });
       expect(submitted.statusCode, submitted.body).toBe(202);
       batchId = submitted.json().id as string;
-      const batchWorkflowId = `batch:${batchUser.userId}:${batchId}`;
+      const batchWorkflowId = `batch:${batchAccount.userId}:${batchId}`;
       const children = async () => ((await handle(batchWorkflowId).describe().catch(() => null))?.raw.pendingChildren ?? []).map((c) => c.workflowId!);
 
       // Every photo of the batch at its vendor call: one in the queue's only slot (held by the
@@ -90,7 +90,7 @@ describe('interactive work ahead of batch work', () => {
       const answer = p.app.inject({
         method: 'POST',
         url: '/v1/analyze',
-        headers: { ...bearer(liveUser.liveKey), 'x-request-id': requestId },
+        headers: { ...bearer(liveAccount.liveKey), 'x-request-id': requestId },
         payload: { imageBase64: photoBase64(DISTINCT_PHOTOS[photos.length]!), modules: ['dating'] },
       });
       await expect.poll(() => vendorActivityStates(interactiveId), { timeout: 30_000, interval: 100 }).toEqual([STARTED]);
@@ -103,7 +103,7 @@ describe('interactive work ahead of batch work', () => {
     } finally {
       p.sim.release();
     }
-    const batchStatus = async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}`, headers: bearer(batchUser.liveKey) })).json();
+    const batchStatus = async () => (await p.app.inject({ method: 'GET', url: `/v1/batches/${batchId}`, headers: bearer(batchAccount.liveKey) })).json();
     await expect.poll(async () => (await batchStatus()).status, { timeout: 90_000, interval: 200 }).toBe('completed');
     expect((await batchStatus()).counts).toEqual({ total: photos.length, done: photos.length, failed: 0, pending: 0 });
 
@@ -117,11 +117,11 @@ describe('interactive work ahead of batch work', () => {
     // Where each ran: the analysis on the interactive queue; the batch and its children, which
     // inherit their parent's queue, on TEMPORAL_TASK_QUEUE.
     expect((await handle(interactiveId).describe()).taskQueue).toBe(interactiveTaskQueue(p.config));
-    for (const id of [`batch:${batchUser.userId}:${batchId}`, ...childIds]) expect((await handle(id).describe()).taskQueue, id).toBe(p.config.TEMPORAL_TASK_QUEUE);
+    for (const id of [`batch:${batchAccount.userId}:${batchId}`, ...childIds]) expect((await handle(id).describe()).taskQueue, id).toBe(p.config.TEMPORAL_TASK_QUEUE);
   }, 180_000);
 
   it('a vehicle report asked for directly runs on the interactive queue too', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const requestId = `vehicle-${user.userId}`;
     const res = await p.app.inject({
       method: 'POST',

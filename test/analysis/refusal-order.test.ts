@@ -6,7 +6,7 @@ import { CORRUPT_IMAGE } from '../../core/errors.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { fingerprint } from '../../images/fingerprint.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -33,7 +33,7 @@ const reservations = async (accountId: string) =>
 
 describe('refusal order: header before the reservation, pixels after it', () => {
   it('a JPEG cut in half (its header is whole) is refused 422 by the worker: reservation released, no vendor call, nothing billed or kept', async () => {
-    const user = await createTestUser(p.db, { community: 40 });
+    const user = await createTestAccount(p.db, { community: 40 });
     const whole = photoBytes('gps-DSCN0010.jpg');
     const cut = whole.subarray(0, Math.floor(whole.length / 2));
     // The header alone passes: this is the case intake no longer catches.
@@ -57,7 +57,7 @@ describe('refusal order: header before the reservation, pixels after it', () => 
   });
 
   it('a header over the pixel limit is still refused before anything is held', async () => {
-    const user = await createTestUser(p.db, { community: 40 });
+    const user = await createTestAccount(p.db, { community: 40 });
     // A small PNG whose header declares 30,000 × 30,000 pixels (900 MP, over the 100 MP default).
     const bomb = Buffer.from(await sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 0, g: 0, b: 0 } } }).png().toBuffer());
     bomb.writeUInt32BE(30_000, 16);
@@ -71,7 +71,7 @@ describe('refusal order: header before the reservation, pixels after it', () => 
   });
 
   it("a new photo's hashes are made by the worker, equal to the fingerprint of its bytes and to what lookup finds", async () => {
-    const user = await createTestUser(p.db, { community: 40 });
+    const user = await createTestAccount(p.db, { community: 40 });
     const bytes = photoBytes('Canon_40D.jpg');
     const expected = await fingerprint(bytes);
     const res = await analyze(user.liveKey, { imageBase64: bytes.toString('base64'), modules: ['dating'], options: { includeFingerprint: true } });
@@ -85,7 +85,7 @@ describe('refusal order: header before the reservation, pixels after it', () => 
   });
 
   it('a multi-image request with one undecodable photo is refused whole: nothing billed for the good one either', async () => {
-    const user = await createTestUser(p.db, { community: 40 });
+    const user = await createTestAccount(p.db, { community: 40 });
     const good = photoBytes('Nikon_D70.jpg');
     const whole = photoBytes('gps-DSCN0012.jpg');
     const cut = whole.subarray(0, Math.floor(whole.length * 0.6));
@@ -99,7 +99,7 @@ describe('refusal order: header before the reservation, pixels after it', () => 
   });
 
   it('a batch photo whose pixels do not decode fails as that item with its reason; its price goes back, the rest is billed', async () => {
-    const user = await createTestUser(p.db, { community: 40 });
+    const user = await createTestAccount(p.db, { community: 40 });
     const whole = photoBytes('gps-DSCN0021.jpg');
     const items = [
       { base64: photoBytes('Pentax_K10D.jpg').toString('base64'), name: 'good.jpg' },

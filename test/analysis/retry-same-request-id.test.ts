@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { noRateLimits } from '../helpers/deps.ts';
@@ -29,7 +29,7 @@ const send = (key: string, requestId: string, payload: Record<string, unknown>) 
 
 describe('a finished request sent again with its x-request-id', () => {
   it('analyze: the first run\'s answer and charge, not a free cache hit; a new request id is the cache hit', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const body = { imageBase64: photoBase64('gps-DSCN0010.jpg'), modules: ['dating', 'location'] };
     const first = await send(user.liveKey, 'req-retry-analyze-1', body);
     expect(first.statusCode, first.body).toBe(200);
@@ -48,7 +48,7 @@ describe('a finished request sent again with its x-request-id', () => {
   });
 
   it('vehicle report: the first run\'s report and charge', async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     const body = { images: [{ base64: photoBase64('gps-DSCN0012.jpg') }], preset: 'vehicle-condition' };
     const first = await send(user.liveKey, 'req-retry-vehicle-1', body);
     expect(first.statusCode, first.body).toBe(200);
@@ -69,7 +69,7 @@ describe('a finished request sent again with its x-request-id', () => {
 
 describe('a resend that arrives while the first run is still at the vendor', () => {
   it('is not a free cache hit when the first run records its lenses between the resend\'s two registry reads (seen in the chaos suite: told 0, ledger settled)', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const image = photoBase64('Canon_40D.jpg');
     // The photo is in the registry already (another lens), so the resend's intake finds it there.
     expect((await send(user.liveKey, 'req-race-known', { imageBase64: image, modules: ['location'] })).statusCode).toBe(200);

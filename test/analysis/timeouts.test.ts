@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../core/config.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -30,7 +30,7 @@ describe('the analyze and vehicle workflows use them', () => {
     ['analyze', { modules: ['dating'] }],
     ['vehicle', { preset: 'vehicle-condition' }],
   ])('%s: execution timeout and reservation expiry', async (kind, body) => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const requestId = `req-timeouts-${kind}`;
     const res = await p.app.inject({
       method: 'POST',

@@ -4,7 +4,7 @@ import { appErrorFromWorkflow } from '../../analysis/await-workflow.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -24,7 +24,7 @@ afterAll(async () => {
 
 describe('an image the worker cannot prepare for the vendor', () => {
   it('fails the analysis with IMAGE_INVALID after one attempt of one vendor, and releases the credits', async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     // JPEG magic bytes, then noise: no decoder takes it.
     const bytes = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), createHash('sha512').update(user.userId).digest()]);
     const sha256 = createHash('sha256').update(bytes).digest('hex');

@@ -3,13 +3,13 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
-import { bearer, createTestUser, expectEnvelope, type TestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope, type TestAccount } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { closedPort, type Canary, type PublicServer, startCanaryAndPublic } from '../images/servers.ts';
 
 let p: Pipeline;
-let user: TestUser;
+let user: TestAccount;
 let canary: Canary;
 let server: PublicServer;
 const GOOD = photoBase64('Canon_40D.jpg');
@@ -22,7 +22,7 @@ beforeAll(async () => {
     config: { IMAGE_MAX_BYTES: 500_000 },
     fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 },
   });
-  user = await createTestUser(p.db, { community: 50 });
+  user = await createTestAccount(p.db, { community: 50 });
 }, 120_000);
 afterAll(async () => {
   await p?.close();

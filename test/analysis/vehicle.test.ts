@@ -4,7 +4,7 @@ import { getBalance } from '../../credits/ledger.ts';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
 import { VEHICLE_PHOTO_CONCURRENCY } from '../../analysis/vehicle.ts';
 import { makeWorkCopy, prepareImage } from '../../vendors/resize.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -23,7 +23,7 @@ const totalCalls = () => Object.values(p.sim.stats()).reduce((n, v) => n + v.cal
 
 describe('the vehicle-condition stack', () => {
   it('writes one report over several photos, billed 1 credit, followable step by step in Temporal', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await analyze(
       user.liveKey,
       { images: PHOTOS.map((f) => ({ base64: photoBase64(f) })), preset: 'vehicle-condition', context: { vehicle: VEHICLE } },
@@ -59,7 +59,7 @@ describe('the vehicle-condition stack', () => {
   });
 
   it('the same photos and vehicle again are answered from the stored report for 0 credits; one new photo costs one call', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const body = { images: PHOTOS.slice(0, 3).map((f) => ({ base64: photoBase64(f) })), preset: 'vehicle-condition', context: { vehicle: VEHICLE } };
     const first = await analyze(user.liveKey, body);
     expect(first.statusCode, first.body).toBe(200);
@@ -85,7 +85,7 @@ describe('the vehicle-condition stack', () => {
   });
 
   it('a different vehicle context is a different report', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const images = [{ base64: photoBase64('Pentax_K10D.jpg') }];
     await analyze(user.liveKey, { images, preset: 'vehicle-condition', context: { vehicle: VEHICLE } });
     const other = await analyze(user.liveKey, { images, preset: 'vehicle-condition', context: { vehicle: { ...VEHICLE, mileage: 190000 } } });
@@ -94,7 +94,7 @@ describe('the vehicle-condition stack', () => {
   });
 
   it('402 without a credit; 400 for modulesAdd with the stack', async () => {
-    const user = await createTestUser(p.db);
+    const user = await createTestAccount(p.db);
     const res = await analyze(user.liveKey, { images: [{ base64: photoBase64('xmp-no_exif.jpg') }], preset: 'vehicle-condition' });
     expect(res.statusCode).toBe(402);
     expect(expectEnvelope(res.json()).credits).toEqual({ needed: 1, community: 0, purchased: 0, total: 0, resetsInDays: 0 });
@@ -104,7 +104,7 @@ describe('the vehicle-condition stack', () => {
   });
 
   it('all vendors down → 502, the credit released', async () => {
-    const user = await createTestUser(p.db, { community: 3 });
+    const user = await createTestAccount(p.db, { community: 3 });
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http500' });
     const res = await analyze(user.liveKey, { images: [{ base64: photoBase64('hdr-canon_hdr_NO.jpg') }], preset: 'vehicle-condition' });
     expect(res.statusCode).toBe(502);
@@ -112,7 +112,7 @@ describe('the vehicle-condition stack', () => {
   });
 
   it('a sandbox key gets the flat report fixture, not one per image', async () => {
-    const user = await createTestUser(p.db);
+    const user = await createTestAccount(p.db);
     const res = await analyze(user.testKey, { images: PHOTOS.slice(0, 2).map((f) => ({ base64: photoBase64(f) })), preset: 'vehicle-condition' });
     expect(res.statusCode).toBe(200);
     expect(res.json().outputSchema).toBe('vehicle');
@@ -122,7 +122,7 @@ describe('the vehicle-condition stack', () => {
   });
 
   it('more photos than lanes: the photos left for a free lane are prepared during earlier calls, each decoded once, and the vendor gets the same bytes', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const photos = (await distinctPhotos(7100, VEHICLE_PHOTO_CONCURRENCY + 4)).map((b64) => Buffer.from(b64, 'base64'));
     const counts = async () => {
       const prepared = (await p.worker!.metrics.preparedUploads.get()).values;

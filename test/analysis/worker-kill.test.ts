@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { spawnWorkerProcess } from '../helpers/worker-process.ts';
@@ -25,7 +25,7 @@ afterAll(async () => {
 
 describe('a worker killed mid vendor call', () => {
   it('the analysis still completes once, billed once, on another worker', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     p.sim.setBehaviour('all', { latencyMs: 3000 });
     const first = spawnWorker();
     await waitForPolling(first);

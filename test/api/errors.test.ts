@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp, type TestUser } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp, type TestAccount } from '../helpers/app.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { noRateLimits, unreachableTemporal } from '../helpers/deps.ts';
 
 let t: TestApp;
-let user: TestUser;
+let user: TestAccount;
 beforeAll(async () => {
   t = await buildTestApp();
-  user = await createTestUser(t.db);
+  user = await createTestAccount(t.db);
 });
 afterAll(async () => t.close());
 

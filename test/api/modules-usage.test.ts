@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reserve } from '../../credits/ledger.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -10,7 +10,7 @@ afterAll(async () => t.close());
 
 describe('GET /v1/modules', () => {
   it('lists the 16 lenses and 8 stacks exactly as docs/contract.md says', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const res = await t.app.inject({ method: 'GET', url: '/v1/modules', headers: bearer(user.liveKey) });
     expect(res.statusCode).toBe(200);
     const { modules, presets } = res.json() as {
@@ -39,7 +39,7 @@ describe('GET /v1/modules', () => {
 
 describe('GET /v1/usage', () => {
   it('reports pools and reserved amounts by Bearer key', async () => {
-    const user = await createTestUser(t.db, { community: 30, purchased: 100 });
+    const user = await createTestAccount(t.db, { community: 30, purchased: 100 });
     await reserve(t.db, { id: `res-${user.userId}`, accountId: user.userId, amount: 40, ttlMs: 60_000 });
     const res = await t.app.inject({ method: 'GET', url: '/v1/usage?tier=starter', headers: bearer(user.liveKey) });
     expect(res.statusCode).toBe(200);
@@ -48,7 +48,7 @@ describe('GET /v1/usage', () => {
   });
 
   it('reports any user by x-internal-secret + userId; secret and userId are both required', async () => {
-    const user = await createTestUser(t.db, { community: 5 });
+    const user = await createTestAccount(t.db, { community: 5 });
     const ok = await t.app.inject({ method: 'GET', url: `/v1/usage?userId=${user.userId}`, headers: { 'x-internal-secret': INTERNAL_SECRET } });
     expect(ok.statusCode).toBe(200);
     expect(ok.json().community.balance).toBe(5);
@@ -62,7 +62,7 @@ describe('GET /v1/usage', () => {
   });
 
   it('accepts only tier=starter', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const res = await t.app.inject({ method: 'GET', url: '/v1/usage?tier=growth', headers: bearer(user.liveKey) });
     expect(res.statusCode).toBe(400);
     const internal = await t.app.inject({ method: 'GET', url: `/v1/usage?userId=${user.userId}&tier=pro`, headers: { 'x-internal-secret': INTERNAL_SECRET } });

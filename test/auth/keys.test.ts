@@ -3,7 +3,7 @@ import { KeyCache, KEY_CACHE_TTL_MS } from '../../auth/cache.ts';
 import { internalSecretMatches } from '../../auth/authenticate.ts';
 import { ANONYMOUS_SANDBOX_KEY, generateKey, hashKey, KEY_PATTERN } from '../../auth/keys.ts';
 import { issueKey, revokeKey } from '../../auth/repository.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -20,7 +20,7 @@ describe('API keys', () => {
   });
 
   it('are stored only as SHA-256: no table holds a plaintext key', async () => {
-    const user = await createTestUser(t.db, { community: 10 });
+    const user = await createTestAccount(t.db, { community: 10 });
     const cols = await t.db.query<{ table_name: string; column_name: string }>(
       `SELECT table_name, column_name FROM information_schema.columns
         WHERE table_schema = 'public' AND data_type IN ('text', 'character varying', 'jsonb')`,
@@ -35,7 +35,7 @@ describe('API keys', () => {
   });
 
   it('authenticate a request; missing, malformed, unknown and revoked keys get 401 AUTH_FAILED', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const ok = await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(user.liveKey) });
     expect(ok.statusCode).toBe(200);
 
@@ -80,7 +80,7 @@ describe('key cache', () => {
   });
 
   it('serves a revoked key until evicted by keyHash, then refuses it', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const k = await issueKey(t.db, user.userId, 'live');
     expect((await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(k.key) })).statusCode).toBe(200);
     await revokeKey(t.db, k.keyId);
@@ -93,7 +93,7 @@ describe('key cache', () => {
   });
 
   it('evicts every key of a user by userId', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(user.liveKey) });
     await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(user.testKey) });
     expect(t.keyCache.get(hashKey(user.liveKey))).toBeDefined();

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
+import { bearer, createTestAccount, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -22,8 +22,8 @@ const get = async (key: string, url: string) => (await p.app.inject({ method: 'G
 const waitRows = async (batchId: string) => (await p.db.query<{ n: number }>('SELECT count(*)::int AS n FROM upload_waits WHERE batch_id = $1', [batchId])).rows[0]!.n;
 
 it('another account\'s upload under an id a batch awaits neither signals that batch nor drops its wait; the vehicle fails on its own look, its hold given back', async () => {
-  const a = await createTestUser(p.db, { community: 5 });
-  const b = await createTestUser(p.db, { community: 5 });
+  const a = await createTestAccount(p.db, { community: 5 });
+  const b = await createTestAccount(p.db, { community: 5 });
   const id = `upl_${randomBytes(16).toString('hex')}`;
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(a.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
+import { bearer, createTestAccount, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -33,7 +33,7 @@ const waiting = (accountId: string) => expect.poll(() => openHolds(accountId), {
 const PROMPTLY = { timeout: 15_000, interval: 200 };
 
 it('a batch cancelled while its vehicle waits for an upload runs and bills nothing of it, even when the upload then arrives', async () => {
-  const user = await createTestUser(p.db, { community: 5 });
+  const user = await createTestAccount(p.db, { community: 5 });
   const id = `upl_${randomBytes(16).toString('hex')}`;
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);
@@ -55,7 +55,7 @@ it('a batch cancelled while its vehicle waits for an upload runs and bills nothi
 }, 150_000);
 
 it('a cancel ends a vehicle\'s wait for its uploads at once: the batch reads cancelled, the vehicle failed, its hold given back', async () => {
-  const user = await createTestUser(p.db, { community: 5 });
+  const user = await createTestAccount(p.db, { community: 5 });
   const batch = await submitAwaiting(user.liveKey, newId());
   await waiting(user.userId);
   expect((await post(user.liveKey, `/v1/batches/${batch.id}/cancel`)).statusCode).toBe(202);
@@ -68,7 +68,7 @@ it('a cancel ends a vehicle\'s wait for its uploads at once: the batch reads can
 }, 90_000);
 
 it('a pause ends a vehicle\'s wait at once: the batch reads paused, the vehicle stays pending holding nothing, and after resume it runs once its upload arrives', async () => {
-  const user = await createTestUser(p.db, { community: 5 });
+  const user = await createTestAccount(p.db, { community: 5 });
   const id = newId();
   const batch = await submitAwaiting(user.liveKey, id);
   await waiting(user.userId);

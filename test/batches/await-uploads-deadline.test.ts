@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { batchWorkflowId } from '../../batches/submit.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { spawnWorkerProcess } from '../helpers/worker-process.ts';
 
@@ -35,7 +35,7 @@ const openHolds = async (accountId: string) => (await p.db.query<{ n: number }>(
 it('a vehicle whose upload never comes fails BATCH_UPLOAD_WAIT_MS after its turn, though the worker it waited on was killed mid-wait', async () => {
   // Two workers: the one the vehicle's wait is on is killed, the other takes over at once.
   const both = await Promise.all([polling(), polling()]);
-  const user = await createTestUser(p.db, { community: 5 });
+  const user = await createTestAccount(p.db, { community: 5 });
   const id = `upl_${randomBytes(16).toString('hex')}`;
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);

@@ -9,7 +9,7 @@ import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { createVisionClients } from '../../vendors/index.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, buildTestApp, createTestUser, type TestApp, uploadUnderId } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, type TestApp, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -31,7 +31,7 @@ beforeAll(async () => {
 afterAll(async () => t?.close());
 
 it('holds the report\'s price while a vehicle waits for its uploads, and its whole TTL again from the moment they arrived', async () => {
-  const user = await createTestUser(t.db, { community: 5 });
+  const user = await createTestAccount(t.db, { community: 5 });
   const uploadId = `upl_${randomBytes(16).toString('hex')}`;
   const batchId = await createBatch(t.db, {
     accountId: user.userId,

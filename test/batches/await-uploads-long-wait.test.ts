@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance, sweepExpired } from '../../credits/ledger.ts';
-import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
+import { bearer, createTestAccount, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -22,7 +22,7 @@ afterAll(async () => p?.close());
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
 
 it('a vehicle waiting longer than a hold\'s TTL keeps its hold through the sweeper, and runs and bills once its photo arrives', async () => {
-  const user = await createTestUser(p.db, { community: 5 });
+  const user = await createTestAccount(p.db, { community: 5 });
   const id = `upl_${randomBytes(16).toString('hex')}`;
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);

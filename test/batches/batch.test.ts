@@ -3,7 +3,7 @@ import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_CONCURRENCY } from '../../batches/submit.ts';
 import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -27,7 +27,7 @@ const until = (key: string, id: string, want: (b: { status: string; pauseReason:
 
 describe('a batch over the API', () => {
   it('runs every photo once, bills each distinct photo once, fails a broken one with its reason, and exports what the caller chose', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const items = [
       ...PHOTOS.map((f) => ({ base64: photoBase64(f), name: f })),
       { base64: photoBase64('Canon_40D.jpg'), name: '=copy of Canon_40D.jpg' },
@@ -97,7 +97,7 @@ describe('a batch over the API', () => {
     expect(json[0].output).not.toHaveProperty('moderation');
 
     // Another account's key: the batch does not exist for it. An unknown format is a 400.
-    const other = await createTestUser(p.db);
+    const other = await createTestAccount(p.db);
     expect((await p.app.inject({ method: 'GET', url: `/v1/batches/${batch.id}/export?format=csv`, headers: bearer(other.liveKey) })).statusCode).toBe(404);
     expect((await p.app.inject({ method: 'GET', url: `/v1/batches/${batch.id}`, headers: bearer(other.liveKey) })).statusCode).toBe(404);
     expect((await p.app.inject({ method: 'POST', url: `/v1/batches/${batch.id}/cancel`, headers: bearer(other.liveKey) })).statusCode).toBe(404);
@@ -109,7 +109,7 @@ describe('a batch over the API', () => {
   });
 
   it('runs out of credits: pauses with that reason, nothing overdrawn; resumes after a purchase and bills each photo once', async () => {
-    const user = await createTestUser(p.db, { community: 3 });
+    const user = await createTestAccount(p.db, { community: 3 });
     const res = await submit(user.liveKey, { items: PHOTOS.slice(0, 6).map((f) => ({ base64: photoBase64(f) })), modules: ['dating'] });
     expect(res.statusCode, res.body).toBe(202);
     const id = res.json().id;
@@ -129,7 +129,7 @@ describe('a batch over the API', () => {
   });
 
   it('pause holds the pending photos and cancel ends the batch without running them', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     // The vendors hold every call until released: the batch cannot finish a photo before the
     // pause has landed, whatever the machine's speed.
     p.sim.hold();
@@ -160,7 +160,7 @@ describe('a batch over the API', () => {
   });
 
   it('a photo every vendor refused fails with the reason and runs again on retry, the completed batch starting again for it', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
     let id: string;
     try {
@@ -194,7 +194,7 @@ describe('a batch over the API', () => {
   });
 
   it('one x-request-id is one batch: a resent submission gets the same batch, a different body under the id 409, two at once one batch', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const body = { modules: ['dating'], items: [{ base64: photoBase64('Nikon_D70.jpg'), name: 'a.jpg' }] };
     const send = (b: Record<string, unknown>, id: string) =>
       p.app.inject({ method: 'POST', url: '/v1/batches', headers: { ...bearer(user.liveKey), 'x-request-id': id }, payload: b });
@@ -232,7 +232,7 @@ describe('a batch over the API', () => {
   });
 
   it('refuses bad input with a 400 and keeps nothing', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bodies = [
       { items: [], modules: ['dating'] },
       { items: Array.from({ length: 10_001 }, (_, i) => ({ url: `https://photos.example/${i}.jpg` })), modules: ['dating'] },

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { spawnWorkerProcess } from '../helpers/worker-process.ts';
@@ -28,7 +28,7 @@ const PHOTOS = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN00
 
 describe('a batch and a worker killed mid-batch', () => {
   it('completes on another worker, each photo billed once, the ledger balanced, its history cut into runs', async () => {
-    const user = await createTestUser(p.db, { community: 50 });
+    const user = await createTestAccount(p.db, { community: 50 });
     p.sim.setBehaviour('all', { latencyMs: 1500 });
     const first = spawnWorker();
     await expect.poll(() => first.output(), { timeout: 60_000, interval: 100 }).toContain('polling task queue');

@@ -11,7 +11,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { resolveLenses } from '../../lenses/resolve.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -52,7 +52,7 @@ afterAll(async () => {
 
 describe('a batch whose workflow start fails', () => {
   it('a resend while it is starting is 503, not 202; the failed start keeps nothing; the id never shows', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const jpeg = await sharp({ create: { width: 40, height: 30, channels: 3, background: { r: 9, g: 120, b: 200 } } }).jpeg().toBuffer();
     const body = { items: [{ base64: jpeg.toString('base64') }], modules: ['dating'] };
     const send = () => p.app.inject({ method: 'POST', url: '/v1/batches', headers: { ...bearer(user.liveKey), 'x-request-id': 'start-race-1' }, payload: body });
@@ -106,7 +106,7 @@ const jpegOf = (r: number) => sharp({ create: { width: 40, height: 30, channels:
 
 describe('a batch its API left starting', () => {
   it('is started by a resend once no start attempt can still be running: 202 with the same batch, which runs', async () => {
-    const user = await createTestUser(live.db, { community: 10 });
+    const user = await createTestAccount(live.db, { community: 10 });
     const body = { items: [{ base64: (await jpegOf(1)).toString('base64') }], modules: ['dating'] };
     const young = await orphanedBatch(user.userId, body, 'orphan-young', 1000);
     const send = (requestId: string) => live.app.inject({ method: 'POST', url: '/v1/batches', headers: { ...bearer(user.liveKey), 'x-request-id': requestId }, payload: body });
@@ -141,7 +141,7 @@ describe('a batch its API left starting', () => {
   }, 90_000);
 
   it('nobody resends: after the grace the collector cancels it, fails its photo as never started and lets its bytes go', async () => {
-    const user = await createTestUser(live.db, { community: 10 });
+    const user = await createTestAccount(live.db, { community: 10 });
     const body = { items: [{ base64: (await jpegOf(2)).toString('base64') }], modules: ['dating'] };
     const blobs = new FsBlobStore(live.config.BLOB_DIR);
     const recent = await orphanedBatch(user.userId, body, 'orphan-recent', 60_000);

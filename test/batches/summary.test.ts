@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { batchSummary, completeBatch, createBatch as storeBatch, finishItem, markBatchStarted, retryItem, setBatchStatus, workspaceShare } from '../../batches/repository.ts';
 import { createPool } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 
 const db = createPool(testConfig().DATABASE_URL);
 afterAll(() => db.end());
@@ -18,7 +18,7 @@ async function createBatch(...args: Parameters<typeof storeBatch>): Promise<stri
 
 describe('a batch summary', () => {
   it('estimates the time left from the pace so far, only while running with photos pending', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const id = await createBatch(db, { accountId, kind: 'photos', spec, columns: null, items: [0, 1, 2, 3, 4].map((n) => ({ source: `p${n}`, ref: ref(n) })) });
     expect((await batchSummary(db, accountId, id)).etaSeconds).toBeNull();
     // Submitted 100 s ago; two photos ran in that time: 50 s each, three left → 150 s.
@@ -47,14 +47,14 @@ describe('a batch summary', () => {
   });
 
   it("is another account's batch: 404", async () => {
-    const a = await createTestUser(db);
-    const b = await createTestUser(db);
+    const a = await createTestAccount(db);
+    const b = await createTestAccount(db);
     const id = await createBatch(db, { accountId: a.userId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(9) }] });
     await expect(batchSummary(db, b.userId, id)).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it("shares the workspace's cap among its running batches, at least one photo each", async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     expect(await workspaceShare(db, { accountId, cap: 8 })).toBe(8);
     const ids = [];
     for (let k = 0; k < 3; k++) ids.push(await createBatch(db, { accountId, kind: 'photos', spec, columns: null, items: [{ source: 'x', ref: ref(100 + k) }] }));
@@ -65,7 +65,7 @@ describe('a batch summary', () => {
     for (let k = 0; k < 4; k++) await createBatch(db, { accountId, kind: 'photos', spec, columns: null, items: [{ source: 'y', ref: ref(200 + k) }] });
     expect(await workspaceShare(db, { accountId, cap: 3 })).toBe(1);
     // Another workspace's batches are not counted.
-    const other = await createTestUser(db);
+    const other = await createTestAccount(db);
     expect(await workspaceShare(db, { accountId: other.userId, cap: 8 })).toBe(8);
   });
 });

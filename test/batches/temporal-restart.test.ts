@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { freePort, startTemporalDevServer, type DevServer } from '../../tools/scripts/temporal.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -36,7 +36,7 @@ const PHOTOS = DISTINCT_PHOTOS.slice(0, 6);
 
 describe('Temporal restarted mid-batch', () => {
   it('the batch completes after the restart, each photo billed once, the ledger balanced', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     p.sim.setBehaviour('all', { latencyMs: 1500 });
     const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { items: PHOTOS.map((f) => ({ base64: photoBase64(f) })), modules: ['dating'] } });
     expect(res.statusCode, res.body).toBe(202);

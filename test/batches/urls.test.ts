@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { startCanaryAndPublic, type Canary, type PublicServer } from '../images/servers.ts';
@@ -34,7 +34,7 @@ afterAll(async () => {
 
 describe('a batch of URLs', () => {
   it('fetches each photo in the worker, not at submission; a missing one and a redirect to a private address fail alone', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/batches',
@@ -56,7 +56,7 @@ describe('a batch of URLs', () => {
   });
 
   it('fetches a vehicle’s photos in the worker, keeps each one taken, and fails the vehicle naming the photo that could not be fetched', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/batches',

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
+import { bearer, createTestAccount, uploadUnderId } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { vehicleLanes } from '../../workflows/batch.ts';
@@ -34,7 +34,7 @@ const vehicle = (k: number) => {
 
 describe('a vehicle batch', () => {
   it('gives every one of 20 vehicles one report with one photos entry per photo in submission order, bills each report once, fails a vehicle with a broken photo by name, and exports the report columns', async () => {
-    const user = await createTestUser(p.db, { community: 50 });
+    const user = await createTestAccount(p.db, { community: 50 });
     const vehicles = Array.from({ length: 20 }, (_, k) => vehicle(k));
     const broken = { name: 'wreck', items: [{ base64: b64.get('Canon_40D.jpg')!, name: 'front.jpg' }, { base64: Buffer.from('not a photo').toString('base64'), name: 'rear.jpg' }] };
     const res = await submit(user.liveKey, { vehicles: [...vehicles.map(({ files: _files, ...v }) => v), broken] });
@@ -91,7 +91,7 @@ describe('a vehicle batch', () => {
   }, 60_000);
 
   it('refuses what is not a vehicle batch with a 400 that changes nothing', async () => {
-    const user = await createTestUser(p.db, { community: 50 });
+    const user = await createTestAccount(p.db, { community: 50 });
     const one = { items: [{ base64: b64.get('Canon_40D.jpg')! }] };
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ vehicles: [one], items: one.items }, /either items .* or vehicles/],
@@ -120,7 +120,7 @@ describe('vendor calls in flight for a vehicle batch', () => {
     p.sim.setBehaviour('all', { latencyMs: 400 });
     try {
       const run = async (vehicles: ReturnType<typeof car>[]) => {
-        const user = await createTestUser(p.db, { community: 50 });
+        const user = await createTestAccount(p.db, { community: 50 });
         p.sim.resetPeak();
         const res = await submit(user.liveKey, { vehicles });
         expect(res.statusCode, res.body).toBe(202);
@@ -156,7 +156,7 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
   const newId = () => `upl_${randomBytes(16).toString('hex')}`;
 
   it('starts before its photos exist; each vehicle runs once its own uploads finished, and one refused at upload fails its vehicle by name', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const ids = [newId(), newId(), newId()];
     const res = await submit(user.liveKey, {
       awaitUploads: true,
@@ -187,8 +187,8 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
   });
 
   it('refuses another account\'s upload (404) and a photo batch that would await (400), changing nothing', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
-    const other = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
+    const other = await createTestAccount(p.db, { community: 20 });
     const theirs = newId();
     expect((await uploadUnderId(p.app, other.liveKey, theirs, photoBytes('Canon_40D.jpg'))).statusCode).toBe(201);
     const cases: Array<[Record<string, unknown>, number, RegExp]> = [
@@ -204,7 +204,7 @@ describe('a vehicle batch awaiting its uploads (awaitUploads)', () => {
   });
 
   it('refuses an upload id not shaped like one, in a batch or at its upload, with a 400 naming the field that changes nothing', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     // Not upl_ and 32 lowercase hex digits: a typo, a truncated id, a client's own scheme.
     const malformed = ['upl_nope', `upl_${'A'.repeat(32)}`, `upl_${'0'.repeat(31)}`, `xyz_${'0'.repeat(32)}`, `upl_${'0'.repeat(32)} `];
     for (const bad of malformed) {

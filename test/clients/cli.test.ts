@@ -14,7 +14,7 @@ import { getBalance, grant } from '../../credits/ledger.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { createMetadataTool, type MetadataTool } from '../../enrich/exiftool.ts';
-import { createTestUser, type TestUser } from '../helpers/app.ts';
+import { createTestAccount, type TestAccount } from '../helpers/app.ts';
 import { PHOTOS_DIR, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { startCanaryAndPublic, type Canary, type PublicServer } from '../images/servers.ts';
@@ -32,7 +32,7 @@ const BIN = join(ROOT, 'clients/cli/bin/lenstack.js');
 
 let p: Pipeline;
 let baseUrl: string;
-let user: TestUser;
+let user: TestAccount;
 let work: string;
 let tool: MetadataTool;
 let canary: Canary;
@@ -43,7 +43,7 @@ beforeAll(async () => {
   const fetchPolicy = { ...PUBLIC_INTERNET, allowAddress: (ip: string) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 };
   p = await startPipeline({ fetchPolicy, deps: { fetchPolicy } });
   baseUrl = await p.app.listen({ port: 0, host: '127.0.0.1' });
-  user = await createTestUser(p.db, { community: 100 });
+  user = await createTestAccount(p.db, { community: 100 });
   work = await mkdtemp(join(tmpdir(), 'lenstack-cli-'));
   tool = createMetadataTool({ maxProcs: 1 });
 }, 120_000);
@@ -147,7 +147,7 @@ describe('lenstack CLI', () => {
   });
 
   it('analyze --json of several photos prints what was billed before a failure that stops it, the error in its slot', async () => {
-    const poor = await createTestUser(p.db, { community: 1 });
+    const poor = await createTestAccount(p.db, { community: 1 });
     const run = await lenstack(['analyze', photo('Canon_40D.jpg'), photo('Nikon_D70.jpg'), photo('Pentax_K10D.jpg'), '--lens', 'dating', '--json'], { LENSTACK_API_KEY: poor.liveKey });
     expect(run.code).toBe(4);
     const results = JSON.parse(run.stdout);
@@ -251,7 +251,7 @@ describe('lenstack CLI', () => {
   });
 
   it('batch exits 4 when the batch pauses for credits and 5 when photos failed; says the batch id at once', async () => {
-    const poor = await createTestUser(p.db, { community: 1 });
+    const poor = await createTestAccount(p.db, { community: 1 });
     const folder = join(work, 'poor');
     await mkdir(folder);
     await copyFile(photo('orientation-portrait_8.jpg'), join(folder, 'a.jpg'));
@@ -408,7 +408,7 @@ describe('lenstack CLI', () => {
     expect(stackTypo.stderr).toContain('unknown stack "quickscan"; did you mean "quick-scan"?');
     expect((await p.db.query('SELECT (SELECT count(*) FROM credit_ledger WHERE user_id = $1) + (SELECT count(*) FROM batches WHERE user_id = $1) AS n', [user.userId])).rows[0].n).toBe(requestsBefore);
 
-    const poor = await createTestUser(p.db, { community: 1 });
+    const poor = await createTestAccount(p.db, { community: 1 });
     const broke = await lenstack(['analyze', photo('Canon_40D.jpg'), '--stack', 'full-analysis'], { LENSTACK_API_KEY: poor.liveKey });
     expect(broke.code).toBe(4);
     expect(broke.stderr).toContain('Needed 14 credits, 1 available');
@@ -607,16 +607,16 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       join(fleet, 'vehicles.csv'),
       '\uFEFFFolder,VIN,Mileage,Make,Model,Year\r\n"van 1",wvwzzz1jz3w386752,84000,"Volkswagen, AG","Golf ""IV""",2003\r\nvan-2,1HGCM82633A004352,120500,Honda,Accord,2003\r\n',
     );
-    const fleetUser = await createTestUser(p.db, { community: 20 });
+    const fleetAccount = await createTestAccount(p.db, { community: 20 });
     const csv = join(work, 'fleet.csv');
 
-    const run = await lenstack(['batch', '--vehicles', fleet, '--export', csv, '--json'], { LENSTACK_API_KEY: fleetUser.liveKey });
+    const run = await lenstack(['batch', '--vehicles', fleet, '--export', csv, '--json'], { LENSTACK_API_KEY: fleetAccount.liveKey });
     expect(run.code, run.stderr).toBe(0);
     const result = JSON.parse(run.stdout);
     expect(result.batch).toMatchObject({ kind: 'vehicles', status: 'completed', counts: { total: 2, done: 2, failed: 0 }, creditsCharged: 2 });
     expect(result.uploads).toMatchObject({ photos: 5, distinct: 4, uploaded: 4, resumed: 0, alreadyUploaded: 0 });
     expect(result.state).toBe(join(fleet, '.lenstack-batch.json'));
-    const uploads = await p.db.query<{ sha256: string; n: number }>('SELECT sha256, count(*)::int AS n FROM uploads WHERE user_id = $1 GROUP BY sha256', [fleetUser.userId]);
+    const uploads = await p.db.query<{ sha256: string; n: number }>('SELECT sha256, count(*)::int AS n FROM uploads WHERE user_id = $1 GROUP BY sha256', [fleetAccount.userId]);
     expect(uploads.rows).toHaveLength(4);
     expect(uploads.rows.every((r) => r.n === 1)).toBe(true);
     expect(uploads.rows.map((r) => r.sha256)).toContain(sha256(photoBytes('xmp-no_exif.jpg')));
@@ -637,16 +637,16 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     ]);
 
     // The same command again: the state names the batch; it is shown, not paid for, nothing uploaded.
-    const again = await lenstack(['batch', '--vehicles', fleet, '--json'], { LENSTACK_API_KEY: fleetUser.liveKey });
+    const again = await lenstack(['batch', '--vehicles', fleet, '--json'], { LENSTACK_API_KEY: fleetAccount.liveKey });
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout).batch).toMatchObject({ id: result.batch.id, status: 'completed', creditsCharged: 2 });
     expect(again.stderr).toContain(`batch ${result.batch.id} was submitted by an earlier run`);
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [fleetUser.userId])).rows[0].n).toBe(1);
-    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [fleetUser.userId])).rows[0].n).toBe(4);
-    expect(await getBalance(p.db, fleetUser.userId)).toMatchObject({ community: 18 });
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [fleetAccount.userId])).rows[0].n).toBe(1);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [fleetAccount.userId])).rows[0].n).toBe(4);
+    expect(await getBalance(p.db, fleetAccount.userId)).toMatchObject({ community: 18 });
 
     // Another account with the same folder: the state is not its; refused, nothing sent.
-    const other = await createTestUser(p.db, { community: 5 });
+    const other = await createTestAccount(p.db, { community: 5 });
     const stranger = await lenstack(['batch', '--vehicles', fleet], { LENSTACK_API_KEY: other.liveKey });
     expect(stranger.code).toBe(2);
     expect(stranger.stderr).toContain('was written for another API key');
@@ -660,9 +660,9 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     await writeFile(join(folder, 'a-big.jpg'), big);
     const small = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0021.jpg', 'hdr-canon_hdr_YES.jpg', 'mobile-jolla.jpg', 'orientation-landscape_6.jpg'];
     for (const name of small) await copyFile(photo(name), join(folder, `b-${name}`));
-    const resumeUser = await createTestUser(p.db, { community: 50 });
-    const env = { LENSTACK_API_KEY: resumeUser.liveKey };
-    const finished = async () => (await p.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [resumeUser.userId])).rows[0]!.n;
+    const resumeAccount = await createTestAccount(p.db, { community: 50 });
+    const env = { LENSTACK_API_KEY: resumeAccount.liveKey };
+    const finished = async () => (await p.db.query<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND finished_at IS NOT NULL', [resumeAccount.userId])).rows[0]!.n;
 
     const first = await startCountingProxy(baseUrl, 'a-big.jpg');
     try {
@@ -685,7 +685,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     } finally {
       await first.close();
     }
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [resumeUser.userId])).rows[0].n).toBe(0);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [resumeAccount.userId])).rows[0].n).toBe(0);
     const bigId = [...first.names].find(([, n]) => n === 'a-big.jpg')![0];
     expect(first.patchBytes.get(bigId)).toBeGreaterThanOrEqual(big.length / 2);
     expect(first.patchBytes.get(bigId)).toBeLessThan(big.length);
@@ -712,7 +712,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     // One finished upload per photo; over both runs each upload's PATCH bytes add up to its file's size
     // exactly. A creation the kill cut off before its answer reached the CLI leaves an empty upload
     // the CLI never learnt of: no byte was sent into it (it expires unused).
-    const rows = await p.db.query<{ id: string; size: string; sha256: string | null }>('SELECT id, size::text, sha256 FROM uploads WHERE user_id = $1', [resumeUser.userId]);
+    const rows = await p.db.query<{ id: string; size: string; sha256: string | null }>('SELECT id, size::text, sha256 FROM uploads WHERE user_id = $1', [resumeAccount.userId]);
     const done = rows.rows.filter((r) => r.sha256 !== null);
     expect(done).toHaveLength(8);
     expect(new Set(done.map((r) => r.sha256)).size).toBe(8);
@@ -730,7 +730,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       resent += (first.patchBytes.get(r.id) ?? 0) - heldAtResume;
     }
     expect(resent).toBeLessThanOrEqual(4 * Math.max(...small.map((n) => photoBytes(n).length)));
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [resumeUser.userId])).rows[0].n).toBe(1);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [resumeAccount.userId])).rows[0].n).toBe(1);
     const items = await p.db.query<{ source: string; sha256: string; status: string }>("SELECT source, ref->>'sha256' AS sha256, status FROM batch_items WHERE batch_id = $1 ORDER BY index", [result.batch.id]);
     expect(items.rows.map((r) => [r.source, r.status, r.sha256])).toEqual([
       ['a-big.jpg', 'done', sha256(big)],
@@ -746,10 +746,10 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     await writeFile(join(fleet, 'van-a', 'a-big.jpg'), big);
     const small = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0021.jpg', 'orientation-landscape_6.jpg'];
     for (const [i, name] of small.entries()) await copyFile(photo(name), join(fleet, i < 2 ? 'van-a' : 'van-b', name));
-    const fleetUser = await createTestUser(p.db, { community: 20 });
-    const env = { LENSTACK_API_KEY: fleetUser.liveKey };
-    const uploadsOf = async () => (await p.db.query<{ id: string; size: string; sha256: string | null; finished_at: Date | null }>('SELECT id, size::text, sha256, finished_at FROM uploads WHERE user_id = $1', [fleetUser.userId])).rows;
-    const batchesOf = async () => (await p.db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM batches WHERE user_id = $1', [fleetUser.userId])).rows;
+    const fleetAccount = await createTestAccount(p.db, { community: 20 });
+    const env = { LENSTACK_API_KEY: fleetAccount.liveKey };
+    const uploadsOf = async () => (await p.db.query<{ id: string; size: string; sha256: string | null; finished_at: Date | null }>('SELECT id, size::text, sha256, finished_at FROM uploads WHERE user_id = $1', [fleetAccount.userId])).rows;
+    const batchesOf = async () => (await p.db.query<{ id: string; created_at: Date }>('SELECT id, created_at FROM batches WHERE user_id = $1', [fleetAccount.userId])).rows;
 
     const first = await startFleetProxy(baseUrl, 'a-big.jpg');
     try {
@@ -815,8 +815,8 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     const big = await noisyJpeg(11);
     await writeFile(join(folder, 'a-big.jpg'), big);
     await copyFile(photo('orientation-landscape_1.jpg'), join(folder, 'b.jpg'));
-    const ctrlUser = await createTestUser(p.db, { community: 10 });
-    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: ctrlUser.liveKey };
+    const ctrlAccount = await createTestAccount(p.db, { community: 10 });
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: ctrlAccount.liveKey };
 
     const first = await startCountingProxy(baseUrl, 'a-big.jpg');
     let stderr = '';
@@ -831,11 +831,11 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       await first.close();
     }
     expect(stderr).toContain(`interrupted; run the same command again to continue (state in ${join(folder, '.lenstack-batch.json')})`);
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [ctrlUser.userId])).rows[0].n).toBe(0);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [ctrlAccount.userId])).rows[0].n).toBe(0);
 
     const second = await startCountingProxy(baseUrl);
     try {
-      const run = await lenstack(['batch', folder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: ctrlUser.liveKey, LENSTACK_BASE_URL: second.url });
+      const run = await lenstack(['batch', folder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: ctrlAccount.liveKey, LENSTACK_BASE_URL: second.url });
       expect(run.code, run.stderr).toBe(0);
       expect(JSON.parse(run.stdout).batch).toMatchObject({ status: 'completed', counts: { total: 2, done: 2 } });
     } finally {
@@ -859,7 +859,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     await writeFile(join(cutFolder, 'a-big.jpg'), other);
     const proxy = await startCountingProxy(baseUrl, 'a-big.jpg');
     try {
-      const running = lenstack(['batch', cutFolder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: ctrlUser.liveKey, LENSTACK_BASE_URL: proxy.url });
+      const running = lenstack(['batch', cutFolder, '--lens', 'dating', '--json'], { LENSTACK_API_KEY: ctrlAccount.liveKey, LENSTACK_BASE_URL: proxy.url });
       await proxy.held;
       const id = [...proxy.names].find(([, n]) => n === 'a-big.jpg')![0];
       // The API's file store holds what it received; wait until it has all the proxy passed on.
@@ -872,7 +872,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       expect(JSON.parse(run.stdout).uploads).toMatchObject({ uploaded: 1, resumed: 0 });
       expect(sentBeforeCut).toBeLessThan(other.length);
       expect(proxy.patchBytes.get(id)).toBe(other.length);
-      const rows = await p.db.query<{ sha256: string }>('SELECT sha256 FROM uploads WHERE user_id = $1 AND sha256 = $2', [ctrlUser.userId, sha256(other)]);
+      const rows = await p.db.query<{ sha256: string }>('SELECT sha256 FROM uploads WHERE user_id = $1 AND sha256 = $2', [ctrlAccount.userId, sha256(other)]);
       expect(rows.rows).toHaveLength(1);
     } finally {
       await proxy.close();
@@ -884,15 +884,15 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     await mkdir(folder);
     await copyFile(photo('gps-DSCN0012.jpg'), join(folder, 'a.jpg'));
     await copyFile(photo('hdr-canon_hdr_NO.jpg'), join(folder, 'b.jpg'));
-    const expUser = await createTestUser(p.db, { community: 20 });
-    const env = { LENSTACK_API_KEY: expUser.liveKey };
+    const expAccount = await createTestAccount(p.db, { community: 20 });
+    const env = { LENSTACK_API_KEY: expAccount.liveKey };
     const shaA = sha256(photoBytes('gps-DSCN0012.jpg'));
     const shaB = sha256(photoBytes('hdr-canon_hdr_NO.jpg'));
     const first = await lenstack(['batch', folder, '--lens', 'dating', '--json'], env);
     expect(first.code, first.stderr).toBe(0);
     // The collector's mark, as after 24 h unused.
-    const expire = (sha: string) => p.db.query('UPDATE uploads SET expired_at = now() WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [expUser.userId, sha]);
-    const finishedRows = async (sha: string) => (await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [expUser.userId, sha])).rows[0].n;
+    const expire = (sha: string) => p.db.query('UPDATE uploads SET expired_at = now() WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [expAccount.userId, sha]);
+    const finishedRows = async (sha: string) => (await p.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1 AND sha256 = $2 AND expired_at IS NULL', [expAccount.userId, sha])).rows[0].n;
 
     await expire(shaA);
     const second = await lenstack(['batch', folder, '--lens', 'describe', '--json'], env);
@@ -913,6 +913,6 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     expect(third.stderr).not.toContain('expired before the batch was submitted');
     expect(third.stderr).toMatch(/uploaded 1 of 2 distinct photos \(\d+ KiB sent; 1 were uploaded before\)/);
     expect(await finishedRows(shaB)).toBe(1);
-    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [expUser.userId])).rows[0].n).toBe(3);
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [expAccount.userId])).rows[0].n).toBe(3);
   }, 90_000);
 });

@@ -8,7 +8,7 @@ import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
 import { getBalance } from '../../credits/ledger.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser, type TestUser } from '../helpers/app.ts';
+import { createTestAccount, type TestAccount } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -20,7 +20,7 @@ import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
  */
 let p: Pipeline;
 let baseUrl: string;
-let user: TestUser;
+let user: TestAccount;
 let client: Lenstack;
 let limiter: RateLimiter;
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -30,7 +30,7 @@ beforeAll(async () => {
   limiter = await RateLimiter.connect(testConfig().REDIS_URL);
   p = await startPipeline({ deps: { rateLimiter: limiter } });
   baseUrl = await p.app.listen({ port: 0, host: '127.0.0.1' });
-  user = await createTestUser(p.db, { community: 200 });
+  user = await createTestAccount(p.db, { community: 200 });
   client = new Lenstack({ apiKey: user.liveKey, baseUrl });
 }, 120_000);
 afterAll(async () => {
@@ -51,14 +51,14 @@ describe('@lenstack/client against the running stack', () => {
     expect(catalog.modules.find((m) => m.name === 'dating')).toMatchObject({ billable: true, outputFields: ['estimatedDate', 'dateAnchors', 'season', 'holiday'] });
     expect(catalog.presets.find((s) => s.name === 'full-analysis')!.modules).toContain('dating');
 
-    const fresh = await createTestUser(p.db, { community: 7, purchased: 30 });
+    const fresh = await createTestAccount(p.db, { community: 7, purchased: 30 });
     expect(await new Lenstack({ apiKey: fresh.liveKey, baseUrl }).usage()).toEqual({
       tier: 'starter', community: { balance: 7, monthlyAllowance: 0, resetsInDays: 0 }, purchased: { balance: 30 }, reserved: 0,
     });
   });
 
   it('analyzes with typed lens output, bills a repeated x-request-id once, and serves the lens free the next time', async () => {
-    const u = await createTestUser(p.db, { community: 20 });
+    const u = await createTestAccount(p.db, { community: 20 });
     const c = new Lenstack({ apiKey: u.liveKey, baseUrl });
     const body = { imageBase64: photoBase64('Canon_40D.jpg'), modules: ['dating' as const], options: { includeFingerprint: true } };
     const first = await c.analyze(body, { requestId: `client-${u.userId}` });
@@ -115,7 +115,7 @@ describe('@lenstack/client against the running stack', () => {
   });
 
   it('runs a batch: create, events to the end, get, items, export, and a typed refusal to retry a photo never stored', async () => {
-    const u = await createTestUser(p.db, { community: 20 });
+    const u = await createTestAccount(p.db, { community: 20 });
     const c = new Lenstack({ apiKey: u.liveKey, baseUrl });
     const created = await c.batches.create({
       modules: ['dating'],
@@ -157,7 +157,7 @@ describe('@lenstack/client against the running stack', () => {
   });
 
   it('pauses, resumes and cancels a batch, retries a failed photo, and refuses to steer a finished one', async () => {
-    const u = await createTestUser(p.db, { community: 50 });
+    const u = await createTestAccount(p.db, { community: 50 });
     const c = new Lenstack({ apiKey: u.liveKey, baseUrl });
     const photos = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg', 'gps-DSCN0012.jpg', 'gps-DSCN0021.jpg', 'mobile-jolla.jpg', 'hdr-canon_hdr_NO.jpg'];
     // Slow vendors, so the batch is still running when the signals arrive.
@@ -206,7 +206,7 @@ describe('@lenstack/client against the running stack', () => {
     expect(unknownLens).toMatchObject({ code: 'VALIDATION_FAILED', status: 400 });
     expect((unknownLens as Error).message).toContain('palmistry');
 
-    const poor = await createTestUser(p.db, { community: 2 });
+    const poor = await createTestAccount(p.db, { community: 2 });
     const broke = await new Lenstack({ apiKey: poor.liveKey, baseUrl }).analyze({ imageBase64: photoBase64('Canon_40D.jpg'), preset: 'full-analysis' }, { requestId: 'poor-1' }).catch((e: unknown) => e);
     expect(broke).toMatchObject({ code: 'PLAN_LIMIT_EXCEEDED', status: 402, requestId: 'poor-1', credits: { needed: 14, community: 2, purchased: 0, total: 2 } });
 
@@ -230,7 +230,7 @@ describe('@lenstack/client against the running stack', () => {
   });
 
   it('resends an analysis whose answer was lost on the way with the same x-request-id: one run, one charge, the first answer', async () => {
-    const u = await createTestUser(p.db, { community: 10 });
+    const u = await createTestAccount(p.db, { community: 10 });
     // A proxy that lets the first request reach the API, reads its answer, then hangs up on the client.
     const firstAnswers: string[] = [];
     const ids: string[] = [];

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { VEHICLE_REPORT_CREDITS } from '../../credits/price-book.ts';
 import { GO_CLIENT_DIR, goClientCurrent } from '../../tools/scripts/go-client.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { PHOTOS_DIR } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -28,7 +28,7 @@ describe('the Go client', () => {
   }, 900_000);
 
   it('builds, passes its own tests, and runs analyze → lookup → photo and vehicle batches → items → export against the API', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const env = { ...process.env, LENSTACK_BASE_URL: baseUrl, LENSTACK_API_KEY: user.liveKey, LENSTACK_PHOTOS: PHOTOS_DIR, GOFLAGS: '-mod=readonly' };
     const { stdout } = await run('go', ['test', '-tags', 'stack', '-count=1', '-v', './...'], { cwd: GO_CLIENT_DIR, env, maxBuffer: 16 * 1024 * 1024 });
     for (const name of ['TestRetriesWithTheSameRequestID', 'TestAPIErrorCarriesTheEnvelope', 'TestNewRefusesNoKey', 'TestAgainstTheStack']) {

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { VEHICLE_REPORT_CREDITS } from '../../credits/price-book.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { PHOTOS_DIR } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -99,7 +99,7 @@ describe('@hey-api/openapi-ts on openapi/lenstack.json', () => {
     const typecheck = await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', dir]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
     expect(typecheck.stdout).toBe('');
 
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const { stdout } = await run(join(ROOT, 'node_modules/.bin/tsx'), ['program.ts'], { cwd: dir, timeout: 240_000, env: { ...process.env, LENSTACK_BASE_URL: baseUrl, LENSTACK_API_KEY: user.liveKey, LENSTACK_PHOTOS: PHOTOS_DIR } });
     expect(JSON.parse(stdout)).toEqual({ analysis: 2, match: 'exact', photoBatch: ['completed', 2], vehicleBatch: ['completed', true], exportHasVin: true });
     expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 100 - 2 - 2 - VEHICLE_REPORT_CREDITS, reserved: 0 });

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packCli, packClient } from '../../tools/scripts/pack-client.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -71,7 +71,7 @@ try {
     const node = existsSync('/usr/bin/node') ? '/usr/bin/node' : process.execPath;
     const { stdout: version } = await run(node, ['--version']);
     expect(Number(/^v(\d+)/.exec(version)![1])).toBeGreaterThanOrEqual(20);
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const { stdout } = await run(node, ['example.mjs', join(ROOT, 'test/fixtures/photos/Canon_40D.jpg')], { cwd: app, env: { PATH: process.env.PATH, LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: baseUrl } });
     const printed = JSON.parse(stdout) as { title: string | null; year: number | null; credits: number };
     expect(printed.credits).toBe(2);
@@ -91,7 +91,7 @@ try {
         (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
       );
     expect((await lenstack(['--version'])).stdout.trim()).toBe(document.info.version);
-    const user = await createTestUser(p.db, { community: 7 });
+    const user = await createTestAccount(p.db, { community: 7 });
     const usage = await lenstack(['usage', '--json'], user.liveKey);
     expect(usage.code, usage.stderr).toBe(0);
     expect(JSON.parse(usage.stdout)).toMatchObject({ community: { balance: 7 } });

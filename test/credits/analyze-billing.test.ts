@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 const run = promisify(execFile);
@@ -16,7 +16,7 @@ beforeEach(() => p.sim.reset());
 
 const analyze = (key: string, body: Record<string, unknown>) =>
   p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: body });
-const usage = async (user: TestUser) => (await p.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(user.liveKey) })).json();
+const usage = async (user: TestAccount) => (await p.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(user.liveKey) })).json();
 
 let series = 0;
 /**
@@ -40,7 +40,7 @@ async function distinctImages(n: number): Promise<string[]> {
 
 describe('credits around analyze', () => {
   it('GET /v1/usage shows the credits held by an in-flight analyze, taken community first, and reserved 0 once it settles', async () => {
-    const user = await createTestUser(p.db, { community: 2, purchased: 10 });
+    const user = await createTestAccount(p.db, { community: 2, purchased: 10 });
     p.sim.setBehaviour('all', { latencyMs: 3000 });
     const [img] = await distinctImages(1);
     const inflight = analyze(user.liveKey, { imageBase64: img, modules: ['describe', 'dating', 'people'] });
@@ -70,7 +70,7 @@ describe('credits around analyze', () => {
   it('200 concurrent 1-credit analyze calls against a balance of 50: exactly 50 succeed, 150 get 402, the balance ends at 0 and the ledger checks', async () => {
     const CALLS = 200;
     const BALANCE = 50;
-    const user = await createTestUser(p.db, { community: 20, purchased: 30 });
+    const user = await createTestAccount(p.db, { community: 20, purchased: 30 });
     const images = await distinctImages(CALLS);
     expect(new Set(images).size).toBe(CALLS);
     // Vendor answers take 5 s, so the winners still hold their credits while the rest race for them.

@@ -7,7 +7,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { testConfig } from '../harness/env.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
 
@@ -75,7 +75,7 @@ function image(sha256: string, lenses: string[], billed: string[]) {
 
 describe('one-step billing activities', () => {
   it('reserveDelta reserves exactly the delta once, however often it runs; persistAndSettle charges once', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 10 });
+    const { userId: accountId } = await createTestAccount(db, { community: 10 });
     const workflowId = `analyze:${accountId}:req-one-step`;
     const reservationId = `res:${workflowId}`;
     const delta = {
@@ -130,7 +130,7 @@ describe('one-step billing activities', () => {
   });
 
   it('a fully cached request reserves nothing; short of credits is PLAN_LIMIT_EXCEEDED with nothing held', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 1 });
+    const { userId: accountId } = await createTestAccount(db, { community: 1 });
     const base = { userId: accountId, ttlMs: 600_000, sha256s: [SHA_A], billable: ['dating', 'describe'], refresh: false, extraCredits: 0 };
     await recordDating(accountId, SHA_A, `evt_${accountId}`, 'analyze:earlier');
 

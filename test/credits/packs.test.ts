@@ -8,7 +8,7 @@ import type { PaymentGateway, PaymentRequest } from '../../payments/gateway.ts';
 import { purchasePack } from '../../payments/purchase.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 
 let db: Db;
 let payments: RecordingPaymentGateway;
@@ -52,7 +52,7 @@ describe('credit packs: amounts and prices', () => {
 
 describe('buying packs', () => {
   it('captures the list price and grants to the purchased pool: 2× on the first pack only', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 7 });
+    const { userId: accountId } = await createTestAccount(db, { community: 7 });
     expect(await firstPackBonusAvailable(db, accountId)).toBe(true);
 
     const first = await buy(accountId, 'starter', 'k1');
@@ -89,7 +89,7 @@ describe('buying packs', () => {
   });
 
   it('10 concurrent first purchases: all are captured and granted, exactly one carries the first-pack bonus', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => buy(accountId, 'starter', `race-${i}`)));
     expect(results.map((r) => r.purchase.status)).toEqual(Array(10).fill('granted'));
     expect(results.map((r) => r.purchase.bonusCredits).sort((a, b) => b - a)).toEqual([1_000, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -101,7 +101,7 @@ describe('buying packs', () => {
   });
 
   it('the database itself refuses a second first-pack bonus', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const a = await buy(accountId, 'starter', 'a');
     const b = await buy(accountId, 'starter', 'b');
     expect([a.purchase.bonusCredits, b.purchase.bonusCredits]).toEqual([1_000, 0]);
@@ -114,7 +114,7 @@ describe('buying packs', () => {
   });
 
   it('a declined capture grants nothing, fails for good, and leaves the first-pack bonus for the next purchase', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const declining = new RecordingPaymentGateway(db, { decline: () => 'card_declined' });
     const failed = await buy(accountId, 'pro', 'declined', declining);
     expect(failed.purchase).toMatchObject({ status: 'failed', failure: 'card_declined', paymentId: null, bonusCredits: 0 });
@@ -134,7 +134,7 @@ describe('buying packs', () => {
   });
 
   it('a retried purchase (same idempotency key, 10 at once) is captured once and granted once', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const results = await Promise.all(Array.from({ length: 10 }, () => buy(accountId, 'starter', 'same-key')));
     expect(results.filter((r) => r.created)).toHaveLength(1);
     expect(new Set(results.map((r) => r.purchase.purchaseId)).size).toBe(1);
@@ -151,7 +151,7 @@ describe('buying packs', () => {
   });
 
   it('a capture whose answer was lost leaves the purchase pending; the retry finds the same payment and grants once', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const seen: PaymentRequest[] = [];
     let loseAnswer = true;
     const flaky: PaymentGateway = {
@@ -180,7 +180,7 @@ describe('buying packs', () => {
   });
 
   it('refuses an unknown pack, an idempotency key reused for another pack, and an unknown user', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     await expect(purchasePack({ db, payments }, { accountId, pack: 'mega', idempotencyKey: 'x' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
     await buy(accountId, 'starter', 'reused');
     const err = await buy(accountId, 'business', 'reused').catch((e: unknown) => e);
@@ -192,7 +192,7 @@ describe('buying packs', () => {
   });
 
   it('a hosted purchase is granted what it was recorded at, even when the price book changed before it was paid', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const hosted: PaymentGateway = { name: 'stripe', startPayment: async (req) => ({ kind: 'checkout', checkoutId: `cs_${req.purchaseId}`, url: 'https://checkout.example/x' }) };
     const { purchase, checkoutUrl } = await buy(accountId, 'starter', 'old-price', hosted);
     expect([purchase.status, checkoutUrl]).toEqual(['pending', 'https://checkout.example/x']);

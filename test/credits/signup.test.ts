@@ -5,7 +5,7 @@ import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { SIGNUP_GRANTS } from '../../credits/signup.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 
 let db: Db;
 beforeAll(() => {
@@ -23,7 +23,7 @@ describe('signup grants', () => {
   });
 
   it('10 concurrent verifications (10 tokens) grant 1,000 once; 10 concurrent card-on-file calls grant 4,000 once', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const tokens = await Promise.all(Array.from({ length: 10 }, () => createEmailVerification(db, { accountId })));
     const verified = await Promise.all(tokens.map(({ token }) => verifyEmail(db, { token })));
     expect(verified.map((v) => v.granted).sort((a, b) => b - a)).toEqual([1_000, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -42,7 +42,7 @@ describe('signup grants', () => {
   });
 
   it('are once ever: the flags stay set with their first time, repeating a step grants nothing', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const first = await setCardOnFile(db, { accountId, now: new Date('2026-06-01T10:00:00Z') });
     expect(first).toEqual({ userId: accountId, cardOnFileAt: '2026-06-01T10:00:00.000Z', granted: 4_000 });
     const again = await setCardOnFile(db, { accountId, now: new Date('2026-07-01T10:00:00Z') });

@@ -6,7 +6,7 @@ import { purchasePack } from '../../payments/purchase.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
 import { testConfig } from '../harness/env.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 
 let db: Db;
 beforeAll(() => {
@@ -18,7 +18,7 @@ const hold = (accountId: string, id: string, amount: number) => reserve(db, { id
 
 describe('spend order across pools', () => {
   it('signup credits (community) are spent before a purchased pack; a partial settle refunds the purchased pool first', async () => {
-    const { userId: accountId } = await createTestUser(db);
+    const { userId: accountId } = await createTestAccount(db);
     const { token } = await createEmailVerification(db, { accountId });
     await verifyEmail(db, { token });
     await setCardOnFile(db, { accountId });
@@ -44,7 +44,7 @@ describe('spend order across pools', () => {
   });
 
   it('a refund larger than what came from purchased splits: purchased back in full, the rest to community', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 100, purchased: 50 });
+    const { userId: accountId } = await createTestAccount(db, { community: 100, purchased: 50 });
     const r = await hold(accountId, 'split', 120);
     expect([r.fromCommunity, r.fromPurchased]).toEqual([100, 20]);
     await settle(db, { id: r.id, charge: 90 });
@@ -54,7 +54,7 @@ describe('spend order across pools', () => {
   });
 
   it('purchased credits are touched only once community is empty, and a release returns each credit to its pool', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 3, purchased: 10 });
+    const { userId: accountId } = await createTestAccount(db, { community: 3, purchased: 10 });
     const a = await hold(accountId, 'a', 2);
     expect([a.fromCommunity, a.fromPurchased]).toEqual([2, 0]);
     const b = await hold(accountId, 'b', 4);

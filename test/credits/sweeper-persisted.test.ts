@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance, reserve, sweepExpired } from '../../credits/ledger.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { testConfig } from '../harness/env.ts';
 
 /**
@@ -31,7 +31,7 @@ const state = async (id: string) =>
 
 describe('the sweeper and a workflow that ended between persisting and settling', () => {
   it('analyze: charges the lens credits the run persisted (not the extraction it never delivered)', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 20 });
+    const { userId: accountId } = await createTestAccount(db, { community: 20 });
     const workflowId = `analyze:${accountId}:req-persisted`;
     // 3 lenses + a 5-credit extraction reserved; the run persisted 3 new billable lenses.
     const id = await expiredReservation(accountId, workflowId, 8);
@@ -44,7 +44,7 @@ describe('the sweeper and a workflow that ended between persisting and settling'
   });
 
   it('vehicle report: charges the report the run saved', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 5 });
+    const { userId: accountId } = await createTestAccount(db, { community: 5 });
     const workflowId = `vehicle:${accountId}:req-report`;
     const id = await expiredReservation(accountId, workflowId, 1);
     await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-report', 2, 0)`, [workflowId, accountId]);
@@ -59,7 +59,7 @@ describe('the sweeper and a workflow that ended between persisting and settling'
   });
 
   it('a run that persisted nothing billable, or nothing at all, is released', async () => {
-    const { userId: accountId } = await createTestUser(db, { community: 10 });
+    const { userId: accountId } = await createTestAccount(db, { community: 10 });
     const nothing = await expiredReservation(accountId, `analyze:${accountId}:req-nothing`, 2);
     const known = await expiredReservation(accountId, `analyze:${accountId}:req-known`, 3);
     await db.query(`INSERT INTO analysis_runs (workflow_id, user_id, request_id, image_count, credits) VALUES ($1, $2, 'req-known', 1, 0)`, [`analyze:${accountId}:req-known`, accountId]);

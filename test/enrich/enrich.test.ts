@@ -13,7 +13,7 @@ import { writableText } from '../../enrich/text.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { getLens, type LensName } from '../../lenses/index.ts';
 import { getPhotos, type LensRecord } from '../../registry/photos.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { bmpOf } from '../images/foreign-inputs.ts';
@@ -53,7 +53,7 @@ const enrichRows = async (accountId: string) => (await ledgerOf(p.db, accountId)
 
 describe('POST /v2/enrich — a real analysis written back into the photo', () => {
   it('analyze a photo, then exif, iptc, xmp alone and all three: every block carries exactly the registry values, pixels untouched, 5 credits each', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const original = photoBytes('orientation-landscape_6.jpg');
     const sha = sha256Of(original);
     const modules = ['describe', 'accessibility', 'dating', 'location', 'entities', 'people'];
@@ -141,7 +141,7 @@ describe('POST /v2/enrich — a real analysis written back into the photo', () =
   });
 
   it('a retry with the same x-request-id is billed once; the same id for other formats is a new call', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const bytes = photoBytes('Pentax_K10D.jpg');
     await seedRegistry(p.db, user.userId, bytes, fixtures('describe'));
     const body = { imageBase64: bytes.toString('base64'), formats: ['xmp'] };
@@ -158,7 +158,7 @@ describe('POST /v2/enrich — a real analysis written back into the photo', () =
   });
 
   it('imageUrl is fetched SSRF-safely and enriched like base64', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     await seedRegistry(p.db, user.userId, SERVED, fixtures('describe', 'accessibility'));
     const res = await enrich(user.liveKey, { imageUrl: `${server.origin}/image.jpg`, formats: ['xmp'] });
     expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
@@ -171,7 +171,7 @@ describe('POST /v2/enrich — a real analysis written back into the photo', () =
 
 describe('POST /v2/enrich — facts the file already has are kept', () => {
   it('a photo with its own GPS and capture date keeps both; no AI date or coordinates anywhere', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('gps-DSCN0010.jpg');
     const before = await readBack(tool, bytes, 'jpg');
     await seedRegistry(p.db, user.userId, bytes, fixtures('describe', 'dating', 'location'));
@@ -189,7 +189,7 @@ describe('POST /v2/enrich — facts the file already has are kept', () => {
   });
 
   it('a photo with neither gets the confident AI date and coordinates, marked as an estimate with its error radius', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('orientation-portrait_8.jpg');
     await seedRegistry(p.db, user.userId, bytes, fixtures('dating', 'location'));
     const res = await enrich(user.liveKey, { imageBase64: bytes.toString('base64'), formats: ['exif', 'iptc', 'xmp'] });
@@ -211,7 +211,7 @@ describe('POST /v2/enrich — facts the file already has are kept', () => {
   });
 
   it("the file's keywords come first, ours follow; a Latin-1 IPTC record becomes UTF-8 without losing a character", async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('xmp-BlueSquare.jpg');
     await seedRegistry(p.db, user.userId, bytes, fixtures('describe', 'location'));
     const res = await enrich(user.liveKey, { imageBase64: bytes.toString('base64'), formats: ['iptc', 'xmp'] });
@@ -232,7 +232,7 @@ describe('POST /v2/enrich — facts the file already has are kept', () => {
 
 describe('POST /v2/enrich — containers', () => {
   it('TIFF, PNG and WebP are enriched in place with their writable blocks; pixels identical', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const small = sharp(photoBytes('orientation-landscape_1.jpg')).resize(200);
     const cases: Array<[string, Buffer, EnrichFormat[]]> = [
       ['tif', photoBytes('tiff-Arbitro.tiff'), ['exif', 'iptc', 'xmp']],
@@ -256,7 +256,7 @@ describe('POST /v2/enrich — containers', () => {
   });
 
   it('an iPhone HEIC gets EXIF and XMP (the blocks HEIF holds), read back by exiftool; its capture date and GPS stay; 5 credits', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const heic = photoBytes('heic-IMG_5195.HEIC');
     const sha = await seedRegistry(p.db, user.userId, heic, fixtures('describe', 'dating', 'location'));
     const res = await enrich(user.liveKey, { imageBase64: heic.toString('base64'), formats: ['exif', 'iptc', 'xmp'] });
@@ -276,7 +276,7 @@ describe('POST /v2/enrich — containers', () => {
   });
 
   it('a BMP (no metadata blocks exiftool can write) answers formatsWritten: [] with its own bytes and bills nothing', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const { data, info } = await sharp(photoBytes('Canon_40D.jpg')).raw().toBuffer({ resolveWithObject: true });
     const bmp = bmpOf(data, info.width, info.height);
     await seedRegistry(p.db, user.userId, bmp, fixtures('describe'));
@@ -288,7 +288,7 @@ describe('POST /v2/enrich — containers', () => {
   });
 
   it('a truncated HEIC is refused at intake with 422; nothing moves', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await enrich(user.liveKey, { imageBase64: photoBytes('heic-IMG_5195.HEIC').subarray(0, 400_000).toString('base64'), formats: ['xmp'] });
     expect(res.statusCode).toBe(422);
     expect(expectEnvelope(res.json())).toMatchObject({ code: 'IMAGE_INVALID' });
@@ -298,7 +298,7 @@ describe('POST /v2/enrich — containers', () => {
 
 describe('POST /v2/enrich — vendor text cannot inject exiftool arguments', () => {
   it('CR/LF, tabs, leading dashes, pipes and entities in lens output are written as inert text', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('Canon_40D.jpg');
     const before = await readBack(tool, bytes, 'jpg');
     const marker = `/tmp/lenstack-enrich-injected-${user.userId}`;
@@ -334,7 +334,7 @@ describe('POST /v2/enrich — vendor text cannot inject exiftool arguments', () 
 
 describe('POST /v2/enrich — registry, credits and isolation', () => {
   it('a photo not in the registry → 404 PHOTO_NOT_IN_REGISTRY; no credit moves, no analysis runs', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     p.sim.reset();
     const res = await enrich(user.liveKey, { imageBase64: photoBase64('mobile-jolla.jpg'), formats: ['xmp'] });
     expect(res.statusCode).toBe(404);
@@ -347,7 +347,7 @@ describe('POST /v2/enrich — registry, credits and isolation', () => {
   });
 
   it('a photo with only moderation (quick-scan) has nothing to write → 404', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('Nikon_D70.jpg');
     await seedRegistry(p.db, user.userId, bytes, { moderation: fixture('moderation') });
     const res = await enrich(user.liveKey, { imageBase64: bytes.toString('base64'), formats: ['xmp'] });
@@ -357,8 +357,8 @@ describe('POST /v2/enrich — registry, credits and isolation', () => {
   });
 
   it("another user's photo → 404 for me, and my balance does not move", async () => {
-    const owner = await createTestUser(p.db, { community: 10 });
-    const other = await createTestUser(p.db, { community: 10 });
+    const owner = await createTestAccount(p.db, { community: 10 });
+    const other = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('hdr-canon_hdr_YES.jpg');
     await seedRegistry(p.db, owner.userId, bytes, fixtures('describe'));
     const res = await enrich(other.liveKey, { imageBase64: bytes.toString('base64'), formats: ['xmp'] });
@@ -369,7 +369,7 @@ describe('POST /v2/enrich — registry, credits and isolation', () => {
   });
 
   it('4 credits → 402 with the credits object (needed 5) and no-store; nothing moves', async () => {
-    const user = await createTestUser(p.db, { community: 3, purchased: 1 });
+    const user = await createTestAccount(p.db, { community: 3, purchased: 1 });
     const bytes = photoBytes('Canon_40D.jpg');
     await seedRegistry(p.db, user.userId, bytes, fixtures('describe'));
     const res = await enrich(user.liveKey, { imageBase64: bytes.toString('base64'), formats: ['xmp'] });
@@ -383,7 +383,7 @@ describe('POST /v2/enrich — registry, credits and isolation', () => {
   });
 
   it('nothing of the records fits the requested blocks → 200 with the original bytes, formatsWritten [] and 0 credits', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('orientation-landscape_1.jpg');
     await seedRegistry(p.db, user.userId, bytes, fixtures('accessibility', 'people'));
     const res = await enrich(user.liveKey, { imageBase64: bytes.toString('base64'), formats: ['exif', 'iptc'] });
@@ -396,7 +396,7 @@ describe('POST /v2/enrich — registry, credits and isolation', () => {
 
 describe('POST /v2/enrich — sandbox and auth', () => {
   it('a svc_test_ key writes the lens fixtures into any photo, needs no registry entry and bills nothing', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('orientation-landscape_1.jpg');
     const res = await enrich(user.testKey, { imageBase64: bytes.toString('base64'), formats: ['iptc', 'xmp'] });
     expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
@@ -435,7 +435,7 @@ describe('POST /v2/enrich — validation (400) and image failures (422), before 
     ['base64 outside the alphabet', { imageBase64: '!!!!', formats: ['xmp'] }, 'imageBase64'],
     ['an unknown field', { imageBase64: GOOD, formats: ['xmp'], refresh: true }, 'refresh'],
   ])('%s → 400 VALIDATION_FAILED', async (_name, body, mention) => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await enrich(user.liveKey, body);
     expect(res.statusCode, res.body.slice(0, 300)).toBe(400);
     const e = expectEnvelope(res.json());
@@ -445,7 +445,7 @@ describe('POST /v2/enrich — validation (400) and image failures (422), before 
   });
 
   it('an SSRF-blocked URL → 400 and no connection is made', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await enrich(user.liveKey, { imageUrl: `http://127.0.0.1:${canary.port}/secret`, formats: ['xmp'] });
     expect(res.statusCode).toBe(400);
     expect(canary.connections()).toBe(0);
@@ -456,7 +456,7 @@ describe('POST /v2/enrich — validation (400) and image failures (422), before 
     ['a URL answering 404', () => ({ imageUrl: `${server.origin}/missing` })],
     ['a truncated JPEG', () => ({ imageBase64: photoBytes('Canon_40D.jpg').subarray(0, 3000).toString('base64') })],
   ])('%s → 422 IMAGE_INVALID; nothing moves', async (_name, input) => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await enrich(user.liveKey, { ...input(), formats: ['xmp'] });
     expect(res.statusCode, res.body.slice(0, 300)).toBe(422);
     expect(expectEnvelope(res.json())).toMatchObject({ code: 'IMAGE_INVALID', retryable: false });
@@ -494,7 +494,7 @@ describe('POST /v2/enrich — failures after the reservation release it; the wor
   const spyEnrich = (key: string, bytes: Buffer) => enrich(key, { imageBase64: bytes.toString('base64'), formats: ['xmp'] }, {}, spyApp.app);
 
   it('success: the private 0700 directory is gone when the answer arrives', async () => {
-    const user = await createTestUser(spyApp.db, { community: 10 });
+    const user = await createTestAccount(spyApp.db, { community: 10 });
     const bytes = photoBytes('Nikon_D70.jpg');
     await seedRegistry(spyApp.db, user.userId, bytes, fixtures('describe'));
     failWith = null;
@@ -511,7 +511,7 @@ describe('POST /v2/enrich — failures after the reservation release it; the wor
     ['exiftool rejects the file → 422, credits released', new MetadataFileError('Corrupted JPEG image'), 422, 'IMAGE_INVALID'],
     ['the image data changed during the write → 422 (the file\'s structure; retrying cannot help), credits released', 'tamper' as const, 422, 'IMAGE_INVALID'],
   ])('%s', async (_name, error, status, code) => {
-    const user = await createTestUser(spyApp.db, { community: 10 });
+    const user = await createTestAccount(spyApp.db, { community: 10 });
     const bytes = photoBytes('Pentax_K10D.jpg');
     await seedRegistry(spyApp.db, user.userId, bytes, fixtures('describe'));
     failWith = error;

@@ -58,15 +58,15 @@ export async function buildTestApp(
   };
 }
 
-export interface TestUser {
+export interface TestAccount {
   userId: string;
   liveKey: string;
   testKey: string;
 }
 
 let counter = 0;
-/** A user with a live and a test key, and optional credits in each pool. */
-export async function createTestUser(db: Db, credits: { community?: number; purchased?: number } = {}): Promise<TestUser> {
+/** A billing account with a live and a test key, and optional credits in each pool. */
+export async function createTestAccount(db: Db, credits: { community?: number; purchased?: number } = {}): Promise<TestAccount> {
   const email = `user${process.pid}-${Date.now()}-${counter++}@example.test`;
   const { accountId } = await createBillingAccount(db, email);
   const live = await issueKey(db, accountId, 'live');

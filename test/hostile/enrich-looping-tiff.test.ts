@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { closeSharedMetadataTool } from '../../enrich/exiftool.ts';
-import { buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { seedRegistry } from '../enrich/helpers.ts';
 import { tiffFile } from './images/containers.ts';
 
@@ -29,7 +29,7 @@ const enrich = (key: string) =>
 
 describe('POST /v2/enrich with a TIFF whose IFD chain loops', () => {
   it('sandbox key: 422 IMAGE_INVALID, not a retryable 500', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const res = await enrich(user.testKey);
     expect(res.statusCode, res.body).toBe(422);
     const e = expectEnvelope(res.json());
@@ -38,7 +38,7 @@ describe('POST /v2/enrich with a TIFF whose IFD chain loops', () => {
   });
 
   it('live key with lens records for it: 422, and the reserved credits are released', async () => {
-    const user = await createTestUser(t.db, { community: 20 });
+    const user = await createTestAccount(t.db, { community: 20 });
     await seedRegistry(t.db, user.userId, loopingTiff, { describe: { title: 'A grey square', caption: 'Grey.', tags: ['grey'] } });
     const res = await enrich(user.liveKey);
     expect(res.statusCode, res.body).toBe(422);

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp, type TestUser } from '../helpers/app.ts';
+import { buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp, type TestAccount } from '../helpers/app.ts';
 import { rawRequest } from './support/raw-http.ts';
 import { envelopeOf, type Answer } from './support/report.ts';
 
@@ -22,13 +22,13 @@ import { envelopeOf, type Answer } from './support/report.ts';
 
 let t: TestApp;
 let port: number;
-let user: TestUser;
+let user: TestAccount;
 
 beforeAll(async () => {
   t = await buildTestApp();
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   port = (t.app.server.address() as AddressInfo).port;
-  user = await createTestUser(t.db, { community: 10 });
+  user = await createTestAccount(t.db, { community: 10 });
 }, 60_000);
 afterAll(async () => t?.close());
 

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import sharp from 'sharp';
 import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
-import { createTestUser, INTERNAL_SECRET, type TestUser } from '../helpers/app.ts';
+import { createTestAccount, INTERNAL_SECRET, type TestAccount } from '../helpers/app.ts';
 import { FUZZ_CATEGORIES, generate, INJECTABLE_METHODS, type FuzzCategory, type FuzzContext, type FuzzRequest } from './fuzz/generate.ts';
 import { operationsOf, type Operation } from './fuzz/openapi.ts';
 import { hostileScale, SEED, sizes } from './sizes.ts';
@@ -53,7 +53,7 @@ const { fuzzRequests, fuzzSocketShare } = sizes();
 let h: HostileApp;
 let port: number;
 let ops: Operation[] = [];
-let users: TestUser[] = [];
+let users: TestAccount[] = [];
 let before: Footprint[] = [];
 let egress: EgressMonitor;
 const tally = new Tally();
@@ -80,7 +80,7 @@ beforeAll(async () => {
   egress = monitorEgress();
   // Enough users that the 600/minute/user limit refuses only a small share.
   // Requests that pass validation run real analyses: enough credits that none is refused for want of them.
-  users = await Promise.all(Array.from({ length: Math.ceil(fuzzRequests / 300) }, () => createTestUser(h.db, { community: 10_000, purchased: 10 })));
+  users = await Promise.all(Array.from({ length: Math.ceil(fuzzRequests / 300) }, () => createTestAccount(h.db, { community: 10_000, purchased: 10 })));
   before = await Promise.all(users.map((u) => footprint(h.db, u.userId)));
 }, 120_000);
 

@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { interactiveTaskQueue } from '../../core/config.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
-import { createTestUser, type TestUser } from '../helpers/app.ts';
+import { createTestAccount, type TestAccount } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startCanary, type Canary } from '../images/servers.ts';
 import { hostileScale, SEED, sizes } from './sizes.ts';
@@ -53,8 +53,8 @@ let canary: Canary;
 let pub: RedirectServer;
 let egress: EgressMonitor;
 let h: HostileApp;
-let user: TestUser;
-let analyzer: TestUser;
+let user: TestAccount;
+let analyzer: TestAccount;
 let before: Footprint;
 let analyzerBefore: Footprint;
 /** creditsCharged of every analysis the controls got. */
@@ -73,8 +73,8 @@ beforeAll(async () => {
   h = await startHostileApp({
     fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), lookup: resolver, timeoutMs: 4_000, connectTimeoutMs: 1_000 },
   });
-  user = await createTestUser(h.db, { community: 100, purchased: 50 });
-  analyzer = await createTestUser(h.db, { community: 10_000 });
+  user = await createTestAccount(h.db, { community: 100, purchased: 50 });
+  analyzer = await createTestAccount(h.db, { community: 10_000 });
   before = await footprint(h.db, user.userId);
   analyzerBefore = await footprint(h.db, analyzer.userId);
 }, 60_000);

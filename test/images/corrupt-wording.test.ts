@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/logger.ts';
 import { CORRUPT_IMAGE, UNREADABLE_IMAGE } from '../../core/errors.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -18,7 +18,7 @@ afterAll(() => t?.close());
 
 describe('a corrupt photo', () => {
   it('is IMAGE_INVALID with one fixed message on every try, and the decoder\'s words only in the log', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const messages: string[] = [];
     const whole = photoBytes('Canon_40D.jpg');
     // Cut short, its middle zeroed, and cut short again: three ways libvips words differently.

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeForeign, decodeQueue } from '../../images/foreign-decode.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { bmpOf } from './foreign-inputs.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -67,7 +67,7 @@ async function until(ok: () => boolean): Promise<void> {
 
 describe('a disconnected request leaves the decode queue', () => {
   it('fills the queue, drops a client: its HEIC decode never runs; the connected request behind it decodes', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     // What one BMP analysis decodes (intake's fingerprint, the worker's work copy), queue empty.
     const first = decodeQueue.started;
     const alone = await analyze(user.liveKey, bmpOf(Buffer.from([10, 40, 90, 200, 20, 30]), 2, 1)).answer;
@@ -136,7 +136,7 @@ describe('a disconnected request leaves the decode queue', () => {
   });
 
   it('a lookup by image whose client disconnects leaves the queue too', async () => {
-    const user = await createTestUser(p.db, { community: 0 });
+    const user = await createTestAccount(p.db, { community: 0 });
     let letGo!: () => void;
     const held = new Promise<void>((r) => (letGo = r));
     const holders = [decodeQueue.slots.run(() => held), decodeQueue.slots.run(() => held)];

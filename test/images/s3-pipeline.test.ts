@@ -5,7 +5,7 @@ import { CreateBucketCommand, HeadObjectCommand, S3Client } from '@aws-sdk/clien
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { startS3Server, type S3Server } from '../../tools/scripts/s3-server.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -44,7 +44,7 @@ afterAll(async () => {
 
 describe('the S3 blob store end to end', () => {
   it('an analysis stores the photo in the bucket (not on local disk), and the worker reads it from there for the vendor', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bytes = photoBytes('Canon_40D.jpg');
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     const res = await p.app.inject({

@@ -15,7 +15,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { backup, restore } from '../../tools/scripts/backup.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestUser, type TestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount, type TestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { noRateLimits, unreachableTemporal } from '../helpers/deps.ts';
@@ -53,7 +53,7 @@ const script = (args: string[], env: Record<string, string>) =>
 
 describe('backup and restore (docs/backup.md)', () => {
   it('restores keys, balances, registry entries, lens records and blobs into an empty database and blob directory', async () => {
-    const users: TestUser[] = [await createTestUser(p.db, { community: 20 }), await createTestUser(p.db, { community: 5 })];
+    const users: TestAccount[] = [await createTestAccount(p.db, { community: 20 }), await createTestAccount(p.db, { community: 5 })];
     await grant(p.db, { accountId: users[0]!.userId, pool: 'purchased', amount: 1000, idempotencyKey: 'pack-like' });
     const photos = [await noiseJpeg(), await noiseJpeg(), await noiseJpeg()];
     for (const [u, img, modules] of [[users[0]!, photos[0]!, ['dating', 'describe']], [users[0]!, photos[1]!, ['dating']], [users[1]!, photos[2]!, ['location']]] as const) {

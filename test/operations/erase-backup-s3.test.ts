@@ -12,7 +12,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { backup, restore } from '../../tools/scripts/backup.ts';
 import { startS3Server, type S3Server } from '../../tools/scripts/s3-server.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -59,7 +59,7 @@ const exists = async (bucket: string, sha256: string) =>
 
 describe('with the S3 blob store', () => {
   it('an erased photo leaves the bucket; a backup of the bucket restores into an empty one', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const [erased, kept] = [await noiseJpeg(), await noiseJpeg()];
     for (const img of [erased, kept]) {
       const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageBase64: img.toString('base64'), modules: ['dating'] } });

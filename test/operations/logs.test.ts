@@ -4,7 +4,7 @@ import { buildApp } from '../../api/app.ts';
 import { KeyCache } from '../../auth/cache.ts';
 import { createLogger } from '../../core/logger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
-import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
+import { bearer, createTestAccount, INTERNAL_SECRET } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from '../helpers/processes.ts';
@@ -41,7 +41,7 @@ describe('structured logs', () => {
       logger: createLogger({ LOG_LEVEL: 'trace' }, 'api', sink),
     });
     try {
-      const user = await createTestUser(p.db, { community: 10 });
+      const user = await createTestAccount(p.db, { community: 10 });
       const requestId = `req-logs-${Date.now()}`;
       const ok = await app.inject({
         method: 'POST',

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance, reserve } from '../../credits/ledger.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { sweepOnce } from '../../worker/sweeper.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
 import { PROMETHEUS_CONTENT_TYPE, sample } from '../helpers/metrics.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -68,7 +68,7 @@ describe('what the API and the worker count', () => {
   });
 
   it('requests by route pattern and status, analyses by outcome, workflow latency, vendor calls and failures, credits moved', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const image = photoBase64('gps-DSCN0021.jpg');
     const post = (key: string, payload: unknown) => p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(key), payload: payload as object });
 
@@ -126,7 +126,7 @@ describe('what the API and the worker count', () => {
   });
 
   it('a failed analysis releases its credits and says so: released count and amount', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const before = await (await fetch(p.worker!.metricsUrl!)).text();
     p.sim.setBehaviour('all', { failRate: 1, failure: 'http400' });
     const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageBase64: photoBase64('gps-DSCN0010.jpg'), modules: ['dating', 'people', 'describe'] } });
@@ -144,7 +144,7 @@ describe('what the API and the worker count', () => {
   });
 
   it('what a photo costs: vendor tokens per call by vendor, model and stack, the second photo\'s cached input, CPU ms in the API and the worker; the credits are the same either way', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const before = { api: await apiScrape(), worker: await (await fetch(p.worker!.metricsUrl!)).text() };
     const sha256s: string[] = [];
     const charged: number[] = [];
@@ -184,7 +184,7 @@ describe('what the API and the worker count', () => {
   });
 
   it('an answer the worker refuses (not JSON) was billed by the vendor: its tokens are counted like a kept answer\'s', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const before = await (await fetch(p.worker!.metricsUrl!)).text();
     const callsBefore = p.sim.stats().openai.calls;
     p.sim.setBehaviour('openai', { failRate: 1, failure: 'invalid-json' });
@@ -209,7 +209,7 @@ describe('what the API and the worker count', () => {
   });
 
   it('the sweeper counts the reservations it releases and their credits', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const metrics = createWorkerMetrics();
     const logs: string[] = [];
     await reserve(p.db, { id: `res:test-sweep:${user.userId}`, accountId: user.userId, amount: 4, ttlMs: 0, workflowId: 'terminated-by-hand' });
@@ -224,7 +224,7 @@ describe('what the API and the worker count', () => {
   });
 
   it('a swept run that had persisted its analysis is charged for it: swept_charged', async () => {
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const workflowId = `analyze:${user.userId}:req-swept-persisted`;
     const reservationId = `res:${workflowId}`;
     await reserve(p.db, { id: reservationId, accountId: user.userId, amount: 5, ttlMs: 0, workflowId });

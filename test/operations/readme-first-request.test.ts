@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 // README.md's "Your first request" block, run with bash and curl exactly as written (only the
@@ -62,7 +62,7 @@ async function runFirstRequest(key: string): Promise<Record<string, unknown>> {
 
 describe('the README’s first request', () => {
   it('sends the bundled photo with a live key and gets a full analysis, billed once', async () => {
-    const user = await createTestUser(p.db, { purchased: 1000 });
+    const user = await createTestAccount(p.db, { purchased: 1000 });
     const before = await getBalance(p.db, user.userId);
     const first = (await runFirstRequest(user.liveKey) as {
       object: string;

@@ -11,7 +11,7 @@ import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { startSimVendor } from '../../tools/sim/index.ts';
 import { startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestUser, INTERNAL_SECRET } from '../helpers/app.ts';
+import { bearer, createTestAccount, INTERNAL_SECRET } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { serviceEnv } from '../helpers/processes.ts';
 import { cookieFrom, PASSWORD } from '../web/people.ts';
@@ -84,7 +84,7 @@ const internal = (base: string, method: string, path: string, body?: unknown) =>
 
 describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
   it('answers any request on any API replica: the photo analysed on one is known, billed once, to the other', async () => {
-    const user = await createTestUser(db, { community: 50 });
+    const user = await createTestAccount(db, { community: 50 });
     const bytes = photoBytes('Canon_40D.jpg');
     const first = await post(api(0), user.liveKey, '/v1/analyze', { imageBase64: bytes.toString('base64'), modules: ['dating', 'describe'] });
     expect(first.status, await first.clone().text()).toBe(200);
@@ -107,7 +107,7 @@ describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
   });
 
   it('finishes on the second API replica an upload started on the first, and either analyses it', async () => {
-    const user = await createTestUser(db, { community: 10 });
+    const user = await createTestAccount(db, { community: 10 });
     const bytes = photoBytes('Nikon_D70.jpg');
     const created = await fetch(`${api(0)}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length) } });
     expect(created.status).toBe(201);
@@ -132,7 +132,7 @@ describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
   });
 
   it('shares rate limits: a request on one replica counts against the same budget on the other', async () => {
-    const user = await createTestUser(db);
+    const user = await createTestAccount(db);
     const remaining = async (i: number) => {
       const res = await fetch(`${api(i)}/v1/usage`, { headers: bearer(user.liveKey) });
       expect(res.status).toBe(200);
@@ -151,7 +151,7 @@ describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
   });
 
   it('refuses a revoked key on every API replica, whichever replica revoked it', async () => {
-    const user = await createTestUser(db);
+    const user = await createTestAccount(db);
     const issued = await internal(api(0), 'POST', `/v1/internal/accounts/${user.userId}/keys`, { kind: 'live' });
     expect(issued.status).toBe(201);
     const key = (await issued.json()) as { id: string; key: string };
@@ -193,7 +193,7 @@ describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
   });
 
   it('finishes a batch when a worker is SIGKILLed in the middle of it, each photo billed once', async () => {
-    const user = await createTestUser(db, { community: 20 });
+    const user = await createTestAccount(db, { community: 20 });
     const names = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0010.jpg', 'gps-DSCN0012.jpg', 'gps-DSCN0021.jpg'];
     const submitted = await post(api(0), user.liveKey, '/v1/batches', { items: names.map((n) => ({ base64: photoBytes(n).toString('base64'), name: n })), modules: ['dating'] });
     expect(submitted.status, await submitted.clone().text()).toBe(202);

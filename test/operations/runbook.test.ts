@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { sweepOnce } from '../../worker/sweeper.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { sample } from '../helpers/metrics.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -19,7 +19,7 @@ afterAll(async () => {
 const BODY = { imageBase64: photoBase64('gps-DSCN0021.jpg'), modules: ['dating', 'describe'] };
 
 async function stuckAnalysis(requestId: string) {
-  const user = await createTestUser(p.db, { community: 20 });
+  const user = await createTestAccount(p.db, { community: 20 });
   const workflowId = `analyze:${user.userId}:${requestId}`;
   p.sim.setBehaviour('openai', { failRate: 1, failure: 'stall' });
   const send = () => p.app.inject({ method: 'POST', url: '/v1/analyze', headers: { ...bearer(user.liveKey), 'x-request-id': requestId }, payload: BODY });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { apiUrl, killAll, serviceEnv, spawnService } from '../helpers/processes.ts';
@@ -32,7 +32,7 @@ describe('API graceful shutdown (SIGTERM)', () => {
   it('stops accepting connections, lets a slow in-flight analysis finish (200), then exits 0', async () => {
     const api = spawnService('api/server.ts', serviceEnv(p.config, { SHUTDOWN_GRACE_MS: 20_000 }));
     const base = await apiUrl(api);
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     p.sim.setBehaviour('all', { latencyMs: 2000 });
     try {
       const callsBefore = p.sim.stats().openai.calls;
@@ -66,7 +66,7 @@ describe('API graceful shutdown (SIGTERM)', () => {
   it('past the grace time a request still awaiting its workflow gets a retryable 503 envelope; the same x-request-id then gets the result, billed once', async () => {
     const api = spawnService('api/server.ts', serviceEnv(p.config, { SHUTDOWN_GRACE_MS: 500 }));
     const base = await apiUrl(api);
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const requestId = `req-shutdown-${Date.now()}`;
     const body = { imageBase64: photoBase64('gps-DSCN0010.jpg'), modules: ['dating', 'describe'] };
     // The vendor holds the call until released: the 503 below must come from the grace time

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { killAll, serviceEnv, spawnService, workerPolling, type ServiceProcess } from '../helpers/processes.ts';
@@ -33,7 +33,7 @@ afterAll(async () => {
 });
 
 async function analyzeWhileStopping(latencyMs: number, photo: string) {
-  const user = await createTestUser(p.db, { community: 20 });
+  const user = await createTestAccount(p.db, { community: 20 });
   const requestId = `req-worker-stop-${latencyMs}-${Date.now()}`;
   const workflowId = `analyze:${user.userId}:${requestId}`;
   p.sim.setBehaviour('all', { latencyMs });

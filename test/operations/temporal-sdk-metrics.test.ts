@@ -4,7 +4,7 @@ import { createLogger } from '../../core/logger.ts';
 import { freePort } from '../../tools/scripts/temporal.ts';
 import { simulatorNotice, vendorSetup } from '../../vendors/index.ts';
 import { workerRuntimeOptions } from '../../worker/main.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { loadDashboards, metricNamesIn } from '../helpers/dashboards.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -50,7 +50,7 @@ describe('a worker without vendor keys', () => {
       `!!! No vendor API key configured (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY): analyses are answered by the vendor SIMULATOR at ${p.sim.url}, labelled "simulated", not real AI output.`,
     );
     const calls = p.sim.stats().openai.calls;
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/analyze',
@@ -84,7 +84,7 @@ describe('the worker’s Temporal SDK metrics', () => {
     const sum = (of: ReturnType<typeof samples>, name: string, ...labels: string[]) =>
       of.filter((x) => x.name === name && labels.every((l) => x.labels.includes(l))).reduce((total, x) => total + x.value, 0);
     const before = await scrapeNow();
-    const user = await createTestUser(p.db, { community: 20 });
+    const user = await createTestAccount(p.db, { community: 20 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/analyze',

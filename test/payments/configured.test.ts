@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configuredPaymentGateway } from '../../payments/configured.ts';
 import { testConfig } from '../harness/env.ts';
-import { buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
 import { getBalance } from '../../credits/ledger.ts';
 
 /** Which gateway sells is configuration, one rule for the API and the console (payments/configured.ts). */
@@ -21,7 +21,7 @@ describe('the configured payment gateway', () => {
   });
 
   it('the recording gateway sends no webhooks, so the API takes none: a posted event is 404 and credits nothing', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const res = await t.app.inject({
       method: 'POST',
       url: '/v1/payments/webhook',

@@ -4,7 +4,7 @@ import { ANONYMOUS_SANDBOX_KEY, generateKey } from '../../auth/keys.ts';
 import { issueKey } from '../../auth/repository.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 
 // The real app in-process against the real Redis, with the limiter's clock in the test's hands:
 // every Retry-After below is exact, and "a day later" is a number, not a wait.
@@ -42,7 +42,7 @@ function expectRateLimited(res: LightMyRequestResponse, retryAfter: number): str
 
 describe('per-user limit: 600 requests per minute over all keys and endpoints', () => {
   it('the 601st request in a minute gets 429 with a true Retry-After; all live keys of the user share it', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const secondLive = (await issueKey(t.db, user.userId, 'live')).key;
     now = T0;
     const first = await get('/v1/modules', bearer(user.liveKey));
@@ -72,7 +72,7 @@ describe('per-user limit: 600 requests per minute over all keys and endpoints', 
 
 describe('lookup limit: 300 per minute per key, counted against the user too', () => {
   it('a key that used up its lookups is refused while another key of the user still looks up; the refusal spends no user quota', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     const secondLive = (await issueKey(t.db, user.userId, 'live')).key;
     now = T0;
     const lookups = await Promise.all(Array.from({ length: 300 }, () => get(`/v2/lookup?sha256=${SHA}`, bearer(user.liveKey))));
@@ -184,7 +184,7 @@ describe('what is not limited', () => {
     await anon(ip);
     await anon(ip);
     expect((await anon(ip)).statusCode).toBe(429);
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     for (const url of ['/v1/health', '/v1/llms.txt', '/v1/openapi.json', `/v1/usage?userId=${user.userId}`]) {
       for (let i = 0; i < 3; i++) {
         const res = await get(url, { 'x-internal-secret': INTERNAL_SECRET }, ip);
@@ -199,7 +199,7 @@ describe('failed-authentication guard: 300 failures per 10 minutes per IP', () =
   it('refuses further key checks from that address with 429, but not keys already known, nor other addresses', async () => {
     now = T0;
     const ip = '192.0.2.99';
-    const known = await createTestUser(t.db);
+    const known = await createTestAccount(t.db);
     expect((await get('/v1/modules', bearer(known.liveKey), '192.0.2.98')).statusCode).toBe(200);
 
     for (let batch = 0; batch < 6; batch++) {
@@ -209,7 +209,7 @@ describe('failed-authentication guard: 300 failures per 10 minutes per IP', () =
     const blocked = await get('/v1/modules', bearer(generateKey('live')), ip);
     expect(expectRateLimited(blocked, 600)).toBe('Rate limit exceeded: 300 failed authentications per 10 minutes per IP address. Retry in 600 s.');
     // A valid key this process has not seen yet is refused too (the price of a shared address)...
-    const fresh = await createTestUser(t.db);
+    const fresh = await createTestAccount(t.db);
     expect((await get('/v1/modules', bearer(fresh.liveKey), ip)).statusCode).toBe(429);
     // ...while keys already in the key cache and the anonymous key cannot fail, so they pass.
     expect((await get('/v1/modules', bearer(known.liveKey), ip)).statusCode).toBe(200);

@@ -8,7 +8,7 @@ import type { Config } from '../../core/config.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { freePort } from '../../tools/scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestUser, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
 import { serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
 import { inPool } from '../hostile/support/pool.ts';
 
@@ -101,7 +101,7 @@ function expectRefusal(r: Sent, message: RegExp): void {
 
 describe(`${PROCESSES} API processes, one Redis`, () => {
   it('600 requests per minute per user: of 650 sent round-robin, exactly 600 succeed; the 601st gets 429 everywhere', async () => {
-    const user = await createTestUser(db);
+    const user = await createTestAccount(db);
     const secondLive = (await issueKey(db, user.userId, 'live')).key;
     const results = await sendMany(650, (i) => send(i, '/v1/modules', bearer(i % 2 === 0 ? user.liveKey : secondLive)));
     expect(statuses(results)).toEqual({ 200: 600, 429: 50 });
@@ -113,7 +113,7 @@ describe(`${PROCESSES} API processes, one Redis`, () => {
   });
 
   it('300 lookups per minute per key: a second key of the same user has its own 300, both count against the user', async () => {
-    const user = await createTestUser(db);
+    const user = await createTestAccount(db);
     const secondLive = (await issueKey(db, user.userId, 'live')).key;
     const lookup = `/v2/lookup?sha256=${SHA}`;
     const first = await sendMany(320, (i) => send(i, lookup, bearer(user.liveKey)));

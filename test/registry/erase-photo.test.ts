@@ -7,7 +7,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { utimes } from 'node:fs/promises';
 import { collectBlobs } from '../../worker/blob-collector.ts';
 import { thumbnailOf } from '../../images/thumbnail.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -40,7 +40,7 @@ const ledgerOk = async (accountId: string) => expect(await checkInvariants(p.db,
 
 describe('DELETE /v1/photos/{sha256}', () => {
   it('erases the photo, its lens records and its bytes; old batch exports say it was erased; again is 404', async () => {
-    const user = await createTestUser(p.db, { community: 50 });
+    const user = await createTestAccount(p.db, { community: 50 });
     const photo = await noiseJpeg();
     const other = await noiseJpeg();
     const ok = await analyze(user.liveKey, photo, ['dating', 'describe']);
@@ -107,8 +107,8 @@ describe('DELETE /v1/photos/{sha256}', () => {
   }, 180_000);
 
   it('another account cannot erase the photo (404, nothing changes); the same bytes in two accounts keep the blob until both erased', async () => {
-    const a = await createTestUser(p.db, { community: 10 });
-    const b = await createTestUser(p.db, { community: 10 });
+    const a = await createTestAccount(p.db, { community: 10 });
+    const b = await createTestAccount(p.db, { community: 10 });
     const shared = await noiseJpeg();
     const onlyA = await noiseJpeg();
     for (const [key, img] of [[a.liveKey, shared], [b.liveKey, shared], [a.liveKey, onlyA]] as const) {
@@ -139,7 +139,7 @@ describe('DELETE /v1/photos/{sha256}', () => {
   }, 120_000);
 
   it('refuses bad ids, sandbox keys and no key in the error envelope, and changes nothing', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const img = await noiseJpeg();
     expect((await analyze(user.liveKey, img)).statusCode).toBe(200);
     const cases: Array<[string, Record<string, string>, number, string]> = [
@@ -161,7 +161,7 @@ describe('DELETE /v1/photos/{sha256}', () => {
   }, 60_000);
 
   it('an analysis of the photo in flight while it is erased completes, keeps its bytes for the run, and records only its own result', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const img = await noiseJpeg();
     expect((await analyze(user.liveKey, img, ['dating'])).statusCode).toBe(200);
     // The next analysis (a lens the registry lacks) waits at the vendor: provably in flight.
@@ -188,7 +188,7 @@ describe('DELETE /v1/photos/{sha256}', () => {
   }, 120_000);
 
   it('retention never takes the bytes of a run in flight: the collector keeps them until the run answered', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     await p.db.query('UPDATE users SET retention_days = 1 WHERE id = $1', [user.userId]);
     const img = await noiseJpeg();
     expect((await analyze(user.liveKey, img, ['dating'])).statusCode).toBe(200);

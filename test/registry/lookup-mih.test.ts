@@ -5,7 +5,7 @@ import { hammingDistance } from '../../images/fingerprint.ts';
 import { hashChunks, hexToSigned64 } from '../../registry/hashes.ts';
 import { chunkNeighbourhood, chunkRadii, fuzzyStrategy, mihProbes, MIH_MAX_THRESHOLD, nearestByPHash } from '../../registry/lookup.ts';
 import { rngFor } from '../../samples/random.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { testConfig } from '../harness/env.ts';
 
 /**
@@ -139,7 +139,7 @@ describe('nearestByPHash in Postgres: MIH = scan = brute force', () => {
   }
 
   it('for thresholds 0..16 and both strategies, the answer is the brute-force nearest (ties: most recently analyzed)', async () => {
-    const user = await createTestUser(db);
+    const user = await createTestAccount(db);
     const q = random64();
     const qh = hex(q);
     // Near hashes in every chunk profile up to 13 bits, each at a distinct time, plus random ones.
@@ -160,7 +160,7 @@ describe('nearestByPHash in Postgres: MIH = scan = brute force', () => {
   });
 
   it('equal distance: the most recently analyzed photo wins; another user\'s closer photo is never seen', async () => {
-    const [a, b] = [await createTestUser(db), await createTestUser(db)];
+    const [a, b] = [await createTestAccount(db), await createTestAccount(db)];
     const q = random64();
     const older = hex(q ^ profileMask([1, 0, 1, 0]));
     const newer = hex(q ^ profileMask([0, 2, 0, 0]));

@@ -5,7 +5,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { fingerprint, type Fingerprint } from '../../images/fingerprint.ts';
 import { isPublicAddress } from '../../images/ssrf.ts';
 import { hashChunks, hexToSigned64 } from '../../registry/hashes.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp, type TestUser } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp, type TestAccount } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { closedPort, type Canary, type PublicServer, startCanaryAndPublic } from '../images/servers.ts';
 
@@ -17,7 +17,7 @@ import { closedPort, type Canary, type PublicServer, startCanaryAndPublic } from
 let t: TestApp;
 let canary: Canary;
 let server: PublicServer;
-let user: TestUser;
+let user: TestAccount;
 let canon: Fingerprint;
 const GOOD = photoBase64('Canon_40D.jpg');
 const SHA = 'ab'.repeat(32);
@@ -30,7 +30,7 @@ beforeAll(async () => {
     config: { IMAGE_MAX_BYTES: 500_000 },
     deps: { fetchPolicy: { allowAddress: (ip) => ip === '127.0.0.2' || isPublicAddress(ip), timeoutMs: 3000 } },
   });
-  user = await createTestUser(t.db, { community: 50 });
+  user = await createTestAccount(t.db, { community: 50 });
   canon = await fingerprint(photoBytes('Canon_40D.jpg'));
 }, 60_000);
 afterAll(async () => {
@@ -131,7 +131,7 @@ describe('GET /v2/lookup: 400 VALIDATION_FAILED naming the parameter', () => {
 
 describe('threshold', () => {
   it('defaults to 5 on POST and on GET, where an empty value or null also mean the default', async () => {
-    const [at5, at6] = [await createTestUser(t.db), await createTestUser(t.db)];
+    const [at5, at6] = [await createTestAccount(t.db), await createTestAccount(t.db)];
     const sha5 = await addPhoto(at5.userId, flipped(canon.pHash, [0, 17, 33, 40, 63]), '2026-02-01T00:00:00Z');
     const sha6 = await addPhoto(at6.userId, flipped(canon.pHash, [1, 2, 20, 35, 50, 62]), '2026-02-01T00:00:00Z');
 
@@ -152,7 +152,7 @@ describe('threshold', () => {
   });
 
   it('best match: the smallest distance wins; equal distances go to the most recently analyzed', async () => {
-    const u = await createTestUser(t.db);
+    const u = await createTestAccount(t.db);
     await addPhoto(u.userId, flipped(canon.pHash, [3, 4, 5]), '2026-04-01T00:00:00Z');
     const newer3 = await addPhoto(u.userId, flipped(canon.pHash, [10, 30, 50]), '2026-04-03T00:00:00Z');
     await addPhoto(u.userId, flipped(canon.pHash, [7, 8, 9]), '2026-04-02T00:00:00Z');
@@ -168,7 +168,7 @@ describe('threshold', () => {
 
 describe('images by URL', () => {
   it('a URL is fetched once and looked up by the SHA-256 of its bytes', async () => {
-    const u = await createTestUser(t.db);
+    const u = await createTestAccount(t.db);
     await addPhoto(u.userId, canon.pHash, '2026-01-01T00:00:00Z', canon.sha256);
     const hits = server.hits.get('/image.jpg') ?? 0;
     const res = await post({ images: [`${server.origin}/image.jpg`] }, u.liveKey);

@@ -5,7 +5,7 @@ import { getBalance } from '../../credits/ledger.ts';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { fingerprint, hammingDistance, type Fingerprint } from '../../images/fingerprint.ts';
 import { getPhotos } from '../../registry/photos.ts';
-import { bearer, createTestUser, type TestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount, type TestAccount } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -15,8 +15,8 @@ import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
  */
 
 let p: Pipeline;
-let a: TestUser;
-let b: TestUser;
+let a: TestAccount;
+let b: TestAccount;
 const ORIGINAL = photoBytes('gps-DSCN0021.jpg');
 const OTHER = photoBytes('gps-DSCN0010.jpg');
 let analyzed: { sha256: string; pHash: string };
@@ -29,7 +29,7 @@ const b64 = (buf: Buffer) => buf.toString('base64');
 const post = (key: string, payload: Record<string, unknown>) => p.app.inject({ method: 'POST', url: '/v2/lookup', headers: bearer(key), payload });
 const get = (key: string, query: string) => p.app.inject({ method: 'GET', url: `/v2/lookup?${query}`, headers: bearer(key) });
 
-async function analyze(user: TestUser, image: Buffer): Promise<{ sha256: string; pHash: string }> {
+async function analyze(user: TestAccount, image: Buffer): Promise<{ sha256: string; pHash: string }> {
   const res = await p.app.inject({
     method: 'POST',
     url: '/v1/analyze',
@@ -42,7 +42,7 @@ async function analyze(user: TestUser, image: Buffer): Promise<{ sha256: string;
 
 beforeAll(async () => {
   p = await startPipeline();
-  [a, b] = [await createTestUser(p.db, { community: 20 }), await createTestUser(p.db, { community: 20 })];
+  [a, b] = [await createTestAccount(p.db, { community: 20 }), await createTestAccount(p.db, { community: 20 })];
   analyzed = await analyze(a, ORIGINAL);
   bPhoto = await analyze(b, photoBytes('gps-DSCN0012.jpg'));
   const { width } = await sharp(ORIGINAL).metadata();

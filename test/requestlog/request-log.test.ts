@@ -8,7 +8,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { RequestLog, type RequestRecord } from '../../requestlog/buffer.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
-import { bearer, buildTestApp, createTestUser, type TestApp, type TestUser } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, type TestApp, type TestAccount } from '../helpers/app.ts';
 
 /**
  * The API's request log (requestlog/buffer.ts, docs/decisions.md "The console's Requests log"):
@@ -16,11 +16,11 @@ import { bearer, buildTestApp, createTestUser, type TestApp, type TestUser } fro
  * Postgres is away; the collector sweeps rows past 30 days. Against the run's Postgres.
  */
 let t: TestApp;
-let user: TestUser;
+let user: TestAccount;
 let keyId: string;
 beforeAll(async () => {
   t = await buildTestApp();
-  user = await createTestUser(t.db, { community: 10 });
+  user = await createTestAccount(t.db, { community: 10 });
   keyId = (await t.db.query<{ id: string }>(`SELECT id FROM api_keys WHERE user_id = $1 AND kind = 'live'`, [user.userId])).rows[0]!.id;
 });
 afterAll(async () => t?.close());

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
+import { bearer, createTestAccount, uploadUnderId } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -22,8 +22,8 @@ afterAll(async () => p?.close());
 const get = async (key: string, url: string) => (await p.app.inject({ method: 'GET', url, headers: bearer(key) })).json();
 
 it('an upload another account makes under an id a pending batch awaits is never analyzed for that batch', async () => {
-  const owner = await createTestUser(p.db, { community: 5 });
-  const squatter = await createTestUser(p.db, { community: 5 });
+  const owner = await createTestAccount(p.db, { community: 5 });
+  const squatter = await createTestAccount(p.db, { community: 5 });
   const id = `upl_${randomBytes(16).toString('hex')}`;
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(owner.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);

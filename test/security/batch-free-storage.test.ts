@@ -10,7 +10,7 @@ import { checkInvariants, getBalance, grant } from '../../credits/ledger.ts';
 import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
@@ -121,7 +121,7 @@ async function collectAged(jpegs: Buffer[]): Promise<void> {
 
 describe('a batch is taken in only when the balance pays for its first item', () => {
   it('0 credits: 3 photos, 2,000 photos, URLs and vehicles are 402 before any intake: no batch, no blob, no fetch', async () => {
-    const user = await createTestUser(p.db);
+    const user = await createTestAccount(p.db);
     const three = await Promise.all([freshJpeg(), freshJpeg(), freshJpeg()]);
     const putsBefore = store.puts;
 
@@ -163,7 +163,7 @@ describe('a batch is taken in only when the balance pays for its first item', ()
   }, 60_000);
 
   it('the first item’s price is the bar: 1 credit takes in a 1-credit batch, not a 2-credit one; a resend of an admitted batch is not asked again', async () => {
-    const user = await createTestUser(p.db, { community: 1 });
+    const user = await createTestAccount(p.db, { community: 1 });
     const img = await freshJpeg();
     const two = await submit(user.liveKey, { items: [{ base64: img.toString('base64') }], modules: ['dating', 'describe'] });
     expect(two.statusCode, two.body).toBe(402);
@@ -186,7 +186,7 @@ describe('a batch is taken in only when the balance pays for its first item', ()
 
 describe('photos given by URL: nothing fetched that cannot be paid for', () => {
   it('with credits for one photo, the worker fetches one URL of three; the others wait unfetched; after a purchase each is fetched once', async () => {
-    const user = await createTestUser(p.db, { community: 1 });
+    const user = await createTestAccount(p.db, { community: 1 });
     const jpegs = await Promise.all([freshJpeg(), freshJpeg(), freshJpeg()]);
     const tag = randomBytes(4).toString('hex');
     const paths = jpegs.map((b, i) => {
@@ -215,7 +215,7 @@ describe('photos given by URL: nothing fetched that cannot be paid for', () => {
   }, 120_000);
 
   it('vehicles too: with credits for one report, one vehicle’s photos are fetched; the other’s wait unfetched', async () => {
-    const user = await createTestUser(p.db, { community: 1 });
+    const user = await createTestAccount(p.db, { community: 1 });
     const tag = randomBytes(4).toString('hex');
     const jpegs = await Promise.all([freshJpeg(), freshJpeg()]);
     jpegs.forEach((b, i) => photos.serve(`/${tag}-car${i}.jpg`, b));
@@ -231,7 +231,7 @@ describe('photos given by URL: nothing fetched that cannot be paid for', () => {
   }, 90_000);
 
   it('a URL that cannot be fetched gives its held credits back', async () => {
-    const user = await createTestUser(p.db, { community: 2 });
+    const user = await createTestAccount(p.db, { community: 2 });
     const res = await submit(user.liveKey, { items: [{ url: `${photos.origin}/missing-${randomBytes(4).toString('hex')}.jpg` }], modules: ['dating', 'describe'] });
     expect(res.statusCode, res.body).toBe(202);
     const id = res.json().id;
@@ -255,7 +255,7 @@ describe('photos given by URL: nothing fetched that cannot be paid for', () => {
 
 describe('bytes of photos that will not run are let go', () => {
   it('cancel fails the pending photos and the collector deletes their bytes; the photo that ran keeps its bytes', async () => {
-    const user = await createTestUser(p.db, { community: 1 });
+    const user = await createTestAccount(p.db, { community: 1 });
     const jpegs = await Promise.all([freshJpeg(), freshJpeg(), freshJpeg(), freshJpeg()]);
     const res = await submit(user.liveKey, { items: jpegs.map((b) => ({ base64: b.toString('base64') })), modules: ['dating'] });
     expect(res.statusCode, res.body).toBe(202);
@@ -284,7 +284,7 @@ describe('bytes of photos that will not run are let go', () => {
     const shortApp = await buildApp({ config: { ...p.config, BATCH_PAUSED_EXPIRY_MS: 4000 }, db: p.db, keyCache: new KeyCache(), blobs: store, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, rateLimiter: noRateLimits, metrics: createApiMetrics() });
     await shortApp.ready();
     try {
-      const user = await createTestUser(p.db, { community: 1 });
+      const user = await createTestAccount(p.db, { community: 1 });
       const jpegs = await Promise.all([freshJpeg(), freshJpeg(), freshJpeg()]);
       const res = await submit(user.liveKey, { items: jpegs.map((b) => ({ base64: b.toString('base64') })), modules: ['dating'] }, shortApp);
       expect(res.statusCode, res.body).toBe(202);

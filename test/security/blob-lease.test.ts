@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
 import { leaseBlob } from '../../registry/blob-leases.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -69,8 +69,8 @@ const leases = async (sha256: string) => (await p.db.query<{ n: number }>('SELEC
 
 describe('a blob an intake found stored is not deleted under it', () => {
   it("another account's failed request (0 credits, the same photo) does not take a paying request's image", async () => {
-    const attacker = await createTestUser(p.db, { community: 0 });
-    const victim = await createTestUser(p.db, { community: 10 });
+    const attacker = await createTestAccount(p.db, { community: 0 });
+    const victim = await createTestAccount(p.db, { community: 10 });
     const img = await freshJpeg(1);
     const attackerStored = deferred();
     const victimFoundIt = deferred();
@@ -107,7 +107,7 @@ describe('a blob an intake found stored is not deleted under it', () => {
   }, 60_000);
 
   it('the collector does not take an old unreferenced blob that an intake in flight found stored', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const img = await freshJpeg(2);
     // Left by an abandoned run two hours ago: nobody holds it, past the collector's grace.
     await store.inner.put(sha(img), img);
@@ -130,7 +130,7 @@ describe('a blob an intake found stored is not deleted under it', () => {
   }, 60_000);
 
   it('a failed request still keeps nothing it stored when nobody else holds it, and leaves no lease', async () => {
-    const user = await createTestUser(p.db, { community: 0 });
+    const user = await createTestAccount(p.db, { community: 0 });
     const img = await freshJpeg(3);
     const res = await send(user.liveKey, img);
     expect(res.statusCode, res.body).toBe(402);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { ENRICH_CONCURRENCY, ENRICH_QUEUE, enrichLimiter } from '../../enrich/service.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -27,8 +27,8 @@ const post = (key: string, payload: string) =>
 
 describe('large bodies in flight are bounded', () => {
   it('beyond the budget: 503 with Retry-After before reading, health answers, the admitted upload completes, then the budget is free again', async () => {
-    const a = await createTestUser(p.db, { community: 5 });
-    const b = await createTestUser(p.db, { community: 5 });
+    const a = await createTestAccount(p.db, { community: 5 });
+    const b = await createTestAccount(p.db, { community: 5 });
     p.sim.setBehaviour('openai', { latencyMs: 1500 });
     const first = post(a.liveKey, bigBody(photoBase64('Canon_40D.jpg'), ['dating']));
     // The first upload is read and its vendor call is under way: it holds 1.5 MB of the budget.
@@ -52,7 +52,7 @@ describe('large bodies in flight are bounded', () => {
   }, 60_000);
 
   it('small bodies are not counted against it', async () => {
-    const a = await createTestUser(p.db, { community: 5 });
+    const a = await createTestAccount(p.db, { community: 5 });
     p.sim.setBehaviour('openai', { latencyMs: 1500 });
     const first = post(a.liveKey, bigBody(photoBase64('Pentax_K10D.jpg'), ['dating']));
     await expect.poll(() => p.sim.stats().openai.calls, { timeout: 20_000 }).toBeGreaterThanOrEqual(1);

@@ -3,7 +3,7 @@ import { getBalance } from '../../credits/ledger.ts';
 import { createDatabaseIfMissing, migrate } from '../../db/migrate.ts';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { PrivatePostgres } from '../../tools/chaos/infra.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 
 /**
  * Postgres stopped (`pg_ctl -m immediate`, as the chaos suite does) while the API runs: before,
@@ -28,7 +28,7 @@ afterAll(async () => {
 
 describe('Postgres down', () => {
   it('answers 503 with Retry-After while it is down, and serves again once it is back', async () => {
-    const user = await createTestUser(t.db, { community: 5 });
+    const user = await createTestAccount(t.db, { community: 5 });
     await pg.stopImmediate();
     // A key the process has not cached: authentication needs the database.
     const res = await t.app.inject({ method: 'GET', url: '/v1/modules', headers: { ...bearer(user.liveKey), 'x-request-id': 'db-down-1' } });

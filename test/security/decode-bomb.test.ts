@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { MAX_PIXELS_PER_BYTE, probeImage } from '../../images/probe.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
 /**
@@ -44,7 +44,7 @@ describe('decompression bombs under the pixel cap', () => {
   });
 
   it('analyze answers 422 IMAGE_TOO_LARGE and moves nothing', async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     const bomb = await claimingJpeg(10_000, 10_000);
     const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageBase64: bomb.toString('base64'), modules: ['dating'] } });
     expect(res.statusCode, res.body).toBe(422);

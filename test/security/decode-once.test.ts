@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { embedImage } from '../../images/embedding.ts';
 import { billedSize } from '../../vendors/resize.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -28,7 +28,7 @@ async function workCopyLookups(): Promise<Record<string, number>> {
 
 describe('one decode of the original per analysis', () => {
   it('two vendors failing every attempt, the third answering: the 12 MP original is decoded once, each upload is the size the vendor bills', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const original = photoBytes('mobile-jolla.jpg'); // 3264×2448
     const before = await workCopyLookups();
     p.sim.setBehaviour('openai', { failRate: 1, failure: 'http500' });

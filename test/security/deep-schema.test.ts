@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
 import { BESPOKE_LIMITS, compileDraft } from '../../bespoke/schema.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 
 let t: TestApp;
@@ -46,7 +46,7 @@ describe('extract.schema nesting is bounded before any recursive validation', ()
   });
 
   it('a schema at the depth limit still answers 200 with schema-shaped sandbox output; one level more is 400', async () => {
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     // The schema object is level 1 and `root` level 2, so maxDepth - 2 hops put the leaf at maxDepth.
     const atLimit = await v2(nested(BESPOKE_LIMITS.maxDepth - 2, 'properties'), user.testKey);
     expect(atLimit.statusCode, atLimit.body).toBe(200);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
 import { createResolver, resolverLookup } from '../../images/dns.ts';
 import { SSRF_BLOCKED_MESSAGE, UNRESOLVABLE_MESSAGE } from '../../images/ssrf.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
@@ -59,7 +59,7 @@ afterAll(async () => {
 
 describe('DNS that never answers cannot stall the API', () => {
   it(`while ${HANGING} URL fetches wait on a silent DNS server, GET /v1/health, a base64 analyze and a URL analyze of a resolvable name answer at once`, async () => {
-    const user = await createTestUser(silentApp.db, { community: 100 });
+    const user = await createTestAccount(silentApp.db, { community: 100 });
     let settled = 0;
     const hanging = Array.from({ length: HANGING }, (_, i) =>
       silentApp.app
@@ -114,7 +114,7 @@ describe('DNS that never answers cannot stall the API', () => {
 
 describe('no DNS oracle', () => {
   it('an internal name, a hosts-file name, a loopback name and an unknown name all get the same 400', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const bodies: string[] = [];
     for (const host of ['intranet.corp', 'db.internal', 'localhost', 'no-such-name.corp']) {
       const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageUrl: `http://${host}/p.jpg`, preset: 'quick-scan' } });
@@ -130,7 +130,7 @@ describe('no DNS oracle', () => {
   });
 
   it('an address literal outside the policy stays the 400 naming the SSRF refusal (the URL itself shows it)', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await p.app.inject({ method: 'POST', url: '/v1/analyze', headers: bearer(user.liveKey), payload: { imageUrl: 'http://10.0.0.5/p.jpg', preset: 'quick-scan' } });
     expect(res.statusCode, res.body).toBe(400);
     expect(expectEnvelope(res.json())).toMatchObject({ code: 'VALIDATION_FAILED', message: SSRF_BLOCKED_MESSAGE });
@@ -158,7 +158,7 @@ describe('the anonymous sandbox key makes no server-side fetch', () => {
   });
 
   it('the same URL with a user key is fetched (the policy above is what allows it)', async () => {
-    const user = await createTestUser(p.db);
+    const user = await createTestAccount(p.db);
     const port = (image.address() as AddressInfo).port;
     const hitsBefore = imageHits;
     const res = await p.app.inject({ method: 'POST', url: '/v2/lookup', headers: bearer(user.liveKey), payload: { images: [`http://images.public.test:${port}/a.jpg`] } });

@@ -1,7 +1,7 @@
 import { parse } from 'csv-parse/sync';
 import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -79,7 +79,7 @@ async function checkXlsx(bytes: Buffer, rows: number): Promise<ExcelJS.Worksheet
 
 describe('a batch export carries no formula, whatever the names and outputs hold', () => {
   it('photo names with a formula after LF, CR or CRLF, behind a ; or at the start: every field quoted, each read back as text', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const items = NAMES.map((name, k) => ({ base64: photoBase64(DISTINCT_PHOTOS[k]!), name }));
     items.push({ base64: Buffer.from('not a photo at all').toString('base64'), name: `broken.jpg\n${CALC}` });
     const columns = [
@@ -125,7 +125,7 @@ describe('a batch export carries no formula, whatever the names and outputs hold
   }, 180_000);
 
   it('a vehicle batch: the VIN that names the row, and the make, model and VIN of the report', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const vin = '\n=1+1;@A1\r-2';
     const res = await fetch(`${base}/v1/batches`, {
       method: 'POST',

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -28,7 +28,7 @@ const photos = [photoBase64('Canon_40D.jpg'), photoBase64('Nikon_D70.jpg'), phot
 
 describe('vendor work nobody pays for', () => {
   it('a 0-credit key gets 402 for a request that bills nothing, before any vendor call', async () => {
-    const user = await createTestUser(p.db, { community: 0 });
+    const user = await createTestAccount(p.db, { community: 0 });
     const calls = vendorCalls();
     const res = await send(user.liveKey, { imageBase64: photos[0], preset: 'quick-scan', refresh: true });
     expect(res.statusCode, res.body).toBe(402);
@@ -43,7 +43,7 @@ describe('vendor work nobody pays for', () => {
 
   it('with 1 credit the free lens runs uncharged, until the daily cap: then 429 with Retry-After and no vendor call', async () => {
     p.sim.reset();
-    const user = await createTestUser(p.db, { community: 1 });
+    const user = await createTestAccount(p.db, { community: 1 });
     for (let i = 0; i < CAP; i++) {
       const ok = await send(user.liveKey, { imageBase64: photos[i], preset: 'quick-scan', refresh: true });
       expect(ok.statusCode, ok.body).toBe(200);
@@ -63,7 +63,7 @@ describe('vendor work nobody pays for', () => {
   it('a loop of requests whose vendor answers always fail stops within a bounded number of vendor calls', async () => {
     p.sim.reset();
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'schema-invalid' });
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
       const res = await send(user.liveKey, { imageBase64: photos[i % photos.length], modules: ['describe'], refresh: true });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { vendorAttemptTimeoutMs } from '../../workflows/deadlines.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -34,7 +34,7 @@ describe('vendor attempt deadlines', () => {
   });
 
   it('every vendor hanging: 502 PROVIDER_UNAVAILABLE well inside the workflow timeout, credits back at once', async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'stall' });
     const res = await p.app.inject({
       method: 'POST',

@@ -7,7 +7,7 @@ import { ExportSlots, prepareBatchExport } from '../../batches/export.ts';
 import { grant } from '../../credits/ledger.ts';
 import { recordKeyCreator } from '../../accounts/members.ts';
 import { createTeamWorkspace, ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -105,7 +105,7 @@ describe('event streams: a cap per person over every workspace they own', () => 
     }, { timeout: 20_000, interval: 200 }).toBe(200);
 
     // Another person's account is not touched by any of it.
-    const stranger = await createTestUser(p.db, { community: 10 });
+    const stranger = await createTestAccount(p.db, { community: 10 });
     const strangers = await openStream(stranger.liveKey, await submit(stranger.liveKey, [DISTINCT_PHOTOS[2]!]));
     expect(strangers.status).toBe(200);
     for (const s of [...open, strangers]) s.abort();
@@ -141,9 +141,9 @@ describe('event streams: a co-owner does not use up the other owner\'s share', (
 
 describe('exports: bounded per account and per process, with Retry-After', () => {
   it('beyond 2 at once for an account: 429; beyond 3 on the process: 503; the slots come back when they finish', async () => {
-    const a = await createTestUser(p.db, { community: 10 });
-    const b = await createTestUser(p.db, { community: 10 });
-    const c = await createTestUser(p.db, { community: 10 });
+    const a = await createTestAccount(p.db, { community: 10 });
+    const b = await createTestAccount(p.db, { community: 10 });
+    const c = await createTestAccount(p.db, { community: 10 });
     const batchA = await submit(a.liveKey, DISTINCT_PHOTOS.slice(0, 3));
     const batchB = await submit(b.liveKey, DISTINCT_PHOTOS.slice(3, 5));
     const batchC = await submit(c.liveKey, DISTINCT_PHOTOS.slice(5, 6));
@@ -199,7 +199,7 @@ describe('exports: bounded per account and per process, with Retry-After', () =>
 
 describe('exports: a preparation that fails holds no slot', () => {
   it('an export whose columns cannot be worked out throws, and leaves every slot free', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const batchId = await submit(user.liveKey, [DISTINCT_PHOTOS[6]!]);
     const slots = new ExportSlots({ EXPORTS_PER_ACCOUNT: 1, EXPORTS_IN_FLIGHT: 1 });
     // A batch whose stored lenses name no lens this build knows: working out its columns throws.
@@ -218,7 +218,7 @@ describe('event streams end when the batch stops running', () => {
     // Slow vendors: the batch is still running when it is paused.
     p.sim.setBehaviour('all', { latencyMs: 2_000 });
     try {
-      const user = await createTestUser(p.db, { community: 100 });
+      const user = await createTestAccount(p.db, { community: 100 });
       const id = await submit(user.liveKey, DISTINCT_PHOTOS.slice(0, 10));
       const stream = await openStream(user.liveKey, id);
       expect(stream.status).toBe(200);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
 import type { AnalyzeInput } from '../../workflows/types.ts';
 import { getBalance } from '../../credits/ledger.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -35,7 +35,7 @@ const photoRows = async (accountId: string) => (await p.db.query('SELECT sha256 
 
 describe('x-request-id is bound to its request', () => {
   it('the same id and request get the same answer, the same analysis id, billed once, with no second vendor call', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const body = { imageBase64: photoBase64('Canon_40D.jpg'), modules: ['dating', 'describe'] };
     const first = await send(user.liveKey, 'rid-same', body);
     expect(first.statusCode, first.body).toBe(200);
@@ -50,7 +50,7 @@ describe('x-request-id is bound to its request', () => {
   });
 
   it('the same id with another request is 409 REQUEST_ID_CONFLICT and changes nothing', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const first = await send(user.liveKey, 'rid-other', { imageBase64: photoBase64('Nikon_D70.jpg'), modules: ['dating'] });
     expect(first.statusCode, first.body).toBe(200);
     const photos = await photoRows(user.userId);
@@ -79,8 +79,8 @@ describe('x-request-id is bound to its request', () => {
   });
 
   it('another account may use the same id for its own request', async () => {
-    const a = await createTestUser(p.db, { community: 5 });
-    const b = await createTestUser(p.db, { community: 5 });
+    const a = await createTestAccount(p.db, { community: 5 });
+    const b = await createTestAccount(p.db, { community: 5 });
     const ra = await send(a.liveKey, 'rid-shared', { imageBase64: photoBase64('gps-DSCN0021.jpg'), modules: ['dating'] });
     const rb = await send(b.liveKey, 'rid-shared', { imageBase64: photoBase64('gps-DSCN0012.jpg'), modules: ['describe'] });
     expect([ra.statusCode, rb.statusCode]).toEqual([200, 200]);
@@ -88,7 +88,7 @@ describe('x-request-id is bound to its request', () => {
   });
 
   it('a run Temporal has forgotten does not run again: no vendor call, no charge', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const body = { imageBase64: photoBase64('orientation-landscape_6.jpg'), modules: ['dating', 'describe'], options: { includeFingerprint: true } };
     const first = await send(user.liveKey, 'rid-forgotten', body);
     expect(first.statusCode, first.body).toBe(200);
@@ -123,7 +123,7 @@ describe('x-request-id is bound to its request', () => {
   }, 60_000);
 
   it('a failed run Temporal has forgotten does not run again either: its reservation is closed', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const body = { imageBase64: photoBase64('orientation-landscape_1.jpg'), modules: ['dating'], options: { includeFingerprint: true } };
     // The first run fails (every vendor rejects it) and releases its credits: nothing persisted.
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
@@ -159,7 +159,7 @@ describe('x-request-id is bound to its request', () => {
   }, 60_000);
 
   it('a request refused before anything ran leaves its id free for the corrected request', async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     const truncated = photoBytes('Canon_40D.jpg').subarray(0, 3000).toString('base64');
     const broken = await send(user.liveKey, 'rid-fixed', { imageBase64: truncated, modules: ['dating'] });
     expect(broken.statusCode, broken.body).toBe(422);

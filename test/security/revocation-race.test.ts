@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEY_CACHE_TTL_MS, KeyCache } from '../../auth/cache.ts';
 import { issueKey } from '../../auth/repository.ts';
 import { createPool, type Db } from '../../db/pool.ts';
-import { bearer, buildTestApp, createTestUser, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 import { hostileScale } from '../hostile/sizes.ts';
 
 /**
@@ -157,7 +157,7 @@ const revoke = (accountId: string, keyId: string) =>
 
 describe('a revoked key cannot be cached as valid by a racing first use', () => {
   it('a key row read before the revocation and cached after its eviction landed: the next request is refused', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const key = await issueKey(a.db, user.userId, 'live');
     // Evictions from here on release the held read, so the cache fill lands after the eviction.
     const evictKey = gatedCache.evictKey.bind(gatedCache);
@@ -178,7 +178,7 @@ describe('a revoked key cannot be cached as valid by a racing first use', () => 
 
   it(`${ROUNDS} rounds of first use racing the revocation on two processes (one with a slow database): refused by both every time, well before the cache would expire`, async () => {
     expect(EVICTED_WITHIN_MS * 10).toBeLessThanOrEqual(KEY_CACHE_TTL_MS);
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     for (let round = 0; round < ROUNDS; round++) {
       const key = await issueKey(a.db, user.userId, 'live');
       const racing = [a, b, a, b].map((t) => usage(t, key.key));
@@ -197,7 +197,7 @@ describe('a revoked key cannot be cached as valid by a racing first use', () => 
 
 describe('an eviction lost while a process is cut off from Redis', () => {
   it('a silently black-holed connection (no error, no close): the process refuses the revoked key long before its cache entry would expire', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const key = await issueKey(a.db, user.userId, 'live');
     await expect.poll(async () => (await usage(proxied, key.key)) === 200 && proxied.keyCache.get(key.keyHash) !== undefined, { timeout: 5_000, interval: 50 }).toBe(true);
 
@@ -217,7 +217,7 @@ describe('an eviction lost while a process is cut off from Redis', () => {
   });
 
   it('is not trusted to arrive: the cut-off process refuses the revoked key long before its cache entry would expire, and caches again once back', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const key = await issueKey(a.db, user.userId, 'live');
     expect(await usage(proxied, key.key)).toBe(200); // cached in that process
 

@@ -11,7 +11,7 @@ import { POLICIES } from '../../ratelimit/policy.ts';
 import { generateInternalSecret } from '../../tools/scripts/internal-secret.ts';
 import { freePort } from '../../tools/scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 import { serviceEnv } from '../helpers/processes.ts';
 
 // The real app in-process on the real Redis and Postgres, the limiter's clock in the test's hands.
@@ -57,7 +57,7 @@ describe('wrong internal secrets are rate limited per IP', () => {
 describe('sandbox keys have their own budget', () => {
   it(`${POLICIES.user.limit} sandbox requests in a minute leave the live key's ${POLICIES.user.limit} untouched`, async () => {
     now += 3_600_000;
-    const user = await createTestUser(t.db);
+    const user = await createTestAccount(t.db);
     for (let i = 0; i < POLICIES.user.limit; i++) {
       const res = await t.app.inject({ method: 'GET', url: '/v1/modules', headers: bearer(user.testKey) });
       expect(res.statusCode, `sandbox request ${i + 1}`).toBe(200);
@@ -113,7 +113,7 @@ describe('the recording payment gateway runs only when enabled', () => {
     const config = { ...testConfig({ INTERNAL_SECRET }), NODE_ENV: unset.NODE_ENV, PAYMENTS_GATEWAY: unset.PAYMENTS_GATEWAY };
     const app = await buildTestApp({ deps: { config } });
     try {
-      const user = await createTestUser(app.db);
+      const user = await createTestAccount(app.db);
       const res = await app.app.inject({
         method: 'POST',
         url: `/v1/internal/accounts/${user.userId}/purchases`,

@@ -5,7 +5,7 @@ import { FsBlobStore } from '../../images/blobstore.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
 import { createBatch } from '../../batches/repository.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 import sharp from 'sharp';
@@ -37,7 +37,7 @@ const send = (key: string, payload: Record<string, unknown>) => p.app.inject({ m
 
 describe('no storage without payment', () => {
   it('a request refused for lack of credits keeps no blob', async () => {
-    const user = await createTestUser(p.db, { community: 0 });
+    const user = await createTestAccount(p.db, { community: 0 });
     const img = await freshJpeg(1);
     const res = await send(user.liveKey, { imageBase64: img.toString('base64'), modules: ['dating'] });
     expect(res.statusCode, res.body).toBe(402);
@@ -46,7 +46,7 @@ describe('no storage without payment', () => {
   });
 
   it('a request whose second image is invalid keeps neither image', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const good = await freshJpeg(2);
     const broken = photoBytes('Canon_40D.jpg').subarray(0, 2500);
     const res = await send(user.liveKey, { images: [{ base64: good.toString('base64') }, { base64: broken.toString('base64') }], modules: ['dating'] });
@@ -55,7 +55,7 @@ describe('no storage without payment', () => {
   });
 
   it('a request every vendor fails keeps no blob; a successful one keeps its blob', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const failed = await freshJpeg(3);
     for (const v of ['openai', 'anthropic', 'google'] as const) p.sim.setBehaviour(v, { failRate: 1, failure: 'http400' });
     const res = await send(user.liveKey, { imageBase64: failed.toString('base64'), modules: ['dating'] });
@@ -70,7 +70,7 @@ describe('no storage without payment', () => {
   }, 60_000);
 
   it('the collector deletes old blobs no registry holds, keeps referenced and recent ones, and counts them', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const referenced = await freshJpeg(5);
     const ok = await send(user.liveKey, { imageBase64: referenced.toString('base64'), modules: ['dating'] });
     expect(ok.statusCode, ok.body).toBe(200);
@@ -93,7 +93,7 @@ describe('no storage without payment', () => {
   });
 
   it('keeps the blobs of photos a batch has yet to analyze, alone or of a vehicle, and lets them go once they ran', async () => {
-    const user = await createTestUser(p.db, { community: 0 });
+    const user = await createTestAccount(p.db, { community: 0 });
     const [single, front, rear] = await Promise.all([freshJpeg(8), freshJpeg(9), freshJpeg(10)]);
     const ref = (b: Buffer) => ({ sha256: sha(b), format: 'jpeg', width: 64, height: 48, pHash: '0'.repeat(16), dHash: '0'.repeat(16) });
     const spec = { stack: null, lenses: ['moderation'], billable: [] };

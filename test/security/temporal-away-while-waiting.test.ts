@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { RestartableTemporal } from '../../tools/chaos/infra.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -32,7 +32,7 @@ afterAll(async () => {
 
 describe('Temporal goes away while a caller waits', () => {
   it('answers 503 with Retry-After instead of hanging; the same request id is served once Temporal is back', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     p.sim.setBehaviour('all', { latencyMs: 3_000 });
     const send = () =>
       p.app.inject({

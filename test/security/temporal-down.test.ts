@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getBalance } from '../../credits/ledger.ts';
 import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -70,7 +70,7 @@ afterAll(async () => {
 
 describe('Temporal unreachable at request time', () => {
   it('answers 503 SERVICE_UNAVAILABLE with Retry-After and moves nothing', async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/analyze',
@@ -89,7 +89,7 @@ describe('Temporal unreachable at request time', () => {
   }, 60_000);
 
   it("leaves no image behind: the blob the request stored is deleted now, or by the collector's next pass, since nothing holds it", async () => {
-    const user = await createTestUser(p.db, { community: 5 });
+    const user = await createTestAccount(p.db, { community: 5 });
     // Bytes nobody stored before (a colour of this run's own), so the store cannot already hold them.
     const seed = process.pid % 200;
     const image = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: seed, g: 255 - seed, b: 77 } } }).jpeg().toBuffer();

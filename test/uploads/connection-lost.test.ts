@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createPool, type Db } from '../../db/pool.ts';
 import { createUploads } from '../../uploads/service.ts';
-import { buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -66,7 +66,7 @@ async function terminateFinishingBackend(): Promise<void> {
 
 describe('a database connection lost while an upload finishes', () => {
   it('fails that upload and leaves the process running, its pool serving', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-lost-')) });
     const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store, onSettled: noUploadWaiters });
     const bytes = photoBytes('Canon_40D.jpg');
@@ -93,7 +93,7 @@ describe('a database connection lost while an upload finishes', () => {
   }, 60_000);
 
   it('answers the PATCH that finishes the upload 503 with Retry-After, not 500; a resend after HEAD finishes it', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-lost-')) });
     const uploads = createUploads({ db: pool, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, datastore: store, onSettled: noUploadWaiters });
     const t = await buildTestApp({ deps: { uploads } });

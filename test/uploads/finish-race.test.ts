@@ -10,7 +10,7 @@ import { Upload } from '@tus/utils';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createUploads } from '../../uploads/service.ts';
-import { buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -49,7 +49,7 @@ class GatedStore extends FileStore {
 
 describe('finishing an upload twice at once', () => {
   it('the second finisher waits for the first and returns the same finished upload; the blob is there', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const store = new GatedStore({ directory: mkdtempSync(path.join(tmpdir(), 'lenstack-race-')) });
     const blobs = new FsBlobStore(a.config.BLOB_DIR);
     const uploads = createUploads({ db: a.db, blobs, config: a.config, datastore: store, onSettled: noUploadWaiters });

@@ -5,7 +5,7 @@ import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createUploads } from '../../uploads/service.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -35,7 +35,7 @@ const rowOf = async (id: string) => (await a.db.query('SELECT last_used_at, expi
 
 describe('no storage without payment', () => {
   it('the free lookup does not restart an upload\'s expiry: a 0-credit account cannot keep it by looking it up daily', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const bytes = photoBytes('Canon_40D.jpg');
     const id = await upload(user.liveKey, bytes);
     // 20 h unused.
@@ -55,7 +55,7 @@ describe('no storage without payment', () => {
   });
 
   it('an upload older than UPLOAD_MAX_AGE_MS is expired however recently it was used: on resolution and by the collector', async () => {
-    const user = await createTestUser(a.db, { purchased: 10 });
+    const user = await createTestAccount(a.db, { purchased: 10 });
     const id = await upload(user.liveKey, photoBytes('Nikon_D70.jpg'));
     // Used a minute ago (as a billed request would), but made 8 days ago.
     await a.db.query(`UPDATE uploads SET created_at = now() - interval '8 days', last_used_at = now() - interval '1 minute' WHERE id = $1`, [id]);
@@ -71,14 +71,14 @@ describe('no storage without payment', () => {
 
   it('an account that never bought credits has the small quota; one that bought credits has the full one', async () => {
     const create = (key: string, size: number) => fetch(`${base}/v1/uploads`, { method: 'POST', headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(size) } });
-    const free = await createTestUser(a.db, { community: 100 });
+    const free = await createTestAccount(a.db, { community: 100 });
     const refused = await create(free.liveKey, 2 * MiB);
     expect(refused.status).toBe(413);
     const error = expectEnvelope(await refused.json());
     expect(error.code).toBe('PAYLOAD_TOO_LARGE');
     expect(error.message).toContain('bought credits');
     expect((await a.db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [free.userId])).rows[0].n).toBe(0);
-    const paid = await createTestUser(a.db, { purchased: 1 });
+    const paid = await createTestAccount(a.db, { purchased: 1 });
     expect((await create(paid.liveKey, 2 * MiB)).status).toBe(201);
   });
 });

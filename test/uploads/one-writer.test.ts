@@ -8,7 +8,7 @@ import { FileStore } from '@tus/file-store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
 import { createUploads } from '../../uploads/service.ts';
-import { bearer, buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 
 /**
@@ -53,7 +53,7 @@ afterAll(async () => {
 
 describe('one writer per upload, whichever process the client reaches', () => {
   it('a HEAD on B while A is still writing a PATCH waits for A to let go, and A writes nothing after it', async () => {
-    const user = await createTestUser(b.db);
+    const user = await createTestAccount(b.db);
     const bytes = photoBytes('hdr-canon_hdr_YES.jpg');
     const created = await fetch(`${urlOf(b)}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length) } });
     expect(created.status).toBe(201);

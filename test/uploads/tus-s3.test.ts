@@ -10,7 +10,7 @@ import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { startS3Server, type S3Server } from '../../tools/scripts/s3-server.ts';
-import { bearer, buildTestApp, createTestUser, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { Readable } from 'node:stream';
 import { createUploads } from '../../uploads/service.ts';
@@ -59,7 +59,7 @@ const urlOf = (t: TestApp) => `http://127.0.0.1:${(t.app.server.address() as Add
 
 describe('tus uploads in the S3-compatible store', () => {
   it('a PATCH cut on one process is resumed by tus-js-client on another; the photo ends in the bucket under its SHA-256', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const bytes = photoBytes('hdr-canon_hdr_YES.jpg');
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     const created = await fetch(`${urlOf(a)}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length) } });
@@ -104,7 +104,7 @@ describe('tus uploads in the S3-compatible store', () => {
   });
 
   it('a multipart analyze part (ingest, its size unknown until read) is finished in the bucket: hashed, its bytes stored under their SHA-256', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const uploads = createUploads({ db: a.db, blobs: blobStoreFromConfig(a.config), config: a.config, onSettled: noUploadWaiters });
     const bytes = photoBytes('mobile-jolla.jpg');
     const sha256 = createHash('sha256').update(bytes).digest('hex');

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
-import { bearer, buildTestApp, createTestUser, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { createUploads } from '../../uploads/service.ts';
 
@@ -58,7 +58,7 @@ const head = (base: string, key: string, url: string) =>
 
 describe('tus uploads on the API', () => {
   it('takes a photo from tus-js-client, hashes and probes it once and keeps its bytes once in the blob store', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const bytes = photoBytes('Canon_40D.jpg');
     const url = await upload(urlA, user.liveKey, bytes, { chunkSize: 2000 });
     const id = url.split('/').pop()!;
@@ -86,7 +86,7 @@ describe('tus uploads on the API', () => {
   });
 
   it('continues on a second API process an upload whose PATCH was cut in the middle on the first', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const bytes = photoBytes('mobile-jolla.jpg');
     const created = await fetch(`${urlA}/v1/uploads`, {
       method: 'POST',
@@ -136,7 +136,7 @@ describe('tus uploads on the API', () => {
   });
 
   it('creation-with-upload under an id the client chose: a POST cut mid-body keeps what arrived, and HEAD then PATCH on the other process finish it', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const bytes = photoBytes('mobile-jolla.jpg');
     const id = `upl_${randomBytes(16).toString('hex')}`;
     const metadata = `filename ${Buffer.from('car.jpg').toString('base64')},uploadId ${Buffer.from(id).toString('base64')}`;
@@ -191,7 +191,7 @@ describe('tus uploads on the API', () => {
     await expect.poll(() => existsSync(join(`${a.config.BLOB_DIR}-uploads`, whole))).toBe(false);
 
     // An id another account holds is refused (400), and that upload is untouched.
-    const other = await createTestUser(a.db);
+    const other = await createTestAccount(a.db);
     const taken = await upload(urlA, other.liveKey, photoBytes('Canon_40D.jpg'), { uploadDataDuringCreation: true, metadata: { filename: 'x.jpg', uploadId: whole } }).catch((e: tus.DetailedError) => e);
     expect((taken as tus.DetailedError).originalResponse?.getStatus()).toBe(400);
     expect((taken as tus.DetailedError).originalResponse?.getBody()).toContain('is taken');
@@ -199,8 +199,8 @@ describe('tus uploads on the API', () => {
   });
 
   it('answers 404 to another account for an upload, finished or not, and keeps it for its owner', async () => {
-    const owner = await createTestUser(a.db);
-    const other = await createTestUser(a.db);
+    const owner = await createTestAccount(a.db);
+    const other = await createTestAccount(a.db);
     const bytes = photoBytes('Nikon_D70.jpg');
     const url = await upload(urlA, owner.liveKey, bytes);
     const res = await head(urlA, other.liveKey, url);
@@ -220,7 +220,7 @@ describe('tus uploads on the API', () => {
   });
 
   it('refuses an upload past the account quota with 413 saying what to do; deleting one frees its room', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const big = 3 * 1024 * 1024;
     const first = await fetch(`${urlA}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(big) } });
     expect(first.status).toBe(201);
@@ -237,7 +237,7 @@ describe('tus uploads on the API', () => {
   });
 
   it('refuses and deletes a finished upload that is not an image', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const err = await upload(urlA, user.liveKey, Buffer.from('not a photo at all, just text')).catch((e: tus.DetailedError) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as tus.DetailedError).originalResponse?.getStatus()).toBe(422);
@@ -245,7 +245,7 @@ describe('tus uploads on the API', () => {
   });
 
   it('expires an upload unused past its lifetime: its id answers 404 saying it expired, and its room is free', async () => {
-    const user = await createTestUser(a.db);
+    const user = await createTestAccount(a.db);
     const url = await upload(urlA, user.liveKey, photoBytes('Pentax_K10D.jpg'));
     const uploads = createUploads({ db: a.db, blobs: new FsBlobStore(a.config.BLOB_DIR), config: a.config, onSettled: noUploadWaiters });
     // This upload made older, not the clock moved: a sweep at a future time would expire every
@@ -273,8 +273,8 @@ describe('tus uploads on the API', () => {
     try {
       await c.app.listen({ port: 0, host: '127.0.0.1' });
       const { port } = c.app.server.address() as AddressInfo;
-      const holder = await createTestUser(c.db);
-      const other = await createTestUser(c.db);
+      const holder = await createTestAccount(c.db);
+      const other = await createTestAccount(c.db);
       const boundary = 'lenstack-boundary';
       const head = Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="photo"; filename="big.jpg"\r\ncontent-type: image/jpeg\r\n\r\n`);
       const length = 1.5 * MiB;

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { createUploads } from '../../uploads/service.ts';
-import { bearer, createTestUser, expectEnvelope } from '../helpers/app.ts';
+import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -44,7 +44,7 @@ const lastUsed = async (id: string) => (await p.db.query('SELECT last_used_at FR
 
 describe('upload ids', () => {
   it('analyze takes images: [{ uploadId }], bills as for the same bytes sent as base64, and lookup and enrich take the same upload', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const bytes = photoBytes('Canon_40D.jpg');
     const id = await upload(user.liveKey, bytes);
     const res = await post(user.liveKey, '/v1/analyze', { images: [{ uploadId: id }], modules: ['dating'], options: { includeFingerprint: true } });
@@ -70,8 +70,8 @@ describe('upload ids', () => {
   });
 
   it('another account\'s upload id is 404 on analyze, lookup, enrich and batches, and nothing moves', async () => {
-    const owner = await createTestUser(p.db, { community: 10 });
-    const thief = await createTestUser(p.db, { community: 10 });
+    const owner = await createTestAccount(p.db, { community: 10 });
+    const thief = await createTestAccount(p.db, { community: 10 });
     const id = await upload(owner.liveKey, photoBytes('Nikon_D70.jpg'));
     const before = await lastUsed(id);
     for (const [url, body] of [
@@ -91,7 +91,7 @@ describe('upload ids', () => {
   });
 
   it('an upload a refused request named (no credits) is unchanged and still usable', async () => {
-    const user = await createTestUser(p.db);
+    const user = await createTestAccount(p.db);
     const bytes = photoBytes('Pentax_K10D.jpg');
     const id = await upload(user.liveKey, bytes);
     const before = await lastUsed(id);
@@ -105,7 +105,7 @@ describe('upload ids', () => {
   });
 
   it('an expired upload is a clear 404 saying it expired on analyze and batches', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const id = await upload(user.liveKey, photoBytes('gps-DSCN0010.jpg'));
     await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config, onSettled: noUploadWaiters }).sweep(new Date(Date.now() + p.config.UPLOAD_TTL_MS + 60_000));
     for (const [url, body] of [
@@ -121,7 +121,7 @@ describe('upload ids', () => {
   });
 
   it('a photo batch and a vehicle batch take upload ids and run them to completion', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const files = ['gps-DSCN0012.jpg', 'gps-DSCN0021.jpg', 'mobile-jolla.jpg'];
     const ids = await Promise.all(files.map((f) => upload(user.liveKey, photoBytes(f))));
     const photos = await post(user.liveKey, '/v1/batches', { items: ids.map((uploadId, i) => ({ uploadId, name: files[i] })), modules: ['dating'] });
@@ -139,7 +139,7 @@ describe('upload ids', () => {
   });
 
   it('analyze takes multipart/form-data from curl -F: photos as file parts, the JSON fields as one part', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-multipart-'));
     const car = path.join(dir, 'car.jpg');
     writeFileSync(car, photoBytes('hdr-canon_hdr_NO.jpg'));
@@ -173,7 +173,7 @@ describe('upload ids', () => {
   });
 
   it('an idempotent resend of an answered analyze gets the stored answer after its uploads were deleted or expired, billed once', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const deleted = await upload(user.liveKey, photoBytes('orientation-landscape_1.jpg'));
     const expired = await upload(user.liveKey, photoBytes('orientation-portrait_8.jpg'));
     const body = { images: [{ uploadId: deleted }, { uploadId: expired }], modules: ['dating'] };
@@ -197,7 +197,7 @@ describe('upload ids', () => {
   });
 
   it('a JSON body over the cap is 413 naming the upload route', async () => {
-    const user = await createTestUser(p.db, { community: 10 });
+    const user = await createTestAccount(p.db, { community: 10 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/analyze',

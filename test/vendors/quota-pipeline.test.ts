@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { VendorBudget, vendorBudgetFromConfig } from '../../vendors/budget.ts';
-import { bearer, createTestUser } from '../helpers/app.ts';
+import { bearer, createTestAccount } from '../helpers/app.ts';
 import { sample } from '../helpers/metrics.ts';
 import { DISTINCT_PHOTOS, photoBase64 } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -32,7 +32,7 @@ describe('a 429 with Retry-After from the vendor', () => {
   it('pauses and shrinks the shared budget at once: one 429, then the overflow goes to the next vendor without asking openai again; every credit settled', async () => {
     p.sim.reset();
     p.sim.setLimits('openai', { rpm: 3 });
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const vendors: string[] = [];
     for (const photo of DISTINCT_PHOTOS.slice(0, 6)) {
       const res = await analyze(p, user.liveKey, photo);
@@ -61,7 +61,7 @@ describe('the lanes', () => {
   afterAll(async () => p?.close());
 
   it("a batch's photos take their slots in the batch lane, an analysis in the interactive lane", async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     const res = await p.app.inject({
       method: 'POST',
       url: '/v1/batches',
@@ -97,7 +97,7 @@ describe('a call with no slot and no overflow', () => {
 
   it('waits for its own vendor past several attempts (the second vendor is not asked), then is answered by it', async () => {
     p.sim.reset();
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     // Another worker met a 429 asking for 5 s: every worker waits that long for openai.
     const grantedAt = Date.now();
     await budget.throttled('openai', { retryAfterMs: 5000, grantedAt });
@@ -122,7 +122,7 @@ describe('a call with no slot and no overflow', () => {
 
   it('gives up inside its run when the pause outlasts it: 502 PROVIDER_UNAVAILABLE, nothing charged, nothing held', async () => {
     p.sim.reset();
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     await budget.throttled('openai', { retryAfterMs: 120_000, grantedAt: Date.now() });
     const res = await analyze(p, user.liveKey, DISTINCT_PHOTOS[1]!);
     expect(res.statusCode, res.body).toBe(502);
@@ -146,7 +146,7 @@ describe('overflow with every vendor out of budget', () => {
   });
 
   it('after one round of refusals each attempt waits its share for a slot (no round after round of instant refusals), then 502 inside the run, nothing held', async () => {
-    const user = await createTestUser(p.db, { community: 100 });
+    const user = await createTestAccount(p.db, { community: 100 });
     for (const v of ['openai', 'anthropic'] as const) await budget.throttled(v, { retryAfterMs: 120_000, grantedAt: Date.now() });
     const res = await analyze(p, user.liveKey, DISTINCT_PHOTOS[2]!);
     expect(res.statusCode, res.body).toBe(502);

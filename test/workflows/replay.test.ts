@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, createTestUser, uploadUnderId } from '../helpers/app.ts';
+import { bearer, createTestAccount, uploadUnderId } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, workflowBundle, type Pipeline } from '../helpers/pipeline.ts';
 
@@ -20,7 +20,7 @@ afterAll(async () => p?.close());
 
 /** Run one analysis through HTTP and return its workflow history as JSON. */
 async function record(body: Record<string, unknown>, credits: number, status: number) {
-  const user = await createTestUser(p.db, { community: credits });
+  const user = await createTestAccount(p.db, { community: credits });
   const requestId = `replay-${user.userId}`;
   const res = await p.app.inject({ method: 'POST', url: '/v2/analyze', headers: { ...bearer(user.liveKey), 'x-request-id': requestId }, payload: body });
   expect(res.statusCode, res.body).toBe(status);
@@ -34,7 +34,7 @@ async function record(body: Record<string, unknown>, credits: number, status: nu
  * is still to come, then the photo uploaded. Its history holds the vehicle's wait.
  */
 async function recordAwaitingBatch(): Promise<NonNullable<Awaited<ReturnType<ReturnType<Pipeline['temporal']['workflow']['getHandle']>['fetchHistory']>>>> {
-  const user = await createTestUser(p.db, { community: 5 });
+  const user = await createTestAccount(p.db, { community: 5 });
   const id = `upl_${randomBytes(16).toString('hex')}`;
   const res = await p.app.inject({ method: 'POST', url: '/v1/batches', headers: bearer(user.liveKey), payload: { awaitUploads: true, vehicles: [{ name: 'van', items: [{ uploadId: id, name: 'front.jpg' }] }] } });
   expect(res.statusCode, res.body).toBe(202);

@@ -11,7 +11,7 @@ import { createVisionClients, type VisionClient } from '../../vendors/index.ts';
 import type { Vendor } from '../../workflows/types.ts';
 import { analyzeWorkflow } from '../../workflows/analyze.ts';
 import type { AnalyzeInput } from '../../workflows/types.ts';
-import { createTestUser } from '../helpers/app.ts';
+import { createTestAccount } from '../helpers/app.ts';
 import { quietTemporal, workflowBundle } from '../helpers/pipeline.ts';
 import { testConfig } from '../harness/env.ts';
 import { createWorkerMetrics } from '../../metrics/worker.ts';
@@ -67,7 +67,7 @@ describe('the analyze saga unwinds', () => {
     // after the reservation was made.
     vision.clear();
     vision.set('openai', createVisionClients(testConfig({ SIM_VENDOR_URL: 'http://127.0.0.1:9', VENDOR_ORDER: 'openai' })).clients[0]!);
-    const { userId: accountId } = await createTestUser(db, { community: 5 });
+    const { userId: accountId } = await createTestAccount(db, { community: 5 });
     const input: AnalyzeInput = {
       requestId: 'saga-failing-release',
       userId: accountId,
@@ -95,7 +95,7 @@ describe('the analyze saga unwinds', () => {
 
   it('a worker with no vendor refuses a run with vendor work before anything is reserved', async () => {
     vision.clear();
-    const { userId: accountId } = await createTestUser(db, { community: 5 });
+    const { userId: accountId } = await createTestAccount(db, { community: 5 });
     const input: AnalyzeInput = {
       requestId: 'saga-no-vendor',
       userId: accountId,
