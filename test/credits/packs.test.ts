@@ -173,7 +173,7 @@ describe('buying packs', () => {
     expect(done.purchase).toMatchObject({ status: 'granted', credits: 10_000, bonusCredits: 10_000 });
     expect(seen).toHaveLength(2);
     expect(seen[0]!.idempotencyKey).toBe(seen[1]!.idempotencyKey);
-    expect(seen[0]).toMatchObject({ userId: accountId, amountCents: 10_000, description: 'Lenstack Pro pack: 10,000 credits' });
+    expect(seen[0]).toMatchObject({ accountId, amountCents: 10_000, description: 'Lenstack Pro pack: 10,000 credits' });
     expect(await captures(accountId)).toEqual([{ amount_cents: 10_000, status: 'captured' }]);
     expect(await getBalance(db, accountId)).toMatchObject({ purchased: 20_000 });
     expect((await checkInvariants(db, accountId))[0]).toMatchObject({ ok: true });
