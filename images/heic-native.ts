@@ -22,8 +22,12 @@ import { tookTooLong, unavailable, type DecoderOutcome } from './decoder-outcome
 /** What `heif-decode --version` must announce (images/heif-decode.c, PROTOCOL). */
 export const HEIF_DECODE_PROTOCOL = 3;
 export const HEIF_DECODE_SOURCE = fileURLToPath(new URL('./heif-decode.c', import.meta.url));
-/** Where `npm run heic-decoder` builds it, and where it is looked for unless HEIC_DECODER_PATH says. */
-export const DEFAULT_HEIF_DECODE_PATH = fileURLToPath(new URL('../node_modules/.cache/lenstack/heif-decode', import.meta.url));
+/**
+ * Where `npm run heic-decoder` builds it, and where it is looked for unless HEIC_DECODER_PATH says:
+ * one binary per protocol, so checkouts that share node_modules (git worktrees) at different
+ * protocols do not rebuild it from under each other.
+ */
+export const DEFAULT_HEIF_DECODE_PATH = fileURLToPath(new URL(`../node_modules/.cache/lenstack/heif-decode-${HEIF_DECODE_PROTOCOL}`, import.meta.url));
 export const BUILD_HINT = '`npm run heic-decoder` builds it (needs Debian\'s gcc and libheif-dev)';
 
 /** libheif decodes a HEIC's tiles on this many threads (a 2566×3313 iPhone photo has 42 of them). */
