@@ -184,8 +184,9 @@ static int cap_memory(unsigned long long pixels, int threads) {
  *   - at least MIN_THUMBNAIL_SIDE pixels on its shorter side (docs/decisions.md, "The fingerprint
  *     of a HEIC", has the hash distances this keeps);
  *   - fewer pixels than the primary image (a "thumbnail" larger than its image is no thumbnail);
- *   - the primary image's proportions, to a pixel of rounding on either side (a crop, or a
- *     thumbnail padded with bars, has other proportions);
+ *   - the primary image's proportions, to two pixels of rounding on either side (encoders round
+ *     a side to an even number for 4:2:0 chroma: libheif makes 2566×3313 a 246×320 thumbnail, not
+ *     247.8×320; a crop, or a thumbnail padded with bars, has other proportions);
  *   - the same rotation and mirroring (irot, imir) as the primary image, and no crop (clap) on
  *     either: libheif applies each item's own, so only then do both come out upright alike.
  *     libheif 1.15 does not say which an item has; they are read from the container below.
@@ -346,10 +347,10 @@ static struct heif_image_handle *fingerprint_thumbnail(struct heif_context *ctx,
     if (heif_image_handle_get_thumbnail(primary, ids[i], &thumbnail).code != heif_error_Ok) continue;
     long long w = heif_image_handle_get_width(thumbnail);
     long long h = heif_image_handle_get_height(thumbnail);
-    /* Scaled from width × height, each side rounded by up to a pixel: |w·height − h·width| ≤ width + height. */
+    /* Scaled from width × height, each side rounded by up to two pixels: |w·height − h·width| ≤ 2·(width + height). */
     long long skew = w * height - h * width;
     int fit = w > 0 && h > 0 && (w < h ? w : h) >= MIN_THUMBNAIL_SIDE && w * h < width * height && w * h > best_pixels &&
-              (skew < 0 ? -skew : skew) <= width + height && transformed_alike(bytes, len, primary_id, ids[i]);
+              (skew < 0 ? -skew : skew) <= 2 * (width + height) && transformed_alike(bytes, len, primary_id, ids[i]);
     if (fit) {
       if (best) heif_image_handle_release(best);
       best = thumbnail;
