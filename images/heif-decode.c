@@ -181,8 +181,9 @@ static int cap_memory(unsigned long long pixels, int threads) {
  * that HEVC, which has no reduced-resolution decode, can only decode whole. An iPhone HEIC carries
  * a thumbnail of its picture (a 'thmb' item, up to 320 pixels a side); decoding it takes a few
  * milliseconds. It is taken only when it can only be the same picture, upright the same way:
- *   - at least MIN_THUMBNAIL_SIDE pixels on its shorter side (docs/decisions.md, "The fingerprint
- *     of a HEIC", has the hash distances this keeps);
+ *   - at least MIN_THUMBNAIL_LONG pixels on its longer side and MIN_THUMBNAIL_SHORT on its shorter
+ *     (an iPhone's is 320 × 240; docs/decisions.md, "The fingerprint of a HEIC", has the hash
+ *     distances: within lookup's threshold at 320, not always at 240);
  *   - fewer pixels than the primary image (a "thumbnail" larger than its image is no thumbnail);
  *   - the primary image's proportions, to two pixels of rounding on either side (encoders round
  *     a side to an even number for 4:2:0 chroma: libheif makes 2566×3313 a 246×320 thumbnail, not
@@ -193,7 +194,8 @@ static int cap_memory(unsigned long long pixels, int threads) {
  * Without one, the child says so (EXIT_NO_THUMBNAIL) and the caller decodes the primary image in a
  * request of its own, which the vendor's work copy of the same photo shares (images/foreign-decode.ts).
  */
-#define MIN_THUMBNAIL_SIDE 128
+#define MIN_THUMBNAIL_LONG 320
+#define MIN_THUMBNAIL_SHORT 128
 #define MAX_THUMBNAILS 8
 /* Rotations and mirrorings an item may carry that are compared; more makes the thumbnail unfit. */
 #define MAX_TRANSFORMS 8
@@ -349,7 +351,7 @@ static struct heif_image_handle *fingerprint_thumbnail(struct heif_context *ctx,
     long long h = heif_image_handle_get_height(thumbnail);
     /* Scaled from width × height, each side rounded by up to two pixels: |w·height − h·width| ≤ 2·(width + height). */
     long long skew = w * height - h * width;
-    int fit = w > 0 && h > 0 && (w < h ? w : h) >= MIN_THUMBNAIL_SIDE && w * h < width * height && w * h > best_pixels &&
+    int fit = w > 0 && h > 0 && (w < h ? w : h) >= MIN_THUMBNAIL_SHORT && (w > h ? w : h) >= MIN_THUMBNAIL_LONG && w * h < width * height && w * h > best_pixels &&
               (skew < 0 ? -skew : skew) <= 2 * (width + height) && transformed_alike(bytes, len, primary_id, ids[i]);
     if (fit) {
       if (best) heif_image_handle_release(best);

@@ -31,7 +31,7 @@ const limits = { maxPixels: 100_000_000 };
 /** The fingerprint of WITH_THUMBNAIL from its thumbnail (2 and 1 bits from its full decode's: a4f7d0c2176afc84, 444d266e56a1c7ae). */
 const PINNED = { pHash: 'a4f7d0c2156afc85', dHash: '444d266e56a1d7ae' };
 /**
- * How far a thumbnail's hashes may be from the full decode's: the most measured over the shared
+ * How far a thumbnail's pHash may be from the full decode's: the most measured over the shared
  * photos as HEICs with libheif's 320-pixel thumbnails (docs/decisions.md, "The fingerprint of a HEIC").
  */
 const MAX_DISTANCE = 4;
