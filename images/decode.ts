@@ -9,6 +9,8 @@ import { HASH_GRID } from './perceptual-hash.ts';
  *
  * 288 = 9·32 and 256 = 8·32, so each pHash pixel is a 9×8 block mean and each dHash pixel a 32×32
  * block mean of it (perceptual-hash.ts). JPEG and WebP shrink on load: a 12 MP JPEG decodes at 1/8.
+ * HEVC has no such thing; a HEIC is decoded from its embedded thumbnail when it carries one that
+ * fits (docs/decisions.md, "The fingerprint of a HEIC"), else in full.
  */
 export const INTERMEDIATE = { width: HASH_GRID.gradientW * HASH_GRID.dct, height: HASH_GRID.gradientH * HASH_GRID.dct } as const;
 
@@ -21,7 +23,7 @@ export interface UprightPixels {
 
 /** `maxPixels`: the configured IMAGE_MAX_PIXELS, which the HEIC/BMP decoder enforces as it decodes. */
 export async function decodeUpright(bytes: Buffer, opts: { maxPixels: number; signal?: AbortSignal }): Promise<UprightPixels> {
-  const { data, info } = await (await openImage(bytes, opts))
+  const { data, info } = await (await openImage(bytes, { ...opts, purpose: 'fingerprint' }))
     .autoOrient() // same as .rotate() without arguments
     .flatten({ background: '#ffffff' }) // transparent pixels have arbitrary colour underneath
     .resize(INTERMEDIATE.width, INTERMEDIATE.height, { fit: 'fill' })

@@ -7,6 +7,8 @@ export type DecoderOutcome =
   | { ok: true; width: number; height: number; pixels: Buffer }
   /** What the decoder found wrong with the image: final, a 422. */
   | { ok: false; reason: 'too-large' | 'invalid'; message: string }
+  /** Asked for a HEIC's thumbnail (images/heic-native.ts, HeifWant), it has none that fits: nothing decoded. */
+  | { ok: false; reason: 'no-thumbnail'; message: string }
   /** The decoder's own failure, not the image's. */
   | { ok: false; reason: 'failed'; message: string }
   /** The server could not decode now (timeout on a busy machine, no decoder could start): 503, retryable. */

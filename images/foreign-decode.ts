@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 import { AppError, imageInvalid, imageTooLarge } from '../core/errors.ts';
 import { Limiter } from '../core/limiter.ts';
 import { tookTooLong, unavailable, type DecoderOutcome } from './decoder-outcome.ts';
-import { decodeHeifNative, heicDecoder } from './heic-native.ts';
+import { decodeHeifNative, heicDecoder, type HeifWant } from './heic-native.ts';
 
 /**
  * Decodes the two formats the prebuilt sharp cannot: HEVC-coded HEIF (iPhone HEIC; libvips is built
@@ -20,6 +20,15 @@ import { decodeHeifNative, heicDecoder } from './heic-native.ts';
  */
 
 export type ForeignKind = 'heif' | 'bmp';
+
+/**
+ * What the pixels are for: `primary`, the picture itself (probe's check, the vendor's work copy);
+ * `fingerprint`, only the small fingerprint intermediate (images/decode.ts), so a HEIC is decoded
+ * from its embedded thumbnail when it carries one fit for it (docs/decisions.md, "The fingerprint
+ * of a HEIC"), and otherwise from the image itself, in the decode a concurrent `primary` decode of
+ * the same bytes shares (the worker's work copy): one full decode per analysis either way.
+ */
+export type DecodePurpose = 'primary' | 'fingerprint';
 
 export interface DecodedRgb {
   /** Interleaved 8-bit RGB, width × height × 3 bytes, upright (libheif applies irot/imir/clap). */
@@ -81,6 +90,11 @@ export const decodeQueue = {
  */
 export interface DecodeOptions {
   signal?: AbortSignal;
+  /**
+   * What the pixels are for (DecodePurpose). Only the native HEIC decoder reads thumbnails; with
+   * the WASM fallback, and for a BMP, a fingerprint's decode is the image's own.
+   */
+  purpose?: DecodePurpose;
   queueWaitMs?: number;
   timeoutMs?: number;
 }
@@ -110,7 +124,8 @@ function refuse(err: AppError): never {
  * leaves the queue, or its worker is ended, only when no caller is left waiting for it.
  */
 interface Shared {
-  decode: Promise<DecodedRgb>;
+  /** null: a thumbnail was asked for and the image has none that fits. */
+  decode: Promise<DecodedRgb | null>;
   /** Callers still waiting that may abort. */
   waiting: number;
   /** A caller without a signal joined: the decode runs whatever the others do. */
@@ -120,15 +135,55 @@ interface Shared {
 }
 const inFlight = new Map<string, Shared>();
 
-export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions = {}): Promise<DecodedRgb> {
+/**
+ * A HEIC's fingerprint decodes under way, by the key of the image's own decode: one of those that
+ * ends meanwhile leaves its pixels here, so that a fingerprint that finds no thumbnail takes them
+ * instead of decoding the image again (the worker's work copy and hashes start together:
+ * vendors/work-copies.ts).
+ */
+const awaitingImage = new Map<string, { count: number; image?: DecodedRgb }>();
+
+export async function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions = {}): Promise<DecodedRgb> {
+  if (opts.signal?.aborted) throw opts.signal.reason;
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const imageKey = `${kind}:primary:${maxPixels}:${sha256}`;
+  const image = async () => (await share(imageKey, kind, bytes, maxPixels, opts, 'primary')) ?? noPicture();
+  if (kind !== 'heif' || opts.purpose !== 'fingerprint') return image();
+  const waiter = awaitingImage.get(imageKey) ?? { count: 0 };
+  waiter.count += 1;
+  awaitingImage.set(imageKey, waiter);
+  try {
+    // Only the native decoder is asked for thumbnails (DecodeOptions.purpose).
+    if ((await heicDecoder()).backend === 'native') {
+      const thumbnail = await share(`heif:thumbnail:${maxPixels}:${sha256}`, kind, bytes, maxPixels, opts, 'thumbnail');
+      if (thumbnail) return thumbnail;
+    }
+    return waiter.image ?? (await image());
+  } finally {
+    waiter.count -= 1;
+    if (waiter.count === 0 && awaitingImage.get(imageKey) === waiter) awaitingImage.delete(imageKey);
+  }
+}
+
+const noPicture = (): never => {
+  throw new AppError('INTERNAL_ERROR', 'Image decoder answered no picture');
+};
+
+/** One decode of `want` for every concurrent caller with the same key (Shared). */
+function share(key: string, kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions, want: HeifWant): Promise<DecodedRgb | null> {
   if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
-  const key = `${kind}:${maxPixels}:${createHash('sha256').update(bytes).digest('hex')}`;
   let shared = inFlight.get(key);
   if (!shared) {
     const nobodyWaits = new AbortController();
-    const decode = decodeOnce(kind, bytes, maxPixels, { ...opts, signal: nobodyWaits.signal }).finally(() => {
-      if (inFlight.get(key) === shared) inFlight.delete(key);
-    });
+    const decode = decodeOnce(kind, bytes, maxPixels, { ...opts, signal: nobodyWaits.signal }, want)
+      .then((image) => {
+        const waiter = awaitingImage.get(key);
+        if (waiter && image) waiter.image = image;
+        return image;
+      })
+      .finally(() => {
+        if (inFlight.get(key) === shared) inFlight.delete(key);
+      });
     decode.catch(() => undefined); // each caller handles the outcome; nobody may be left to
     shared = { decode, waiting: 0, pinned: false, nobodyWaits };
     inFlight.set(key, shared);
@@ -136,13 +191,13 @@ export function decodeForeign(kind: ForeignKind, bytes: Buffer, maxPixels: numbe
   return join(shared, key, opts.signal);
 }
 
-function join(shared: Shared, key: string, signal: AbortSignal | undefined): Promise<DecodedRgb> {
+function join(shared: Shared, key: string, signal: AbortSignal | undefined): Promise<DecodedRgb | null> {
   if (!signal) {
     shared.pinned = true;
     return shared.decode;
   }
   shared.waiting += 1;
-  return new Promise<DecodedRgb>((resolve, reject) => {
+  return new Promise<DecodedRgb | null>((resolve, reject) => {
     const leave = () => {
       shared.waiting -= 1;
       if (shared.waiting === 0 && !shared.pinned) {
@@ -166,7 +221,8 @@ function join(shared: Shared, key: string, signal: AbortSignal | undefined): Pro
   });
 }
 
-async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions): Promise<DecodedRgb> {
+/** null: `thumbnail` was asked for and the image has none that fits (nothing was decoded). */
+async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, opts: DecodeOptions, want: HeifWant): Promise<DecodedRgb | null> {
   const queueWaitMs = opts.queueWaitMs ?? MAX_QUEUE_WAIT_MS;
   const deadline = AbortSignal.timeout(queueWaitMs);
   const leave = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
@@ -174,8 +230,9 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
   return slots
     .run(async () => {
       started = true;
-      const outcome = await runDecoder(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS, opts.signal);
+      const outcome = await runDecoder(kind, bytes, maxPixels, opts.timeoutMs ?? DECODE_TIMEOUT_MS, opts.signal, want);
       if (!outcome.ok) {
+        if (outcome.reason === 'no-thumbnail') return null;
         // Only what the decoder found wrong with the image is the image's fault, and final.
         if (outcome.reason === 'failed') throw new AppError('INTERNAL_ERROR', `Image decoder failed: ${outcome.message}`);
         // Server-side failures are not the image's fault: 503, retryable (workflows/steps.ts retries it), never IMAGE_INVALID.
@@ -194,12 +251,13 @@ async function decodeOnce(kind: ForeignKind, bytes: Buffer, maxPixels: number, o
 }
 
 /** A HEIC to the native decoder when this process has one, anything else to a WASM/JS worker. */
-async function runDecoder(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number, signal?: AbortSignal): Promise<DecoderOutcome> {
+async function runDecoder(kind: ForeignKind, bytes: Buffer, maxPixels: number, timeoutMs: number, signal: AbortSignal | undefined, want: HeifWant): Promise<DecoderOutcome> {
   const decoder = kind === 'heif' ? await heicDecoder() : null;
   if (signal?.aborted) throw signal.reason;
+  if (want === 'thumbnail' && decoder?.backend !== 'native') return { ok: false, reason: 'no-thumbnail', message: 'only the native HEIC decoder reads thumbnails' };
   decodersStarted += 1;
   return decoder?.backend === 'native'
-    ? decodeHeifNative(decoder.path, bytes, maxPixels, { timeoutMs, ...(signal ? { signal } : {}) })
+    ? decodeHeifNative(decoder.path, bytes, maxPixels, { timeoutMs, want, ...(signal ? { signal } : {}) })
     : runWorker(kind, bytes, maxPixels, timeoutMs, signal);
 }
 

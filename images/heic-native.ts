@@ -20,10 +20,14 @@ import { tookTooLong, unavailable, type DecoderOutcome } from './decoder-outcome
  */
 
 /** What `heif-decode --version` must announce (images/heif-decode.c, PROTOCOL). */
-export const HEIF_DECODE_PROTOCOL = 2;
+export const HEIF_DECODE_PROTOCOL = 3;
 export const HEIF_DECODE_SOURCE = fileURLToPath(new URL('./heif-decode.c', import.meta.url));
-/** Where `npm run heic-decoder` builds it, and where it is looked for unless HEIC_DECODER_PATH says. */
-export const DEFAULT_HEIF_DECODE_PATH = fileURLToPath(new URL('../node_modules/.cache/lenstack/heif-decode', import.meta.url));
+/**
+ * Where `npm run heic-decoder` builds it, and where it is looked for unless HEIC_DECODER_PATH says:
+ * one binary per protocol, so checkouts that share node_modules (git worktrees) at different
+ * protocols do not rebuild it from under each other.
+ */
+export const DEFAULT_HEIF_DECODE_PATH = fileURLToPath(new URL(`../node_modules/.cache/lenstack/heif-decode-${HEIF_DECODE_PROTOCOL}`, import.meta.url));
 export const BUILD_HINT = '`npm run heic-decoder` builds it (needs Debian\'s gcc and libheif-dev)';
 
 /** libheif decodes a HEIC's tiles on this many threads (a 2566×3313 iPhone photo has 42 of them). */
@@ -36,6 +40,15 @@ const STDERR_KEEP = 2_000;
 const HEADER_BYTES = 12;
 /** Control frames: type, payload length. */
 const FRAME_HEADER_BYTES = 5;
+
+/**
+ * What a request asks the child to decode: the HEIC's primary image, or its embedded thumbnail
+ * that is fit to fingerprint it (images/heif-decode.c, fingerprint_thumbnail; docs/decisions.md,
+ * "The fingerprint of a HEIC"), answered `no-thumbnail` without decoding anything when none fits.
+ */
+export type HeifWant = 'primary' | 'thumbnail';
+/** The request's "what it wants" field (images/heif-decode.c, WANT_*). */
+const WANT: Record<HeifWant, number> = { primary: 0, thumbnail: 1 };
 
 export type HeicDecoderSetting = Config['HEIC_DECODER'];
 
@@ -107,7 +120,12 @@ export function probe(path: string): Promise<{ libheif: string } | { missing: st
  * Decodes one HEIC with a heif-decode server (an idle one, or one started for it). Resolves with
  * the outcome; rejects only with the signal's reason when every caller went away.
  */
-export function decodeHeifNative(path: string, bytes: Buffer, maxPixels: number, opts: { timeoutMs: number; signal?: AbortSignal }): Promise<DecoderOutcome> {
+export function decodeHeifNative(
+  path: string,
+  bytes: Buffer,
+  maxPixels: number,
+  opts: { timeoutMs: number; signal?: AbortSignal; want?: HeifWant },
+): Promise<DecoderOutcome> {
   const { signal, timeoutMs } = opts;
   if (signal?.aborted) return Promise.reject(signal.reason);
   const server = takeIdle(path) ?? new Server(path);
@@ -173,6 +191,8 @@ export function decodeHeifNative(path: string, bytes: Buffer, maxPixels: number,
         const clean = received === 0;
         if (code === 2 || code === 4) answer({ ok: false, reason: 'invalid', message: reason || 'HEIF could not be decoded' }, clean);
         else if (code === 3) answer({ ok: false, reason: 'too-large', message: reason || `Image is over the ${maxPixels}-pixel limit` }, clean);
+        // Only an answer to a thumbnail request: the caller decodes the primary image instead.
+        else if (code === 5 && opts.want === 'thumbnail') answer({ ok: false, reason: 'no-thumbnail', message: reason || 'HEIF has no thumbnail fit to fingerprint it' }, clean);
         else if (code > 0) answer({ ok: false, reason: 'failed', message: reason || `heif-decode exited with code ${code}` }, clean);
         else {
           const name = signalName(-code);
@@ -186,7 +206,7 @@ export function decodeHeifNative(path: string, bytes: Buffer, maxPixels: number,
         answer(unavailable(message, 2));
       },
     });
-    server.send(bytes, maxPixels);
+    server.send(bytes, maxPixels, opts.want ?? 'primary');
   });
 }
 
@@ -239,11 +259,12 @@ class Server {
     this.#listener = listener;
   }
 
-  send(bytes: Buffer, maxPixels: number): void {
+  send(bytes: Buffer, maxPixels: number, want: HeifWant): void {
     const request = Buffer.alloc(24);
     request.write('HDEC', 0, 'latin1');
     request.writeUInt32LE(bytes.length, 4);
     request.writeUInt32LE(THREADS, 8);
+    request.writeUInt32LE(WANT[want], 12);
     request.writeBigUInt64LE(BigInt(maxPixels), 16);
     (this.#child.stdin as Writable).write(request);
     (this.#child.stdin as Writable).write(bytes);

@@ -1,7 +1,7 @@
 import sharp, { type Sharp } from 'sharp';
 import { imageInvalid, imageTooLarge } from '../core/errors.ts';
 import { bmpForDecoder, readBmpHeader } from './bmp-header.ts';
-import { decodeForeign, type ForeignKind } from './foreign-decode.ts';
+import { decodeForeign, type DecodePurpose, type ForeignKind } from './foreign-decode.ts';
 import { sniffContainer, type Container } from './sniff.ts';
 
 /**
@@ -65,8 +65,12 @@ export async function readHeader(bytes: Buffer): Promise<ImageHeader> {
  * A sharp pipeline over the image's pixels, decoded at most `maxPixels` (sharp's default when the
  * caller's probe already checked the limit). Native formats decode lazily in libvips (JPEG/WebP
  * shrink on load); HEVC-HEIF and BMP are decoded in full first, off the event loop.
+ *
+ * `purpose: 'fingerprint'` (images/decode.ts only): the pipeline only feeds the small fingerprint
+ * intermediate, so a HEIC may come from its embedded thumbnail (docs/decisions.md, "The fingerprint
+ * of a HEIC"): its pixels are then that thumbnail's, smaller than the image's declared size.
  */
-export async function openImage(bytes: Buffer, opts: { maxPixels?: number; signal?: AbortSignal } = {}): Promise<Sharp> {
+export async function openImage(bytes: Buffer, opts: { maxPixels?: number; signal?: AbortSignal; purpose?: DecodePurpose } = {}): Promise<Sharp> {
   const maxPixels = opts.maxPixels ?? SHARP_DEFAULT_MAX_PIXELS;
   const kind = await foreignKind(bytes);
   if (kind === null) return sharp(bytes, { limitInputPixels: maxPixels, failOn: DECODE_FAIL_ON });
@@ -79,7 +83,10 @@ export async function openImage(bytes: Buffer, opts: { maxPixels?: number; signa
     }
   }
   // The caller's signal (its client's connection): a decode nobody waits for leaves the queue.
-  const { pixels, width, height } = await decodeForeign(kind, kind === 'bmp' ? bmpForDecoder(bytes) : bytes, maxPixels, opts.signal ? { signal: opts.signal } : {});
+  const { pixels, width, height } = await decodeForeign(kind, kind === 'bmp' ? bmpForDecoder(bytes) : bytes, maxPixels, {
+    ...(opts.signal ? { signal: opts.signal } : {}),
+    ...(opts.purpose ? { purpose: opts.purpose } : {}),
+  });
   return sharp(pixels, { raw: { width, height, channels: 3 } });
 }
 
