@@ -24,6 +24,7 @@ import type { HarnessValues } from './provided.ts';
 import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, HarnessError, safeUrl } from './services.ts';
 import { formatMissing, preflight } from '../../tools/scripts/preflight.ts';
 import { createTestDatabase, type TestDatabase } from './test-database.ts';
+import { ensureWorkflowBundle } from '../../tools/scripts/workflow-bundle.ts';
 
 interface HarnessSettings {
   /** Server the test database is created on (its database name is ignored). */
@@ -112,11 +113,22 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const blobDir = await mkdtemp(join(tmpdir(), `lenstack-test-${runId}-blobs-`));
     cleanups.push(() => rm(blobDir, { recursive: true, force: true }));
 
-    // Temporal takes the longest to come up: start it while the database is migrated.
+    // Temporal takes the longest to come up: start it while the database is migrated and the
+    // workflow code is bundled (once for the run; cached across runs under a hash of its sources):
+    // every test file that starts a worker loads it instead of running webpack again.
+    const workflowBundle = ensureWorkflowBundle({ log: (line) => process.stderr.write(`[harness] ${line}\n`) }).then(
+      ({ path }) => path,
+      (err: unknown) => {
+        // The test files that start a worker bundle it themselves and fail with the bundler's error.
+        process.stderr.write(`[harness] could not bundle the workflow code: ${err instanceof Error ? err.message : String(err)}\n`);
+        return '';
+      },
+    );
     const [database, temporal] = await settleAll(cleanups, [
       prepareDatabase(settings),
       prepareTemporal(settings),
     ] as const);
+    const workflowBundlePath = await workflowBundle;
     // The console's front end, once for the run (the browser tests serve it): Vite, under a second.
     await ensureConsoleBuilt();
 
@@ -130,6 +142,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       temporalTaskQueue: `lenstack-test-${runId}`,
       blobDir,
       heicDecoder: settings.heicDecoder,
+      workflowBundlePath,
     };
     for (const [key, value] of Object.entries(values)) project.provide(key as keyof HarnessValues, value);
 

@@ -20,6 +20,12 @@ export interface HarnessValues {
   blobDir: string;
   /** The run's HEIC_DECODER (`auto` unless set when the run started): every test file starts with it. */
   heicDecoder: 'auto' | 'native' | 'wasm';
+  /**
+   * The workflow code bundled once for the run (tools/scripts/workflow-bundle.ts), which every
+   * worker a test file starts loads instead of bundling it again; '' when bundling failed in the
+   * setup (a test file then bundles itself, and reports the bundler's error).
+   */
+  workflowBundlePath: string;
 }
 
 declare module 'vitest' {

@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { inject } from 'vitest';
 import { Client } from '@temporalio/client';
 import { connectTemporal } from '../../core/temporal-connection.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
@@ -25,9 +27,16 @@ export function quietTemporal(): void {
 }
 
 let bundle: Promise<WorkflowBundle> | undefined;
-/** Bundle the workflow code once per test file (webpack takes seconds). */
+/**
+ * The workflow code, bundled once for the whole run by the harness (webpack takes seconds of CPU,
+ * and ~60 test files start workers), read once per test file. When the harness could not bundle
+ * it, the file bundles it itself, so the bundler's error shows in the tests that need it.
+ */
 export function workflowBundle(): Promise<WorkflowBundle> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} } as never });
+  const path = inject('workflowBundlePath');
+  bundle ??= path
+    ? readFile(path, 'utf8').then((code) => ({ code }))
+    : bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} } as never });
   return bundle;
 }
 

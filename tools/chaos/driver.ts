@@ -1,9 +1,6 @@
-import { createHash } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { issueKey } from '../../auth/repository.ts';
 import { VENDOR_ENV_PREFIX, VENDOR_NAMES } from '../../core/vendor-names.ts';
 import { createBillingAccount } from '../../accounts/billing-accounts.ts';
@@ -13,7 +10,7 @@ import { startSimVendor } from '../sim/index.ts';
 import { FAILURE_MODES, type FailureMode } from '../sim/behaviour.ts';
 import { intIn, pick, rngFor, type Rng } from '../../samples/random.ts';
 import { freePort } from '../scripts/temporal.ts';
-import { WORKFLOWS_PATH } from '../../worker/main.ts';
+import { ensureWorkflowBundle } from '../scripts/workflow-bundle.ts';
 import { checkBlobs, checkBooks } from './checks.ts';
 import { batchBody, checkBatches, followBatch, planBatches, runBatchJob, submitBatch, type BatchResult } from './batches.ts';
 import { emptyTusStats, interruptedUpload, type TusDoor } from './uploads.ts';
@@ -24,7 +21,7 @@ import { runCall, type CallResult } from './client.ts';
 import { judgeProbes, probeConsoles, type ProbeAttempt } from './console-probe.ts';
 import { FaultProxy, type Faults, type FaultProxyStats } from './fault-proxy.ts';
 import { makePlan, type PlannedCall } from './plan.ts';
-import { pollUntil, ROOT, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
+import { pollUntil, ServiceProcess, waitApiReady, waitWorkerReady, type ExitRecord, type Kind } from './processes.ts';
 
 /**
  * The chaos driver: real API, worker and console processes against Postgres and Redis (through
@@ -1008,27 +1005,12 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
 }
 
 /**
- * The workflow code bundled once (webpack takes seconds of CPU), cached in the temp directory
- * under a hash of everything it is built from: workflows/ (it imports nothing else at run time)
- * and the @temporalio/workflow version.
+ * The workflow code bundled once (webpack takes seconds of CPU), cached under a hash of every file
+ * it is built from and of the installed packages (tools/scripts/workflow-bundle.ts, shared with the
+ * test harness: the chaos test reuses the run's bundle).
  */
 async function workflowBundle(): Promise<string> {
-  const dir = path.dirname(WORKFLOWS_PATH);
-  const hash = createHash('sha256');
-  for (const f of (await readdir(dir)).sort()) hash.update(f).update(await readFile(path.join(dir, f)));
-  hash.update(await readFile(path.join(ROOT, 'node_modules/@temporalio/workflow/package.json')));
-  const cached = path.join(tmpdir(), 'lenstack-chaos-bundles', `${hash.digest('hex').slice(0, 24)}.js`);
-  try {
-    return await readFile(cached, 'utf8');
-  } catch {
-    const quiet = { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} };
-    const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quiet as never });
-    await mkdir(path.dirname(cached), { recursive: true });
-    const partial = `${cached}.${process.pid}.tmp`;
-    await writeFile(partial, code);
-    await rename(partial, cached);
-    return code;
-  }
+  return readFile((await ensureWorkflowBundle()).path, 'utf8');
 }
 
 function groupCount(items: string[]): Record<string, number> {
