@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { ToolsLastSequencer } from './test/harness/sequencer.ts';
 
 export default defineConfig({
   test: {
@@ -6,7 +7,10 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Real Postgres, Redis and a Temporal dev server for the whole run: test/harness/provided.ts.
     globalSetup: ['test/harness/global-setup.ts'],
-    setupFiles: ['test/harness/heic-decoder.ts'],
+    // wait-for-tools.ts: a file that starts a Go-built tool waits (untimed) until it is built.
+    setupFiles: ['test/harness/heic-decoder.ts', 'test/harness/wait-for-tools.ts'],
+    // The files needing a tool still being built run last (test/harness/sequencer.ts).
+    sequence: { sequencer: ToolsLastSequencer },
     pool: 'forks',
     // Our machines and CI have 2 cores.
     maxWorkers: 2,

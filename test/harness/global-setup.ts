@@ -6,14 +6,9 @@
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { ensureGoTool, goToolBuilt, goToolPath } from '../../tools/scripts/go-tool.ts';
+import { goToolPath } from '../../tools/scripts/go-tool.ts';
 import { ensureHeicDecoder } from '../../tools/scripts/heic-decoder.ts';
 import { DEFAULT_HEIF_DECODE_PATH } from '../../images/heic-native.ts';
-import { OASDIFF } from '../../tools/scripts/oasdiff.ts';
-import { PROMTOOL, systemPromtool } from '../../tools/scripts/promtool.ts';
-import { OAPI_CODEGEN } from '../../tools/scripts/go-client.ts';
-import { VERSITYGW } from '../../tools/scripts/s3-server.ts';
-import { STRIPE_MOCK } from '../../tools/scripts/stripe-mock.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -25,6 +20,7 @@ import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, HarnessErro
 import { formatMissing, preflight } from '../../tools/scripts/preflight.ts';
 import { createTestDatabase, type TestDatabase } from './test-database.ts';
 import { ensureWorkflowBundle } from '../../tools/scripts/workflow-bundle.ts';
+import { HARNESS_TOOLS, toolsOf } from './go-tools.ts';
 
 interface HarnessSettings {
   /** Server the test database is created on (its database name is ignored). */
@@ -54,6 +50,12 @@ function harnessSettings(env: NodeJS.ProcessEnv = process.env): HarnessSettings 
 
 type Cleanup = () => Promise<unknown>;
 
+/**
+ * Niceness of the background tool builds: under contention the tests get about nine tenths of the
+ * CPU, and the builds every cycle the tests leave idle (waiting on Temporal, Postgres, a child).
+ */
+const BACKGROUND_NICE = 10;
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const settings = harnessSettings();
   const runId = `${process.pid}-${randomBytes(3).toString('hex')}`;
@@ -68,7 +70,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     // Everything the run needs, checked at once and reported together before anything is built.
     const wholeSuite = process.env.npm_lifecycle_event === 'test';
-    const goTools = wholeSuite ? [STRIPE_MOCK, VERSITYGW, PROMTOOL, OASDIFF, OAPI_CODEGEN] : [];
+    const goTools = wholeSuite ? await Promise.all(HARNESS_TOOLS.map((t) => t.tool())) : [];
     const [missing, services] = await Promise.all([
       preflight({ browser: wholeSuite, goTools, temporal: !settings.temporalAddress, testPrograms: wholeSuite, ...(wholeSuite ? { heicDecoder: DEFAULT_HEIF_DECODE_PATH } : {}) }),
       Promise.allSettled([assertPostgresAnswers(settings.databaseUrl), assertRedisAnswers(settings.redisUrl)]),
@@ -82,55 +84,52 @@ export default async function setup(project: TestProject): Promise<() => Promise
       process.stderr.write(`[harness] ${report}\n`);
     }
 
-    // The Go-built test tools, once into the cache before any test's timeout runs; a warm cache
-    // answers at once. Built side by side (each Go build waits on downloads and the linker as
-    // much as on the CPU). Only for the whole suite (`npm test`): a run of a few files builds
-    // only what its tests ask for.
-    const toBuild = [];
-    for (const tool of goTools) if (!(await goToolBuilt(tool)) && !(tool === PROMTOOL && (await systemPromtool()))) toBuild.push(tool);
-    await Promise.all(
-      toBuild.map(async (tool) => {
-        process.stderr.write(`[harness] building ${tool.name} ${tool.version} with Go (once; cached in ${goToolPath(tool)}) …\n`);
-        const t0 = Date.now();
-        try {
-          await ensureGoTool(tool);
-          process.stderr.write(`[harness] built ${tool.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
-        } catch (err) {
-          // The build failed: the tests that use this tool fail and say why; the rest run.
-          process.stderr.write(`[harness] could not build ${tool.name}: ${err instanceof Error ? err.message : String(err)}\n`);
-        }
-      }),
-    );
-
-    // The native HEIC decoder, built once per source (about a second): the HEIC tests run on it
-    // and on the WASM fallback. Without a C compiler and libheif's headers the tests on it fail, saying so.
-    await ensureHeicDecoder({ log: (line) => process.stderr.write(`[harness] ${line}\n`) }).catch((err: unknown) => {
-      process.stderr.write(`[harness] native HEIC decoder not built: ${err instanceof Error ? err.message : String(err)}\n`);
-    });
+    const log = (line: string) => process.stderr.write(`[harness] ${line}\n`);
+    // The Go-built test tools (go-tools.ts), for the whole suite (`npm test`): the missing ones are
+    // built in the background at low CPU priority while the tests that need none of them run; the
+    // files that need one run last and wait for it (sequencer.ts, wait-for-tools.ts). A run of a
+    // few files builds what its files need before they start (wait-for-tools.ts).
+    const backgroundBuilds = wholeSuite ? buildInBackground(log) : Promise.resolve();
+    cleanups.push(() => backgroundBuilds);
 
     const redisPrefix = `lenstack-test:${runId}:`;
     cleanups.push(() => deleteRedisKeys(settings.redisUrl, redisPrefix));
     const blobDir = await mkdtemp(join(tmpdir(), `lenstack-test-${runId}-blobs-`));
     cleanups.push(() => rm(blobDir, { recursive: true, force: true }));
 
-    // Temporal takes the longest to come up: start it while the database is migrated and the
-    // workflow code is bundled (once for the run; cached across runs under a hash of its sources):
-    // every test file that starts a worker loads it instead of running webpack again.
-    const workflowBundle = ensureWorkflowBundle({ log: (line) => process.stderr.write(`[harness] ${line}\n`) }).then(
+    // Everything the tests need before they start, side by side. Temporal takes the longest (on a
+    // fresh machine its CLI is built with Go first): the database is migrated meanwhile, and ...
+    // ... the native HEIC decoder built once per source (about a second): the HEIC tests run on it
+    // and on the WASM fallback. Without a C compiler and libheif's headers the tests on it fail, saying so.
+    const heicDecoder = ensureHeicDecoder({ log }).then(
+      () => {},
+      (err: unknown) => log(`native HEIC decoder not built: ${err instanceof Error ? err.message : String(err)}`),
+    );
+    // ... the workflow code bundled once for the run (cached across runs under a hash of its
+    // sources): every test file that starts a worker loads it instead of running webpack again.
+    const workflowBundle = ensureWorkflowBundle({ log }).then(
       ({ path }) => path,
       (err: unknown) => {
         // The test files that start a worker bundle it themselves and fail with the bundler's error.
-        process.stderr.write(`[harness] could not bundle the workflow code: ${err instanceof Error ? err.message : String(err)}\n`);
+        log(`could not bundle the workflow code: ${err instanceof Error ? err.message : String(err)}`);
         return '';
       },
     );
+    // ... and the console's front end, once for the run (the browser tests serve it): Vite, under a second.
+    const consoleBuilt = ensureConsoleBuilt().then(() => null, (err: unknown) => err);
+    const toolsOfFiles = project.globTestFiles().then(async ({ testFiles }) => {
+      const found: Record<string, string[]> = {};
+      for (const [file, tools] of await toolsOf(testFiles)) if (tools.length) found[file] = tools.map((t) => t.name);
+      return found;
+    });
     const [database, temporal] = await settleAll(cleanups, [
       prepareDatabase(settings),
       prepareTemporal(settings),
     ] as const);
+    await heicDecoder;
     const workflowBundlePath = await workflowBundle;
-    // The console's front end, once for the run (the browser tests serve it): Vite, under a second.
-    await ensureConsoleBuilt();
+    const consoleError = await consoleBuilt;
+    if (consoleError) throw consoleError;
 
     const values: HarnessValues = {
       runId,
@@ -143,6 +142,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       blobDir,
       heicDecoder: settings.heicDecoder,
       workflowBundlePath,
+      toolsOfFiles: await toolsOfFiles,
     };
     for (const [key, value] of Object.entries(values)) project.provide(key as keyof HarnessValues, value);
 
@@ -203,4 +203,26 @@ async function prepareTemporal(
   const server = await startTemporalDevServer({ namespace: settings.temporalNamespace });
   const description = `own dev server, up in ${((Date.now() - started) / 1000).toFixed(1)} s`;
   return { address: server.address, description, cleanup: () => server.stop() };
+}
+
+/**
+ * Builds the missing Go-built test tools side by side (each Go build waits on downloads and the
+ * linker as much as on the CPU), niced so the tests running meanwhile keep the CPU they use. Never
+ * rejects: a failed build is reported here, and again by the tests that use the tool.
+ */
+async function buildInBackground(log: (line: string) => void): Promise<void> {
+  await Promise.all(
+    HARNESS_TOOLS.map(async (tool) => {
+      if (await tool.ready()) return;
+      const pin = await tool.tool();
+      log(`building ${pin.name} ${pin.version} with Go in the background (once; cached in ${goToolPath(pin)}); the tests that need it run last`);
+      const t0 = Date.now();
+      try {
+        await tool.ensure({ nice: BACKGROUND_NICE });
+        log(`built ${pin.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+      } catch (err) {
+        log(`could not build ${pin.name}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }),
+  );
 }

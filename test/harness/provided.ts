@@ -26,6 +26,8 @@ export interface HarnessValues {
    * setup (a test file then bundles itself, and reports the bundler's error).
    */
   workflowBundlePath: string;
+  /** The Go-built tools (go-tools.ts) each test file of the run reaches, by absolute path; files needing none are left out. */
+  toolsOfFiles: Record<string, string[]>;
 }
 
 declare module 'vitest' {

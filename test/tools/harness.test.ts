@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
 import pg from 'pg';
@@ -7,6 +8,7 @@ import { createClient } from 'redis';
 import { describe, expect, inject, test } from 'vitest';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 import { testConfig } from '../harness/env.ts';
+import { waitingLast } from '../harness/go-tools.ts';
 
 describe('test harness', () => {
   test('provides a database of its own, created for this run and migrated', async () => {
@@ -86,5 +88,32 @@ describe('test harness', () => {
     expect(config.VENDOR_ORDER).toEqual(['google', 'openai']);
     // Same file, same queue and prefix.
     expect(testConfig().TEMPORAL_TASK_QUEUE).toBe(config.TEMPORAL_TASK_QUEUE);
+  });
+});
+
+describe('test harness: the Go-built tools (test/harness/go-tools.ts)', () => {
+  const at = (file: string) => fileURLToPath(new URL(`../../${file}`, import.meta.url));
+
+  test('knows which test files start which tool, from what they import', () => {
+    const known = inject('toolsOfFiles');
+    expect(known[at('test/images/s3-pipeline.test.ts')]).toEqual(['versitygw']);
+    expect(known[at('test/payments/api-stripe-wire.test.ts')]).toEqual(['stripe-mock']);
+    // Through test/web/console-stack.ts, which starts stripe-mock for the console.
+    expect(known[at('test/web/console.test.ts')]).toEqual(['stripe-mock']);
+    expect(known[at('test/tools/openapi-breaking.test.ts')]).toEqual(['oasdiff']);
+    expect(known[at('test/clients/go.test.ts')]).toEqual(['oapi-codegen']);
+    expect(known[at('test/operations/promtool.test.ts')]).toEqual(['promtool']);
+    // Files that start none are not listed: they never wait for a build.
+    expect(known[at('test/tools/harness.test.ts')]).toBeUndefined();
+    expect(known[at('test/analysis/analyze.test.ts')]).toBeUndefined();
+  });
+
+  test('the files needing a tool not built yet run last, each part in the order vitest chose', async () => {
+    const built = { name: 'built', ready: async () => true };
+    const building = { name: 'building', ready: async () => false };
+    const needs: Record<string, (typeof built)[]> = { a: [building], b: [], c: [built], d: [built, building], e: [] };
+    expect(await waitingLast(['a', 'b', 'c', 'd', 'e'], (f) => needs[f]!)).toEqual(['b', 'c', 'e', 'a', 'd']);
+    // Everything built: vitest's order as it is.
+    expect(await waitingLast(['a', 'b', 'c', 'd', 'e'], (f) => needs[f]!.map(() => built))).toEqual(['a', 'b', 'c', 'd', 'e']);
   });
 });
