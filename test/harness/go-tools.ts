@@ -60,16 +60,3 @@ export async function toolsOf(testFiles: string[], graph = new ImportGraph()): P
   }
   return result;
 }
-
-/** `sorted`, the items needing a tool that is not ready moved to the end, each part in its order. */
-export async function waitingLast<T>(sorted: T[], needs: (item: T) => Pick<HarnessTool, 'name' | 'ready'>[]): Promise<T[]> {
-  const ready = new Map<string, Promise<boolean>>();
-  const waits = new Set<T>();
-  for (const item of sorted) {
-    for (const tool of needs(item)) {
-      if (!ready.has(tool.name)) ready.set(tool.name, tool.ready());
-      if (!(await ready.get(tool.name))) waits.add(item);
-    }
-  }
-  return [...sorted.filter((item) => !waits.has(item)), ...sorted.filter((item) => waits.has(item))];
-}

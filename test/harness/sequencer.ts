@@ -1,5 +1,6 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
-import { toolsOf, waitingLast } from './go-tools.ts';
+import { toolsOf } from './go-tools.ts';
+import { waitingLast } from './waiting-last.ts';
 
 /**
  * vitest's order (longest or failed first from the last run's results, else largest first), except

@@ -8,7 +8,7 @@ import { createClient } from 'redis';
 import { describe, expect, inject, test } from 'vitest';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 import { testConfig } from '../harness/env.ts';
-import { waitingLast } from '../harness/go-tools.ts';
+import { waitingLast } from '../harness/waiting-last.ts';
 
 describe('test harness', () => {
   test('provides a database of its own, created for this run and migrated', async () => {
@@ -105,6 +105,7 @@ describe('test harness: the Go-built tools (test/harness/go-tools.ts)', () => {
     expect(known[at('test/operations/promtool.test.ts')]).toEqual(['promtool']);
     // Files that start none are not listed: they never wait for a build.
     expect(known[at('test/tools/harness.test.ts')]).toBeUndefined();
+    expect(known[at('test/tools/build-lock.test.ts')]).toBeUndefined();
     expect(known[at('test/analysis/analyze.test.ts')]).toBeUndefined();
   });
 
