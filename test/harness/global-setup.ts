@@ -5,7 +5,7 @@
  */
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { goToolPath } from '../../tools/scripts/go-tool.ts';
 import { ensureHeicDecoder } from '../../tools/scripts/heic-decoder.ts';
 import { DEFAULT_HEIF_DECODE_PATH } from '../../images/heic-native.ts';
@@ -107,8 +107,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     );
     // ... the workflow code bundled once for the run (cached across runs under a hash of its
     // sources): every test file that starts a worker loads it instead of running webpack again.
+    // The run keeps its own copy: the shared cache may drop an entry while a long run still reads it.
+    const runBundle = join(tmpdir(), `lenstack-test-${runId}-workflows.js`);
+    cleanups.push(() => rm(runBundle, { force: true }));
     const workflowBundle = ensureWorkflowBundle({ log }).then(
-      ({ path }) => path,
+      async ({ path }) => {
+        await copyFile(path, runBundle);
+        return runBundle;
+      },
       (err: unknown) => {
         // The test files that start a worker bundle it themselves and fail with the bundler's error.
         log(`could not bundle the workflow code: ${err instanceof Error ? err.message : String(err)}`);

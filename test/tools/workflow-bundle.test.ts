@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { WORKFLOWS_ENTRY, workflowBundleKey, workflowSources } from '../../tools/scripts/workflow-bundle.ts';
+import { WORKFLOW_BUNDLE_CACHE, WORKFLOWS_ENTRY, workflowBundleKey, workflowSources } from '../../tools/scripts/workflow-bundle.ts';
 import { WORKFLOWS_PATH } from '../../worker/main.ts';
 import { workflowBundle } from '../helpers/pipeline.ts';
 
@@ -55,8 +55,10 @@ describe('the workflow bundle', () => {
 
   it("the run's bundle is the one of the current sources, holds the three workflows, and is what every test file's workers load", async () => {
     const path = inject('workflowBundlePath');
-    expect(basename(path)).toBe(`${await workflowBundleKey()}.js`);
+    // The run's own copy of the cache's entry for the current key.
+    expect(basename(path)).toBe(`lenstack-test-${inject('runId')}-workflows.js`);
     const code = await readFile(path, 'utf8');
+    expect(await readFile(join(WORKFLOW_BUNDLE_CACHE, `${await workflowBundleKey()}.js`), 'utf8')).toBe(code);
     for (const name of ['analyzeWorkflow', 'batchWorkflow', 'vehicleReportWorkflow']) expect(code).toContain(name);
     expect((await workflowBundle()) as { code: string }).toEqual({ code });
   });
