@@ -368,12 +368,13 @@ try {
   // (docs/decisions.md, "A vehicle's next photo prepared during the call", under 0.4 MB) is kept too.
   const largest = Math.max(...SIZES);
   const PREPARED = 400_000;
-  const needFor = (v: number) => v * P * ((avg + 100) * (v === largest && !opts['no-resume'] ? 3 : 2) + PREPARED * (v === largest && !opts['no-resume'] ? 2 : 1)) + 2 * 1024 ** 3;
+  const resumes = (v: number) => v === largest && !opts['no-resume'];
+  const needFor = (v: number) => v * P * ((avg + 100) * (resumes(v) ? 3 : 2) + PREPARED * (resumes(v) ? 2 : 1)) + 2 * 1024 ** 3;
   const fs = statfsSync(work);
   const free = fs.bavail * fs.bsize;
   for (const v of SIZES) {
     if (needFor(v) > free) {
-      say(`refused: ${v} vehicles × ${P} photos needs about ${gib(needFor(v))} in ${os.tmpdir()} (the folder, its copy in the blob store${v === largest && !opts['no-resume'] ? ', the resume folder stored again' : ''}, 2 GiB spare); ${gib(free)} free`);
+      say(`refused: ${v} vehicles × ${P} photos needs about ${gib(needFor(v))} in ${os.tmpdir()} (the folder, its copy in the blob store${resumes(v) ? ', the resume folder stored again' : ''}, 2 GiB spare); ${gib(free)} free`);
       process.exitCode = 2;
     }
   }
@@ -427,7 +428,7 @@ try {
       // Written after each size too, so a run that dies later (the resume, a later size) keeps these figures.
       await writeFile(RESULTS, `${lines.join('\n')}\n`);
 
-      if (v === largest && !opts['no-resume']) {
+      if (resumes(v)) {
         // The first run's folder is done with: removed before its successor is written, so the
         // disk holds three copies of the fleet at most (a 200 × 25 run filled this machine's disk
         // with four, and Postgres stopped).
