@@ -102,9 +102,9 @@ export function vendorActivities(deps: ActivityDeps) {
         if (input.fingerprint) hashes = prepared.hashes ?? (await deps.workCopies.hashes(input.sha256));
       } else if (input.fingerprint) {
         // A photo new to the caller's registry: its hashes come from the same read as the copy.
-        ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256));
+        ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256, v));
       } else {
-        image = await deps.workCopies.get(input.sha256);
+        image = await deps.workCopies.get(input.sha256, v);
       }
       // The chain's next photo is prepared while this call waits for the vendor: its own call then
       // starts with its upload made (docs/decisions.md, "A vehicle's next photo prepared during the call").
@@ -179,14 +179,14 @@ export function vendorActivities(deps: ActivityDeps) {
   }
 
   /**
-   * The next photo's upload for this vendor, made from its work copy (vendors/resize.ts, the same
-   * bytes its own call would make) and stored under its own hash, with the photo's hashes when
+   * The next photo's upload for this vendor, made from its work copy for this vendor (vendors/resize.ts,
+   * the same bytes its own call would make) and stored under its own hash, with the photo's hashes when
    * asked. Unreferenced, it is the collector's after BLOB_GC_GRACE_MS, which outlasts any run.
    * Never rejects: a photo that cannot be prepared is its own call's to decode and refuse.
    */
   async function prepareAhead(v: Vendor, next: NonNullable<VendorCallInput['ahead']>): Promise<PreparedUpload | undefined> {
     try {
-      const { copy, hashes } = next.fingerprint ? await deps.workCopies.withHashes(next.sha256) : { copy: await deps.workCopies.get(next.sha256), hashes: undefined };
+      const { copy, hashes } = next.fingerprint ? await deps.workCopies.withHashes(next.sha256, v) : { copy: await deps.workCopies.get(next.sha256, v), hashes: undefined };
       const upload = await prepareImage(v, copy);
       const blob = createHash('sha256').update(upload.data).digest('hex');
       await deps.blobs.put(blob, upload.data);

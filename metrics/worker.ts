@@ -92,7 +92,7 @@ export function createWorkerMetrics(registry = new Registry()) {
     workCopies: new Counter({
       registers,
       name: 'lenstack_work_copies_total',
-      help: 'Vendor work copies looked up by vendor attempts: decoded (the original read and decoded, once per image per analysis) or reused (retries, fallbacks, further tasks).',
+      help: 'Vendor work copies looked up by vendor attempts: decoded (the original read and decoded: once per image per analysis, again on a fallback to a vendor billing a larger size) or reused (retries, fallbacks to a vendor billing no more, further tasks).',
       labelNames: ['outcome'],
     }),
     preparedUploads: new Counter({

@@ -1,5 +1,4 @@
 import { DEFAULT_IMAGE_MAX_PIXELS, type VendorName } from '../core/config.ts';
-import { VENDOR_NAMES } from '../core/vendor-names.ts';
 import { VENDOR_REGISTRY } from './registry.ts';
 import { decodeRaw, encodeJpeg, uprightSize, type Size } from '../images/vendor-pixels.ts';
 import type { PreparedImage, WorkCopy } from './image-types.ts';
@@ -12,10 +11,12 @@ import type { PreparedImage, WorkCopy } from './image-types.ts';
  * simulator bills from its own reading of the published rules (tools/sim/billing.ts), so a test
  * comparing this estimate with the sim's usage fields checks it against an independent figure.
  *
- * The original is decoded once per analysis, into a work copy (`makeWorkCopy`): upright, on white,
- * at the largest size any vendor bills for it (within 2048×2048), kept as raw pixels. Every vendor
- * attempt then prepares its upload from that copy with no decode: a resize to its billed size when
- * that is smaller, and the JPEG encode.
+ * The original is decoded into a work copy (`makeWorkCopy`): upright, on white, at the size the
+ * vendor asked first bills for it (within 2048×2048), kept as raw pixels. Every vendor attempt then
+ * prepares its upload from a copy with no decode: the JPEG encode, after a resize when the copy is
+ * another, larger-billing vendor's. A fallback to a vendor billing a larger size than the copy has
+ * decodes the original again at that size (vendors/work-copies.ts; docs/decisions.md, "The work
+ * copy's size"), so an analysis decodes once unless it falls back to such a vendor.
  */
 
 export type { PreparedImage, Size, WorkCopy };
@@ -28,12 +29,16 @@ export function billedSize(vendor: VendorName, width: number, height: number): S
 }
 
 /**
- * The work copy's size: the largest of the vendors' billed sizes. Each is the original scaled
- * uniformly, so every vendor's size fits inside the largest one (to a pixel of rounding), and a
- * JPEG original shrinks on load toward it (a 12 MP photo decodes at half size).
+ * Whether a work copy can give the vendor its upload: the copy is at least the size the vendor
+ * bills for its original, to a pixel of rounding. Each billed size is the original scaled
+ * uniformly, so a copy made for a vendor billing more holds every smaller billed size (two sizes
+ * within a pixel of each other may round apart in one side: that pixel is a resize, as it was when
+ * one copy at the largest billed size served every vendor). A copy that does not serve the vendor
+ * is never upscaled to its size: the original is decoded again (vendors/work-copies.ts).
  */
-export function workCopySize(source: Size): Size {
-  return VENDOR_NAMES.map((v) => billedSize(v, source.width, source.height)).reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
+export function copyServes(copy: WorkCopy, vendor: VendorName): boolean {
+  const target = billedSize(vendor, copy.source.width, copy.source.height);
+  return copy.width + 1 >= target.width && copy.height + 1 >= target.height;
 }
 
 /** Input tokens the vendor bills for one image of exactly this size (no further downscaling; its plug-in's rule). */
@@ -49,23 +54,29 @@ export function isPrepared(image: Buffer | WorkCopy | PreparedImage): image is P
   return !Buffer.isBuffer(image) && 'data' in image;
 }
 
-/** The one decode of an original per analysis: see WorkCopy. */
-export async function makeWorkCopy(input: Buffer, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<WorkCopy> {
+/**
+ * The decode of an original into a work copy for the vendor (see WorkCopy): at the size the vendor
+ * bills for it, so a JPEG original shrinks on load toward that size, and the vendor's upload from
+ * the copy is an encode with no resize.
+ */
+export async function makeWorkCopy(input: Buffer, vendor: VendorName, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<WorkCopy> {
   const source = await uprightSize(input);
-  const raw = await decodeRaw(input, source, workCopySize(source), maxPixels);
+  const raw = await decodeRaw(input, source, billedSize(vendor, source.width, source.height), maxPixels);
   return { ...raw, source };
 }
 
 /**
  * Downscale to the vendor's billed size and encode as JPEG (images/vendor-pixels.ts: upright, on
- * white, pixels only). From a work copy, the billed size is that of its original (the copy is
- * never smaller than any billed size, up to a pixel of rounding), so the upload is the same as
- * from the original.
+ * white, pixels only). From a work copy, the billed size is that of its original, and the copy
+ * must serve the vendor (`copyServes`): never an upscale of a smaller vendor's copy. From a copy
+ * made for this vendor (or one billing the same size) the upload is the encode of the copy's
+ * pixels, the same as from the original; from a larger vendor's copy it is that copy resized.
  */
 export async function prepareImage(vendor: VendorName, input: Buffer | WorkCopy | PreparedImage, maxPixels = DEFAULT_IMAGE_MAX_PIXELS): Promise<PreparedImage> {
   // Prepared already, for this vendor, ahead of its call (activities/vendors.ts): sent as it is.
   if (isPrepared(input)) return input;
   const fromCopy = !Buffer.isBuffer(input);
+  if (fromCopy && !copyServes(input, vendor)) throw new Error(`a ${input.width}×${input.height} work copy is smaller than what ${vendor} bills for its ${input.source.width}×${input.source.height} original`);
   const source = fromCopy ? input.source : await uprightSize(input);
   const target = billedSize(vendor, source.width, source.height);
   const jpeg = await encodeJpeg(fromCopy ? input : { original: input, upright: source, maxPixels }, target, JPEG_QUALITY);

@@ -1,27 +1,36 @@
 import { LRUCache } from 'lru-cache';
+import type { VendorName } from '../core/config.ts';
 import { decodeCheckedHashes } from '../images/intake.ts';
 import type { PhotoHashes } from '../workflows/types.ts';
-import { makeWorkCopy, type WorkCopy } from './resize.ts';
+import { copyServes, makeWorkCopy, type WorkCopy } from './resize.ts';
 
 /**
- * The worker's work copies, by the original's SHA-256: the original is read and decoded once, and
- * every vendor attempt of the analysis (retries, fallbacks, one call per task) prepares its upload
- * from the copy. Concurrent attempts on one image share the one decode in flight. Bounded by bytes
- * (WORK_COPY_CACHE_BYTES, least recently used out first); a failed decode is not kept, so it
- * fails the same way for the next caller, which the saga does not retry (IMAGE_INVALID).
+ * The worker's work copies, by the original's SHA-256, one copy per photo: the original is read
+ * and decoded at the size the vendor asked for bills (the first vendor of the analysis), and every
+ * vendor attempt (retries, fallbacks, one call per task) prepares its upload from the copy. A
+ * vendor billing no more than the copy's size is served from it (its upload resized down); one
+ * billing more (a fallback from OpenAI's 1024 px to Google's 1536, say) has the original read and
+ * decoded again at its own size, and that copy replaces the smaller one (docs/decisions.md, "The
+ * work copy's size"). Concurrent attempts on one image share the decode in flight, and one that
+ * needs more than it gave then decodes again. Bounded by bytes (WORK_COPY_CACHE_BYTES, least
+ * recently used out first); a failed decode is not kept, so it fails the same way for the next
+ * caller, which the saga does not retry (IMAGE_INVALID).
  *
  * A photo new to the caller's registry also needs its perceptual hashes (intake no longer decodes
  * it: docs/decisions.md, "Decoding after the reservation"). `withHashes` makes them from the same
  * read of the original as the copy, both decodes running together; the hashes are kept by SHA-256
- * too (a few bytes each), so a retry or a fallback does not decode again.
+ * too (a few bytes each), so a retry or a fallback does not hash again, even one that decodes
+ * the copy again.
  *
- * lru-cache (isaacs) rather than our own map: it brings the byte bound, the LRU order and the
- * single-flight `fetch` with the status of each lookup.
+ * lru-cache (isaacs) rather than our own map: it brings the byte bound, the LRU order, the
+ * single-flight `fetch` with the status of each lookup, and the refresh (`forceRefresh`, with the
+ * vendor as the fetch's `context`) that replaces a copy by a larger one.
  */
 export interface WorkCopies {
-  get(sha256: string): Promise<WorkCopy>;
-  /** The work copy and the photo's perceptual hashes, from one read of the original. */
-  withHashes(sha256: string): Promise<{ copy: WorkCopy; hashes: PhotoHashes }>;
+  /** A work copy that serves the vendor's upload (vendors/resize.ts `copyServes`). */
+  get(sha256: string, vendor: VendorName): Promise<WorkCopy>;
+  /** The work copy for the vendor and the photo's perceptual hashes, from one read of the original. */
+  withHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: PhotoHashes }>;
   /** The photo's perceptual hashes alone (read and decoded at reduced size when not kept). */
   hashes(sha256: string): Promise<PhotoHashes>;
 }
@@ -36,7 +45,10 @@ export function createWorkCopies(opts: {
   maxPixels: number;
   /** The fingerprint's decode; by default intake's own (IMAGE_INVALID when the bytes do not decode). */
   hash?: (bytes: Buffer) => Promise<PhotoHashes>;
-  /** Counted per lookup: `decoded` read and decoded the original, `reused` shared a copy made or in the making. */
+  /**
+   * Counted once per lookup: `decoded` read and decoded the original (first, or again for a vendor
+   * billing more than the copy kept), `reused` was served by a copy made or in the making.
+   */
   onLookup?: (outcome: 'decoded' | 'reused') => void;
 }): WorkCopies {
   const hash = opts.hash ?? ((bytes: Buffer) => decodeCheckedHashes(bytes, opts.maxPixels));
@@ -63,24 +75,46 @@ export function createWorkCopies(opts: {
 
   /** Photos whose copy is being asked for with their hashes: the copy's read serves both. */
   const withHashesWanted = new Map<string, number>();
-  const cache = new LRUCache<string, WorkCopy>({
+  /** The context of a decode: the vendor whose billed size the copy is made at. */
+  type Asked = { vendor: VendorName };
+  const cache = new LRUCache<string, WorkCopy, Asked>({
     maxSize: opts.maxBytes,
     sizeCalculation: (copy) => Math.max(1, copy.pixels.length),
-    fetchMethod: async (sha256) => {
+    fetchMethod: async (sha256, _smaller, { context }) => {
       opts.onLookup?.('decoded');
       const bytes = await opts.read(sha256);
-      if (!withHashesWanted.has(sha256)) return makeWorkCopy(bytes, opts.maxPixels);
+      if (!withHashesWanted.has(sha256)) return makeWorkCopy(bytes, context.vendor, opts.maxPixels);
       // Both decodes of the one read at once (libvips runs each on its own threads).
-      const [copy] = await Promise.all([makeWorkCopy(bytes, opts.maxPixels), hashOnce(sha256, async () => bytes)]);
+      const [copy] = await Promise.all([makeWorkCopy(bytes, context.vendor, opts.maxPixels), hashOnce(sha256, async () => bytes)]);
       return copy;
     },
   });
-  const get = async (sha256: string, hashes: boolean): Promise<WorkCopy> => {
-    const status: LRUCache.Status<string, WorkCopy> = {};
+  const get = async (sha256: string, vendor: VendorName, hashes: boolean): Promise<WorkCopy> => {
     if (hashes) withHashesWanted.set(sha256, (withHashesWanted.get(sha256) ?? 0) + 1);
-    let copy: WorkCopy | undefined;
     try {
-      copy = await cache.fetch(sha256, { status });
+      // A lookup starts at most one decode, and is counted `decoded` for it: on a miss, or as a
+      // refresh when the copy kept or shared is too small for its vendor. A refresh replaces the
+      // kept copy, and lookups arriving meanwhile share it (lru-cache hands them the fetch in
+      // flight, whatever their vendor); one that finds it too small in turn refreshes again.
+      let forceRefresh = false;
+      let dispatched = false;
+      for (;;) {
+        const status: LRUCache.Status<string, WorkCopy, Asked> = {};
+        let copy: WorkCopy | undefined;
+        try {
+          copy = await cache.fetch(sha256, { context: { vendor }, forceRefresh, status });
+        } finally {
+          if (status.fetch === 'miss' || status.fetch === 'refresh') dispatched = true;
+        }
+        if (!copy) throw new Error(`work copy of ${sha256} was not produced`);
+        if (copyServes(copy, vendor)) {
+          if (!dispatched) opts.onLookup?.('reused');
+          return copy;
+        }
+        // Only a copy made for another vendor can be too small; one decoded for this one never is.
+        if (dispatched) throw new Error(`work copy of ${sha256} was made smaller than ${vendor} bills`);
+        forceRefresh = true;
+      }
     } finally {
       if (hashes) {
         const left = withHashesWanted.get(sha256)! - 1;
@@ -88,15 +122,12 @@ export function createWorkCopies(opts: {
         else withHashesWanted.delete(sha256);
       }
     }
-    if (status.fetch !== 'miss') opts.onLookup?.('reused');
-    if (!copy) throw new Error(`work copy of ${sha256} was not produced`);
-    return copy;
   };
   const hashes = (sha256: string) => hashOnce(sha256, () => opts.read(sha256));
   return {
-    get: (sha256) => get(sha256, false),
-    async withHashes(sha256) {
-      const copy = await get(sha256, true);
+    get: (sha256, vendor) => get(sha256, vendor, false),
+    async withHashes(sha256, vendor) {
+      const copy = await get(sha256, vendor, true);
       // A copy made before, without them (or by a call that did not ask): the hashes alone.
       return { copy, hashes: await hashes(sha256) };
     },

@@ -139,7 +139,7 @@ describe('the vehicle-condition stack', () => {
     expect({ made: after.made - before.made, used: after.used - before.used, failed: after.failed - before.failed, missed: after.missed - before.missed }).toEqual({ made: 4, used: 4, failed: 0, missed: 0 });
     expect(after.decoded - before.decoded).toBe(photos.length);
     // What the vendor received for each photo is the upload the photo's own decode makes.
-    const expected = await Promise.all(photos.map(async (b) => createHash('sha256').update((await prepareImage('openai', await makeWorkCopy(b))).data).digest('hex')));
+    const expected = await Promise.all(photos.map(async (b) => createHash('sha256').update((await prepareImage('openai', await makeWorkCopy(b, 'openai'))).data).digest('hex')));
     const received = p.sim.stats().openai.uploads;
     expect([...new Set(received.filter((h) => expected.includes(h)))].sort()).toEqual([...expected].sort());
     expect(res.json().output.photos.map((ph: { index: number }) => ph.index)).toEqual(photos.map((_, i) => i));

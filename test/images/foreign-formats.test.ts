@@ -504,9 +504,9 @@ describe("every decode of a HEIC or BMP is held to the configured pixel limit, n
   });
 
   it("the worker's work copy and a vendor upload from the original", async () => {
-    await expect(makeWorkCopy(HEIC, heicPixels - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(makeWorkCopy(HEIC, 'openai', heicPixels - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     const copies = createWorkCopies({ read: async () => bmp, maxBytes: 1 << 20, maxPixels: 64 * 48 - 1 });
-    await expect(copies.get('a'.repeat(64))).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    await expect(copies.get('a'.repeat(64), 'openai')).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     await expect(prepareImage('anthropic', bmp, 64 * 48 - 1)).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
     expect((await prepareImage('anthropic', bmp, 64 * 48)).source).toEqual({ width: 64, height: 48 });
   });

@@ -97,18 +97,26 @@ describe('native decoder: a HEIC is fingerprinted from its thumbnail when it car
     expect(decodeQueue.started - before).toBe(2);
   });
 
-  it("the worker's analysis decodes a HEIC whole once: its work copy, and its hashes from the thumbnail or from that same decode", async () => {
+  it("the worker's analysis decodes a HEIC whole once (its work copy, and its hashes from the thumbnail or from that same decode), and again only on a fallback to a vendor billing more", async () => {
     for (const [heic, decoders] of [
       [HEIC, 2], // the image, and the question for a thumbnail
       [WITH_THUMBNAIL, 2], // the image, and its thumbnail
     ] as const) {
       const copies = createWorkCopies({ read: async () => heic, maxBytes: 1 << 30, maxPixels: limits.maxPixels });
       const before = decodeQueue.started;
-      const { copy, hashes } = await copies.withHashes(sha256(heic));
+      const { copy, hashes } = await copies.withHashes(sha256(heic), 'openai');
       expect(decodeQueue.started - before).toBe(decoders);
       expect(copy.source).toEqual(IMAGE_SIZE);
       const fp = await fingerprint(heic);
       expect(hashes).toEqual({ pHash: fp.pHash, dHash: fp.dHash });
+      // Google bills 1190×1536 where OpenAI bills 768×991: the image decoded whole again, its hashes kept.
+      const atGoogle = decodeQueue.started;
+      const larger = await copies.withHashes(sha256(heic), 'google');
+      expect(decodeQueue.started - atGoogle).toBe(1);
+      expect({ width: larger.copy.width, height: larger.copy.height, hashes: larger.hashes }).toEqual({ width: 1190, height: 1536, hashes });
+      // Anthropic bills less than Google: served from Google's copy, nothing decoded.
+      expect(await copies.get(sha256(heic), 'anthropic')).toBe(larger.copy);
+      expect(decodeQueue.started - atGoogle).toBe(1);
     }
   });
 

@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../core/errors.ts';
-import { billedSize, imageTokens, makeWorkCopy, orientedSize, prepareImage, workCopySize } from '../../vendors/resize.ts';
+import { billedSize, copyServes, imageTokens, makeWorkCopy, orientedSize, prepareImage } from '../../vendors/resize.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
 import { photo, syntheticJpeg } from './fixtures.ts';
 
@@ -124,47 +124,76 @@ describe('prepareImage', () => {
   });
 });
 
-describe('work copies: the original decoded once, every vendor upload prepared from the copy', () => {
-  it('a copy is upright, at the largest billed size, and gives each vendor the upload the original gives', async () => {
-    expect(workCopySize({ width: 4032, height: 3024 })).toEqual({ width: 1536, height: 1152 }); // Gemini's 2×2 tiles
-    expect(workCopySize({ width: 4000, height: 1000 })).toEqual({ width: 2048, height: 512 }); // OpenAI's 2048 fit box
-    expect(workCopySize({ width: 640, height: 480 })).toEqual({ width: 640, height: 480 }); // never enlarged
+describe("work copies: the original decoded at the vendor's billed size, every upload prepared from a copy", () => {
+  it("a copy is upright, at its vendor's billed size; it gives that vendor the original's own upload, and every vendor billing no more its size and tokens", async () => {
     const inputs = [await syntheticJpeg(4032, 3024, 40), await syntheticJpeg(3000, 4000, 90), photo('mobile-jolla.jpg'), photo('orientation-portrait_8.jpg'), photo('tiff-Arbitro.tiff')];
+    let served = 0;
+    let refused = 0;
     for (const input of inputs) {
-      const copy = await makeWorkCopy(input);
       const source = await orientedSize(input);
-      expect(copy.source).toEqual(source);
-      expect({ width: copy.width, height: copy.height }).toEqual(workCopySize(source));
       for (const vendor of VENDORS) {
-        const [direct, viaCopy] = await Promise.all([prepareImage(vendor, input), prepareImage(vendor, copy)]);
-        expect({ w: viaCopy.width, h: viaCopy.height, tokens: viaCopy.tokens }).toEqual({ w: direct.width, h: direct.height, tokens: direct.tokens });
+        const copy = await makeWorkCopy(input, vendor);
+        expect(copy.source).toEqual(source);
+        expect({ width: copy.width, height: copy.height }).toEqual(billedSize(vendor, source.width, source.height));
+        // Its own vendor's upload is the encode of the copy: byte for byte the upload from the original.
+        expect((await prepareImage(vendor, copy)).data.equals((await prepareImage(vendor, input)).data)).toBe(true);
+        for (const other of VENDORS) {
+          if (!copyServes(copy, other)) {
+            // A vendor billing more is never sent an upscale of a smaller copy.
+            await expect(prepareImage(other, copy)).rejects.toThrow(/smaller than what/);
+            refused++;
+            continue;
+          }
+          const [direct, viaCopy] = await Promise.all([prepareImage(other, input), prepareImage(other, copy)]);
+          expect({ w: viaCopy.width, h: viaCopy.height, tokens: viaCopy.tokens }).toEqual({ w: direct.width, h: direct.height, tokens: direct.tokens });
+          served++;
+        }
       }
     }
+    // The 4:3 photos' copies serve the vendors billing no more (OpenAI 1024 < Anthropic 1267 < Google 1536 wide), the small ones every vendor.
+    expect({ served, refused }).toEqual({ served: 3 * 6 + 2 * 9, refused: 3 * 3 });
   });
 
-  it('one decode per image however many lookups, concurrent ones included; a failed decode is not kept', async () => {
+  it('which copies serve which vendor: by size, to a pixel of rounding', () => {
+    const copy = (vendor: (typeof VENDORS)[number], width: number, height: number) => ({ ...billedSize(vendor, width, height), pixels: Buffer.alloc(0), source: { width, height } });
+    // 4032×3024: OpenAI 1024×768, Anthropic 1267×950, Google 1536×1152.
+    expect(VENDORS.map((v) => copyServes(copy('google', 4032, 3024), v))).toEqual([true, true, true]);
+    expect(VENDORS.map((v) => copyServes(copy('anthropic', 4032, 3024), v))).toEqual([true, true, false]);
+    expect(VENDORS.map((v) => copyServes(copy('openai', 4032, 3024), v))).toEqual([true, false, false]);
+    // 4000×1000: OpenAI's 2048 fit box is the largest (2048×512 against Google's 1536×384).
+    expect(VENDORS.map((v) => copyServes(copy('openai', 4000, 1000), v))).toEqual([true, true, true]);
+    expect(VENDORS.map((v) => copyServes(copy('google', 4000, 1000), v))).toEqual([false, false, true]);
+    // Never enlarged: every vendor bills a 640×480 photo at its own size, so any copy serves all.
+    expect(VENDORS.map((v) => copyServes(copy('openai', 640, 480), v))).toEqual([true, true, true]);
+    // A pixel short in one side still serves (the rounding of two uniform scalings); two do not.
+    const google = billedSize('google', 4032, 3024);
+    expect(copyServes({ ...google, width: google.width - 1, pixels: Buffer.alloc(0), source: { width: 4032, height: 3024 } }, 'google')).toBe(true);
+    expect(copyServes({ ...google, width: google.width - 2, pixels: Buffer.alloc(0), source: { width: 4032, height: 3024 } }, 'google')).toBe(false);
+  });
+
+  it('one decode per image however many lookups for one vendor, concurrent ones included; a failed decode is not kept', async () => {
     const reads: string[] = [];
     const outcomes: string[] = [];
     const bytes: Record<string, Buffer> = { a: await syntheticJpeg(3000, 2000, 10), bad: Buffer.from('not an image') };
     const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: 64 << 20, maxPixels: 100_000_000, onLookup: (o) => outcomes.push(o) });
-    const got = await Promise.all(Array.from({ length: 9 }, () => copies.get('a')));
+    const got = await Promise.all(Array.from({ length: 9 }, () => copies.get('a', 'openai')));
     expect(new Set(got).size).toBe(1);
     expect(reads).toEqual(['a']);
     expect(outcomes.filter((o) => o === 'decoded')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'reused')).toHaveLength(8);
-    await expect(copies.get('bad')).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
-    await expect(copies.get('bad')).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(copies.get('bad', 'openai')).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(copies.get('bad', 'google')).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
     expect(reads).toEqual(['a', 'bad', 'bad']);
   });
 
   it('is bounded by bytes: the least recently used copy is dropped and decoded again when asked for', async () => {
     const reads: string[] = [];
     const bytes: Record<string, Buffer> = { a: await syntheticJpeg(2000, 1500, 10), b: await syntheticJpeg(2000, 1500, 200) };
-    const one = (await makeWorkCopy(bytes.a!)).pixels.length;
+    const one = (await makeWorkCopy(bytes.a!, 'openai')).pixels.length;
     const copies = createWorkCopies({ read: async (sha) => (reads.push(sha), bytes[sha]!), maxBytes: Math.ceil(one * 1.5), maxPixels: 100_000_000 });
-    await copies.get('a');
-    await copies.get('b');
-    await copies.get('a');
+    await copies.get('a', 'openai');
+    await copies.get('b', 'openai');
+    await copies.get('a', 'openai');
     expect(reads).toEqual(['a', 'b', 'a']);
   });
 });
