@@ -109,7 +109,7 @@ describe('native decoder: a HEIC is fingerprinted from its thumbnail when it car
       expect(copy.source).toEqual(IMAGE_SIZE);
       const fp = await fingerprint(heic);
       expect(hashes).toEqual({ pHash: fp.pHash, dHash: fp.dHash });
-      // Google bills 1190×1536 where OpenAI bills 768×991: the image decoded whole again, its hashes kept.
+      // Google bills 1190×1536 where OpenAI bills 768×992: the image decoded whole again, its hashes kept.
       const atGoogle = decodeQueue.started;
       const larger = await copies.withHashes(sha256(heic), 'google');
       expect(decodeQueue.started - atGoogle).toBe(1);
