@@ -7,8 +7,13 @@ import path from 'node:path';
  * (docs/architecture.md: nothing big travels through Temporal). S3-compatible stores implement the same interface.
  */
 export interface BlobStore {
-  /** Stores bytes under their hash; storing the same blob again is a no-op. True when this call created it. */
-  put(sha256: string, bytes: Buffer): Promise<boolean>;
+  /**
+   * Stores bytes under their hash; storing the same blob again is a no-op. True when this call
+   * created it. The store hashes the bytes to check the key, unless `verified`: the caller computed
+   * the key from these very bytes (uploads/service.ts, docs/decisions.md "Hashing while the bytes
+   * arrive"); every other caller leaves it out.
+   */
+  put(sha256: string, bytes: Buffer, opts?: PutOptions): Promise<boolean>;
   /** The stored bytes; rejects with BlobNotFoundError when absent. */
   get(sha256: string): Promise<Buffer>;
   has(sha256: string): Promise<boolean>;
@@ -16,6 +21,11 @@ export interface BlobStore {
   delete(sha256: string): Promise<void>;
   /** Every stored blob with when it was written, for the collector of unreferenced blobs. */
   list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }>;
+}
+
+export interface PutOptions {
+  /** The key is the SHA-256 of exactly these bytes, computed by the caller: not hashed again. */
+  verified?: boolean;
 }
 
 export class BlobNotFoundError extends Error {
@@ -43,14 +53,17 @@ export class FsBlobStore implements BlobStore {
     return path.join(this.rootDir, sha256.slice(0, 2), sha256.slice(2, 4), sha256);
   }
 
-  async put(sha256: string, bytes: Buffer): Promise<boolean> {
+  async put(sha256: string, bytes: Buffer, opts: PutOptions = {}): Promise<boolean> {
     const target = this.pathOf(sha256);
     // Stored already: nothing is written, so nothing needs checking (a cache hit of a large photo
     // does not hash its bytes a second time).
     if (await this.has(sha256)) return false;
-    // A wrong key would poison every later reader of that hash, so the store checks it before writing.
-    const actual = createHash('sha256').update(bytes).digest('hex');
-    if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
+    // A wrong key would poison every later reader of that hash, so the store checks it before
+    // writing, unless its caller computed it from these bytes.
+    if (!opts.verified) {
+      const actual = createHash('sha256').update(bytes).digest('hex');
+      if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
+    }
 
     await mkdir(path.dirname(target), { recursive: true });
     // Same directory as the target so rename is atomic; readers never see a partial file.

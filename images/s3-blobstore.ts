@@ -11,7 +11,7 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import type { Config } from '../core/config.ts';
-import { assertSha256, BlobNotFoundError, SHA256_HEX, type BlobStore } from './blobstore.ts';
+import { assertSha256, BlobNotFoundError, SHA256_HEX, type BlobStore, type PutOptions } from './blobstore.ts';
 
 const isNotFound = (err: unknown): boolean =>
   err instanceof S3ServiceException && (err.name === 'NotFound' || err.name === 'NoSuchKey' || err.$metadata.httpStatusCode === 404);
@@ -46,10 +46,12 @@ export class S3BlobStore implements BlobStore {
     return `${this.prefix}${sha256.slice(0, 2)}/${sha256.slice(2, 4)}/${sha256}`;
   }
 
-  async put(sha256: string, bytes: Buffer): Promise<boolean> {
+  async put(sha256: string, bytes: Buffer, opts: PutOptions = {}): Promise<boolean> {
     const key = this.keyOf(sha256);
     if (await this.has(sha256)) return false;
-    const digest = createHash('sha256').update(bytes).digest();
+    // The key checked here, unless the caller computed it from these bytes; either way the server
+    // checks the bytes against it again (ChecksumSHA256) and refuses a mismatch.
+    const digest = opts.verified ? Buffer.from(sha256, 'hex') : createHash('sha256').update(bytes).digest();
     const actual = digest.toString('hex');
     if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
     await this.client.send(

@@ -86,6 +86,13 @@ describe.each(stores)('%s: the blob store contract', (_name, make) => {
     expect((await store.get(key)).equals(bytes)).toBe(true);
   });
 
+  it('stores a verified put under its key as given (its caller hashed these bytes), and still writes nothing under a key it holds', async () => {
+    expect(await store.put(key, bytes, { verified: true })).toBe(true);
+    expect((await store.get(key)).equals(bytes)).toBe(true);
+    expect(await store.put(key, Buffer.from('not the same bytes'), { verified: true })).toBe(false);
+    expect((await store.get(key)).equals(bytes)).toBe(true);
+  });
+
   it('says whether a put created the blob, lists what is stored with its size, and deletes (absent: a no-op)', async () => {
     const second = photo('Canon_40D.jpg');
     expect(await store.put(key, bytes)).toBe(true);
@@ -128,6 +135,15 @@ describe('S3BlobStore specifics', () => {
     expect(listed).toEqual([key]);
   });
 
+  it('a verified put is not hashed here, but the server still refuses bytes that are not the key\'s (ChecksumSHA256)', async () => {
+    const bucket = `blobs-${randomBytes(4).toString('hex')}`;
+    await s3Client.send(new CreateBucketCommand({ Bucket: bucket }));
+    const store = new S3BlobStore({ client: s3Client, bucket });
+    const other = sha(photo('Canon_40D.jpg'));
+    await expect(store.put(other, bytes, { verified: true })).rejects.toThrow();
+    expect(await store.has(other)).toBe(false);
+  });
+
   it('ensureBucket makes a missing bucket once, also when replicas race', async () => {
     const bucket = `made-${randomBytes(4).toString('hex')}`;
     const made = await Promise.all([ensureBucket(s3Client, bucket), ensureBucket(s3Client, bucket), ensureBucket(s3Client, bucket)]);
@@ -168,6 +184,12 @@ describe('FsBlobStore specifics', () => {
     const onDisk = join(root, key.slice(0, 2), key.slice(2, 4), key);
     expect(store.pathOf(key)).toBe(onDisk);
     expect((await readFile(onDisk)).equals(bytes)).toBe(true);
+  });
+
+  it('a verified put skips the check: its key is taken as given (only a caller that hashed these very bytes may say so)', async () => {
+    const other = sha(photo('Canon_40D.jpg'));
+    expect(await store.put(other, bytes, { verified: true })).toBe(true);
+    expect((await store.get(other)).equals(bytes)).toBe(true);
   });
 
   it('is idempotent, also under concurrent puts, and leaves no temp files', async () => {
