@@ -107,7 +107,10 @@ describe('upload ids', () => {
   it('an expired upload is a clear 404 saying it expired on analyze and batches', async () => {
     const user = await createTestAccount(p.db, { community: 10 });
     const id = await upload(user.liveKey, photoBytes('gps-DSCN0010.jpg'));
-    await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config, onSettled: noUploadWaiters }).sweep(new Date(Date.now() + p.config.UPLOAD_TTL_MS + 60_000));
+    // Its own clock moved back past the TTL (a sweep dated ahead would expire the uploads of every
+    // test file running alongside on the same database).
+    await p.db.query(`UPDATE uploads SET last_used_at = now() - make_interval(secs => $2) - interval '1 minute' WHERE id = $1`, [id, p.config.UPLOAD_TTL_MS / 1000]);
+    await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config, onSettled: noUploadWaiters }).sweep();
     for (const [url, body] of [
       ['/v1/analyze', { images: [{ uploadId: id }], modules: ['dating'] }],
       ['/v1/batches', { items: [{ uploadId: id }], modules: ['dating'] }],
