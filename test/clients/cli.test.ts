@@ -250,6 +250,59 @@ describe('lenstack CLI', () => {
     expect(readable.stdout).toMatch(/^batch bat_\S+ completed: 1 done, 0 failed, 0 pending; 0 credits$/m);
   });
 
+  it('an export cut off mid-download exits 6 and leaves no file behind; the same command writes it in full', async () => {
+    const folder = join(work, 'cut-export');
+    await mkdir(folder);
+    await copyFile(photo('gps-DSCN0010.jpg'), join(folder, 'a.jpg'));
+    await copyFile(photo('gps-DSCN0012.jpg'), join(folder, 'b.jpg'));
+    const csv = join(work, 'cut-export.csv');
+    // Everything passes but the export's body: its headers and first half are sent, then the socket is destroyed.
+    let exportsCut = 0;
+    const proxy = createServer((req, res) => {
+      const upstream = httpRequest(new URL(req.url!, baseUrl), { method: req.method, headers: req.headers }, (answer) => {
+        if (!/^\/v1\/batches\/[^/]+\/export/.test(req.url!)) {
+          res.writeHead(answer.statusCode!, answer.headers);
+          answer.pipe(res);
+          return;
+        }
+        const chunks: Buffer[] = [];
+        answer.on('data', (c: Buffer) => chunks.push(c));
+        answer.on('end', () => {
+          const body = Buffer.concat(chunks);
+          res.writeHead(answer.statusCode!, { ...answer.headers, 'content-length': String(body.length), 'transfer-encoding': '' });
+          res.write(body.subarray(0, body.length >> 1), () => {
+            exportsCut++;
+            res.socket?.destroy();
+          });
+        });
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    let cut: Run;
+    try {
+      cut = await lenstack(['batch', folder, '--lens', 'dating', '--export', csv], { LENSTACK_BASE_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((r) => proxy.close(r));
+    }
+    expect(exportsCut).toBe(1);
+    expect(cut.code, cut.stderr).toBe(6);
+    expect(cut.stderr).toContain(`the download of ${csv} broke off`);
+    expect(cut.stderr).toContain('run the same command again');
+    // Neither the export nor its partial file is left.
+    expect((await readdir(work)).filter((f) => f.startsWith('cut-export.csv'))).toEqual([]);
+
+    const again = await lenstack(['batch', folder, '--lens', 'dating', '--export', csv, '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('was submitted by an earlier run');
+    const rows = parseCsv(await readFile(csv, 'utf8'), { columns: true, bom: true }) as Array<Record<string, string>>;
+    expect(rows.map((r) => [r.Source, r.Status])).toEqual([
+      ['a.jpg', 'done'],
+      ['b.jpg', 'done'],
+    ]);
+  });
+
   it('batch exits 4 when the batch pauses for credits and 5 when photos failed; says the batch id at once', async () => {
     const poor = await createTestAccount(p.db, { community: 1 });
     const folder = join(work, 'poor');

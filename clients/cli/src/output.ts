@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants } from 'node:fs';
+import { constants as fsConstants, createWriteStream } from 'node:fs';
 import { access, copyFile, link, open, rename, unlink, writeFile } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
 import { CliError, EXIT } from './exit-codes.ts';
 
 /**
@@ -30,13 +31,31 @@ export class OutputFile {
     return new OutputFile(target, partial, force);
   }
 
-  /** Writes the bytes to the target. When the target appeared meanwhile, they stay in the partial file, named in the error. */
-  async commit(bytes: Uint8Array): Promise<void> {
+  /**
+   * Writes the bytes to the target. When the target appeared meanwhile, they stay in the partial
+   * file, named in the error. A stream (an export: bounded memory however large the batch) is
+   * written to the partial file as it arrives; one that breaks off leaves nothing behind and exits
+   * as a network failure, so the same command downloads it again.
+   */
+  async commit(bytes: Uint8Array | ReadableStream<Uint8Array>): Promise<void> {
+    let broke: unknown;
     try {
-      await writeFile(this.partial, bytes);
+      if (bytes instanceof Uint8Array) await writeFile(this.partial, bytes);
+      else {
+        const body = async function* () {
+          try {
+            for await (const chunk of bytes) yield chunk;
+          } catch (err) {
+            broke = err;
+            throw err;
+          }
+        };
+        await pipeline(body(), createWriteStream(this.partial));
+      }
       this.#written = true;
     } catch (err) {
       await this.abandon();
+      if (broke !== undefined) throw new CliError(`the download of ${this.target} broke off: ${(broke as Error).message}; run the same command again`, EXIT.NETWORK);
       throw new CliError(`cannot write ${this.target}: ${(err as Error).message}`, EXIT.USAGE);
     }
     try {

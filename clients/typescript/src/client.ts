@@ -246,6 +246,18 @@ export class Batches {
   }
 
   /**
+   * GET /v1/batches/{id}/export as a stream, for exports too large to hold at once (a batch of
+   * 10,000 photos): the answer's status is checked, and retried, before any byte is read; a body
+   * that breaks off midway errors the stream, and the caller starts the download again.
+   */
+  async exportStream(batchId: string, format: ExportFormat, opts?: RequestOptions): Promise<ReadableStream<Uint8Array>> {
+    const stream = await this.client.call<ReadableStream<Uint8Array> | null>(IDEMPOTENT, opts, (init) =>
+      this.client.raw.GET('/v1/batches/{batchId}/export', { params: { path: { batchId }, query: { format } }, parseAs: 'stream', ...init }) as Promise<Outcome<ReadableStream<Uint8Array> | null>>,
+    );
+    return stream ?? new ReadableStream({ start: (controller) => controller.close() });
+  }
+
+  /**
    * GET /v1/batches/{id}/events: the batch each time it changes, as server-sent events; ends
    * when the batch completes, is cancelled or pauses (the server's closing `end` event is skipped). A connection lost mid-stream throws NETWORK_ERROR.
    */

@@ -249,7 +249,7 @@ async function follow(ctx: Context, batchId: string, first: Batch | null, o: Fol
   await o.settle?.();
   if (batch.status === 'running') throw new CliError(`batch ${batch.id} is still running; follow it with GET /v1/batches/${batch.id}`, EXIT.API);
   for await (const it of ctx.client.batches.allItems(batch.id)) if (it.status === 'failed') failed.push(it);
-  if (output && format && batch.status !== 'paused') await output.commit(await ctx.client.batches.export(batch.id, format));
+  if (output && format && batch.status !== 'paused') await output.commit(await ctx.client.batches.exportStream(batch.id, format));
   const exported = output && batch.status !== 'paused' ? output.target : null;
 
   if (ctx.json) printJson(ctx, { batch, failed, ...o.json, export: exported });
