@@ -41,7 +41,8 @@ export function estimateCallTokens(v: Vendor, image: Buffer | WorkCopy | Prepare
   let tokens = 1000;
   if (isPrepared(image)) tokens = image.tokens;
   else if (!Buffer.isBuffer(image)) {
-    const size = billedSize(v, image.width, image.height);
+    // Billed by the original's size (a copy made for another vendor may be larger or smaller).
+    const size = billedSize(v, image.source.width, image.source.height);
     tokens = imageTokens(v, size.width, size.height);
   }
   return tokens + Math.ceil(text.length / 4) + OUTPUT_TOKENS_ESTIMATE;

@@ -30,15 +30,17 @@ export function billedSize(vendor: VendorName, width: number, height: number): S
 
 /**
  * Whether a work copy can give the vendor its upload: the copy is at least the size the vendor
- * bills for its original, to a pixel of rounding. Each billed size is the original scaled
- * uniformly, so a copy made for a vendor billing more holds every smaller billed size (two sizes
- * within a pixel of each other may round apart in one side: that pixel is a resize, as it was when
- * one copy at the largest billed size served every vendor). A copy that does not serve the vendor
- * is never upscaled to its size: the original is decoded again (vendors/work-copies.ts).
+ * bills for its original, in both sides. Each billed size is the original scaled uniformly, so a
+ * copy made for a vendor billing more holds every smaller billed size; two sizes within a pixel of
+ * each other may round apart in one side (OpenAI bills a 769×769 photo 768×768, Google 769×769),
+ * and then the copy does not serve: a pixel of upscale would change the upload and the tokens the
+ * vendor bills (258 against 1,032 there). A copy that does not serve the vendor is never upscaled
+ * to its size: the original is decoded again (vendors/work-copies.ts). A copy made for a vendor is
+ * exactly its billed size, so it always serves that vendor.
  */
 export function copyServes(copy: WorkCopy, vendor: VendorName): boolean {
   const target = billedSize(vendor, copy.source.width, copy.source.height);
-  return copy.width + 1 >= target.width && copy.height + 1 >= target.height;
+  return copy.width >= target.width && copy.height >= target.height;
 }
 
 /** Input tokens the vendor bills for one image of exactly this size (no further downscaling; its plug-in's rule). */

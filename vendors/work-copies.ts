@@ -80,6 +80,9 @@ export function createWorkCopies(opts: {
   const cache = new LRUCache<string, WorkCopy, Asked>({
     maxSize: opts.maxBytes,
     sizeCalculation: (copy) => Math.max(1, copy.pixels.length),
+    // A refresh for a vendor billing more that fails (the blob store unreachable) keeps the smaller
+    // copy for the vendors it serves; a first decode that fails keeps nothing, as before.
+    noDeleteOnFetchRejection: true,
     fetchMethod: async (sha256, _smaller, { context }) => {
       opts.onLookup?.('decoded');
       const bytes = await opts.read(sha256);

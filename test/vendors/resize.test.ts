@@ -165,10 +165,15 @@ describe("work copies: the original decoded at the vendor's billed size, every u
     expect(VENDORS.map((v) => copyServes(copy('google', 4000, 1000), v))).toEqual([false, false, true]);
     // Never enlarged: every vendor bills a 640×480 photo at its own size, so any copy serves all.
     expect(VENDORS.map((v) => copyServes(copy('openai', 640, 480), v))).toEqual([true, true, true]);
-    // A pixel short in one side still serves (the rounding of two uniform scalings); two do not.
+    // A pixel short in one side does not serve: the upload would be an upscale.
     const google = billedSize('google', 4032, 3024);
-    expect(copyServes({ ...google, width: google.width - 1, pixels: Buffer.alloc(0), source: { width: 4032, height: 3024 } }, 'google')).toBe(true);
-    expect(copyServes({ ...google, width: google.width - 2, pixels: Buffer.alloc(0), source: { width: 4032, height: 3024 } }, 'google')).toBe(false);
+    expect(copyServes({ ...google, pixels: Buffer.alloc(0), source: { width: 4032, height: 3024 } }, 'google')).toBe(true);
+    expect(copyServes({ ...google, width: google.width - 1, pixels: Buffer.alloc(0), source: { width: 4032, height: 3024 } }, 'google')).toBe(false);
+    // Sizes a pixel apart by rounding: OpenAI bills a 769×769 photo 768×768, Anthropic and Google
+    // 769×769 (Google's tokens 258 at 768 against 1,032 at 769), so OpenAI's copy serves neither.
+    expect(VENDORS.map((v) => billedSize(v, 769, 769))).toEqual([{ width: 768, height: 768 }, { width: 769, height: 769 }, { width: 769, height: 769 }]);
+    expect(VENDORS.map((v) => copyServes(copy('openai', 769, 769), v))).toEqual([true, false, false]);
+    expect(imageTokens('google', 768, 768)).toBeLessThan(imageTokens('google', 769, 769));
   });
 
   it('one decode per image however many lookups for one vendor, concurrent ones included; a failed decode is not kept', async () => {

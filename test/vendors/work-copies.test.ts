@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
+import { estimateCallTokens } from '../../activities/vendors.ts';
 import { decodeCheckedHashes } from '../../images/intake.ts';
 import { billedSize, imageTokens, prepareImage } from '../../vendors/resize.ts';
 import { createWorkCopies } from '../../vendors/work-copies.ts';
@@ -107,5 +108,38 @@ describe('a work copy per vendor asked for', () => {
     const [g, o] = await Promise.all([both.copies.get(SHA, 'google'), both.copies.get(SHA, 'openai')]);
     expect(g).toBe(o);
     expect(both.count()).toEqual({ reads: 1, decoded: 1, reused: 1, hashed: 0 });
+  });
+
+  it('sizes a pixel apart by rounding: OpenAI\'s 768×768 copy of a 769×769 photo serves neither Anthropic nor Google, and the budget bills Google by the original', async () => {
+    const square = await sharp(jolla).resize(769, 769, { fit: 'fill' }).jpeg({ quality: 90 }).toBuffer();
+    const { copies, count } = copiesOf(square);
+    const openai = await copies.get(SHA, 'openai');
+    expect([openai.width, openai.height]).toEqual([768, 768]);
+    // The budget's estimate for Google is the same from OpenAI's copy as from Google's own: 769×769.
+    const googleTokens = estimateCallTokens('google', openai, '');
+    const google = await copies.get(SHA, 'google');
+    expect([google.width, google.height]).toEqual([769, 769]);
+    expect(count()).toEqual({ reads: 2, decoded: 2, reused: 0, hashed: 0 });
+    expect(estimateCallTokens('google', google, '')).toBe(googleTokens);
+    const upload = await prepareImage('google', google);
+    expect([upload.width, upload.height, upload.tokens]).toEqual([769, 769, imageTokens('google', 769, 769)]);
+    expect(upload.data.equals((await prepareImage('google', square)).data)).toBe(true);
+    expect(googleTokens - estimateCallTokens('openai', openai, '')).toBe(imageTokens('google', 769, 769) - imageTokens('openai', 768, 768));
+  });
+
+  it('a refresh that fails leaves the smaller copy kept: the vendor it served is still served, with no read', async () => {
+    let reads = 0;
+    const copies = createWorkCopies({
+      read: async () => {
+        if (++reads > 1) throw new Error('blob store unreachable');
+        return jolla;
+      },
+      maxBytes: 64 << 20,
+      maxPixels: MAX_PIXELS,
+    });
+    const openai = await copies.get(SHA, 'openai');
+    await expect(copies.get(SHA, 'google')).rejects.toThrow('blob store unreachable');
+    expect(await copies.get(SHA, 'openai')).toBe(openai);
+    expect(reads).toBe(2);
   });
 });
