@@ -42,12 +42,28 @@ export class OutputFile {
     try {
       if (bytes instanceof Uint8Array) await writeFile(this.partial, bytes);
       else {
+        // Read through the stream's reader (the CLI is also compiled against the DOM's stream
+        // types, which are not async-iterable); a write that fails stops it and closes the download.
+        const reader = bytes.getReader();
         const body = async function* () {
+          let done = false;
           try {
-            for await (const chunk of bytes) yield chunk;
-          } catch (err) {
-            broke = err;
-            throw err;
+            for (;;) {
+              let next: Awaited<ReturnType<typeof reader.read>>;
+              try {
+                next = await reader.read();
+              } catch (err) {
+                broke = err;
+                throw err;
+              }
+              if (next.done) {
+                done = true;
+                return;
+              }
+              yield next.value;
+            }
+          } finally {
+            if (!done && broke === undefined) await reader.cancel().catch(() => {});
           }
         };
         await pipeline(body(), createWriteStream(this.partial));
