@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, createWriteStream } from 'node:fs';
+import { constants as fsConstants } from 'node:fs';
 import { access, copyFile, link, open, rename, unlink, writeFile } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
 import { CliError, EXIT } from './exit-codes.ts';
 
 /**
@@ -38,40 +37,13 @@ export class OutputFile {
    * as a network failure, so the same command downloads it again.
    */
   async commit(bytes: Uint8Array | ReadableStream<Uint8Array>): Promise<void> {
-    let broke: unknown;
     try {
       if (bytes instanceof Uint8Array) await writeFile(this.partial, bytes);
-      else {
-        // Read through the stream's reader (the CLI is also compiled against the DOM's stream
-        // types, which are not async-iterable); a write that fails stops it and closes the download.
-        const reader = bytes.getReader();
-        const body = async function* () {
-          let done = false;
-          try {
-            for (;;) {
-              let next: Awaited<ReturnType<typeof reader.read>>;
-              try {
-                next = await reader.read();
-              } catch (err) {
-                broke = err;
-                throw err;
-              }
-              if (next.done) {
-                done = true;
-                return;
-              }
-              yield next.value;
-            }
-          } finally {
-            if (!done && broke === undefined) await reader.cancel().catch(() => {});
-          }
-        };
-        await pipeline(body(), createWriteStream(this.partial));
-      }
+      else await this.#download(bytes);
       this.#written = true;
     } catch (err) {
       await this.abandon();
-      if (broke !== undefined) throw new CliError(`the download of ${this.target} broke off: ${(broke as Error).message}; run the same command again`, EXIT.NETWORK);
+      if (err instanceof CliError) throw err;
       throw new CliError(`cannot write ${this.target}: ${(err as Error).message}`, EXIT.USAGE);
     }
     try {
@@ -89,6 +61,30 @@ export class OutputFile {
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code === 'EEXIST' ? 'it was created meanwhile (pass --force to replace it)' : (err as Error).message;
       throw new CliError(`cannot write ${this.target}: ${why}; the result is in ${this.partial}`, EXIT.USAGE);
+    }
+  }
+
+  /**
+   * The stream into the partial file, chunk by chunk through its reader (the CLI is also compiled
+   * against the DOM's stream types, which are not async-iterable). A body that breaks off is a
+   * network failure (the same command downloads it again); a write that fails cancels the download.
+   */
+  async #download(body: ReadableStream<Uint8Array>): Promise<void> {
+    const reader = body.getReader();
+    const file = await open(this.partial, 'w');
+    try {
+      for (;;) {
+        const next = await reader.read().catch((err: Error) => {
+          throw new CliError(`the download of ${this.target} broke off: ${err.message}; run the same command again`, EXIT.NETWORK);
+        });
+        if (next.done) return;
+        await file.writeFile(next.value);
+      }
+    } catch (err) {
+      if (!(err instanceof CliError)) await reader.cancel().catch(() => {});
+      throw err;
+    } finally {
+      await file.close();
     }
   }
 
