@@ -73,18 +73,37 @@ async function create(door: TusDoor, base: string, length: number, stats: TusSta
   }
 }
 
-/** HEAD: the upload's offset on `base`, or undefined when it could not say. */
-export async function headOffset(door: TusDoor, base: string, path: string, stats: TusStats): Promise<number | undefined> {
+/** HEAD: the upload's offset on `base`, or when to ask again (a 5xx, 429 or lost connection). */
+async function head(door: TusDoor, base: string, path: string, stats: TusStats): Promise<{ offset: number } | { retry: number }> {
   try {
     const res = await fetch(`${base}${path}`, { method: 'HEAD', headers: { ...door.headers, ...TUS }, signal: AbortSignal.timeout(TIMEOUT_MS) });
     await res.arrayBuffer();
     count(stats, `HEAD ${res.status}`, res);
     const offset = res.headers.get('upload-offset');
-    return res.status === 200 && offset !== null ? Number(offset) : undefined;
+    return res.status === 200 && offset !== null ? { offset: Number(offset) } : { retry: retryAfterMs(res, 500) };
   } catch (err) {
     count(stats, `HEAD ${failure(err)}`);
-    return undefined;
+    return { retry: 500 };
   }
+}
+
+/** HEAD: the upload's offset on `base`, or undefined when it could not say. */
+export async function headOffset(door: TusDoor, base: string, path: string, stats: TusStats): Promise<number | undefined> {
+  const at = await head(door, base, path, stats);
+  return 'offset' in at ? at.offset : undefined;
+}
+
+/**
+ * HEAD until `base` answers, waiting as each refusal says (Retry-After), at most `tries` times:
+ * a careful client does not give up on an upload because one HEAD met a database fault.
+ */
+async function headOffsetPatiently(door: TusDoor, base: string, path: string, stats: TusStats, tries: number): Promise<number | undefined> {
+  for (let n = 0; n < tries; n++) {
+    const at = await head(door, base, path, stats);
+    if ('offset' in at) return at.offset;
+    if (n + 1 < tries) await sleep(at.retry);
+  }
+  return undefined;
 }
 
 /** PATCH bytes [from, to) of the upload: the new offset, or undefined when it failed. */
@@ -231,8 +250,8 @@ export async function interruptedUpload(
   const cut = await open;
   count(stats, cut);
   close();
-  const offsetAtKill = (await headOffset(door, other, path, stats)) ?? -1;
-  if (offsetAtKill < 0) return { error: 'HEAD on the other replica after the kill did not answer' };
+  const offsetAtKill = (await headOffsetPatiently(door, other, path, stats, 8)) ?? -1;
+  if (offsetAtKill < 0) return { error: 'HEAD on the other replica after the kill did not answer 8 times' };
   stats.resumes++;
   let offset = offsetAtKill;
   for (let n = 0; n < 10 && offset < bytes.length; n++) {
