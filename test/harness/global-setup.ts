@@ -5,7 +5,8 @@
  */
 import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { goToolPath } from '../../tools/scripts/go-tool.ts';
 import { ensureHeicDecoder } from '../../tools/scripts/heic-decoder.ts';
 import { DEFAULT_HEIF_DECODE_PATH } from '../../images/heic-native.ts';
@@ -15,6 +16,8 @@ import type { TestProject } from 'vitest/node';
 import { loadConfig } from '../../core/config.ts';
 import { migrate } from '../../db/migrate.ts';
 import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer } from '../../tools/scripts/temporal.ts';
+import { ensureTemporalCli, temporalCliAtHand } from '../../tools/scripts/temporal-cli.ts';
+import { temporalFilesOf } from './temporal-files.ts';
 import type { HarnessValues } from './provided.ts';
 import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, HarnessError, safeUrl } from './services.ts';
 import { formatMissing, preflight } from '../../tools/scripts/preflight.ts';
@@ -123,14 +126,21 @@ export default async function setup(project: TestProject): Promise<() => Promise
     );
     // ... and the console's front end, once for the run (the browser tests serve it): Vite, under a second.
     const consoleBuilt = ensureConsoleBuilt().then(() => null, (err: unknown) => err);
-    const toolsOfFiles = project.globTestFiles().then(async ({ testFiles }) => {
+    const testFiles = project.globTestFiles().then(({ testFiles }) => testFiles);
+    const toolsOfFiles = testFiles.then(async (files) => {
       const found: Record<string, string[]> = {};
-      for (const [file, tools] of await toolsOf(testFiles)) if (tools.length) found[file] = tools.map((t) => t.name);
+      for (const [file, tools] of await toolsOf(files)) if (tools.length) found[file] = tools.map((t) => t.name);
       return found;
     });
+    const temporalFiles = testFiles.then(async (files) => [...(await temporalFilesOf(files))]);
+    // Temporal: with its CLI at hand the tests start once the dev server answers (a few seconds).
+    // When the CLI must first be built with Go (a fresh machine: minutes), the whole suite does
+    // not wait for it: the server starts in the background at an address fixed now, and only the
+    // files that need it (temporal-files.ts) run last, each waiting for it (wait-for-tools.ts).
+    const later = wholeSuite && !settings.temporalAddress && (await temporalCliAtHand({ log })) === null;
     const [database, temporal] = await settleAll(cleanups, [
       prepareDatabase(settings),
-      prepareTemporal(settings),
+      later ? prepareTemporalLater(settings, runId, log) : prepareTemporal(settings),
     ] as const);
     await heicDecoder;
     const workflowBundlePath = await workflowBundle;
@@ -149,6 +159,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       heicDecoder: settings.heicDecoder,
       workflowBundlePath,
       toolsOfFiles: await toolsOfFiles,
+      temporalFiles: await temporalFiles,
+      temporalReadyFile: temporal.readyFile,
     };
     for (const [key, value] of Object.entries(values)) project.provide(key as keyof HarnessValues, value);
 
@@ -193,9 +205,15 @@ async function prepareDatabase(settings: HarnessSettings): Promise<TestDatabase 
   return { ...database, cleanup };
 }
 
-async function prepareTemporal(
-  settings: HarnessSettings,
-): Promise<{ address: string; description: string; cleanup: Cleanup }> {
+interface PreparedTemporal {
+  address: string;
+  description: string;
+  /** '' when Temporal answers before the tests start; else the file that says when it does (or why it could not). */
+  readyFile: string;
+  cleanup: Cleanup;
+}
+
+async function prepareTemporal(settings: HarnessSettings): Promise<PreparedTemporal> {
   if (settings.temporalAddress) {
     const connection = await connectIfTemporal(settings.temporalAddress, settings.temporalNamespace, 10_000);
     try {
@@ -203,12 +221,74 @@ async function prepareTemporal(
     } finally {
       await connection.close();
     }
-    return { address: settings.temporalAddress, description: 'TEMPORAL_ADDRESS', cleanup: async () => {} };
+    return { address: settings.temporalAddress, description: 'TEMPORAL_ADDRESS', readyFile: '', cleanup: async () => {} };
   }
   const started = Date.now();
   const server = await startTemporalDevServer({ namespace: settings.temporalNamespace });
   const description = `own dev server, up in ${((Date.now() - started) / 1000).toFixed(1)} s`;
-  return { address: server.address, description, cleanup: () => server.stop() };
+  return { address: server.address, description, readyFile: '', cleanup: () => server.stop() };
+}
+
+/**
+ * Temporal when its CLI must be built first: the address is fixed now (a port held open by this
+ * process until the server takes it over, so no other process is given it meanwhile), the CLI is
+ * built and the server started in the background, and `readyFile` is written when it answers
+ * ("ready") or could not start ("failed: …"). The build is not niced: the files waiting for it are
+ * most of the suite.
+ */
+async function prepareTemporalLater(settings: HarnessSettings, runId: string, log: (line: string) => void): Promise<PreparedTemporal> {
+  const held = await holdPort();
+  const readyFile = join(tmpdir(), `lenstack-test-${runId}-temporal`);
+  const started = Date.now();
+  log('the temporal CLI is not built: building it with Go in the background (once; minutes); the test files that need no Temporal run meanwhile');
+  const server = (async () => {
+    try {
+      await ensureTemporalCli({ log: (line) => log(`temporal CLI: ${line}`) });
+    } finally {
+      await held.release();
+    }
+    return startTemporalDevServer({ namespace: settings.temporalNamespace, port: held.port });
+  })();
+  const announced = server.then(
+    async (s) => {
+      log(`Temporal ${s.address} answers after ${((Date.now() - started) / 1000).toFixed(0)} s: the test files that need it start`);
+      await say(readyFile, 'ready');
+    },
+    async (err: unknown) => {
+      const why = err instanceof Error ? err.message : String(err);
+      log(`Temporal could not start: ${why}`);
+      await say(readyFile, `failed: ${why}`);
+    },
+  );
+  return {
+    address: `127.0.0.1:${held.port}`,
+    description: 'own dev server, starting once its CLI is built',
+    readyFile,
+    cleanup: async () => {
+      await announced;
+      await server.then((s) => s.stop(), () => {});
+      await rm(readyFile, { force: true });
+    },
+  };
+}
+
+/** Writes `file` whole or not at all (a reader polling for it never sees it half written). */
+async function say(file: string, text: string): Promise<void> {
+  await writeFile(`${file}.partial`, text);
+  await rename(`${file}.partial`, file);
+}
+
+/** A free port on 127.0.0.1, kept listening (so nobody else is given it) until `release`. */
+function holdPort(): Promise<{ port: number; release: () => Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((socket) => socket.destroy());
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      let released: Promise<void> | undefined;
+      resolve({ port, release: () => (released ??= new Promise<void>((done) => server.close(() => done()))) });
+    });
+  });
 }
 
 /**

@@ -28,6 +28,14 @@ export interface HarnessValues {
   workflowBundlePath: string;
   /** The Go-built tools (go-tools.ts) each test file of the run reaches, by absolute path; files needing none are left out. */
   toolsOfFiles: Record<string, string[]>;
+  /** The test files that need Temporal (temporal-files.ts), by absolute path. */
+  temporalFiles: string[];
+  /**
+   * '' when Temporal answered before the tests started. Else (its CLI being built with Go) the
+   * file written when it answers ("ready") or could not start ("failed: …"): the files that need
+   * it wait for it (wait-for-tools.ts).
+   */
+  temporalReadyFile: string;
 }
 
 declare module 'vitest' {

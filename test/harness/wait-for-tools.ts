@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import { expect, inject } from 'vitest';
 import { HARNESS_TOOLS } from './go-tools.ts';
 import './provided.ts';
@@ -18,4 +20,19 @@ for (const tool of HARNESS_TOOLS.filter((t) => names.includes(t.name))) {
     () => process.stderr.write(`[harness] ${tool.name} ready after ${((Date.now() - t0) / 1000).toFixed(0)} s\n`),
     () => {},
   );
+}
+
+// The same for Temporal when its CLI is being built (global-setup.ts): the files that need it
+// (temporal-files.ts) wait until the global setup writes that the dev server answers.
+const temporalReadyFile = inject('temporalReadyFile');
+if (testFile && temporalReadyFile && inject('temporalFiles').includes(testFile)) {
+  const t0 = Date.now();
+  let said = await readFile(temporalReadyFile, 'utf8').catch(() => null);
+  if (said === null) process.stderr.write(`[harness] ${testFile}: waiting for Temporal (its CLI is being built) …\n`);
+  while (said === null) {
+    await delay(250);
+    said = await readFile(temporalReadyFile, 'utf8').catch(() => null);
+  }
+  if (said !== 'ready') throw new Error(`the run's Temporal did not start, so this file cannot run: ${said}`);
+  if (Date.now() - t0 > 1_000) process.stderr.write(`[harness] Temporal ready after ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
 }

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
@@ -8,6 +10,7 @@ import { createClient } from 'redis';
 import { describe, expect, inject, test } from 'vitest';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 import { testConfig } from '../harness/env.ts';
+import { temporalFilesOf } from '../harness/temporal-files.ts';
 import { waitingLast } from '../harness/waiting-last.ts';
 
 describe('test harness', () => {
@@ -116,5 +119,45 @@ describe('test harness: the Go-built tools (test/harness/go-tools.ts)', () => {
     expect(await waitingLast(['a', 'b', 'c', 'd', 'e'], (f) => needs[f]!)).toEqual(['b', 'c', 'e', 'a', 'd']);
     // Everything built: vitest's order as it is.
     expect(await waitingLast(['a', 'b', 'c', 'd', 'e'], (f) => needs[f]!.map(() => built))).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+});
+
+describe('test harness: the files that need Temporal (test/harness/temporal-files.ts)', () => {
+  const at = (file: string) => fileURLToPath(new URL(`../../${file}`, import.meta.url));
+
+  test('knows them from what they reach: a connection, the CLI, or a process of ours that connects', () => {
+    const needing = new Set(inject('temporalFiles'));
+    // Through test/helpers/pipeline.ts (connectTemporal) and a worker.
+    expect(needing.has(at('test/analysis/analyze.test.ts'))).toBe(true);
+    // ensureTemporalCli: the CLI itself.
+    expect(needing.has(at('test/tools/temporal-cli.test.ts'))).toBe(true);
+    // Connection.connect in the file itself.
+    expect(needing.has(at('test/tools/harness.test.ts'))).toBe(true);
+    // The SDK's mock activity environment opens nothing.
+    expect(needing.has(at('test/credits/billing-steps.test.ts'))).toBe(false);
+    // Pure image and vendor code.
+    expect(needing.has(at('test/images/probe.test.ts'))).toBe(false);
+    expect(needing.has(at('test/vendors/resize.test.ts'))).toBe(false);
+    expect(needing.size).toBeGreaterThan(50);
+  });
+
+  test('the rule on files made for it: imports followed, lazy clients and mock environments not counted', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'lenstack-temporal-files-'));
+    try {
+      const files: Record<string, string> = {
+        'connects.test.ts': "import { start } from './helper.ts';\nstart();\n",
+        'helper.ts': "import { Connection } from '@temporalio/client';\nexport const start = () => Connection.connect({ address: 'x' });\n",
+        'spawns.test.ts': "import { spawn } from 'node:child_process';\nspawn('npx', ['tsx', 'worker/main.ts']);\n",
+        'lazy.test.ts': "import { Client, Connection } from '@temporalio/client';\nnew Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) });\n",
+        'mock.test.ts': "import { MockActivityEnvironment } from '@temporalio/testing';\nnew MockActivityEnvironment();\n",
+        'typeonly.test.ts': "import type { start } from './helper.ts';\nexport type S = typeof start;\n",
+      };
+      for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+      const tests = Object.keys(files).filter((f) => f.endsWith('.test.ts')).map((f) => join(dir, f));
+      const needing = await temporalFilesOf(tests);
+      expect([...needing].map((f) => f.slice(dir.length + 1)).sort()).toEqual(['connects.test.ts', 'spawns.test.ts']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

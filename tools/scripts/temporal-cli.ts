@@ -54,8 +54,12 @@ export class TemporalCliError extends Error {
   override name = 'TemporalCliError';
 }
 
-/** Returns the path of a working temporal CLI, building and caching v1.5.1 when there is none. */
-export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Promise<string> {
+/**
+ * The temporal CLI to use without building one (`TEMPORAL_CLI`, a 1.x on PATH, our cached pinned
+ * build), or null when only a build would give one: what the test harness asks before it decides
+ * whether the tests wait for Temporal (test/harness/global-setup.ts).
+ */
+export async function temporalCliAtHand(opts: EnsureTemporalCliOptions = {}): Promise<string | null> {
   const env = opts.env ?? process.env;
   const log = opts.log ?? ((line: string) => process.stderr.write(`[temporal-cli] ${line}\n`));
   const { override, cachedPath, pathDirs } = temporalCliLocation(env);
@@ -78,6 +82,16 @@ export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Pr
     if (version === TEMPORAL_CLI_VERSION) return cachedPath;
     log(`cached ${cachedPath} reports version ${version ?? '(does not run)'}; rebuilding ${TEMPORAL_CLI_VERSION}`);
   }
+  return null;
+}
+
+/** Returns the path of a working temporal CLI, building and caching v1.5.1 when there is none. */
+export async function ensureTemporalCli(opts: EnsureTemporalCliOptions = {}): Promise<string> {
+  const env = opts.env ?? process.env;
+  const log = opts.log ?? ((line: string) => process.stderr.write(`[temporal-cli] ${line}\n`));
+  const atHand = await temporalCliAtHand({ env, log });
+  if (atHand) return atHand;
+  const { cachedPath } = temporalCliLocation(env);
 
   // One build at a time per cache (another checkout's test run may be building it right now).
   await withBuildLock(dirname(cachedPath), async () => {
