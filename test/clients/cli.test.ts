@@ -250,6 +250,53 @@ describe('lenstack CLI', () => {
     expect(readable.stdout).toMatch(/^batch bat_\S+ completed: 1 done, 0 failed, 0 pending; 0 credits$/m);
   });
 
+  it('Ctrl-C while the export downloads exits 130 and leaves neither the export nor its partial file', async () => {
+    const folder = join(work, 'ctrl-c-export');
+    await mkdir(folder);
+    await copyFile(photo('gps-DSCN0010.jpg'), join(folder, 'a.jpg'));
+    const csv = join(work, 'ctrl-c-export.csv');
+    // Everything passes but the export's body: its headers and first half are sent, then nothing more.
+    let halfSent!: () => void;
+    const stalled = new Promise<void>((r) => (halfSent = r));
+    const proxy = createServer((req, res) => {
+      const upstream = httpRequest(new URL(req.url!, baseUrl), { method: req.method, headers: req.headers }, (answer) => {
+        if (!/^\/v1\/batches\/[^/]+\/export/.test(req.url!)) {
+          res.writeHead(answer.statusCode!, answer.headers);
+          answer.pipe(res);
+          return;
+        }
+        const chunks: Buffer[] = [];
+        answer.on('data', (c: Buffer) => chunks.push(c));
+        answer.on('end', () => {
+          const body = Buffer.concat(chunks);
+          res.writeHead(answer.statusCode!, { ...answer.headers, 'content-length': String(body.length), 'transfer-encoding': '' });
+          res.write(body.subarray(0, body.length >> 1), () => halfSent());
+        });
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    let stderr = '';
+    try {
+      const child = spawn(process.execPath, [BIN, 'batch', folder, '--lens', 'dating', '--export', csv], {
+        cwd: work,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` },
+      });
+      child.stderr.on('data', (c) => (stderr += c));
+      const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+      await stalled;
+      // The partial file is there while the download waits for the rest.
+      expect((await readdir(work)).filter((f) => f.startsWith('ctrl-c-export.csv.partial-'))).toHaveLength(1);
+      child.kill('SIGINT');
+      expect(await exited, stderr).toBe(130);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((r) => proxy.close(r));
+    }
+    expect(stderr).toContain(`interrupted: ${csv} was not written; run the same command again`);
+    expect((await readdir(work)).filter((f) => f.startsWith('ctrl-c-export.csv'))).toEqual([]);
+  });
+
   it('an export cut off mid-download exits 6 and leaves no file behind; the same command writes it in full', async () => {
     const folder = join(work, 'cut-export');
     await mkdir(folder);

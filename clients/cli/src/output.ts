@@ -1,13 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants } from 'node:fs';
+import { constants as fsConstants, unlinkSync } from 'node:fs';
 import { access, copyFile, link, open, rename, unlink, writeFile } from 'node:fs/promises';
 import { CliError, EXIT } from './exit-codes.ts';
+import { stopsInOrder } from './interrupt.ts';
 
 /**
  * A file the CLI will write, claimed before anything is charged: a partial file beside the target,
  * created exclusively ('wx'), proves the folder is writable. The result is written into it and then
  * linked to the target, which fails if the target appeared meanwhile (no check-then-write race);
  * `force` renames over it instead.
+ *
+ * Ctrl-C (or SIGTERM) while the file is claimed removes the partial file before the process ends,
+ * unless a step is stopping the command in order (the uploads', interrupt.ts), which abandons it itself.
  */
 export class OutputFile {
   private constructor(
@@ -27,7 +31,33 @@ export class OutputFile {
     } catch (err) {
       throw new CliError(`cannot write ${target}: ${(err as Error).message}`, EXIT.USAGE);
     }
-    return new OutputFile(target, partial, force);
+    const file = new OutputFile(target, partial, force);
+    process.on('SIGINT', file.#onSignal);
+    process.on('SIGTERM', file.#onSignal);
+    return file;
+  }
+
+  /**
+   * A signal with nobody else to handle it ends the process as it would have (exit 130, the CLI's
+   * "interrupted"), without the partial file: a Ctrl-C while hashing, following the batch or
+   * downloading its export leaves nothing beside the target.
+   */
+  #onSignal = (): void => {
+    if (stopsInOrder()) return;
+    if (!this.#written) {
+      try {
+        unlinkSync(this.partial);
+      } catch {
+        // already gone
+      }
+    }
+    process.stderr.write(`\ninterrupted: ${this.target} was not written; run the same command again\n`);
+    process.exit(EXIT.INTERRUPTED);
+  };
+
+  #release(): void {
+    process.removeListener('SIGINT', this.#onSignal);
+    process.removeListener('SIGTERM', this.#onSignal);
   }
 
   /**
@@ -41,6 +71,7 @@ export class OutputFile {
       if (bytes instanceof Uint8Array) await writeFile(this.partial, bytes);
       else await this.#download(bytes);
       this.#written = true;
+      this.#release();
     } catch (err) {
       await this.abandon();
       if (err instanceof CliError) throw err;
@@ -90,6 +121,7 @@ export class OutputFile {
 
   /** Removes the partial file unless it holds a result (the command failed before it had one). */
   async abandon(): Promise<void> {
+    this.#release();
     if (!this.#written) await unlink(this.partial).catch(() => {});
   }
 }

@@ -6,6 +6,7 @@ import { BatchState, DEFAULT_STATE_NAME } from '../batch-state.ts';
 import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { collectPhotos, hashFile, mapLimit, type FoundPhoto } from '../files.ts';
+import { whileInterruptible } from '../interrupt.ts';
 import { OutputFile } from '../output.ts';
 import { Progress } from '../progress.ts';
 import { table } from '../render.ts';
@@ -138,23 +139,19 @@ async function run(
     const started = Date.now();
     const stop = new AbortController();
     const interrupt = () => stop.abort(new CliError(`interrupted; run the same command again to continue (state in ${state.path})`, EXIT.INTERRUPTED));
-    process.once('SIGINT', interrupt);
-    process.once('SIGTERM', interrupt);
     try {
-      const outcome = await uploadAll({
+      const outcome = await whileInterruptible(interrupt, () => uploadAll({
         jobs, state, signal: stop.signal, endpoint, apiKey: ctx.apiKey, ...(o.fresh ? { fresh: o.fresh, withBody: true } : {}),
         onProgress: (p) => {
           const seconds = (Date.now() - started) / 1000;
           const rate = seconds > 0.5 ? `  ${size(p.sentThisRun / seconds)}/s` : '';
           progress.update(p.photos, jobs.length, `${size(p.bytes)} of ${size(totalBytes)}${rate}`);
         },
-      });
+      }));
       uploadsSummary.uploaded += outcome.started;
       uploadsSummary.resumed += outcome.resumed;
       uploadsSummary.bytesSent += outcome.bytesSent;
     } finally {
-      process.removeListener('SIGINT', interrupt);
-      process.removeListener('SIGTERM', interrupt);
       progress.finish();
     }
     if (!ctx.json) ctx.stderr.write(`uploaded ${uploadsSummary.uploaded + uploadsSummary.resumed} of ${jobs.length} distinct photos (${size(uploadsSummary.bytesSent)} sent${before ? `; ${before} were uploaded before` : ''}${uploadsSummary.resumed ? `; ${uploadsSummary.resumed} resumed` : ''})\n`);
