@@ -240,31 +240,41 @@ async function prepareTemporalLater(settings: HarnessSettings, runId: string, lo
   const held = await holdPort();
   const readyFile = join(tmpdir(), `lenstack-test-${runId}-temporal`);
   const started = Date.now();
+  // A run that ends while the CLI still builds (a failed setup, Ctrl-C) lets the build finish
+  // into the cache but starts no server.
+  let closing = false;
   log('the temporal CLI is not built: building it with Go in the background (once; minutes); the test files that need no Temporal run meanwhile');
   const server = (async () => {
+    let cliPath: string;
     try {
-      await ensureTemporalCli({ log: (line) => log(`temporal CLI: ${line}`) });
+      cliPath = await ensureTemporalCli({ log: (line) => log(`temporal CLI: ${line}`) });
     } finally {
+      // Released only now, right before the server binds it: the CLI is found, not looked for again.
       await held.release();
     }
-    return startTemporalDevServer({ namespace: settings.temporalNamespace, port: held.port });
+    if (closing) throw new Error('the test run ended first');
+    return startTemporalDevServer({ cliPath, namespace: settings.temporalNamespace, port: held.port });
   })();
-  const announced = server.then(
-    async (s) => {
-      log(`Temporal ${s.address} answers after ${((Date.now() - started) / 1000).toFixed(0)} s: the test files that need it start`);
-      await say(readyFile, 'ready');
-    },
-    async (err: unknown) => {
-      const why = err instanceof Error ? err.message : String(err);
-      log(`Temporal could not start: ${why}`);
-      await say(readyFile, `failed: ${why}`);
-    },
-  );
+  const announced = server
+    .then(
+      async (s) => {
+        log(`Temporal ${s.address} answers after ${((Date.now() - started) / 1000).toFixed(0)} s: the test files that need it start`);
+        await say(readyFile, 'ready');
+      },
+      async (err: unknown) => {
+        const why = err instanceof Error ? err.message : String(err);
+        log(`Temporal could not start: ${why}`);
+        await say(readyFile, `failed: ${why}`);
+      },
+    )
+    // The files waiting for it would wait for ever: say so where the run's output shows it.
+    .catch((err: unknown) => log(`could not write ${readyFile}, so the files that need Temporal will not start: ${err instanceof Error ? err.message : String(err)}`));
   return {
     address: `127.0.0.1:${held.port}`,
     description: 'own dev server, starting once its CLI is built',
     readyFile,
     cleanup: async () => {
+      closing = true;
       await announced;
       await server.then((s) => s.stop(), () => {});
       await rm(readyFile, { force: true });

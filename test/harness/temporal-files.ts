@@ -7,7 +7,7 @@
  * A file needs Temporal when it, or a file it reaches through relative imports (import-graph.ts),
  * can reach a Temporal server or its CLI: a connection (`Connection.connect`,
  * `NativeConnection.connect`), a test environment, the CLI itself (`ensureTemporalCli`), or a
- * child process of ours that connects (a `worker/main`, `api/main`, `web/main`, `chaos/main` or
+ * child process of ours that connects (a `worker/main`, `api/server`, `web/server`, `chaos/main` or
  * `scripts/start` it spawns). The harness's own files are left out: `env.ts` only names the address.
  * A lazy client (`Connection.lazy`, test/helpers/deps.ts) or the SDK's mock activity environment
  * opens nothing, and does not count. Erring on the side of "needs" only moves a file later.
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { ImportGraph } from '../../tools/scripts/import-graph.ts';
 
 const REACHES_TEMPORAL = /\b(?:Native)?Connection\.connect\(|\bTestWorkflowEnvironment\b|\bensureTemporalCli\(/;
-const SPAWNS_A_CONNECTING_MAIN = /['"`][^'"`\s]*\b(?:worker|api|web|chaos)\/main(?:\.ts)?['"`]|['"`][^'"`\s]*\bscripts\/start(?:\.ts)?['"`]/;
+const SPAWNS_A_CONNECTING_MAIN = /['"`][^'"`\s]*\b(?:worker\/main|chaos\/main|api\/server|web\/server|scripts\/start)(?:\.ts)?['"`]/;
 
 const harnessDir = dirname(fileURLToPath(import.meta.url)) + sep;
 
