@@ -269,10 +269,12 @@ describe('lenstack CLI', () => {
         answer.on('data', (c: Buffer) => chunks.push(c));
         answer.on('end', () => {
           const body = Buffer.concat(chunks);
-          res.writeHead(answer.statusCode!, { ...answer.headers, 'content-length': String(body.length), 'transfer-encoding': '' });
+          const { 'transfer-encoding': _chunked, ...headers } = answer.headers;
+          res.writeHead(answer.statusCode!, { ...headers, 'content-length': String(body.length) });
           res.write(body.subarray(0, body.length >> 1), () => halfSent());
         });
       });
+      upstream.on('error', () => res.destroy());
       req.pipe(upstream);
     });
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
@@ -293,7 +295,8 @@ describe('lenstack CLI', () => {
       proxy.closeAllConnections();
       await new Promise((r) => proxy.close(r));
     }
-    expect(stderr).toContain(`interrupted: ${csv} was not written; run the same command again`);
+    expect(stderr).toContain(`lenstack: batch bat_`);
+    expect(stderr).toContain(`interrupted: nothing was written to ${csv}`);
     expect((await readdir(work)).filter((f) => f.startsWith('ctrl-c-export.csv'))).toEqual([]);
   });
 

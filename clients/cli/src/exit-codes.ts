@@ -15,7 +15,7 @@ export const EXIT = {
   API: 5,
   /** No answer from the API (refused, reset, DNS), after the client's retries. */
   NETWORK: 6,
-  /** Stopped by Ctrl-C (SIGINT) or SIGTERM while uploading: the same command continues. */
+  /** Stopped by Ctrl-C (SIGINT) or SIGTERM while uploading (the same command continues), or while an output file was claimed (output.ts). */
   INTERRUPTED: 130,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

@@ -16,8 +16,10 @@ export async function whileInterruptible<T>(onInterrupt: () => void, run: () => 
     process.removeListener('SIGTERM', handler);
   };
   const handler = () => {
-    done();
     onInterrupt();
+    // Taken: every listener of this signal still sees a step stopping in order (output.ts: its
+    // handler may come after this one); the next signal does not.
+    queueMicrotask(done);
   };
   inOrder++;
   process.on('SIGINT', handler);

@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { DEFAULT_BASE_URL, Lenstack, LenstackError, type Catalog, type LenstackOptions } from '@lenstack/client';
+import { DEFAULT_BASE_URL, Lenstack, type Catalog, type LenstackOptions } from '@lenstack/client';
 import { analyzeCommand } from './commands/analyze.ts';
 import { catalogCommand, usageCommand } from './commands/account.ts';
 import { batchCommand, resumeBatchCommand } from './commands/batch.ts';
@@ -7,6 +7,7 @@ import { enrichCommand } from './commands/enrich.ts';
 import { lookupCommand } from './commands/lookup.ts';
 import type { Context } from './context.ts';
 import { CliError, EXIT, exitCodeOf } from './exit-codes.ts';
+import { describeFailure } from './failure.ts';
 
 export const HELP = `lenstack: photo analysis from the command line
 
@@ -150,30 +151,9 @@ export async function main(argv: string[], env: CliEnv, io: { stdout: NodeJS.Wri
         return await usageCommand(ctx);
     }
   } catch (err) {
-    const code = exitCodeOf(err);
-    // A failure after a batch was made names it: the batch runs on, and can be followed or exported.
-    const about = errorContext.batchId ? `batch ${errorContext.batchId}: ` : '';
-    io.stderr.write(json ? `${JSON.stringify({ error: errorReport(err), ...errorContext, exitCode: code })}\n` : `lenstack: ${about}${humanMessage(err)}\n`);
-    return code;
+    io.stderr.write(describeFailure(err, json, errorContext));
+    return exitCodeOf(err);
   }
-}
-
-function errorReport(err: unknown) {
-  if (err instanceof LenstackError) return { code: err.code, message: err.message, status: err.status, requestId: err.requestId, ...(err.credits ? { credits: err.credits } : {}) };
-  if (err instanceof CliError) return { code: 'USAGE', message: err.message };
-  return { code: 'CLI_FAULT', message: err instanceof Error ? err.message : String(err) };
-}
-
-function humanMessage(err: unknown): string {
-  if (err instanceof LenstackError) {
-    const hint =
-      err.code === 'AUTH_FAILED' ? '\nCheck LENSTACK_API_KEY.' :
-      err.code === 'PLAN_LIMIT_EXCEEDED' && err.credits ? `\nNeeded ${err.credits.needed} credits, ${err.credits.total} available.` :
-      err.code === 'NETWORK_ERROR' ? '\nIs the API running at LENSTACK_BASE_URL?' : '';
-    return `${err.message} (${err.code}${err.status ? ` ${err.status}` : ''}, request ${err.requestId})${hint}`;
-  }
-  if (err instanceof CliError) return err.message;
-  return err instanceof Error ? (err.stack ?? err.message) : String(err);
 }
 
 /** The CLI's version (it ships with the client, so it shares its number). */

@@ -18,12 +18,14 @@ export class OutputFile {
     readonly target: string,
     readonly partial: string,
     private readonly force: boolean,
+    /** Writes the line the process ends with when a signal stops it (main's form: JSON under --json). */
+    private readonly sayInterrupted: (err: CliError) => void,
   ) {}
 
   /** Set once the result is in the partial file: from then on it is never removed. */
   #written = false;
 
-  static async claim(target: string, force: boolean): Promise<OutputFile> {
+  static async claim(target: string, force: boolean, sayInterrupted: (err: CliError) => void = (err) => process.stderr.write(`lenstack: ${err.message}\n`)): Promise<OutputFile> {
     if (!force && (await exists(target))) throw new CliError(`${target} exists; pass --force to replace it`, EXIT.USAGE);
     const partial = `${target}.partial-${process.pid}-${randomBytes(4).toString('hex')}`;
     try {
@@ -31,7 +33,7 @@ export class OutputFile {
     } catch (err) {
       throw new CliError(`cannot write ${target}: ${(err as Error).message}`, EXIT.USAGE);
     }
-    const file = new OutputFile(target, partial, force);
+    const file = new OutputFile(target, partial, force, sayInterrupted);
     process.on('SIGINT', file.#onSignal);
     process.on('SIGTERM', file.#onSignal);
     return file;
@@ -51,7 +53,7 @@ export class OutputFile {
         // already gone
       }
     }
-    process.stderr.write(`\ninterrupted: ${this.target} was not written; run the same command again\n`);
+    this.sayInterrupted(new CliError(`interrupted: nothing was written to ${this.target}`, EXIT.INTERRUPTED));
     process.exit(EXIT.INTERRUPTED);
   };
 
