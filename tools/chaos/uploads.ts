@@ -73,14 +73,17 @@ async function create(door: TusDoor, base: string, length: number, stats: TusSta
   }
 }
 
-/** HEAD: the upload's offset on `base`, or when to ask again (a 5xx, 429 or lost connection). */
-async function head(door: TusDoor, base: string, path: string, stats: TusStats): Promise<{ offset: number } | { retry: number }> {
+/** HEAD: the upload's offset on `base`, when to ask again (a 5xx, 409, 423, 429 or lost connection), or a final refusal. */
+async function head(door: TusDoor, base: string, path: string, stats: TusStats): Promise<{ offset: number } | { retry: number } | { refused: string }> {
   try {
     const res = await fetch(`${base}${path}`, { method: 'HEAD', headers: { ...door.headers, ...TUS }, signal: AbortSignal.timeout(TIMEOUT_MS) });
     await res.arrayBuffer();
     count(stats, `HEAD ${res.status}`, res);
     const offset = res.headers.get('upload-offset');
-    return res.status === 200 && offset !== null ? { offset: Number(offset) } : { retry: retryAfterMs(res, 500) };
+    if (res.status === 200 && offset !== null) return { offset: Number(offset) };
+    // 409/423: another request holds the upload for a moment; 429 and 5xx: asked to come back.
+    if ([409, 423, 429].includes(res.status) || res.status >= 500) return { retry: retryAfterMs(res, 500) };
+    return { refused: `HEAD ${res.status}` };
   } catch (err) {
     count(stats, `HEAD ${failure(err)}`);
     return { retry: 500 };
@@ -101,6 +104,7 @@ async function headOffsetPatiently(door: TusDoor, base: string, path: string, st
   for (let n = 0; n < tries; n++) {
     const at = await head(door, base, path, stats);
     if ('offset' in at) return at.offset;
+    if ('refused' in at) return undefined;
     if (n + 1 < tries) await sleep(at.retry);
   }
   return undefined;
@@ -251,7 +255,7 @@ export async function interruptedUpload(
   count(stats, cut);
   close();
   const offsetAtKill = (await headOffsetPatiently(door, other, path, stats, 8)) ?? -1;
-  if (offsetAtKill < 0) return { error: 'HEAD on the other replica after the kill did not answer 8 times' };
+  if (offsetAtKill < 0) return { error: 'HEAD on the other replica after the kill gave no offset (refused, or no answer in 8 tries)' };
   stats.resumes++;
   let offset = offsetAtKill;
   for (let n = 0; n < 10 && offset < bytes.length; n++) {
