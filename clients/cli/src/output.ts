@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, unlinkSync } from 'node:fs';
-import { access, copyFile, link, open, rename, unlink, writeFile } from 'node:fs/promises';
+import { access, copyFile, link, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { CliError, EXIT } from './exit-codes.ts';
 import { stopsInOrder } from './interrupt.ts';
 
@@ -17,6 +17,11 @@ export class OutputFile {
   private constructor(
     readonly target: string,
     readonly partial: string,
+    /**
+     * The partial file, open from the claim until the result is in it (or the command gave up): the
+     * result is written through it, so nothing creates the file again after a signal removed it.
+     */
+    private readonly handle: FileHandle,
     private readonly force: boolean,
     /** Writes the line the process ends with when a signal stops it (main's form: JSON under --json). */
     private readonly sayInterrupted: (err: CliError) => void,
@@ -28,12 +33,13 @@ export class OutputFile {
   static async claim(target: string, force: boolean, sayInterrupted: (err: CliError) => void = (err) => process.stderr.write(`lenstack: ${err.message}\n`)): Promise<OutputFile> {
     if (!force && (await exists(target))) throw new CliError(`${target} exists; pass --force to replace it`, EXIT.USAGE);
     const partial = `${target}.partial-${process.pid}-${randomBytes(4).toString('hex')}`;
+    let handle: FileHandle;
     try {
-      await (await open(partial, 'wx')).close();
+      handle = await open(partial, 'wx');
     } catch (err) {
       throw new CliError(`cannot write ${target}: ${(err as Error).message}`, EXIT.USAGE);
     }
-    const file = new OutputFile(target, partial, force, sayInterrupted);
+    const file = new OutputFile(target, partial, handle, force, sayInterrupted);
     process.on('SIGINT', file.#onSignal);
     process.on('SIGTERM', file.#onSignal);
     return file;
@@ -70,8 +76,9 @@ export class OutputFile {
    */
   async commit(bytes: Uint8Array | ReadableStream<Uint8Array>): Promise<void> {
     try {
-      if (bytes instanceof Uint8Array) await writeFile(this.partial, bytes);
+      if (bytes instanceof Uint8Array) await this.handle.writeFile(bytes);
       else await this.#download(bytes);
+      await this.handle.close();
       this.#written = true;
       this.#release();
     } catch (err) {
@@ -104,27 +111,26 @@ export class OutputFile {
    */
   async #download(body: ReadableStream<Uint8Array>): Promise<void> {
     const reader = body.getReader();
-    const file = await open(this.partial, 'w');
     try {
       for (;;) {
         const next = await reader.read().catch((err: Error) => {
           throw new CliError(`the download of ${this.target} broke off: ${err.message}; run the same command again`, EXIT.NETWORK);
         });
         if (next.done) return;
-        await file.writeFile(next.value);
+        await this.handle.writeFile(next.value);
       }
     } catch (err) {
       if (!(err instanceof CliError)) await reader.cancel().catch(() => {});
       throw err;
-    } finally {
-      await file.close();
     }
   }
 
   /** Removes the partial file unless it holds a result (the command failed before it had one). */
   async abandon(): Promise<void> {
     this.#release();
-    if (!this.#written) await unlink(this.partial).catch(() => {});
+    if (this.#written) return;
+    await this.handle.close().catch(() => {});
+    await unlink(this.partial).catch(() => {});
   }
 }
 
