@@ -256,44 +256,22 @@ describe('lenstack CLI', () => {
     await copyFile(photo('gps-DSCN0010.jpg'), join(folder, 'a.jpg'));
     const csv = join(work, 'ctrl-c-export.csv');
     // Everything passes but the export's body: its headers and first half are sent, then nothing more.
-    let halfSent!: () => void;
-    const stalled = new Promise<void>((r) => (halfSent = r));
-    const proxy = createServer((req, res) => {
-      const upstream = httpRequest(new URL(req.url!, baseUrl), { method: req.method, headers: req.headers }, (answer) => {
-        if (!/^\/v1\/batches\/[^/]+\/export/.test(req.url!)) {
-          res.writeHead(answer.statusCode!, answer.headers);
-          answer.pipe(res);
-          return;
-        }
-        const chunks: Buffer[] = [];
-        answer.on('data', (c: Buffer) => chunks.push(c));
-        answer.on('end', () => {
-          const body = Buffer.concat(chunks);
-          const { 'transfer-encoding': _chunked, ...headers } = answer.headers;
-          res.writeHead(answer.statusCode!, { ...headers, 'content-length': String(body.length) });
-          res.write(body.subarray(0, body.length >> 1), () => halfSent());
-        });
-      });
-      upstream.on('error', () => res.destroy());
-      req.pipe(upstream);
-    });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxy = await startExportProxy(baseUrl, 'stall');
     let stderr = '';
     try {
       const child = spawn(process.execPath, [BIN, 'batch', folder, '--lens', 'dating', '--export', csv], {
         cwd: work,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` },
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: proxy.url },
       });
       child.stderr.on('data', (c) => (stderr += c));
       const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
-      await stalled;
+      await proxy.halfSent;
       // The partial file is there while the download waits for the rest.
       expect((await readdir(work)).filter((f) => f.startsWith('ctrl-c-export.csv.partial-'))).toHaveLength(1);
       child.kill('SIGINT');
       expect(await exited, stderr).toBe(130);
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((r) => proxy.close(r));
+      await proxy.close();
     }
     expect(stderr).toContain(`lenstack: batch bat_`);
     expect(stderr).toContain(`interrupted: nothing was written to ${csv}`);
@@ -307,36 +285,14 @@ describe('lenstack CLI', () => {
     await copyFile(photo('gps-DSCN0012.jpg'), join(folder, 'b.jpg'));
     const csv = join(work, 'cut-export.csv');
     // Everything passes but the export's body: its headers and first half are sent, then the socket is destroyed.
-    let exportsCut = 0;
-    const proxy = createServer((req, res) => {
-      const upstream = httpRequest(new URL(req.url!, baseUrl), { method: req.method, headers: req.headers }, (answer) => {
-        if (!/^\/v1\/batches\/[^/]+\/export/.test(req.url!)) {
-          res.writeHead(answer.statusCode!, answer.headers);
-          answer.pipe(res);
-          return;
-        }
-        const chunks: Buffer[] = [];
-        answer.on('data', (c: Buffer) => chunks.push(c));
-        answer.on('end', () => {
-          const body = Buffer.concat(chunks);
-          res.writeHead(answer.statusCode!, { ...answer.headers, 'content-length': String(body.length), 'transfer-encoding': '' });
-          res.write(body.subarray(0, body.length >> 1), () => {
-            exportsCut++;
-            res.socket?.destroy();
-          });
-        });
-      });
-      req.pipe(upstream);
-    });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxy = await startExportProxy(baseUrl, 'cut');
     let cut: Run;
     try {
-      cut = await lenstack(['batch', folder, '--lens', 'dating', '--export', csv], { LENSTACK_BASE_URL: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+      cut = await lenstack(['batch', folder, '--lens', 'dating', '--export', csv], { LENSTACK_BASE_URL: proxy.url });
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((r) => proxy.close(r));
+      await proxy.close();
     }
-    expect(exportsCut).toBe(1);
+    expect(proxy.halves()).toBe(1);
     expect(cut.code, cut.stderr).toBe(6);
     expect(cut.stderr).toContain(`the download of ${csv} broke off`);
     expect(cut.stderr).toContain('run the same command again');
@@ -538,6 +494,51 @@ describe('lenstack CLI', () => {
     expect((await stat(work)).isDirectory()).toBe(true);
   });
 });
+
+/**
+ * A proxy to the API that passes everything but an export's body: of that it sends the headers and
+ * the first half, then `cut` destroys the socket (a download that breaks off) or `stall` sends
+ * nothing more (a download still waiting when the CLI is stopped). `halfSent` resolves at the first
+ * such half; `halves()` counts them.
+ */
+async function startExportProxy(target: string, after: 'cut' | 'stall'): Promise<{ url: string; halfSent: Promise<void>; halves(): number; close(): Promise<void> }> {
+  let halves = 0;
+  let markHalfSent!: () => void;
+  const halfSent = new Promise<void>((r) => (markHalfSent = r));
+  const server = createServer((req, res) => {
+    const upstream = httpRequest(new URL(req.url!, target), { method: req.method, headers: req.headers }, (answer) => {
+      if (!/^\/v1\/batches\/[^/]+\/export/.test(req.url!)) {
+        res.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(res);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      answer.on('data', (c: Buffer) => chunks.push(c));
+      answer.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const { 'transfer-encoding': _chunked, ...headers } = answer.headers;
+        res.writeHead(answer.statusCode!, { ...headers, 'content-length': String(body.length) });
+        res.write(body.subarray(0, body.length >> 1), () => {
+          halves++;
+          if (after === 'cut') res.socket?.destroy();
+          markHalfSent();
+        });
+      });
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    halfSent,
+    halves: () => halves,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
 
 /**
  * A tiny HTTP proxy between the CLI and the API that counts the bytes each tus PATCH carries to
