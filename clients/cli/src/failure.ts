@@ -11,6 +11,11 @@ export function describeFailure(err: unknown, json: boolean, errorContext: Recor
   return `lenstack: ${about}${humanMessage(err)}\n`;
 }
 
+/** What a command passes where a failure must be written as main would (an output file's interrupt). */
+export function failureWriter(io: { json: boolean; stderr: NodeJS.WritableStream; errorContext: Record<string, string> }): (err: unknown) => void {
+  return (err) => io.stderr.write(describeFailure(err, io.json, io.errorContext));
+}
+
 function errorReport(err: unknown) {
   if (err instanceof LenstackError) return { code: err.code, message: err.message, status: err.status, requestId: err.requestId, ...(err.credits ? { credits: err.credits } : {}) };
   if (err instanceof CliError) return { code: 'USAGE', message: err.message };

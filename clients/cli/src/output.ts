@@ -30,7 +30,7 @@ export class OutputFile {
   /** Set once the result is in the partial file: from then on it is never removed. */
   #written = false;
 
-  static async claim(target: string, force: boolean, sayInterrupted: (err: CliError) => void = (err) => process.stderr.write(`lenstack: ${err.message}\n`)): Promise<OutputFile> {
+  static async claim(target: string, force: boolean, sayInterrupted: (err: CliError) => void): Promise<OutputFile> {
     if (!force && (await exists(target))) throw new CliError(`${target} exists; pass --force to replace it`, EXIT.USAGE);
     const partial = `${target}.partial-${process.pid}-${randomBytes(4).toString('hex')}`;
     let handle: FileHandle;

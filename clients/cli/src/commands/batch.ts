@@ -7,7 +7,7 @@ import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { collectPhotos, hashFile, mapLimit, type FoundPhoto } from '../files.ts';
 import { whileInterruptible } from '../interrupt.ts';
-import { describeFailure } from '../failure.ts';
+import { failureWriter } from '../failure.ts';
 import { OutputFile } from '../output.ts';
 import { Progress } from '../progress.ts';
 import { table } from '../render.ts';
@@ -85,7 +85,7 @@ export async function batchCommand(ctx: Context, args: BatchArgs): Promise<numbe
   const statePath = args.state ?? (args.paths.length === 1 && !found?.some((p) => p.path === args.paths[0]) ? join(args.paths[0]!, DEFAULT_STATE_NAME) : DEFAULT_STATE_NAME);
   const state = BatchState.open(statePath, { key: createHash('sha256').update(ctx.apiKey).digest('hex').slice(0, 16) });
   // Claimed before anything is uploaded or paid for, like enrich's output: an export that cannot be written is found now.
-  const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true, (err) => ctx.stderr.write(describeFailure(err, ctx.json, ctx.errorContext))) : undefined;
+  const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true, failureWriter(ctx)) : undefined;
   try {
     return await run(ctx, args, { vehicles, found, state, lenses, format, output });
   } finally {
@@ -295,7 +295,7 @@ export async function resumeBatchCommand(ctx: Context, args: { id: string | unde
   if (!args.id || args.extra.length > 0 || !/^bat_[A-Za-z0-9_-]{1,100}$/.test(args.id)) throw new CliError('usage: lenstack batch resume <bat_…> [--export out.xlsx] [--force]', EXIT.USAGE);
   const format = args.export === undefined ? undefined : EXPORT_FORMATS[extname(args.export).toLowerCase()];
   if (args.export !== undefined && !format) throw new CliError(`--export names the format by its extension: ${Object.keys(EXPORT_FORMATS).join(', ')}`, EXIT.USAGE);
-  const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true, (err) => ctx.stderr.write(describeFailure(err, ctx.json, ctx.errorContext))) : undefined;
+  const output = args.export !== undefined ? await OutputFile.claim(args.export, args.force === true, failureWriter(ctx)) : undefined;
   try {
     ctx.errorContext.batchId = args.id;
     const current = await ctx.client.batches.get(args.id);

@@ -2,7 +2,7 @@ import { extname } from 'node:path';
 import { listOption, print, printJson, type Context } from '../context.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { imageField, photoInput } from '../files.ts';
-import { describeFailure } from '../failure.ts';
+import { failureWriter } from '../failure.ts';
 import { OutputFile } from '../output.ts';
 
 export interface EnrichArgs {
@@ -30,7 +30,7 @@ export async function enrichCommand(ctx: Context, args: EnrichArgs): Promise<num
   const output = args.output ?? defaultOutput(input.kind === 'file' ? input.path : new URL(input.url).pathname.split('/').pop() || 'photo.jpg');
   const image = await imageField(input);
 
-  const file = await OutputFile.claim(output, args.force === true, (err) => ctx.stderr.write(describeFailure(err, ctx.json, ctx.errorContext)));
+  const file = await OutputFile.claim(output, args.force === true, failureWriter(ctx));
   let result;
   try {
     result = await ctx.client.enrich({ ...image, formats: (formats.length ? formats : [...FORMATS]) as Format[] });
