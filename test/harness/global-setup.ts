@@ -18,6 +18,7 @@ import { migrate } from '../../db/migrate.ts';
 import { connectIfTemporal, ensureSearchAttributes, startTemporalDevServer } from '../../tools/scripts/temporal.ts';
 import { ensureTemporalCli, temporalCliAtHand } from '../../tools/scripts/temporal-cli.ts';
 import { temporalFilesOf } from './temporal-files.ts';
+import { ImportGraph } from '../../tools/scripts/import-graph.ts';
 import type { HarnessValues } from './provided.ts';
 import { assertPostgresAnswers, assertRedisAnswers, deleteRedisKeys, HarnessError, safeUrl } from './services.ts';
 import { formatMissing, preflight } from '../../tools/scripts/preflight.ts';
@@ -127,20 +128,23 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // ... and the console's front end, once for the run (the browser tests serve it): Vite, under a second.
     const consoleBuilt = ensureConsoleBuilt().then(() => null, (err: unknown) => err);
     const testFiles = project.globTestFiles().then(({ testFiles }) => testFiles);
+    // One import graph for both questions: each file is read once.
+    const graph = new ImportGraph();
     const toolsOfFiles = testFiles.then(async (files) => {
       const found: Record<string, string[]> = {};
-      for (const [file, tools] of await toolsOf(files)) if (tools.length) found[file] = tools.map((t) => t.name);
+      for (const [file, tools] of await toolsOf(files, graph)) if (tools.length) found[file] = tools.map((t) => t.name);
       return found;
     });
-    const temporalFiles = testFiles.then(async (files) => [...(await temporalFilesOf(files))]);
+    const temporalFiles = testFiles.then(async (files) => [...(await temporalFilesOf(files, graph))]);
     // Temporal: with its CLI at hand the tests start once the dev server answers (a few seconds).
     // When the CLI must first be built with Go (a fresh machine: minutes), the whole suite does
     // not wait for it: the server starts in the background at an address fixed now, and only the
     // files that need it (temporal-files.ts) run last, each waiting for it (wait-for-tools.ts).
-    const later = wholeSuite && !settings.temporalAddress && (await temporalCliAtHand({ log })) === null;
+    // The CLI is looked for once: its path goes to the server's start.
+    const cliPath = settings.temporalAddress ? null : await temporalCliAtHand({ log });
     const [database, temporal] = await settleAll(cleanups, [
       prepareDatabase(settings),
-      later ? prepareTemporalLater(settings, runId, log) : prepareTemporal(settings),
+      wholeSuite && !settings.temporalAddress && cliPath === null ? prepareTemporalLater(settings, runId, log) : prepareTemporal(settings, cliPath),
     ] as const);
     await heicDecoder;
     const workflowBundlePath = await workflowBundle;
@@ -213,7 +217,8 @@ interface PreparedTemporal {
   cleanup: Cleanup;
 }
 
-async function prepareTemporal(settings: HarnessSettings): Promise<PreparedTemporal> {
+/** `cliPath`: the temporal CLI found at hand, or null to find or build it now. */
+async function prepareTemporal(settings: HarnessSettings, cliPath: string | null): Promise<PreparedTemporal> {
   if (settings.temporalAddress) {
     const connection = await connectIfTemporal(settings.temporalAddress, settings.temporalNamespace, 10_000);
     try {
@@ -224,7 +229,7 @@ async function prepareTemporal(settings: HarnessSettings): Promise<PreparedTempo
     return { address: settings.temporalAddress, description: 'TEMPORAL_ADDRESS', readyFile: '', cleanup: async () => {} };
   }
   const started = Date.now();
-  const server = await startTemporalDevServer({ namespace: settings.temporalNamespace });
+  const server = await startTemporalDevServer({ namespace: settings.temporalNamespace, ...(cliPath ? { cliPath } : {}) });
   const description = `own dev server, up in ${((Date.now() - started) / 1000).toFixed(1)} s`;
   return { address: server.address, description, readyFile: '', cleanup: () => server.stop() };
 }

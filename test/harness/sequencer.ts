@@ -1,4 +1,5 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { ImportGraph } from '../../tools/scripts/import-graph.ts';
 import { temporalCliAtHand } from '../../tools/scripts/temporal-cli.ts';
 import { toolsOf } from './go-tools.ts';
 import { temporalFilesOf } from './temporal-files.ts';
@@ -18,7 +19,8 @@ export class ToolsLastSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
     const ids = sorted.map((spec) => spec.moduleId);
-    const [tools, temporal] = await Promise.all([toolsOf(ids), temporalFilesOf(ids)]);
+    const graph = new ImportGraph();
+    const [tools, temporal] = await Promise.all([toolsOf(ids, graph), temporalFilesOf(ids, graph)]);
     return waitingLast(sorted, (spec) => [...(tools.get(spec.moduleId) ?? []), ...(temporal.has(spec.moduleId) ? [TEMPORAL] : [])]);
   }
 }
