@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { Client } from '@temporalio/client';
+import { IllegalStateError } from '@temporalio/common';
 import { connectTemporal } from '../../core/temporal-connection.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { noRateLimits } from './deps.ts';
@@ -18,12 +19,15 @@ import { testConfig, type ConfigOverrides } from '../harness/env.ts';
 import { INTERNAL_SECRET } from './app.ts';
 import type { FastifyInstance } from 'fastify';
 
-let runtimeInstalled = false;
 /** Activity failures we provoke on purpose are logged by the SDK at WARN: keep test output readable. */
 export function quietTemporal(): void {
-  if (runtimeInstalled) return;
-  runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  // The runtime is one per process, and a process runs file after file (fresh-modules.ts): the
+  // first call installs it; later ones, or a worker an earlier file started first, find it made.
+  try {
+    Runtime.install({ logger: new DefaultLogger('ERROR') });
+  } catch (err) {
+    if (!(err instanceof IllegalStateError)) throw err;
+  }
 }
 
 let bundle: Promise<WorkflowBundle> | undefined;
