@@ -10,6 +10,7 @@ import { createClient } from 'redis';
 import { describe, expect, inject, test } from 'vitest';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 import { testConfig } from '../harness/env.ts';
+import { committedDurations, longestFirst } from '../harness/durations.ts';
 import { temporalFilesOf } from '../harness/temporal-files.ts';
 import { waitingLast } from '../harness/waiting-last.ts';
 
@@ -119,6 +120,33 @@ describe('test harness: the Go-built tools (test/harness/go-tools.ts)', () => {
     expect(await waitingLast(['a', 'b', 'c', 'd', 'e'], (f) => needs[f]!)).toEqual(['b', 'c', 'e', 'a', 'd']);
     // Everything built: vitest's order as it is.
     expect(await waitingLast(['a', 'b', 'c', 'd', 'e'], (f) => needs[f]!.map(() => built))).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+});
+
+describe('test harness: the longest files first (test/harness/durations.ts)', () => {
+  test('failed first, then files with no estimate in vitest\'s order, then the longest; ties keep vitest\'s order', () => {
+    const estimates: Record<string, { failed?: boolean; seconds?: number }> = {
+      small: { seconds: 1 },
+      new1: {},
+      long: { seconds: 130 },
+      failed: { failed: true, seconds: 2 },
+      mid: { seconds: 20 },
+      new2: {},
+      mid2: { seconds: 20 },
+    };
+    const order = longestFirst(Object.keys(estimates), (f) => estimates[f]!);
+    expect(order).toEqual(['failed', 'new1', 'new2', 'long', 'mid', 'mid2', 'small']);
+  });
+
+  test('the committed durations name only test files that exist, in seconds', async () => {
+    const durations = await committedDurations();
+    expect(durations.size).toBeGreaterThan(150);
+    const files = new Set((await readdir(fileURLToPath(new URL('..', import.meta.url)), { recursive: true })).map((f) => `test/${f}`));
+    for (const [file, seconds] of durations) {
+      expect(files.has(file), `${file} is in test/harness/durations.json but not in test/: run \`npm run test:durations\``).toBe(true);
+      expect(seconds).toBeGreaterThanOrEqual(0);
+      expect(seconds).toBeLessThan(1_000);
+    }
   });
 });
 
