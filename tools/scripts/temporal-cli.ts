@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { access, constants, mkdir, rename, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
-import { withBuildLock } from './go-tool.ts';
+import { GO_BUILD_FLAGS, withBuildLock } from './go-tool.ts';
 import { isMain } from './is-main.ts';
 
 export const TEMPORAL_CLI_VERSION = '1.5.1';
@@ -145,7 +145,8 @@ async function buildTemporalCli(target: string, env: NodeJS.ProcessEnv, log: (li
   await mkdir(cacheDir, { recursive: true });
   // Build into a private directory and rename into place, so concurrent builds never see half a binary.
   const gobin = join(cacheDir, `.build-${process.pid}-${randomBytes(4).toString('hex')}`);
-  const args = ['install', `-ldflags=${LDFLAGS}`, `${MODULE}/cmd/temporal@v${TEMPORAL_CLI_VERSION}`];
+  // No debug information: the linker's -w drops it, so the compiler need not make it (GO_BUILD_FLAGS).
+  const args = ['install', `-ldflags=${LDFLAGS}`, ...GO_BUILD_FLAGS, `${MODULE}/cmd/temporal@v${TEMPORAL_CLI_VERSION}`];
   const baseEnv = { ...env, GOBIN: gobin, GOFLAGS: [env.GOFLAGS, '-buildvcs=false'].filter(Boolean).join(' ') };
 
   log(`building temporal CLI v${TEMPORAL_CLI_VERSION} with ${go} (${args.join(' ')})`);
