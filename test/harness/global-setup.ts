@@ -93,8 +93,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // built in the background at low CPU priority while the tests that need none of them run; the
     // files that need one run last and wait for it (sequencer.ts, wait-for-tools.ts). A run of a
     // few files builds what its files need before they start (wait-for-tools.ts).
-    const backgroundBuilds = wholeSuite ? buildInBackground(log) : Promise.resolve();
+    // When the temporal CLI is built too, most of them start once it is (buildInBackground).
+    let temporalCliSettled!: (next: 'build' | 'skip') => void;
+    const afterTemporalCli = new Promise<'build' | 'skip'>((resolve) => (temporalCliSettled = resolve));
+    const backgroundBuilds = wholeSuite ? buildInBackground(log, afterTemporalCli) : Promise.resolve();
     cleanups.push(() => backgroundBuilds);
+    // A run that ends first starts none of the builds still waiting.
+    cleanups.push(async () => temporalCliSettled('skip'));
 
     const redisPrefix = `lenstack-test:${runId}:`;
     cleanups.push(() => deleteRedisKeys(settings.redisUrl, redisPrefix));
@@ -142,9 +147,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // files that need it (temporal-files.ts) run last, each waiting for it (wait-for-tools.ts).
     // The CLI is looked for once: its path goes to the server's start.
     const cliPath = settings.temporalAddress ? null : await temporalCliAtHand({ log });
+    const buildCli = wholeSuite && !settings.temporalAddress && cliPath === null;
+    if (!buildCli) temporalCliSettled('build');
     const [database, temporal] = await settleAll(cleanups, [
       prepareDatabase(settings),
-      wholeSuite && !settings.temporalAddress && cliPath === null ? prepareTemporalLater(settings, runId, log) : prepareTemporal(settings, cliPath),
+      buildCli ? prepareTemporalLater(settings, runId, log, () => temporalCliSettled('build')) : prepareTemporal(settings, cliPath),
     ] as const);
     await heicDecoder;
     const workflowBundlePath = await workflowBundle;
@@ -241,7 +248,7 @@ async function prepareTemporal(settings: HarnessSettings, cliPath: string | null
  * ("ready") or could not start ("failed: …"). The build is not niced: the files waiting for it are
  * most of the suite.
  */
-async function prepareTemporalLater(settings: HarnessSettings, runId: string, log: (line: string) => void): Promise<PreparedTemporal> {
+async function prepareTemporalLater(settings: HarnessSettings, runId: string, log: (line: string) => void, cliBuildEnded: () => void): Promise<PreparedTemporal> {
   const held = await holdPort();
   const readyFile = join(tmpdir(), `lenstack-test-${runId}-temporal`);
   const started = Date.now();
@@ -254,6 +261,7 @@ async function prepareTemporalLater(settings: HarnessSettings, runId: string, lo
     try {
       cliPath = await ensureTemporalCli({ log: (line) => log(`temporal CLI: ${line}`) });
     } finally {
+      cliBuildEnded();
       // Released only now, right before the server binds it: the CLI is found, not looked for again.
       await held.release();
     }
@@ -308,14 +316,20 @@ function holdPort(): Promise<{ port: number; release: () => Promise<void> }> {
 
 /**
  * Builds the missing Go-built test tools side by side (each Go build waits on downloads and the
- * linker as much as on the CPU), niced so the tests running meanwhile keep the CPU they use. Never
- * rejects: a failed build is reported here, and again by the tests that use the tool.
+ * linker as much as on the CPU), niced so the tests running meanwhile keep the CPU they use. When
+ * the temporal CLI is being built too, only the tools marked `besideTemporalCli` start at once: the
+ * CLI's build is what the files needing Temporal (half the suite, and its longest files) wait for,
+ * and the others' builds, as much CPU again, slowed it by half (docs/decisions.md, "Test run time").
+ * They start when `afterTemporalCli` says 'build' (the CLI's build ended), and never on 'skip' (the
+ * run ended first). Never rejects: a failed build is reported here, and again by the tests that use
+ * the tool.
  */
-async function buildInBackground(log: (line: string) => void): Promise<void> {
+async function buildInBackground(log: (line: string) => void, afterTemporalCli: Promise<'build' | 'skip'>): Promise<void> {
   await Promise.all(
     HARNESS_TOOLS.map(async (tool) => {
       if (await tool.ready()) return;
       const pin = await tool.tool();
+      if (!tool.besideTemporalCli && (await afterTemporalCli) === 'skip') return;
       log(`building ${pin.name} ${pin.version} with Go in the background (once; cached in ${goToolPath(pin)}); the tests that need it run last`);
       const t0 = Date.now();
       try {
