@@ -151,7 +151,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     if (!buildCli) temporalCliSettled('build');
     const [database, temporal] = await settleAll(cleanups, [
       prepareDatabase(settings),
-      buildCli ? prepareTemporalLater(settings, runId, log, () => temporalCliSettled('build')) : prepareTemporal(settings, cliPath),
+      buildCli ? prepareTemporalLater(settings, runId, log, temporalCliSettled) : prepareTemporal(settings, cliPath),
     ] as const);
     await heicDecoder;
     const workflowBundlePath = await workflowBundle;
@@ -248,7 +248,12 @@ async function prepareTemporal(settings: HarnessSettings, cliPath: string | null
  * ("ready") or could not start ("failed: …"). The build is not niced: the files waiting for it are
  * most of the suite.
  */
-async function prepareTemporalLater(settings: HarnessSettings, runId: string, log: (line: string) => void, cliBuildEnded: () => void): Promise<PreparedTemporal> {
+async function prepareTemporalLater(
+  settings: HarnessSettings,
+  runId: string,
+  log: (line: string) => void,
+  cliBuildEnded: (next: 'build' | 'skip') => void,
+): Promise<PreparedTemporal> {
   const held = await holdPort();
   const readyFile = join(tmpdir(), `lenstack-test-${runId}-temporal`);
   const started = Date.now();
@@ -261,7 +266,9 @@ async function prepareTemporalLater(settings: HarnessSettings, runId: string, lo
     try {
       cliPath = await ensureTemporalCli({ log: (line) => log(`temporal CLI: ${line}`) });
     } finally {
-      cliBuildEnded();
+      // The tools waiting for this build start now, unless the run is ending (teardown waits for
+      // this build, and would wait for theirs too).
+      cliBuildEnded(closing ? 'skip' : 'build');
       // Released only now, right before the server binds it: the CLI is found, not looked for again.
       await held.release();
     }
@@ -319,7 +326,7 @@ function holdPort(): Promise<{ port: number; release: () => Promise<void> }> {
  * linker as much as on the CPU), niced so the tests running meanwhile keep the CPU they use. When
  * the temporal CLI is being built too, only the tools marked `besideTemporalCli` start at once: the
  * CLI's build is what the files needing Temporal (half the suite, and its longest files) wait for,
- * and the others' builds, as much CPU again, slowed it by half (docs/decisions.md, "Test run time").
+ * and the others' builds, as much CPU again, more than doubled its time (docs/decisions.md, "Test run time").
  * They start when `afterTemporalCli` says 'build' (the CLI's build ended), and never on 'skip' (the
  * run ended first). Never rejects: a failed build is reported here, and again by the tests that use
  * the tool.
