@@ -14,7 +14,16 @@ export const DURATIONS_FILE = new URL('./durations.json', import.meta.url);
 export async function committedDurations(): Promise<Map<string, number>> {
   const text = await readFile(DURATIONS_FILE, 'utf8').catch(() => null);
   if (text === null) return new Map();
-  return new Map(Object.entries(JSON.parse(text) as Record<string, number>));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    // A merge left it broken, say: the run goes on in vitest's own order.
+    process.stderr.write(`[harness] ${DURATIONS_FILE.pathname} is not JSON (${err instanceof Error ? err.message : String(err)}); \`npm run test:durations\` writes it again\n`);
+    return new Map();
+  }
+  if (typeof parsed !== 'object' || parsed === null) return new Map();
+  return new Map(Object.entries(parsed).filter((entry): entry is [string, number] => typeof entry[1] === 'number' && Number.isFinite(entry[1])));
 }
 
 export interface Estimate {

@@ -7,6 +7,7 @@
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { committedDurations, DURATIONS_FILE } from '../../test/harness/durations.ts';
 import { isMain } from './is-main.ts';
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -26,8 +27,12 @@ async function testFiles(): Promise<string[]> {
     .sort();
 }
 
-/** Seconds (one decimal) for each existing test file vitest has a duration for; the newest cache wins. */
-export async function durationsFromCache(): Promise<{ durations: Record<string, number>; missing: string[] }> {
+/**
+ * Seconds (one decimal) for each existing test file: vitest's figure when its newest cache has one,
+ * else the committed one (a cache of a few files' runs keeps the others' estimates); files that
+ * are gone are dropped.
+ */
+export async function durationsFromCache(committed: Map<string, number>): Promise<{ durations: Record<string, number>; missing: string[] }> {
   const dirs = await readdir(CACHE).catch(() => [] as string[]);
   const caches = await Promise.all(
     dirs.map(async (d) => {
@@ -46,20 +51,22 @@ export async function durationsFromCache(): Promise<{ durations: Record<string, 
   const missing: string[] = [];
   for (const file of await testFiles()) {
     const ms = known.get(file);
-    if (ms === undefined) missing.push(file);
-    else durations[file] = Math.round(ms / 100) / 10;
+    const kept = committed.get(file);
+    if (ms !== undefined) durations[file] = Math.round(ms / 100) / 10;
+    else if (kept !== undefined) durations[file] = kept;
+    else missing.push(file);
   }
   return { durations, missing };
 }
 
 async function main(): Promise<number> {
-  const { durations, missing } = await durationsFromCache();
+  const { durations, missing } = await durationsFromCache(await committedDurations());
   const count = Object.keys(durations).length;
   if (count === 0) {
     console.error('vitest has no results cached here: run `npm test` first, then this again');
     return 1;
   }
-  const target = fileURLToPath(new URL('../../test/harness/durations.json', import.meta.url));
+  const target = fileURLToPath(DURATIONS_FILE);
   await writeFile(target, `${JSON.stringify(durations, null, 2)}\n`);
   console.log(`wrote ${relative(REPO_ROOT, target)}: ${count} files`);
   if (missing.length > 0) console.log(`no duration yet for ${missing.length} (they run first, in vitest's order): ${missing.join(', ')}`);
