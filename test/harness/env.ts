@@ -7,9 +7,10 @@ import './provided.ts';
 type ConfigKey = keyof z.input<typeof configSchema>;
 export type ConfigOverrides = Partial<Record<ConfigKey, string | number | boolean>>;
 
-// Test files run in parallel in separate processes, each with a fresh copy of this module. A
-// Worker polls its whole task queue, so each file gets its own queue (and Redis prefix) inside
-// the run's: one file's workers never pick up another file's workflows.
+// Test files run in parallel, three processes each running file after file, and every file gets a
+// fresh copy of this module (fresh-modules.ts). A Worker polls its whole task queue, so each file
+// gets its own queue (and Redis prefix) inside the run's: one file's workers never pick up another
+// file's workflows, whether that file runs beside it or ran before it in the same process.
 const fileId = randomBytes(3).toString('hex');
 
 /**
