@@ -7,6 +7,7 @@
  * (tools/scripts/test-durations.ts). docs/decisions.md, "Test run time".
  */
 import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 
 export const DURATIONS_FILE = new URL('./durations.json', import.meta.url);
 
@@ -19,7 +20,7 @@ export async function committedDurations(): Promise<Map<string, number>> {
     parsed = JSON.parse(text);
   } catch (err) {
     // A merge left it broken, say: the run goes on in vitest's own order.
-    process.stderr.write(`[harness] ${DURATIONS_FILE.pathname} is not JSON (${err instanceof Error ? err.message : String(err)}); \`npm run test:durations\` writes it again\n`);
+    process.stderr.write(`[harness] ${fileURLToPath(DURATIONS_FILE)} is not JSON (${err instanceof Error ? err.message : String(err)}); \`npm run test:durations\` writes it again\n`);
     return new Map();
   }
   if (typeof parsed !== 'object' || parsed === null) return new Map();

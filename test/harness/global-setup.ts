@@ -257,7 +257,7 @@ async function prepareTemporalLater(
   const held = await holdPort();
   const readyFile = join(tmpdir(), `lenstack-test-${runId}-temporal`);
   const started = Date.now();
-  // A run that ends while the CLI still builds (a failed setup, Ctrl-C) lets the build finish
+  // A run that ends while the CLI still builds (a failed setup) lets the build finish
   // into the cache but starts no server.
   let closing = false;
   log('the temporal CLI is not built: building it with Go in the background (once; minutes); the test files that need no Temporal run meanwhile');
@@ -334,16 +334,16 @@ function holdPort(): Promise<{ port: number; release: () => Promise<void> }> {
 async function buildInBackground(log: (line: string) => void, afterTemporalCli: Promise<'build' | 'skip'>): Promise<void> {
   await Promise.all(
     HARNESS_TOOLS.map(async (tool) => {
-      if (await tool.ready()) return;
-      const pin = await tool.tool();
-      if (!tool.besideTemporalCli && (await afterTemporalCli) === 'skip') return;
-      log(`building ${pin.name} ${pin.version} with Go in the background (once; cached in ${goToolPath(pin)}); the tests that need it run last`);
-      const t0 = Date.now();
       try {
+        if (await tool.ready()) return;
+        const pin = await tool.tool();
+        if (!tool.besideTemporalCli && (await afterTemporalCli) === 'skip') return;
+        log(`building ${pin.name} ${pin.version} with Go in the background (once; cached in ${goToolPath(pin)}); the tests that need it run last`);
+        const t0 = Date.now();
         await tool.ensure({ nice: BACKGROUND_NICE });
         log(`built ${pin.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
       } catch (err) {
-        log(`could not build ${pin.name}: ${err instanceof Error ? err.message : String(err)}`);
+        log(`could not build ${tool.name}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }),
   );
