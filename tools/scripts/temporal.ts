@@ -241,7 +241,12 @@ export async function waitForTemporal(address: string, namespace: string, opts: 
 
 /** A connection when `address` answers as Temporal and knows `namespace`; throws otherwise. */
 export async function connectIfTemporal(address: string, namespace: string, timeoutMs: number): Promise<Connection> {
-  const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
+  // A gRPC subchannel of its own, not the one the process shares per address. `npm start` asks once
+  // whether a server already runs (refused), builds the CLI for minutes, then polls the server it
+  // started: on a fresh machine every poll of that process ended "Failed to connect before the
+  // deadline" for 60 s while another process connected at once, twice out of two; with this, it
+  // answered (docs/decisions.md, "The first npm start on a fresh machine").
+  const connection = await Connection.connect({ address, connectTimeout: timeoutMs, channelArgs: { 'grpc.use_local_subchannel_pool': 1 } });
   try {
     await connection.withDeadline(Date.now() + timeoutMs, () =>
       connection.workflowService.describeNamespace({ namespace }),
