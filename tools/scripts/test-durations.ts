@@ -23,7 +23,7 @@ async function testFiles(): Promise<string[]> {
   const entries = await readdir(join(REPO_ROOT, 'test'), { recursive: true });
   return entries
     .filter((f) => f.endsWith('.test.ts'))
-    .map((f) => relative(REPO_ROOT, join(REPO_ROOT, 'test', f)))
+    .map((f) => join('test', f))
     .sort();
 }
 
@@ -32,7 +32,7 @@ async function testFiles(): Promise<string[]> {
  * else the committed one (a cache of a few files' runs keeps the others' estimates); files that
  * are gone are dropped.
  */
-export async function durationsFromCache(committed: Map<string, number>): Promise<{ durations: Record<string, number>; missing: string[]; cached: number }> {
+async function durationsFromCache(committed: Map<string, number>): Promise<{ durations: Record<string, number>; missing: string[]; cached: number }> {
   const dirs = await readdir(CACHE).catch(() => [] as string[]);
   const caches = await Promise.all(
     dirs.map(async (d) => {
