@@ -28,6 +28,10 @@ import type { PaymentGateway } from '../../payments/gateway.ts';
 import { startGitHubStub, type GitHubStub } from './providers/github.ts';
 import { startGoogleStub, type GoogleStub } from './providers/google.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
+import { Steps } from '../harness/steps.ts';
+
+/** How long a console stack and its Chromium may take to start on a busy machine before the setup fails naming the step. */
+export const STACK_SETUP_MS = 115_000;
 
 export const STRIPE_WEBHOOK_SECRET = 'whsec_test_0123456789abcdef';
 
@@ -67,25 +71,25 @@ export interface ConsoleStack {
  * the console's server on a real port with real sign-in, and a real SMTP server the test reads.
  * Each has its own key cache; revocations travel between them over Redis as between processes.
  */
-export async function startConsoleStack(): Promise<ConsoleStack> {
-  await ensureConsoleBuilt();
+export async function startConsoleStack(steps = new Steps()): Promise<ConsoleStack> {
+  await steps.step('the console build', () => ensureConsoleBuilt());
   const base = testConfig();
   // The API's key cache hears revocations over Redis, from the console's own bus, as in production.
   const apiKeys = new KeyCache();
-  const apiBus = await EvictionBus.start(base.REDIS_URL, base.REDIS_PREFIX, apiKeys);
-  const pipeline = await startPipeline({ deps: { keyCache: apiKeys, evictionBus: apiBus } });
-  const mail = await startMailCatcher();
+  const apiBus = await steps.step("the API's eviction bus", () => EvictionBus.start(base.REDIS_URL, base.REDIS_PREFIX, apiKeys));
+  const pipeline = await steps.step('the pipeline (API, worker, simulated vendors)', () => startPipeline({ deps: { keyCache: apiKeys, evictionBus: apiBus } }));
+  const mail = await steps.step('the SMTP server', () => startMailCatcher());
   // The console's own address is in its config (links in mail, OAuth callbacks), so its port is
   // chosen first and held by a placeholder until the console listens: no other process can take
   // it meanwhile (seen in CI: EADDRINUSE when another suite's listener got it first).
-  const held = await holdPort();
+  const held = await steps.step('a port', () => holdPort());
   const port = held.port;
   const url = `http://127.0.0.1:${port}`;
   // The identity providers, at the wire: a GitHub-protocol server and a real OpenID provider.
-  const github = await startGitHubStub();
-  const google = await startGoogleStub(`${url}/api/v1/auth/callback/google`);
+  const github = await steps.step('the GitHub stub', () => startGitHubStub());
+  const google = await steps.step('the OpenID provider', () => startGoogleStub(`${url}/api/v1/auth/callback/google`));
   // Stripe, at the wire: Stripe's own API mock; webhooks are signed by the test with the secret.
-  const stripeMock = await startStripeMock();
+  const stripeMock = await steps.step('stripe-mock', () => startStripeMock());
   const config = testConfig({
     WEB_PORT: port,
     WEB_URL: url,
@@ -106,12 +110,12 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   });
   const smtp = smtpMailer(mail.url, config.MAIL_FROM);
   const db = pipeline.db;
-  const limiter = await RateLimiter.connect(config.REDIS_URL);
+  const limiter = await steps.step('the rate limiter', () => RateLimiter.connect(config.REDIS_URL));
   // Mail per recipient is bounded as in production (web/mail.ts).
   const mailer = limitedMailer(smtp, limiter, config.REDIS_PREFIX);
   const auth = createConsoleAuth({ config, pool: db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(db, { id: u.id, email: u.email })) });
   const webKeys = new KeyCache();
-  const webBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys);
+  const webBus = await steps.step("the console's eviction bus", () => EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, webKeys));
   // The test's SMTP server doubles as the development mailbox, so that page is exercised too.
   // Batches from the console run on the pipeline's worker, their uploads through the upload
   // service over the pipeline's blob store and upload datastore, as the API's.
@@ -120,9 +124,9 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
   const batches = { pipeline: { config: pc, db, blobs: blobStoreFromConfig(pc), temporal: pipeline.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } };
   const logs: string[] = [];
   const logger = createLogger({ LOG_LEVEL: 'info' }, 'web', { write: (line: string) => void logs.push(line) });
-  const web = await buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, payments: configuredPaymentGateway(config, db), staticDir: UI_DIST, batches, logger });
+  const web = await steps.step('the console app', () => buildWebApp({ config, db, auth, mailer, keyCache: webKeys, evictionBus: webBus, devMailbox: mail, limiter, payments: configuredPaymentGateway(config, db), staticDir: UI_DIST, batches, logger }));
   await held.release();
-  await web.listen({ host: '127.0.0.1', port });
+  await steps.step('the console listening', () => web.listen({ host: '127.0.0.1', port }));
   const variants: FastifyInstance[] = [];
   return {
     pipeline,
@@ -179,11 +183,15 @@ export async function startConsoleStack(): Promise<ConsoleStack> {
 export function consoleSuite(ready: (stack: ConsoleStack, browser: Browser) => void | Promise<void>): void {
   let stack: ConsoleStack | undefined;
   let browser: Browser | undefined;
-  beforeAll(async () => {
-    stack = await startConsoleStack();
-    browser = await launchChromium();
-    await ready(stack, browser);
-  }, 120_000);
+  beforeAll(
+    () =>
+      new Steps().within(STACK_SETUP_MS, async (steps) => {
+        stack = await startConsoleStack(steps);
+        browser = await steps.step('Chromium', () => launchChromium());
+        await steps.step('the suite\'s own setup', async () => ready(stack!, browser!));
+      }),
+    STACK_SETUP_MS + 5_000,
+  );
   afterAll(async () => {
     await browser?.close();
     await stack?.close();

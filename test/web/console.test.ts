@@ -12,7 +12,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { KEY_CACHE_TTL_MS } from '../../auth/cache.ts';
 import { bearer } from '../helpers/app.ts';
 import { launchChromium, seriousA11yViolations } from './browser.ts';
-import { startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
+import { STACK_SETUP_MS, startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
+import { Steps } from '../harness/steps.ts';
 import Stripe from 'stripe';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
 import { RecordingPaymentGateway } from '../../payments/recording-gateway.ts';
@@ -50,10 +51,14 @@ const PASSWORD = 'lantern orbit cactus violin';
 let stack: ConsoleStack;
 let browser: Browser;
 
-beforeAll(async () => {
-  stack = await startConsoleStack();
-  browser = await launchChromium();
-}, 120_000);
+beforeAll(
+  () =>
+    new Steps().within(STACK_SETUP_MS, async (steps) => {
+      stack = await startConsoleStack(steps);
+      browser = await steps.step('Chromium', () => launchChromium());
+    }),
+  STACK_SETUP_MS + 5_000,
+);
 
 afterAll(async () => {
   await browser?.close();
