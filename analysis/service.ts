@@ -69,10 +69,13 @@ export async function analyze(deps: AnalyzeDeps, principal: Principal, body: Ana
       ? await untilEnded(progress, () => vehicleAnalysis(pipeline, accountId, body, taken.value.refs, requestId, startedAt, request.warnings))
       : ((await answerFromRegistry(deps, accountId, request, taken.value, requestId, startedAt)) ??
         (await runAnalysis(pipeline, accountId, request, taken.value, requestId, startedAt, progress)));
-    await storeAnswer(deps.db, { accountId, requestId, response: answer });
-    // The registry holds the photos now: the request's intake leases have done their work.
-    await releaseLeases(deps.db, progress.holder);
-    await deps.uploads?.touch(accountId, uploadIds);
+    // The answer kept under the request id; the registry holds the photos now, so the request's
+    // intake leases have done their work; its uploads were used. Three writes, asked at once.
+    await Promise.all([
+      storeAnswer(deps.db, { accountId, requestId, response: answer }),
+      releaseLeases(deps.db, progress.holder),
+      deps.uploads?.touch(accountId, uploadIds),
+    ]);
     return answer;
   } catch (err) {
     // Refused before any workflow started (bad image, no credits): nothing ran under this id, so

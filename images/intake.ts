@@ -40,11 +40,12 @@ export interface IntakeDeps {
   knownFingerprint?: (sha256: string) => Promise<Pick<Fingerprint, 'pHash' | 'dHash'> | null>;
   /**
    * The caller's hold on the blob (registry/blob-leases.ts): `take` before it is stored, so no
-   * other request's clean-up or the collector deletes bytes this intake found stored; `forget` to
-   * give back what an image refused at decode stored (deleted unless someone else holds it).
+   * other request's clean-up or the collector deletes bytes this intake found stored; `release`
+   * to give it back for an image refused at its header (nothing stored); `forget` to give back
+   * what an image refused at decode stored (deleted unless someone else holds it).
    * Without it (tests of intake alone) a refused image's blob is deleted outright.
    */
-  lease?: { take(sha256: string): Promise<void>; forget(sha256: string): Promise<void> };
+  lease?: { take(sha256: string): Promise<void>; release(sha256: string): Promise<void>; forget(sha256: string): Promise<void> };
 }
 
 export interface ImageIntake {
@@ -78,13 +79,21 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   // Only the caller's own registry spares the decode (unless the embedding needs it): whether
   // another account sent these bytes must not change what this request costs or how long it takes.
-  // Asked while the header is read; a refused header makes the answer moot.
-  const [probed, known] = await Promise.all([
+  // Asked while the header is read, as the lease is taken; a refused header makes the answer moot
+  // and gives the lease back, so a refused photo leaves nothing behind.
+  const [header, registry, leased] = await Promise.allSettled([
     probeImage(bytes, { maxPixels: deps.maxPixels, decode: false }),
     opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
+    deps.lease?.take(sha256),
   ]);
+  if (header.status === 'rejected' || registry.status === 'rejected' || leased.status === 'rejected') {
+    // The refusal is the answer: a failed release is left to the lease's expiry, never a 500.
+    if (leased.status === 'fulfilled') await deps.lease?.release(sha256).catch(() => {});
+    throw [header, registry, leased].find((r) => r.status === 'rejected')!.reason;
+  }
+  const probed = header.value;
+  const known = registry.value;
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
-  await deps.lease?.take(sha256);
   if (known) {
     const stored = await deps.blobs.put(sha256, bytes);
     return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };

@@ -41,6 +41,7 @@ export function intakeDepsFor(deps: IntakeContext, accountId: string, holder: st
     knownFingerprint: (sha256) => photoFingerprint(deps.db, accountId, sha256),
     lease: {
       take: (sha256) => leaseBlob(deps.db, { holder, sha256, ttlMs: deps.config.BLOB_GC_GRACE_MS }),
+      release: (sha256) => releaseLeases(deps.db, holder, [sha256]),
       forget: async (sha256) => {
         await releaseLeases(deps.db, holder, [sha256]);
         await deleteUnreferencedBlobs(deps.db, deps.blobs, [sha256]);
@@ -55,8 +56,8 @@ export function intakeDepsFor(deps: IntakeContext, accountId: string, holder: st
  * lease and asks the caller's registry for its hashes (the worker makes them otherwise).
  */
 export async function takeUpload(deps: IntakeDeps, upload: StoredUpload): Promise<ImageIntake> {
-  await deps.lease?.take(upload.sha256);
-  const known = await deps.knownFingerprint?.(upload.sha256);
+  // Both asked at once: neither answer changes the other question.
+  const [, known] = await Promise.all([deps.lease?.take(upload.sha256), deps.knownFingerprint?.(upload.sha256)]);
   return {
     sha256: upload.sha256,
     format: upload.format,

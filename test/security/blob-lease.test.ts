@@ -4,6 +4,8 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
 import { leaseBlob } from '../../registry/blob-leases.ts';
+import { takeBatchPhoto } from '../../registry/intake.ts';
+import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { collectBlobs } from '../../worker/blob-collector.ts';
 import { bearer, createTestAccount, expectEnvelope } from '../helpers/app.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
@@ -136,6 +138,23 @@ describe('a blob an intake found stored is not deleted under it', () => {
     expect(res.statusCode, res.body).toBe(402);
     expect(await store.inner.has(sha(img))).toBe(false);
     expect(await leases(sha(img))).toBe(0);
+  }, 60_000);
+
+  it('a photo refused at its header leaves no lease, though the lease is taken while the header is read', async () => {
+    const user = await createTestAccount(p.db, { community: 10 });
+    const img = await freshJpeg(4);
+    // A JPEG cut after its header: the probe refuses it before anything is stored.
+    const cut = img.subarray(0, 40);
+    const res = await send(user.liveKey, cut);
+    expect(res.statusCode, res.body).toBe(422);
+    expect(await store.inner.has(sha(cut))).toBe(false);
+    expect(await leases(sha(cut))).toBe(0);
+    // A batch's photo refused the same way: the batch goes on, and its holder keeps no lease on it
+    // (no request-wide clean-up runs after a batch photo's refusal).
+    const refused = await takeBatchPhoto({ config: p.config, db: p.db, blobs: store, fetchPolicy: PUBLIC_INTERNET }, user.userId, { base64: cut.toString('base64') }, 'test:refused-header');
+    expect(refused).toMatchObject({ refused: { code: 'IMAGE_INVALID' } });
+    const held = await p.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM blob_leases WHERE holder = 'test:refused-header'`);
+    expect(held.rows[0]!.n).toBe(0);
   }, 60_000);
 
   it('a lease whose holder died holds only until it expires; the collector then takes the blob and the lease', async () => {
