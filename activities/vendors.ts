@@ -92,6 +92,7 @@ export function vendorActivities(deps: ActivityDeps) {
     let res;
     let slot: { grantedAt: number; estimatedTokens: number } | null = null;
     let hashes: PhotoHashes | undefined;
+    let hashing: Promise<PhotoHashes> | undefined;
     let ahead: Promise<PreparedUpload | undefined> | undefined;
     let preparedAhead: PreparedUpload | undefined;
     try {
@@ -102,8 +103,9 @@ export function vendorActivities(deps: ActivityDeps) {
         image = prepared.image;
         if (input.fingerprint) hashes = prepared.hashes ?? (await deps.workCopies.hashes(input.sha256));
       } else if (input.fingerprint) {
-        // A photo new to the caller's registry: its hashes come from the same read as the copy.
-        ({ copy: image, hashes } = await deps.workCopies.withHashes(input.sha256, v));
+        // A photo new to the caller's registry: its hashes come from the same read as the copy,
+        // made while the vendor answers and awaited after it (docs/decisions.md, "Hashes while the vendor answers").
+        ({ copy: image, hashes: hashing } = await deps.workCopies.copyThenHashes(input.sha256, v));
       } else {
         image = await deps.workCopies.get(input.sha256, v);
       }
@@ -114,6 +116,17 @@ export function vendorActivities(deps: ActivityDeps) {
       slot = await takeSlot(v, input, image, call, signal, started);
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
+      // The hashes made while the vendor answered, awaited here so the heartbeats go on while a
+      // slow one (a HEIC's full decode) finishes. A hash failure never fails an answered call:
+      // retrying would pay the vendor again. The answer goes back without them, and the workflow's
+      // own hashes step makes them, or refuses the photo (IMAGE_INVALID) with no vendor call.
+      if (hashing) {
+        phase = 'fingerprinting the photo';
+        hashes = await hashing.then(
+          (h) => h,
+          () => undefined,
+        );
+      }
       // Usually made long before the answer came; never rejects (undefined when it could not be
       // made). Awaited here, so the heartbeats go on while a slow one finishes.
       if (ahead) {

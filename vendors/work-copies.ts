@@ -18,7 +18,9 @@ import { copyServes, makeWorkCopy, type WorkCopy } from './resize.ts';
  *
  * A photo new to the caller's registry also needs its perceptual hashes (intake no longer decodes
  * it: docs/decisions.md, "Decoding after the reservation"). `withHashes` makes them from the same
- * read of the original as the copy, both decodes running together; the hashes are kept by SHA-256
+ * read of the original as the copy, the copy's decode first and the fingerprint's once it is made
+ * (`copyThenHashes` answers then, so the vendor call overlaps the hashing: docs/decisions.md,
+ * "Hashes while the vendor answers"); the hashes are kept by SHA-256
  * too (a few bytes each), so a retry or a fallback does not hash again, even one that decodes
  * the copy again.
  *
@@ -31,6 +33,12 @@ export interface WorkCopies {
   get(sha256: string, vendor: VendorName): Promise<WorkCopy>;
   /** The work copy for the vendor and the photo's perceptual hashes, from one read of the original. */
   withHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: PhotoHashes }>;
+  /**
+   * `withHashes` that answers as soon as the copy is made, the hashes still under way (begun once
+   * the copy was made, from the same read): a vendor call is sent while they finish. Their promise never rejects unheard (a caller that stops
+   * before awaiting it leaves no unhandled rejection); awaited, it rejects as `hashes` does.
+   */
+  copyThenHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: Promise<PhotoHashes> }>;
   /** The photo's perceptual hashes alone (read and decoded at reduced size when not kept). */
   hashes(sha256: string): Promise<PhotoHashes>;
 }
@@ -86,9 +94,11 @@ export function createWorkCopies(opts: {
     fetchMethod: async (sha256, _smaller, { context }) => {
       opts.onLookup?.('decoded');
       const bytes = await opts.read(sha256);
-      if (!withHashesWanted.has(sha256)) return makeWorkCopy(bytes, context.vendor, opts.maxPixels);
-      // Both decodes of the one read at once (libvips runs each on its own threads).
-      const [copy] = await Promise.all([makeWorkCopy(bytes, context.vendor, opts.maxPixels), hashOnce(sha256, async () => bytes)]);
+      // The copy first, then the hashes from the same read: the vendor call waits for the copy
+      // alone, and the fingerprint's decode runs while the vendor answers, not beside the copy's
+      // decode for the same cores. Whoever asked for the hashes joins that hashing (`hashOnce`).
+      const copy = await makeWorkCopy(bytes, context.vendor, opts.maxPixels);
+      if (withHashesWanted.has(sha256)) hashOnce(sha256, async () => bytes).catch(() => {});
       return copy;
     },
   });
@@ -127,13 +137,21 @@ export function createWorkCopies(opts: {
     }
   };
   const hashes = (sha256: string) => hashOnce(sha256, () => opts.read(sha256));
+  const copyThenHashes = async (sha256: string, vendor: VendorName) => {
+    const copy = await get(sha256, vendor, true);
+    // The hashing this copy's read started, or, for a copy made before without them (or by a
+    // call that did not ask), the hashes alone.
+    const made = hashes(sha256);
+    made.catch(() => {});
+    return { copy, hashes: made };
+  };
   return {
     get: (sha256, vendor) => get(sha256, vendor, false),
     async withHashes(sha256, vendor) {
-      const copy = await get(sha256, vendor, true);
-      // A copy made before, without them (or by a call that did not ask): the hashes alone.
-      return { copy, hashes: await hashes(sha256) };
+      const { copy, hashes: made } = await copyThenHashes(sha256, vendor);
+      return { copy, hashes: await made };
     },
+    copyThenHashes,
     hashes,
   };
 }

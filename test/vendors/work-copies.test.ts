@@ -142,4 +142,52 @@ describe('a work copy per vendor asked for', () => {
     expect(await copies.get(SHA, 'openai')).toBe(openai);
     expect(reads).toBe(2);
   });
+
+  it('copyThenHashes answers with the copy while the hashes are still being made (a vendor call is sent meanwhile), from the same read', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let hashed = 0;
+    let reads = 0;
+    const copies = createWorkCopies({
+      read: async () => (reads++, jolla),
+      maxBytes: 64 << 20,
+      maxPixels: MAX_PIXELS,
+      hash: async (b) => {
+        hashed++;
+        await gate;
+        return decodeCheckedHashes(b, MAX_PIXELS);
+      },
+    });
+    const { copy, hashes } = await copies.copyThenHashes(SHA, 'openai');
+    expect([copy.width, copy.height]).toEqual([1024, 768]);
+    let done = false;
+    void hashes.then(() => (done = true));
+    await new Promise((r) => setImmediate(r));
+    expect(done).toBe(false);
+    release();
+    expect(await hashes).toEqual(await decodeCheckedHashes(jolla, MAX_PIXELS));
+    // One read and one hashing served both; asking again reads nothing more.
+    expect(await copies.withHashes(SHA, 'openai')).toEqual({ copy, hashes: await hashes });
+    expect({ reads, hashed }).toEqual({ reads: 1, hashed: 1 });
+  });
+
+  it('hashes that fail after the copy was made reject only when awaited, never as an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown) => unhandled.push(err);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const copies = createWorkCopies({ read: async () => jolla, maxBytes: 64 << 20, maxPixels: MAX_PIXELS, hash: async () => Promise.reject(new Error('no fingerprint')) });
+      // A caller that stops before awaiting them (its vendor call failed): nothing escapes, whether
+      // the hashing was started by the copy's read or, the copy made before without them, alone.
+      await copies.get(SHA, 'openai');
+      await copies.copyThenHashes(SHA, 'openai');
+      const { hashes } = await copies.copyThenHashes('b'.repeat(64), 'openai');
+      // Node reports an unhandled rejection once the microtasks of the turn are done.
+      await new Promise((r) => setImmediate(r));
+      expect(unhandled).toEqual([]);
+      await expect(hashes).rejects.toThrow('no fingerprint');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
 });
