@@ -18,8 +18,8 @@ import { copyServes, makeWorkCopy, type WorkCopy } from './resize.ts';
  *
  * A photo new to the caller's registry also needs its perceptual hashes (intake no longer decodes
  * it: docs/decisions.md, "Decoding after the reservation"). `withHashes` makes them from the same
- * read of the original as the copy, the copy's decode first and the fingerprint's once it is made
- * (`copyThenHashes` answers then, so the vendor call overlaps the hashing: docs/decisions.md,
+ * read of the original as the copy, both decodes asked at once; `copyThenHashes` answers with the
+ * copy while the hashes are still being made, so the vendor call overlaps them (docs/decisions.md,
  * "Hashes while the vendor answers"); the hashes are kept by SHA-256
  * too (a few bytes each), so a retry or a fallback does not hash again, even one that decodes
  * the copy again.
@@ -34,8 +34,8 @@ export interface WorkCopies {
   /** The work copy for the vendor and the photo's perceptual hashes, from one read of the original. */
   withHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: PhotoHashes }>;
   /**
-   * `withHashes` that answers as soon as the copy is made, the hashes still under way (begun once
-   * the copy was made, from the same read): a vendor call is sent while they finish. Their promise never rejects unheard (a caller that stops
+   * `withHashes` that answers as soon as the copy is made, the hashes still under way (from the
+   * same read): a vendor call is sent while they finish. Their promise never rejects unheard (a caller that stops
    * before awaiting it leaves no unhandled rejection); awaited, it rejects as `hashes` does.
    */
   copyThenHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: Promise<PhotoHashes> }>;
@@ -94,12 +94,12 @@ export function createWorkCopies(opts: {
     fetchMethod: async (sha256, _smaller, { context }) => {
       opts.onLookup?.('decoded');
       const bytes = await opts.read(sha256);
-      // The copy first, then the hashes from the same read: the vendor call waits for the copy
-      // alone, and the fingerprint's decode runs while the vendor answers, not beside the copy's
-      // decode for the same cores. Whoever asked for the hashes joins that hashing (`hashOnce`).
-      const copy = await makeWorkCopy(bytes, context.vendor, opts.maxPixels);
+      // Both decodes of the one read asked at once: a HEIC with no thumbnail fingerprints from the
+      // very decode that makes its copy (the decode queue shares a decode of the same bytes in
+      // flight), where asking after the copy would decode it whole twice. The copy does not wait
+      // for the hashes: whoever asked for them joins that hashing (`hashOnce`).
       if (withHashesWanted.has(sha256)) hashOnce(sha256, async () => bytes).catch(() => {});
-      return copy;
+      return makeWorkCopy(bytes, context.vendor, opts.maxPixels);
     },
   });
   const get = async (sha256: string, vendor: VendorName, hashes: boolean): Promise<WorkCopy> => {
