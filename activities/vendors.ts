@@ -122,10 +122,7 @@ export function vendorActivities(deps: ActivityDeps) {
       // own hashes step makes them, or refuses the photo (IMAGE_INVALID) with no vendor call.
       if (hashing) {
         phase = 'fingerprinting the photo';
-        hashes = await hashing.then(
-          (h) => h,
-          () => undefined,
-        );
+        hashes = await hashing.catch(() => undefined);
       }
       // Usually made long before the answer came; never rejects (undefined when it could not be
       // made). Awaited here, so the heartbeats go on while a slow one finishes.

@@ -33,6 +33,7 @@ export type IntakeContext = { config: Pick<Config, 'IMAGE_MAX_BYTES' | 'IMAGE_MA
  * until its holder releases it, or BLOB_GC_GRACE_MS (longer than any run) if the holder dies.
  */
 export function intakeDepsFor(deps: IntakeContext, accountId: string, holder: string): IntakeDeps {
+  const release = (sha256: string) => releaseLeases(deps.db, holder, [sha256]);
   return {
     blobs: deps.blobs,
     maxBytes: deps.config.IMAGE_MAX_BYTES,
@@ -41,9 +42,9 @@ export function intakeDepsFor(deps: IntakeContext, accountId: string, holder: st
     knownFingerprint: (sha256) => photoFingerprint(deps.db, accountId, sha256),
     lease: {
       take: (sha256) => leaseBlob(deps.db, { holder, sha256, ttlMs: deps.config.BLOB_GC_GRACE_MS }),
-      release: (sha256) => releaseLeases(deps.db, holder, [sha256]),
+      release,
       forget: async (sha256) => {
-        await releaseLeases(deps.db, holder, [sha256]);
+        await release(sha256);
         await deleteUnreferencedBlobs(deps.db, deps.blobs, [sha256]);
       },
     },

@@ -35,8 +35,9 @@ export interface WorkCopies {
   withHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: PhotoHashes }>;
   /**
    * `withHashes` that answers as soon as the copy is made, the hashes still under way (from the
-   * same read): a vendor call is sent while they finish. Their promise never rejects unheard (a caller that stops
-   * before awaiting it leaves no unhandled rejection); awaited, it rejects as `hashes` does.
+   * same read): a vendor call is sent while they finish. Their promise never rejects unheard (a
+   * caller that stops before awaiting it leaves no unhandled rejection); awaited, it rejects as
+   * `hashes` does.
    */
   copyThenHashes(sha256: string, vendor: VendorName): Promise<{ copy: WorkCopy; hashes: Promise<PhotoHashes> }>;
   /** The photo's perceptual hashes alone (read and decoded at reduced size when not kept). */
