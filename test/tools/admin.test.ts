@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { hashKey } from '../../auth/keys.ts';
 import { bearer, buildTestApp, type TestApp } from '../helpers/app.ts';
 
@@ -46,12 +46,20 @@ describe('admin CLI', () => {
     expect(JSON.stringify(listed.json)).not.toContain(liveKey.slice(9));
     const liveId = listed.json.find((k: { kind: string }) => k.kind === 'live').id;
 
-    // The key is cached by the app now; revoking must evict it through Redis, not the TTL.
-    expect(t.keyCache.get(hashKey(liveKey))).toBeDefined();
+    // The key is cached by the app; revoking must evict it through Redis, not the TTL. The bus
+    // empties the cache whenever its heartbeat is late (a loaded machine stalls this process), so
+    // what is asserted is the eviction that arrived for this key, not an entry's survival.
+    await expect.poll(async () => {
+      await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(liveKey) });
+      return t.keyCache.get(hashKey(liveKey));
+    }, { timeout: 10_000, interval: 50 }).toBeDefined();
+    const evicted = vi.spyOn(t.keyCache, 'evictKey');
     const revoked = await admin('key', 'revoke', '--key-id', liveId);
     expect(revoked.json).toMatchObject({ revoked: true });
     expect(revoked.json.apiProcessesNotified).toBeGreaterThanOrEqual(1);
-    await expect.poll(() => t.keyCache.get(hashKey(liveKey)), { timeout: 2000, interval: 20 }).toBeUndefined();
+    await expect.poll(() => evicted.mock.calls.some(([h]) => h === hashKey(liveKey)), { timeout: 5000, interval: 20 }).toBe(true);
+    evicted.mockRestore();
+    expect(t.keyCache.get(hashKey(liveKey))).toBeUndefined();
     const refused = await t.app.inject({ method: 'GET', url: '/v1/usage', headers: bearer(liveKey) });
     expect(refused.statusCode).toBe(401);
 
