@@ -136,28 +136,8 @@ export async function submitBatch(
     if (!c.jsonPath.split('.').every((seg) => seg.length > 0)) throw validationFailed(`columns: jsonPath ${JSON.stringify(c.jsonPath)} has an empty segment`);
   }
 
-  // The same request resent under its id (the answer was lost) gets the batch it made; another
-  // request under the id is refused before any photo is taken in. A batch still starting is not
-  // handed out (its start may yet fail and take it back): 503, send again in a moment; one left
-  // starting by an API that died is started by the resend (docs/decisions.md "Batches: starting").
-  const boundTo = async (): Promise<BatchSummary | null> => {
-    const made = request ? await batchOfRequest(deps.db, accountId, request.id) : null;
-    if (!made) return null;
-    if (made.requestHash !== request!.hash) {
-      throw new AppError('REQUEST_ID_CONFLICT', `x-request-id ${request!.id} already submitted another batch (${made.id}); send this one with a new x-request-id`);
-    }
-    if (made.status === 'starting') {
-      if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request!.id, made.startingForMs);
-      try {
-        await startBatchWorkflow(deps, { batchId: made.id, accountId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
-      } catch (err) {
-        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request!.id, 0, err);
-      }
-      await markBatchStarted(deps.db, made.id);
-    }
-    return batchSummary(deps.db, accountId, made.id);
-  };
-  const earlier = await boundTo();
+  // A resend under the request id gets the batch it made, before any photo is taken in.
+  const earlier = request ? await boundBatch(deps, accountId, request) : null;
   if (earlier) return earlier;
   // Nothing is read, fetched, decoded or stored for an account that cannot pay for the first item.
   await admitBatch(deps.db, accountId, vehicles ? 'vehicles' : 'photos', resolved.billable);
@@ -224,7 +204,7 @@ export async function submitBatch(
     // Not stored (or a concurrent submission under the same id made its batch first): this one keeps nothing.
     await forget();
     if (!(err instanceof RequestIdTaken)) throw err;
-    const winner = await boundTo();
+    const winner = await boundBatch(deps, accountId, request!);
     if (winner) return winner;
     throw new AppError('SERVICE_UNAVAILABLE', 'A submission under the same x-request-id was being started; try again shortly', { cause: err });
   }
@@ -245,6 +225,31 @@ export async function submitBatch(
   // Its pending items hold the photos now.
   await releaseLeases(deps.db, holder);
   return batchSummary(deps.db, accountId, batchId);
+}
+
+/**
+ * The batch a submission's request id made, if any: the same request resent under its id (the
+ * answer was lost) gets the batch it made; another request under the id is refused (409) before
+ * any photo is taken in. A batch still starting is not handed out (its start may yet fail and take
+ * it back): 503, send again in a moment; one left starting by an API that died is started by the
+ * resend (docs/decisions.md "Batches: starting").
+ */
+export async function boundBatch(deps: AnalyzeDeps & { temporal: Client }, accountId: string, request: { id: string; hash: string }): Promise<BatchSummary | null> {
+  const made = await batchOfRequest(deps.db, accountId, request.id);
+  if (!made) return null;
+  if (made.requestHash !== request.hash) {
+    throw new AppError('REQUEST_ID_CONFLICT', `x-request-id ${request.id} already submitted another batch (${made.id}); send this one with a new x-request-id`);
+  }
+  if (made.status === 'starting') {
+    if (made.startingForMs < STARTING_STALE_MS) throw stillStarting(request.id, made.startingForMs);
+    try {
+      await startBatchWorkflow(deps, { batchId: made.id, accountId, kind: made.kind, spec: made.spec, itemCount: made.itemCount });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw stillStarting(request.id, 0, err);
+    }
+    await markBatchStarted(deps.db, made.id);
+  }
+  return batchSummary(deps.db, accountId, made.id);
 }
 
 /**

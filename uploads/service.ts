@@ -61,11 +61,13 @@ export interface Uploads {
   registerConsole(app: FastifyInstance, door: ConsoleDoor): void;
   /**
    * Claim a person's finished console uploads for one batch of the workspace: 400 naming the first
-   * that is not one of theirs there, untaken and finished (none stays claimed then).
+   * that is not one of theirs there, untaken and finished (none stays claimed then). A claim made
+   * under a submission's request id may be taken again under the same id: that submission sent
+   * again, after its answer was lost or its process died holding the claim.
    */
-  claim(workspaceId: string, personId: string, refs: Array<{ id: string; at: string }>): Promise<void>;
-  /** Give claimed uploads back (the batch could not be made). */
-  release(ids: string[]): Promise<void>;
+  claim(workspaceId: string, personId: string, refs: Array<{ id: string; at: string }>, requestId?: string): Promise<void>;
+  /** Give claimed uploads back (the batch could not be made): those this submission's request id holds. */
+  release(ids: string[], requestId?: string): Promise<void>;
   /**
    * The account's finished uploads by id, in the order asked: 404 NOT_FOUND for an id this account
    * does not hold (another account's included), 404 saying so for one that expired,
@@ -444,7 +446,7 @@ export function createUploads(deps: {
       });
     },
 
-    async claim(workspaceId, personId, refs) {
+    async claim(workspaceId, personId, refs, requestId) {
       const ids = [...new Set(refs.map((r) => r.id))];
       if (ids.length !== refs.length) {
         const seen = new Set<string>();
@@ -452,20 +454,21 @@ export function createUploads(deps: {
         throw validationFailed(`${twice.at}: upload ${JSON.stringify(twice.id.slice(0, 100))} is named twice; each photo is uploaded once`);
       }
       const claimed = await db.query<{ id: string }>(
-        `UPDATE uploads SET taken_at = now() WHERE user_id = $1 AND person_id = $2 AND id = ANY($3) AND taken_at IS NULL AND expired_at IS NULL
+        `UPDATE uploads SET taken_at = now(), taken_by = $4
+          WHERE user_id = $1 AND person_id = $2 AND id = ANY($3) AND expired_at IS NULL AND (taken_at IS NULL OR taken_by = $4)
           RETURNING id`,
-        [workspaceId, personId, ids],
+        [workspaceId, personId, ids, requestId ?? null],
       );
       const mine = new Set(claimed.rows.map((r) => r.id));
       const missing = refs.find((r) => !mine.has(r.id));
       if (missing) {
-        await this.release([...mine]);
+        await this.release([...mine], requestId);
         throw validationFailed(`${missing.at}: no upload ${JSON.stringify(missing.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
       }
     },
 
-    async release(ids) {
-      if (ids.length) await db.query('UPDATE uploads SET taken_at = NULL WHERE id = ANY($1)', [ids]);
+    async release(ids, requestId) {
+      if (ids.length) await db.query('UPDATE uploads SET taken_at = NULL, taken_by = NULL WHERE id = ANY($1) AND taken_by IS NOT DISTINCT FROM $2', [ids, requestId ?? null]);
     },
 
     async resolve(accountId, refs) {

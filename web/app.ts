@@ -1,6 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { webUrl } from '../core/config.ts';
-import { newRequestId } from '../api/request-id.ts';
+import { requestIdFrom } from '../api/request-id.ts';
 import type { WebContext, WebDeps } from './deps.ts';
 import { registerConsoleErrors } from './plugins/errors.ts';
 import { redactedRequest, registerHardeningHeaders } from './plugins/hardening.ts';
@@ -39,7 +39,7 @@ export async function buildWebApp(deps: WebDeps): Promise<FastifyInstance> {
     ...(deps.logger ? { loggerInstance: deps.logger.child({}, { serializers: { req: redactedRequest } }) as FastifyBaseLogger } : { logger: false }),
     bodyLimit: 64 * 1024,
     trustProxy: false,
-    genReqId: () => newRequestId(),
+    genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
   });
   const serveUi = hasBuiltUi(deps.staticDir);
   registerConsoleErrors(app, { serveUi });

@@ -125,9 +125,6 @@ export async function submitBatch(
       } else if (res.status < 500) {
         return { attempts, refused: `${res.status} ${parsed.error?.code ?? text.slice(0, 200)}` };
       }
-      // A console submission carries no request id: its uploads are claimed once, so a resend
-      // after a lost answer is refused (400) rather than a second batch; the run finds the batch
-      // by its uploads then (see waitBatches).
     } catch (err) {
       a.to = Date.now();
       const e = err as Error & { cause?: { code?: string; message?: string } };

@@ -640,7 +640,7 @@ export async function runChaos(services: ChaosServices, o: ChaosOptions): Promis
           if (p.alive) await sigkill();
           cutUploads.push({ kind: 'console', ...('error' in cut ? { error: cut.error } : { offsetAtKill: cut.offsetAtKill, size: imageBytes[(k + 7) % imageBytes.length]!.length }) });
           if (!('error' in cut)) {
-            const sent = await submitBatch(() => [other], `/api/v1/workspaces/${person.workspaceId}/batches`, headers, { uploads: [{ id: cut.id, name: `console ${k}` }], modules: ['describe'] }, undefined, 0, submitRetryMs);
+            const sent = await submitBatch(() => [other], `/api/v1/workspaces/${person.workspaceId}/batches`, headers, { uploads: [{ id: cut.id, name: `console ${k}` }], modules: ['describe'] }, `chaos-console-${runTag}-${k}`, 0, submitRetryMs);
             consoleBatches.push({ job: { index: -1 - k, kind: 'photos', label: `console upload cut by SIGKILL of ${p.name}` }, uploads: 1, attempts: sent.attempts, ...(sent.batchId ? { batchId: sent.batchId } : {}), ...(sent.refused ? { refused: sent.refused } : {}) });
           }
           await cs.start(slot);

@@ -2,10 +2,12 @@ import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { requireMember } from '../../accounts/workspaces.ts';
 import { contextSchema } from '../../analysis/contract.ts';
+import { requestFingerprint } from '../../analysis/request-binding.ts';
+import { callerRequestId } from '../../api/request-id.ts';
 import { ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchOwner, batchSummary, getBatch, recentBatches } from '../../batches/repository.ts';
 import { retryBatchItem } from '../../batches/retry.ts';
-import { batchBodySchema, MAX_BATCH_ITEMS, MAX_BATCH_VEHICLES, MAX_VEHICLE_PHOTOS, submitBatch, type BatchSubmission } from '../../batches/submit.ts';
+import { batchBodySchema, boundBatch, MAX_BATCH_ITEMS, MAX_BATCH_VEHICLES, MAX_VEHICLE_PHOTOS, submitBatch, type BatchSubmission } from '../../batches/submit.ts';
 import { EVENT_STREAM_HEADERS, eventStream } from '../../core/event-stream.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { defaultColumnsFor } from '../../lenses/columns.ts';
@@ -141,8 +143,24 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
         ? body.uploads.map((u, i) => ({ id: u.id, at: `body.uploads.${i}` }))
         : body.vehicles!.flatMap((v, vi) => v.uploads.map((u, pi) => ({ id: u.id, at: `body.vehicles.${vi}.uploads.${pi}` })));
       if (refs.length > MAX_BATCH_ITEMS) throw validationFailed(`body.vehicles: ${refs.length} photos in all; a batch holds up to ${MAX_BATCH_ITEMS}`);
+      // The browser sends each submission with an x-request-id: the same submission sent again (its
+      // answer was lost, or its process died holding the uploads) gets the batch it made, never a
+      // 400 or a second batch (docs/decisions.md, "Console batches: one request id, one batch").
+      const given = callerRequestId(request.headers['x-request-id']);
+      const binding = given ? { id: given, hash: requestFingerprint(body) } : undefined;
+      if (binding) {
+        const earlier = await boundBatch(pipeline, workspaceId, binding);
+        if (earlier) return reply.code(202).send(earlier);
+      }
       // Claimed first: the same uploads sent twice at once start one batch, not two.
-      await pipeline.uploads.claim(workspaceId, person.id, refs);
+      try {
+        await pipeline.uploads.claim(workspaceId, person.id, refs, binding?.id);
+      } catch (err) {
+        // Taken meanwhile by this submission's twin, whose batch is made now: that batch.
+        const made = binding && err instanceof AppError && err.code === 'VALIDATION_FAILED' ? await boundBatch(pipeline, workspaceId, binding) : null;
+        if (made) return reply.code(202).send(made);
+        throw err;
+      }
       const ids = refs.map((r) => r.id);
       const submission: BatchSubmission = {
         ...(body.preset !== undefined ? { preset: body.preset } : {}),
@@ -158,8 +176,8 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
               })),
             }),
       };
-      const summary = await submitBatch(pipeline, workspaceId, submission).catch(async (err: unknown) => {
-        await pipeline.uploads.release(ids);
+      const summary = await submitBatch(pipeline, workspaceId, submission, binding).catch(async (err: unknown) => {
+        await pipeline.uploads.release(ids, binding?.id);
         throw err;
       });
       // The photos are in the batch now (by their SHA-256 in the blob store): the uploads no longer

@@ -22,6 +22,50 @@ export async function call<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path:
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  return answerOf<T>(res);
+}
+
+/** A fresh id for one submission (crypto.randomUUID needs a secure context; this does not). */
+export function newRequestId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `console-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * POST a submission under one x-request-id, sending it again with the same id while its answer is
+ * lost (a dropped connection) or the server asks to come back (503 or 429, after Retry-After), for
+ * up to `forMs`: the server answers a resend with what the first one made, so a retry never makes
+ * a second batch (docs/decisions.md, "Console batches: one request id, one batch").
+ */
+export async function postOnce<T>(path: string, body: unknown, requestId: string, forMs = 120_000): Promise<T> {
+  const deadline = Date.now() + forMs;
+  const payload = JSON.stringify(body);
+  for (let attempt = 0; ; attempt++) {
+    const backoff = Math.min(8_000, 500 * 2 ** attempt);
+    let res: Response;
+    try {
+      res = await fetch(path, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json', 'x-request-id': requestId }, body: payload });
+    } catch {
+      if (Date.now() + backoff >= deadline) throw new ConsoleError(0, 'NETWORK', 'The server could not be reached. Press the button again: the same submission is recognised, never started twice.');
+      await pause(backoff);
+      continue;
+    }
+    if ((res.status === 503 || res.status === 429) && Date.now() < deadline) {
+      const after = Number(res.headers.get('retry-after'));
+      const wait = Number.isFinite(after) && after > 0 ? Math.min(30_000, after * 1000) : backoff;
+      if (Date.now() + wait < deadline) {
+        await res.arrayBuffer();
+        await pause(wait);
+        continue;
+      }
+    }
+    return answerOf<T>(res);
+  }
+}
+
+async function answerOf<T>(res: Response): Promise<T> {
   const text = await res.text();
   const json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
   if (!res.ok) {

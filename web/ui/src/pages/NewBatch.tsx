@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState, type DragEvent } from 'react';
 import { Link } from 'wouter';
 import { Upload } from 'tus-js-client';
-import { call, ConsoleError } from '../api.ts';
+import { call, ConsoleError, newRequestId, postOnce } from '../api.ts';
 import { DropZone } from '../DropZone.tsx';
 import { groupFleet, pathOf, readSheet, reviewFleet, type FleetFile, type SheetRow, type Vehicle } from '../fleet.ts';
 
@@ -47,6 +47,25 @@ async function filesOf(entry: FileSystemEntry): Promise<FleetFile[]> {
     if (page.length === 0) return out;
     for (const child of page) out.push(...(await filesOf(child)));
   }
+}
+
+/**
+ * One request id per submission: the same body sent again (the person presses the button again
+ * after an error) goes under the same id, so the server answers with the batch the first attempt
+ * made, if it made one; a changed body is a new submission with a new id.
+ */
+function useSubmissionId() {
+  const last = useRef<{ body: string; id: string } | null>(null);
+  return {
+    idFor(body: unknown): string {
+      const text = JSON.stringify(body);
+      if (last.current?.body !== text) last.current = { body: text, id: newRequestId() };
+      return last.current.id;
+    },
+    done() {
+      last.current = null;
+    },
+  };
 }
 
 const nameOf = (f: File) => (f.webkitRelativePath || f.name).slice(0, 500).replace(/[\r\n]+/g, ' ');
@@ -172,6 +191,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
   const [chosen, setChosen] = useState<Set<string>>(new Set());
   useEffect(() => setChosen(new Set(columns.map((c) => c.jsonPath))), [stack, catalog]);
   const itemsRef = useRef<Item[]>([]);
+  const submission = useSubmissionId();
   itemsRef.current = items;
 
   const add = (files: File[]) => {
@@ -226,11 +246,9 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
     if (done.length === 0) return;
     setPhase('submitting');
     try {
-      const batch = await call<{ id: string; counts: { total: number } }>('POST', `/api/v1/workspaces/${workspaceId}/batches`, {
-        preset: stack,
-        ...columnsBody(columns, chosen),
-        uploads: done.map((it) => ({ id: it.uploadId!, name: it.name })),
-      });
+      const body = { preset: stack, ...columnsBody(columns, chosen), uploads: done.map((it) => ({ id: it.uploadId!, name: it.name })) };
+      const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
+      submission.done();
       setItems([]);
       setMessage({ kind: 'ok', text: `Batch ${batch.id} started with ${fmt.format(batch.counts.total)} photos.`, batchId: batch.id });
       onSubmitted();
@@ -333,6 +351,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
   const [message, setMessage] = useState<{ kind: 'error' | 'ok'; text: string; batchId?: string } | null>(null);
   const [chosen, setChosen] = useState<Set<string>>(() => new Set(offer.columns.map((c) => c.jsonPath)));
   const uploaded = useRef(new Map<File, string>());
+  const submission = useSubmissionId();
 
   const grouped = groupFleet(files);
   const vehicles = reviewFleet(grouped.vehicles, sheet?.rows ?? []);
@@ -403,14 +422,16 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
     }
     setPhase('submitting');
     try {
-      const batch = await call<{ id: string; counts: { total: number } }>('POST', `/api/v1/workspaces/${workspaceId}/batches`, {
+      const body = {
         ...columnsBody(offer.columns, chosen),
         vehicles: going.map((v) => ({
           name: v.name,
           vehicle: { ...(v.vin ? { vin: v.vin } : {}), ...(v.mileage !== undefined ? { mileage: v.mileage } : {}), ...(v.make ? { make: v.make } : {}), ...(v.model ? { model: v.model } : {}), ...(v.year !== undefined ? { year: v.year } : {}) },
           uploads: v.photos.map((p) => ({ id: uploaded.current.get(p.file)!, name: p.path.slice(0, 500) })),
         })),
-      });
+      };
+      const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
+      submission.done();
       // The upload's figures stay shown under the outcome; the fleet is cleared for the next one.
       setFiles([]);
       setSheet(null);
