@@ -86,8 +86,11 @@ export interface Uploads {
    * the quota like any other, streamed into the same datastore, finished the same way.
    */
   ingest(accountId: string, stream: Readable, opts: { maxBytes: number }): Promise<FinishedUpload>;
-  /** Delete uploads (a multipart request's own, once answered); their blobs go to the collector. */
-  remove(accountId: string, ids: string[]): Promise<void>;
+  /**
+   * Delete uploads (a multipart request's own, once answered; a batch's, once made); their blobs go
+   * to the collector. With `takenBy`, only those claimed under that request id.
+   */
+  remove(accountId: string, ids: string[], takenBy?: string): Promise<void>;
   /**
    * Expire uploads unused for UPLOAD_TTL_MS or made over UPLOAD_MAX_AGE_MS ago (bytes removed, row
    * kept so the id answers "expired"), and
@@ -535,8 +538,8 @@ export function createUploads(deps: {
       }
     },
 
-    async remove(accountId, ids) {
-      if (ids.length) await db.query('DELETE FROM uploads WHERE user_id = $1 AND id = ANY($2)', [accountId, ids]);
+    async remove(accountId, ids, takenBy) {
+      if (ids.length) await db.query('DELETE FROM uploads WHERE user_id = $1 AND id = ANY($2) AND ($3::text IS NULL OR taken_by = $3)', [accountId, ids, takenBy ?? null]);
     },
 
     async sweep(now = new Date()) {

@@ -9,6 +9,7 @@ import { PUBLIC_INTERNET } from '../../images/fetch.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { freePort } from '../../tools/scripts/temporal.ts';
 import { createUploads } from '../../uploads/service.ts';
+import { trySessionLock } from '../../db/session-lock.ts';
 import { buildWebApp } from '../../web/app.ts';
 import { createConsoleAuth } from '../../web/auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
@@ -142,10 +143,37 @@ describe('a console batch sent again under its x-request-id', () => {
       if (r.status === 202) expect(((await r.json()) as { id: string }).id).toBe(made[0]);
       else expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
     }
-    // Asked again, it is that batch.
+    // Asked again, it is that batch; the uploads are the batch's (their rows gone), whichever copy won.
     const later = await submit(who, body, requestId);
     expect(later.status, await later.clone().text()).toBe(202);
     expect(((await later.json()) as { id: string }).id).toBe(made[0]);
+    expect((await p.db.query('SELECT id FROM uploads WHERE id = ANY($1)', [ids])).rowCount).toBe(0);
+  }, 60_000);
+
+  it('while its twin is still taking the photos in (in any console process) is 503 with Retry-After, claiming nothing and running no second intake', async () => {
+    const who = await person();
+    const id = await upload(who, photoBytes('Nikon_D70.jpg'));
+    const body = { preset: 'quick-scan', uploads: [{ id, name: 'nikon.jpg' }] };
+    const requestId = `console-${randomBytes(8).toString('hex')}`;
+    // The twin: the lock a submission under this id holds while it runs, taken here as another process would.
+    const twin = await trySessionLock(p.config.DATABASE_URL, `console-batch:${who.workspaceId}:${requestId}`);
+    expect(twin).not.toBeNull();
+    try {
+      const second = await submit(who, body, requestId);
+      expect(second.status, await second.clone().text()).toBe(503);
+      expect(second.headers.get('retry-after')).toBe('2');
+      expect(expectEnvelope(await second.json())).toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryable: true });
+      // Not claimed, not taken in: the upload is as it was, no photo stored for the workspace, no batch.
+      expect((await p.db.query('SELECT taken_at, taken_by FROM uploads WHERE id = $1', [id])).rows).toEqual([{ taken_at: null, taken_by: null }]);
+      expect((await p.db.query('SELECT 1 FROM photos WHERE user_id = $1', [who.workspaceId])).rowCount).toBe(0);
+      expect(await batchesOf(who)).toEqual([]);
+    } finally {
+      await twin!.release();
+    }
+    // The twin gone (its session ended), the same submission goes through.
+    const after = await submit(who, body, requestId);
+    expect(after.status, await after.clone().text()).toBe(202);
+    expect(await batchesOf(who)).toEqual([((await after.json()) as { id: string }).id]);
   }, 60_000);
 
   it('whose first attempt died holding the uploads (its process killed mid-intake) takes them again; another submission still cannot', async () => {

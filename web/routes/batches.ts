@@ -7,7 +7,8 @@ import { callerRequestId } from '../../api/request-id.ts';
 import { ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
 import { batchItems, batchOwner, batchSummary, getBatch, recentBatches } from '../../batches/repository.ts';
 import { retryBatchItem } from '../../batches/retry.ts';
-import { batchBodySchema, boundBatch, MAX_BATCH_ITEMS, MAX_BATCH_VEHICLES, MAX_VEHICLE_PHOTOS, submitBatch, type BatchSubmission } from '../../batches/submit.ts';
+import { submitConsoleBatch } from '../../batches/console-submit.ts';
+import { batchBodySchema, MAX_BATCH_ITEMS, MAX_BATCH_VEHICLES, MAX_VEHICLE_PHOTOS, type BatchSubmission } from '../../batches/submit.ts';
 import { EVENT_STREAM_HEADERS, eventStream } from '../../core/event-stream.ts';
 import { AppError, validationFailed } from '../../core/errors.ts';
 import { defaultColumnsFor } from '../../lenses/columns.ts';
@@ -148,20 +149,6 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
       // 400 or a second batch (docs/decisions.md, "Console batches: one request id, one batch").
       const given = callerRequestId(request.headers['x-request-id']);
       const binding = given ? { id: given, hash: requestFingerprint(body) } : undefined;
-      if (binding) {
-        const earlier = await boundBatch(pipeline, workspaceId, binding);
-        if (earlier) return reply.code(202).send(earlier);
-      }
-      // Claimed first: the same uploads sent twice at once start one batch, not two.
-      try {
-        await pipeline.uploads.claim(workspaceId, person.id, refs, binding?.id);
-      } catch (err) {
-        // Taken meanwhile by this submission's twin, whose batch is made now: that batch.
-        const made = binding && err instanceof AppError && err.code === 'VALIDATION_FAILED' ? await boundBatch(pipeline, workspaceId, binding) : null;
-        if (made) return reply.code(202).send(made);
-        throw err;
-      }
-      const ids = refs.map((r) => r.id);
       const submission: BatchSubmission = {
         ...(body.preset !== undefined ? { preset: body.preset } : {}),
         ...(body.modules !== undefined ? { modules: body.modules } : {}),
@@ -176,13 +163,14 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
               })),
             }),
       };
-      const summary = await submitBatch(pipeline, workspaceId, submission, binding).catch(async (err: unknown) => {
-        await pipeline.uploads.release(ids, binding?.id);
-        throw err;
+      const summary = await submitConsoleBatch(pipeline, {
+        workspaceId,
+        personId: person.id,
+        refs,
+        submission,
+        ...(binding ? { binding } : {}),
+        onLeftover: (err) => request.log.warn({ err }, 'batch made; its uploads are left to expire'),
       });
-      // The photos are in the batch now (by their SHA-256 in the blob store): the uploads no longer
-      // count against anyone's quota.
-      await pipeline.uploads.remove(workspaceId, ids);
       return reply.code(202).send(summary);
     });
 

@@ -35,7 +35,8 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 /**
  * POST a submission under one x-request-id, sending it again with the same id while its answer is
- * lost (a dropped connection) or the server asks to come back (503 or 429, after Retry-After), for
+ * lost (a dropped connection, a proxy's 502 or 504) or the server asks to come back (503 or 429,
+ * after Retry-After), for
  * up to `forMs`: the server answers a resend with what the first one made, so a retry never makes
  * a second batch (docs/decisions.md, "Console batches: one request id, one batch").
  */
@@ -52,7 +53,8 @@ export async function postOnce<T>(path: string, body: unknown, requestId: string
       await pause(backoff);
       continue;
     }
-    if ((res.status === 503 || res.status === 429) && Date.now() < deadline) {
+    // 502 and 504 are a proxy's word that the answer was lost: as safe to send again as the rest.
+    if ([429, 502, 503, 504].includes(res.status) && Date.now() < deadline) {
       const after = Number(res.headers.get('retry-after'));
       const wait = Number.isFinite(after) && after > 0 ? Math.min(30_000, after * 1000) : backoff;
       if (Date.now() + wait < deadline) {
@@ -61,7 +63,13 @@ export async function postOnce<T>(path: string, body: unknown, requestId: string
         continue;
       }
     }
-    return answerOf<T>(res);
+    try {
+      return await answerOf<T>(res);
+    } catch (err) {
+      if (err instanceof ConsoleError) throw err;
+      // Not our JSON (a proxy's error page): what happened is unknown, and pressing again is safe.
+      throw new ConsoleError(res.status, 'UNKNOWN', `The server answered ${res.status} without saying what happened. Press the button again: the same submission is recognised, never started twice.`);
+    }
   }
 }
 

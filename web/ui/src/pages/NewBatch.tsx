@@ -51,19 +51,26 @@ async function filesOf(entry: FileSystemEntry): Promise<FleetFile[]> {
 
 /**
  * One request id per submission: the same body sent again (the person presses the button again
- * after an error) goes under the same id, so the server answers with the batch the first attempt
- * made, if it made one; a changed body is a new submission with a new id.
+ * after an error, perhaps after changing and restoring a choice) goes under the same id, so the
+ * server answers with the batch the first attempt made, if it made one; another body is a new
+ * submission with a new id. The last few bodies are remembered, for this page's life.
  */
 function useSubmissionId() {
-  const last = useRef<{ body: string; id: string } | null>(null);
+  const ids = useRef(new Map<string, string>());
   return {
     idFor(body: unknown): string {
       const text = JSON.stringify(body);
-      if (last.current?.body !== text) last.current = { body: text, id: newRequestId() };
-      return last.current.id;
+      let id = ids.current.get(text);
+      if (!id) {
+        id = newRequestId();
+        ids.current.set(text, id);
+        // Bodies of up to 10,000 photos: a handful kept, the oldest dropped.
+        while (ids.current.size > 4) ids.current.delete(ids.current.keys().next().value!);
+      }
+      return id;
     },
     done() {
-      last.current = null;
+      ids.current.clear();
     },
   };
 }
