@@ -59,6 +59,12 @@ export const configSchema = z.object({
   REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
   /** Redis key prefix; tests give each run its own so runs can overlap. */
   REDIS_PREFIX: z.string().default('lenstack:'),
+  /**
+   * How long a rate-limit check waits for Redis before the request goes through unlimited (the
+   * limiter fails open, and says so in the log). A Redis further away than the same host, or a
+   * machine that stalls, may want longer.
+   */
+  RATE_LIMIT_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(500),
   TEMPORAL_ADDRESS: z.string().optional(),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   /** The workers' task queue; interactive analyses run on `<this>-interactive` (interactiveTaskQueue). */

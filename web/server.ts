@@ -49,7 +49,7 @@ export async function startWeb(config: Config, opts: { logger?: boolean; staticD
   const db = createPool(config.DATABASE_URL, { application: 'lenstack-web' });
   const keyCache = new KeyCache();
   const evictionBus = await EvictionBus.start(config.REDIS_URL, config.REDIS_PREFIX, keyCache);
-  const limiter = await RateLimiter.connect(config.REDIS_URL);
+  const limiter = await RateLimiter.connect(config.REDIS_URL, { commandTimeoutMs: config.RATE_LIMIT_TIMEOUT_MS });
   const devMailbox = config.SMTP_URL ? null : await startMailCatcher();
   const smtp = smtpMailer(config.SMTP_URL ?? devMailbox!.url, config.MAIL_FROM);
   const logger = opts.logger === false ? false : createLogger(config, 'web');

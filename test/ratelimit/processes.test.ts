@@ -31,7 +31,9 @@ let db: Db;
 let redis: ReturnType<typeof createClient>;
 
 function spawnApi(port: number): ApiProcess {
-  const api = spawnService('api/server.ts', serviceEnv(config, { LOG_LEVEL: 'warn', HOST: '::', PORT: port, TRUSTED_PROXIES: config.TRUSTED_PROXIES }));
+  // What is tested is the counting across processes, not the fail-open timeout (fail-open.test.ts):
+  // on a loaded machine a check can wait past the 500 ms default and go through unlimited.
+  const api = spawnService('api/server.ts', serviceEnv(config, { LOG_LEVEL: 'warn', HOST: '::', PORT: port, TRUSTED_PROXIES: config.TRUSTED_PROXIES, RATE_LIMIT_TIMEOUT_MS: 10_000 }));
   return { child: api.child, port, output: api.output };
 }
 
