@@ -61,12 +61,12 @@ interface Run {
   stderr: string;
 }
 
-function lenstack(args: string[], env: Record<string, string | undefined> = {}, command = [process.execPath, BIN]): Promise<Run> {
+function lenstack(args: string[], env: Record<string, string | undefined> = {}, command = [process.execPath, BIN], timeoutMs = 25_000): Promise<Run> {
   const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' };
   const merged = { LENSTACK_API_KEY: user.liveKey, LENSTACK_BASE_URL: baseUrl, ...env };
   for (const [k, v] of Object.entries(merged)) if (v !== undefined) childEnv[k] = v;
   return new Promise((resolve) => {
-    execFile(command[0]!, [...command.slice(1), ...args], { cwd: work, env: childEnv, maxBuffer: 64 * 1024 * 1024, timeout: 25_000 }, (err, stdout, stderr) => {
+    execFile(command[0]!, [...command.slice(1), ...args], { cwd: work, env: childEnv, maxBuffer: 64 * 1024 * 1024, timeout: timeoutMs }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr });
     });
   });
@@ -76,12 +76,13 @@ const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 describe('lenstack CLI', () => {
   it('npx lenstack --help works from the repository (the package.json bin)', async () => {
-    const run = await lenstack(['--help'], {}, ['npx', '--no-install', '--prefix', ROOT, 'lenstack']);
+    // npx resolves the bin through npm first: seconds on an idle machine, far more on a loaded one.
+    const run = await lenstack(['--help'], {}, ['npx', '--no-install', '--prefix', ROOT, 'lenstack'], 80_000);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain('lenstack analyze <photo|url>...');
     expect(run.stdout).toContain('lenstack batch --vehicles <folder> [--manifest <vehicles.csv>]');
     expect(run.stdout).toMatch(/4 not enough credits/);
-  });
+  }, 90_000);
 
   it('analyze --json prints the analysis; the readable form shows the lens columns; nothing on stderr off a terminal', async () => {
     const json = await lenstack(['analyze', photo('Canon_40D.jpg'), '--lens', 'dating', '--json']);
