@@ -46,7 +46,7 @@ export function toAppError(err: unknown): AppError {
   if (e instanceof SyntaxError || e?.statusCode === 400) return new AppError('VALIDATION_FAILED', `Malformed request: ${e.message}`);
   if (e?.statusCode === 404) return new AppError('NOT_FOUND', 'Not found');
   if (isDatabaseUnavailable(err)) {
-    return new AppError('SERVICE_UNAVAILABLE', 'The database is unreachable for a moment: send the same request again (same x-request-id) shortly', {
+    return new AppError('SERVICE_UNAVAILABLE', 'The database is unreachable for a moment (or every connection to it is busy): send the same request again (same x-request-id) shortly', {
       headers: { 'retry-after': '2' },
       cause: err,
     });
