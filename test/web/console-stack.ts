@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, beforeEach } from 'vitest';
+import { afterAll, beforeAll, beforeEach, vi } from 'vitest';
 import { launchChromium } from './browser.ts';
 import { createClient } from 'redis';
 import { KeyCache } from '../../auth/cache.ts';
@@ -180,7 +180,14 @@ export async function startConsoleStack(steps = new Steps()): Promise<ConsoleSta
  * One console stack and one Chromium for a test file: started before its tests (handed to
  * `ready`), closed after them, and the sign-in throttle reset before each test.
  */
+/**
+ * A browser test's own limit: a page drives a whole stack (API, worker, console, Chromium) on the
+ * same cores as the rest of the run, and a loaded machine makes the 30 s default a coin toss.
+ */
+export const BROWSER_TEST_MS = 90_000;
+
 export function consoleSuite(ready: (stack: ConsoleStack, browser: Browser) => void | Promise<void>): void {
+  vi.setConfig({ testTimeout: BROWSER_TEST_MS });
   let stack: ConsoleStack | undefined;
   let browser: Browser | undefined;
   beforeAll(

@@ -8,11 +8,11 @@ import ExcelJS from 'exceljs';
 import { distinctPhotos } from '../../bench/distinct-photos.ts';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { KEY_CACHE_TTL_MS } from '../../auth/cache.ts';
 import { bearer } from '../helpers/app.ts';
 import { launchChromium, seriousA11yViolations } from './browser.ts';
-import { STACK_SETUP_MS, startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
+import { BROWSER_TEST_MS, STACK_SETUP_MS, startConsoleStack, STRIPE_WEBHOOK_SECRET, type ConsoleStack } from './console-stack.ts';
 import { Steps } from '../harness/steps.ts';
 import Stripe from 'stripe';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
@@ -50,6 +50,7 @@ const PASSWORD = 'lantern orbit cactus violin';
 
 let stack: ConsoleStack;
 let browser: Browser;
+vi.setConfig({ testTimeout: BROWSER_TEST_MS });
 
 beforeAll(
   () =>
