@@ -3,12 +3,17 @@ import type { AnalyzeDeps } from '../analysis/service.ts';
 import { AppError } from '../core/errors.ts';
 import { trySessionLock, type SessionLock } from '../db/session-lock.ts';
 import type { Uploads } from '../uploads/service.ts';
-import type { BatchSummary } from './repository.ts';
+import { batchOfRequest, type BatchSummary } from './repository.ts';
 import { boundBatch, submitBatch, type BatchSubmission } from './submit.ts';
 
 /** Submissions under a request id one console process starts at once: each holds a Postgres connection. */
 export const MAX_STARTING_SUBMISSIONS = 8;
+/** Of those, one person's: nobody takes every slot of a process from everyone else. */
+export const MAX_STARTING_PER_PERSON = 2;
 let startingNow = 0;
+const startingOf = new Map<string, number>();
+const busy = () =>
+  new AppError('SERVICE_UNAVAILABLE', 'Too many batch submissions are being started right now; send it again in 2 s', { headers: { 'retry-after': '2' } });
 
 export interface ConsoleSubmission {
   workspaceId: string;
@@ -55,10 +60,12 @@ export async function submitConsoleBatch(pipeline: AnalyzeDeps & { temporal: Cli
   };
   const earlier = await made();
   if (earlier) return earlier;
-  if (startingNow >= MAX_STARTING_SUBMISSIONS) {
-    throw new AppError('SERVICE_UNAVAILABLE', `${MAX_STARTING_SUBMISSIONS} batch submissions are being started on this console process; send it again in 2 s`, { headers: { 'retry-after': '2' } });
-  }
+  // Uploads that are not the person's to take are refused before a connection is opened for the lock.
+  await pipeline.uploads.mayClaim(workspaceId, personId, refs, binding.id);
+  const mine = startingOf.get(personId) ?? 0;
+  if (startingNow >= MAX_STARTING_SUBMISSIONS || mine >= MAX_STARTING_PER_PERSON) throw busy();
   startingNow++;
+  startingOf.set(personId, mine + 1);
   let held: SessionLock | null = null;
   try {
     held = await trySessionLock(pipeline.config.DATABASE_URL, `console-batch:${workspaceId}:${binding.id}`);
@@ -67,14 +74,21 @@ export async function submitConsoleBatch(pipeline: AnalyzeDeps & { temporal: Cli
     if (meanwhile) return meanwhile;
     // Claims under this id are a dead attempt's (the lock says no other is alive): taken again.
     await pipeline.uploads.claim(workspaceId, personId, refs, binding.id);
+    const lock = held;
     const summary = await submitBatch(pipeline, workspaceId, submission, binding).catch(async (err: unknown) => {
-      await pipeline.uploads.release(ids, binding.id);
+      // Given back unless a batch exists under the id: with the lock lost meanwhile (its connection
+      // broke), a twin may have made it over these very claims.
+      if (!lock.lost || !(await batchOfRequest(pipeline.db, workspaceId, binding.id).catch(() => true))) await pipeline.uploads.release(ids, binding.id);
       throw err;
     });
     await letGo(binding.id);
     return summary;
   } finally {
     startingNow--;
-    await held?.release();
+    const left = (startingOf.get(personId) ?? 1) - 1;
+    if (left > 0) startingOf.set(personId, left);
+    else startingOf.delete(personId);
+    // Not awaited: the answer does not wait for the lock's connection to close.
+    void held?.release();
   }
 }

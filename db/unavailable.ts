@@ -9,9 +9,9 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'
 /**
  * SQLSTATEs of a server going away or not yet taking connections: class 08 (connection
  * exception), 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now (starting up,
- * in recovery).
+ * in recovery), 53300 too_many_connections (every connection slot taken: busy, not broken).
  */
-const SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03']);
+const SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53300']);
 /** node-postgres's own messages for a connection that ended or never came (they carry no code). */
 const PG_MESSAGES = [/^Connection terminated/, /timeout exceeded when trying to connect/, /^Client has encountered a connection error/, /^Client was closed/];
 

@@ -66,6 +66,11 @@ export interface Uploads {
    * again, after its answer was lost or its process died holding the claim.
    */
   claim(workspaceId: string, personId: string, refs: Array<{ id: string; at: string }>, requestId?: string): Promise<void>;
+  /**
+   * The same checks as `claim`, read-only: 400 naming the first upload `claim` would refuse now.
+   * Asked before anything costlier than a query is spent on a submission.
+   */
+  mayClaim(workspaceId: string, personId: string, refs: Array<{ id: string; at: string }>, requestId?: string): Promise<void>;
   /** Give claimed uploads back (the batch could not be made): those this submission's request id holds. */
   release(ids: string[], requestId?: string): Promise<void>;
   /**
@@ -127,6 +132,9 @@ const hookFailure = (req: Request, err: unknown, refused: (e: AppError) => strin
  * (format, pixels), then the bytes go into the blob store under their hash — the same photo
  * uploaded twice is stored once — and the datastore's copy is removed.
  */
+const notClaimable = (r: { id: string; at: string }) =>
+  validationFailed(`${r.at}: no upload ${JSON.stringify(r.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
+
 export function createUploads(deps: {
   db: Db;
   blobs: BlobStore;
@@ -466,8 +474,19 @@ export function createUploads(deps: {
       const missing = refs.find((r) => !mine.has(r.id));
       if (missing) {
         await this.release([...mine], requestId);
-        throw validationFailed(`${missing.at}: no upload ${JSON.stringify(missing.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
+        throw notClaimable(missing);
       }
+    },
+
+    async mayClaim(workspaceId, personId, refs, requestId) {
+      const open = await db.query<{ id: string }>(
+        `SELECT id FROM uploads
+          WHERE user_id = $1 AND person_id = $2 AND id = ANY($3) AND expired_at IS NULL AND (taken_at IS NULL OR taken_by = $4)`,
+        [workspaceId, personId, [...new Set(refs.map((r) => r.id))], requestId ?? null],
+      );
+      const ok = new Set(open.rows.map((r) => r.id));
+      const missing = refs.find((r) => !ok.has(r.id));
+      if (missing) throw notClaimable(missing);
     },
 
     async release(ids, requestId) {
