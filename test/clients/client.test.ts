@@ -11,6 +11,7 @@ import { testConfig } from '../harness/env.ts';
 import { createTestAccount, type TestAccount } from '../helpers/app.ts';
 import { photoBase64, photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../helpers/deps.ts';
 
 /**
  * @lenstack/client against the real stack over HTTP: the API listening on a port, a real worker,
@@ -27,7 +28,7 @@ const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 beforeAll(async () => {
   // The real rate limiter in Redis, as in production (the pipeline helper leaves it out).
-  limiter = await RateLimiter.connect(testConfig().REDIS_URL);
+  limiter = await RateLimiter.connect(testConfig().REDIS_URL, { commandTimeoutMs: LOADED_MACHINE_REDIS_MS });
   p = await startPipeline({ deps: { rateLimiter: limiter } });
   baseUrl = await p.app.listen({ port: 0, host: '127.0.0.1' });
   user = await createTestAccount(p.db, { community: 200 });

@@ -29,3 +29,10 @@ export const noRateLimits: RequestLimiter = {
 
 /** For upload tests with no batch waiting on their uploads: nothing to tell (batches/upload-waits.ts). */
 export const noUploadWaiters = async (): Promise<void> => {};
+
+/**
+ * How long a test's rate limiter waits for Redis before failing open (production: 500 ms,
+ * RATE_LIMIT_TIMEOUT_MS). Tests that count limits must not see a request let through because the
+ * loaded machine stalled a check; fail-open.test.ts tests the short wait itself.
+ */
+export const LOADED_MACHINE_REDIS_MS = 10_000;

@@ -5,6 +5,7 @@ import { issueKey } from '../../auth/repository.ts';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../helpers/deps.ts';
 
 // The real app in-process against the real Redis, with the limiter's clock in the test's hands:
 // every Retry-After below is exact, and "a day later" is a number, not a wait.
@@ -13,7 +14,7 @@ let limiter: RateLimiter;
 let t: TestApp;
 
 beforeAll(async () => {
-  limiter = await RateLimiter.connect(testConfig().REDIS_URL, { clock: () => now });
+  limiter = await RateLimiter.connect(testConfig().REDIS_URL, { clock: () => now, commandTimeoutMs: LOADED_MACHINE_REDIS_MS });
   t = await buildTestApp({ config: { TRUSTED_PROXIES: '10.0.0.0/8' }, deps: { rateLimiter: limiter } });
 });
 afterAll(async () => {

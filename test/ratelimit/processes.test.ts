@@ -11,6 +11,7 @@ import { testConfig } from '../harness/env.ts';
 import { bearer, createTestAccount, expectEnvelope, INTERNAL_SECRET } from '../helpers/app.ts';
 import { serviceEnv, spawnService, stopGracefully } from '../helpers/processes.ts';
 import { inPool } from '../hostile/support/pool.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../helpers/deps.ts';
 
 // Four real API processes (node --import tsx api/server.ts) against one Redis, on the real clock:
 // the limits hold across processes because they live in Redis. Each process listens dual-stack and
@@ -33,7 +34,7 @@ let redis: ReturnType<typeof createClient>;
 function spawnApi(port: number): ApiProcess {
   // What is tested is the counting across processes, not the fail-open timeout (fail-open.test.ts):
   // on a loaded machine a check can wait past the 500 ms default and go through unlimited.
-  const api = spawnService('api/server.ts', serviceEnv(config, { LOG_LEVEL: 'warn', HOST: '::', PORT: port, TRUSTED_PROXIES: config.TRUSTED_PROXIES, RATE_LIMIT_TIMEOUT_MS: 10_000 }));
+  const api = spawnService('api/server.ts', serviceEnv(config, { LOG_LEVEL: 'warn', HOST: '::', PORT: port, TRUSTED_PROXIES: config.TRUSTED_PROXIES, RATE_LIMIT_TIMEOUT_MS: LOADED_MACHINE_REDIS_MS }));
   return { child: api.child, port, output: api.output };
 }
 

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RateLimiter } from '../../ratelimit/limiter.ts';
 import { SLIDING_WINDOW_LUA, slidingWindowScript, type ScriptBucket } from '../../ratelimit/script.ts';
 import { testConfig } from '../harness/env.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../helpers/deps.ts';
 
 // The script's semantics against the real Redis, with time as a parameter: every `now` below is
 // chosen by the test, nothing waits for a clock.
@@ -13,7 +14,7 @@ let limiter: RateLimiter;
 let redis: ReturnType<typeof createClient>;
 
 beforeAll(async () => {
-  limiter = await RateLimiter.connect(config.REDIS_URL, { clock: () => now });
+  limiter = await RateLimiter.connect(config.REDIS_URL, { clock: () => now, commandTimeoutMs: LOADED_MACHINE_REDIS_MS });
   redis = createClient({ url: config.REDIS_URL });
   await redis.connect();
 });
@@ -117,7 +118,7 @@ describe('sliding-window script', () => {
   });
 
   it('concurrent callers on separate connections never admit more than the limit', async () => {
-    const others = await Promise.all([1, 2, 3].map(() => RateLimiter.connect(config.REDIS_URL, { clock: () => 1_700_000_600_000 })));
+    const others = await Promise.all([1, 2, 3].map(() => RateLimiter.connect(config.REDIS_URL, { clock: () => 1_700_000_600_000, commandTimeoutMs: LOADED_MACHINE_REDIS_MS })));
     try {
       now = 1_700_000_600_000;
       const b = bucket(50, 60_000);
@@ -131,7 +132,7 @@ describe('sliding-window script', () => {
   });
 
   it("without an injected clock it decides on the Redis server's clock", async () => {
-    const serverClock = await RateLimiter.connect(config.REDIS_URL);
+    const serverClock = await RateLimiter.connect(config.REDIS_URL, { commandTimeoutMs: LOADED_MACHINE_REDIS_MS });
     try {
       const before = await redisMillis();
       const d = await serverClock.hit([bucket(1, 1000)]);

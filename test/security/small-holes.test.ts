@@ -13,13 +13,14 @@ import { freePort } from '../../tools/scripts/temporal.ts';
 import { testConfig } from '../harness/env.ts';
 import { bearer, buildTestApp, createTestAccount, expectEnvelope, INTERNAL_SECRET, type TestApp } from '../helpers/app.ts';
 import { serviceEnv } from '../helpers/processes.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../helpers/deps.ts';
 
 // The real app in-process on the real Redis and Postgres, the limiter's clock in the test's hands.
 let now = 1_800_000_000_000;
 let limiter: RateLimiter;
 let t: TestApp;
 beforeAll(async () => {
-  limiter = await RateLimiter.connect(testConfig().REDIS_URL, { clock: () => now });
+  limiter = await RateLimiter.connect(testConfig().REDIS_URL, { clock: () => now, commandTimeoutMs: LOADED_MACHINE_REDIS_MS });
   t = await buildTestApp({ deps: { rateLimiter: limiter } });
 });
 afterAll(async () => {

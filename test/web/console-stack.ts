@@ -29,6 +29,7 @@ import { startGitHubStub, type GitHubStub } from './providers/github.ts';
 import { startGoogleStub, type GoogleStub } from './providers/google.ts';
 import { createApiMetrics } from '../../metrics/api.ts';
 import { Steps } from '../harness/steps.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../helpers/deps.ts';
 
 /** How long a console stack and its Chromium may take to start on a busy machine before the setup fails naming the step. */
 export const STACK_SETUP_MS = 115_000;
@@ -110,7 +111,7 @@ export async function startConsoleStack(steps = new Steps()): Promise<ConsoleSta
   });
   const smtp = smtpMailer(mail.url, config.MAIL_FROM);
   const db = pipeline.db;
-  const limiter = await steps.step('the rate limiter', () => RateLimiter.connect(config.REDIS_URL));
+  const limiter = await steps.step('the rate limiter', () => RateLimiter.connect(config.REDIS_URL, { commandTimeoutMs: LOADED_MACHINE_REDIS_MS }));
   // Mail per recipient is bounded as in production (web/mail.ts).
   const mailer = limitedMailer(smtp, limiter, config.REDIS_PREFIX);
   const auth = createConsoleAuth({ config, pool: db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(db, { id: u.id, email: u.email })) });
@@ -177,15 +178,16 @@ export async function startConsoleStack(steps = new Steps()): Promise<ConsoleSta
 }
 
 /**
- * One console stack and one Chromium for a test file: started before its tests (handed to
- * `ready`), closed after them, and the sign-in throttle reset before each test.
- */
-/**
  * A browser test's own limit: a page drives a whole stack (API, worker, console, Chromium) on the
  * same cores as the rest of the run, and a loaded machine makes the 30 s default a coin toss.
  */
 export const BROWSER_TEST_MS = 90_000;
 
+/**
+ * One console stack and one Chromium for a test file: started before its tests (handed to
+ * `ready`), closed after them, and the sign-in throttle reset before each test. Its tests get
+ * BROWSER_TEST_MS each unless they say otherwise.
+ */
 export function consoleSuite(ready: (stack: ConsoleStack, browser: Browser) => void | Promise<void>): void {
   vi.setConfig({ testTimeout: BROWSER_TEST_MS });
   let stack: ConsoleStack | undefined;

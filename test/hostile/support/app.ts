@@ -9,6 +9,7 @@ import { RateLimiter } from '../../../ratelimit/limiter.ts';
 import { testConfig, type ConfigOverrides } from '../../harness/env.ts';
 import { startPipeline, type Pipeline } from '../../helpers/pipeline.ts';
 import { endpointOf, type Attempt } from './egress.ts';
+import { LOADED_MACHINE_REDIS_MS } from '../../helpers/deps.ts';
 
 /**
  * The real app and the real analysis pipeline, as api/server.ts and worker/main.ts build them:
@@ -29,7 +30,7 @@ export interface HostileApp {
 export async function startHostileApp(
   opts: { config?: ConfigOverrides; fetchPolicy?: FetchPolicy; rateLimits?: boolean } = {},
 ): Promise<HostileApp> {
-  const rateLimiter = opts.rateLimits ? await RateLimiter.connect(testConfig().REDIS_URL) : undefined;
+  const rateLimiter = opts.rateLimits ? await RateLimiter.connect(testConfig().REDIS_URL, { commandTimeoutMs: LOADED_MACHINE_REDIS_MS }) : undefined;
   const pipeline = await startPipeline({
     ...(opts.config ? { config: opts.config } : {}),
     ...(opts.fetchPolicy ? { fetchPolicy: opts.fetchPolicy } : {}),
