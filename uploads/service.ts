@@ -126,15 +126,38 @@ const hookFailure = (req: Request, err: unknown, refused: (e: AppError) => strin
 };
 
 /**
+ * A person's uploads a submission may claim: theirs in the workspace, not expired, and untaken or
+ * taken under the same request id ($1 workspace, $2 person, $3 ids, $4 request id or null).
+ */
+const CLAIMABLE = 'user_id = $1 AND person_id = $2 AND id = ANY($3) AND expired_at IS NULL AND (taken_at IS NULL OR taken_by = $4)';
+
+/** The submission's upload ids, once each: 400 naming the first named twice. */
+function distinctUploads(refs: Array<{ id: string; at: string }>): string[] {
+  const ids = [...new Set(refs.map((r) => r.id))];
+  if (ids.length !== refs.length) {
+    const seen = new Set<string>();
+    const twice = refs.find((r) => (seen.has(r.id) ? true : (seen.add(r.id), false)))!;
+    throw validationFailed(`${twice.at}: upload ${JSON.stringify(twice.id.slice(0, 100))} is named twice; each photo is uploaded once`);
+  }
+  return ids;
+}
+
+/** The first upload of the submission not among `found`, or undefined. */
+const firstMissing = (refs: Array<{ id: string; at: string }>, found: Array<{ id: string }>) => {
+  const ok = new Set(found.map((r) => r.id));
+  return refs.find((r) => !ok.has(r.id));
+};
+
+const notClaimable = (r: { id: string; at: string }) =>
+  validationFailed(`${r.at}: no upload ${JSON.stringify(r.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
+
+/**
  * Resumable photo uploads over the API (tus 1.0, uploads/tus.ts). An upload belongs to the account
  * that made it and counts against its quota from creation, at its declared size. Finishing one
  * (the last PATCH, in whichever process receives it) reads its bytes once: SHA-256, header probe
  * (format, pixels), then the bytes go into the blob store under their hash — the same photo
  * uploaded twice is stored once — and the datastore's copy is removed.
  */
-const notClaimable = (r: { id: string; at: string }) =>
-  validationFailed(`${r.at}: no upload ${JSON.stringify(r.id.slice(0, 100))} of yours in this workspace (taken by another batch, expired, or never made)`);
-
 export function createUploads(deps: {
   db: Db;
   blobs: BlobStore;
@@ -458,34 +481,20 @@ export function createUploads(deps: {
     },
 
     async claim(workspaceId, personId, refs, requestId) {
-      const ids = [...new Set(refs.map((r) => r.id))];
-      if (ids.length !== refs.length) {
-        const seen = new Set<string>();
-        const twice = refs.find((r) => (seen.has(r.id) ? true : (seen.add(r.id), false)))!;
-        throw validationFailed(`${twice.at}: upload ${JSON.stringify(twice.id.slice(0, 100))} is named twice; each photo is uploaded once`);
-      }
       const claimed = await db.query<{ id: string }>(
-        `UPDATE uploads SET taken_at = now(), taken_by = $4
-          WHERE user_id = $1 AND person_id = $2 AND id = ANY($3) AND expired_at IS NULL AND (taken_at IS NULL OR taken_by = $4)
-          RETURNING id`,
-        [workspaceId, personId, ids, requestId ?? null],
+        `UPDATE uploads SET taken_at = now(), taken_by = $4 WHERE ${CLAIMABLE} RETURNING id`,
+        [workspaceId, personId, distinctUploads(refs), requestId ?? null],
       );
-      const mine = new Set(claimed.rows.map((r) => r.id));
-      const missing = refs.find((r) => !mine.has(r.id));
+      const missing = firstMissing(refs, claimed.rows);
       if (missing) {
-        await this.release([...mine], requestId);
+        await this.release(claimed.rows.map((r) => r.id), requestId);
         throw notClaimable(missing);
       }
     },
 
     async mayClaim(workspaceId, personId, refs, requestId) {
-      const open = await db.query<{ id: string }>(
-        `SELECT id FROM uploads
-          WHERE user_id = $1 AND person_id = $2 AND id = ANY($3) AND expired_at IS NULL AND (taken_at IS NULL OR taken_by = $4)`,
-        [workspaceId, personId, [...new Set(refs.map((r) => r.id))], requestId ?? null],
-      );
-      const ok = new Set(open.rows.map((r) => r.id));
-      const missing = refs.find((r) => !ok.has(r.id));
+      const open = await db.query<{ id: string }>(`SELECT id FROM uploads WHERE ${CLAIMABLE}`, [workspaceId, personId, distinctUploads(refs), requestId ?? null]);
+      const missing = firstMissing(refs, open.rows);
       if (missing) throw notClaimable(missing);
     },
 
