@@ -1,5 +1,4 @@
 import pg from 'pg';
-import { AppError } from '../core/errors.ts';
 
 /**
  * An advisory lock held by a connection of its own, outside the pool: taken at once or not at all,
@@ -37,13 +36,10 @@ export async function trySessionLock(databaseUrl: string, name: string): Promise
     await client.connect();
     ok = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [name])).rows[0]!.ok;
   } catch (err) {
+    // A refused or timed-out connection, too many clients, a restart: db/unavailable.ts knows them
+    // all, and the error handling answers them 503 with Retry-After, as for the pool's own.
     void client.end().catch(() => undefined);
-    // Whatever kept the lock from being asked (a refused or timed-out connection, too many
-    // clients, a restart): the database is away for a moment, not the request at fault.
-    throw new AppError('SERVICE_UNAVAILABLE', 'The database is unreachable for a moment (or every connection to it is busy): send the same request again (same x-request-id) shortly', {
-      headers: { 'retry-after': '2' },
-      cause: err,
-    });
+    throw err;
   }
   if (!ok) {
     void client.end().catch(() => undefined);

@@ -12,8 +12,11 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'
  * in recovery), 53300 too_many_connections (every connection slot taken: busy, not broken).
  */
 const SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53300']);
-/** node-postgres's own messages for a connection that ended or never came (they carry no code). */
-const PG_MESSAGES = [/^Connection terminated/, /timeout exceeded when trying to connect/, /^Client has encountered a connection error/, /^Client was closed/];
+/**
+ * node-postgres's own messages for a connection that ended or never came (they carry no code);
+ * "timeout expired" is a lone pg.Client's connect timeout (the pool words its own differently).
+ */
+const PG_MESSAGES = [/^Connection terminated/, /timeout exceeded when trying to connect/, /^timeout expired$/, /^Client has encountered a connection error/, /^Client was closed/];
 
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (let cur = err, depth = 0; cur && depth < 5; cur = (cur as { cause?: unknown }).cause, depth++) {

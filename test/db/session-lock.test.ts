@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toAppError } from '../../api/plugins/errors.ts';
 import { AppError } from '../../core/errors.ts';
+import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { trySessionLock } from '../../db/session-lock.ts';
 import { testConfig } from '../harness/env.ts';
 
@@ -59,7 +61,13 @@ describe('a session lock', () => {
     const unreachable = new URL(url);
     unreachable.port = '1';
     const err = await trySessionLock(unreachable.toString(), lockName()).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(AppError);
-    expect(err).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '2' } });
+    // As the API and the console answer it (their error handling maps it).
+    const answered = toAppError(err);
+    expect(answered).toBeInstanceOf(AppError);
+    expect(answered).toMatchObject({ code: 'SERVICE_UNAVAILABLE', status: 503, headers: { 'retry-after': '2' } });
+  });
+
+  it('a lone connection\'s connect timeout counts as the database being away', () => {
+    expect(isDatabaseUnavailable(new Error('timeout expired'))).toBe(true);
   });
 });
