@@ -1,23 +1,11 @@
-import { signalUploadWaiters } from '../../batches/upload-waits.ts';
 import { createHash, randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyCache } from '../../auth/cache.ts';
 import { checkInvariants, getBalance } from '../../credits/ledger.ts';
-import { FsBlobStore } from '../../images/blobstore.ts';
-import { PUBLIC_INTERNET } from '../../images/fetch.ts';
-import { freePort } from '../../tools/scripts/temporal.ts';
-import { buildWebApp } from '../../web/app.ts';
-import { createConsoleAuth } from '../../web/auth.ts';
-import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
-import { createUploads } from '../../uploads/service.ts';
-import { ensurePersonalWorkspace, MAX_OWNED_TEAM_WORKSPACES } from '../../accounts/workspaces.ts';
+import { MAX_OWNED_TEAM_WORKSPACES } from '../../accounts/workspaces.ts';
 import { bearer, expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { testConfig } from '../harness/env.ts';
-import { createApiMetrics } from '../../metrics/api.ts';
-import { noRateLimits } from '../helpers/deps.ts';
+import { startConsoleOverHttp, type ConsoleOverHttp } from '../web/console-http.ts';
 
 /**
  * The console's side of free batches (issue 21, item 2), over HTTP against the console's real
@@ -28,45 +16,22 @@ import { noRateLimits } from '../helpers/deps.ts';
  * 402 as the API, before it reads an upload.
  */
 let p: Pipeline;
-let web: FastifyInstance;
+let site: ConsoleOverHttp;
 let url: string;
-let mail: MailCatcher;
-let closeMailer: () => void;
-let blobs: FsBlobStore;
 
 beforeAll(async () => {
   // No worker: nothing here may run.
   p = await startPipeline({ worker: false });
-  blobs = new FsBlobStore(p.config.BLOB_DIR);
-  mail = await startMailCatcher();
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  const config = testConfig({ WEB_PORT: port, WEB_URL: url, SMTP_URL: mail.url, AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789' });
-  const mailer = smtpMailer(mail.url, config.MAIL_FROM);
-  closeMailer = () => mailer.close();
-  const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
-  const uploads = createUploads({ db: p.db, blobs, config: p.config, onSettled: signalUploadWaiters({ db: p.db, temporal: p.temporal }) });
-  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), limiter: noRateLimits, batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } } });
-  await web.listen({ host: '127.0.0.1', port });
+  site = await startConsoleOverHttp(p, { batches: true });
+  url = site.url;
 }, 120_000);
 afterAll(async () => {
-  await web?.close();
-  closeMailer?.();
-  await mail?.close();
+  await site?.close();
   await p?.close();
 });
 
 /** A person signed in by a mailed link (their address confirmed by it): their session cookie. */
-async function signIn(email: string): Promise<string> {
-  const asked = await fetch(`${url}/api/v1/auth/sign-in/magic-link`, { method: 'POST', headers: { origin: url, 'content-type': 'application/json' }, body: JSON.stringify({ email, callbackURL: '/' }) });
-  expect(asked.status, await asked.clone().text()).toBe(200);
-  const sent = await mail.waitFor((m) => m.to.includes(email) && m.subject === 'Your Lenstack sign-in link');
-  const link = /https?:\/\/\S+/.exec(sent.text)![0];
-  const verified = await fetch(link, { redirect: 'manual' });
-  const cookie = verified.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-  expect(cookie).toContain('session_token');
-  return cookie;
-}
+const signIn = async (email: string): Promise<string> => (await site.signIn(email)).cookie;
 const post = (cookie: string, route: string, body: unknown) =>
   fetch(`${url}${route}`, { method: 'POST', headers: { cookie, origin: url, 'content-type': 'application/json' }, body: JSON.stringify(body) });
 

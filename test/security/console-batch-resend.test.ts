@@ -1,23 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyCache } from '../../auth/cache.ts';
-import { ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
-import { signalUploadWaiters } from '../../batches/upload-waits.ts';
-import { FsBlobStore } from '../../images/blobstore.ts';
-import { PUBLIC_INTERNET } from '../../images/fetch.ts';
-import { createApiMetrics } from '../../metrics/api.ts';
-import { freePort } from '../../tools/scripts/temporal.ts';
-import { createUploads } from '../../uploads/service.ts';
 import { trySessionLock } from '../../db/session-lock.ts';
-import { buildWebApp } from '../../web/app.ts';
-import { createConsoleAuth } from '../../web/auth.ts';
-import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { expectEnvelope } from '../helpers/app.ts';
-import { noRateLimits } from '../helpers/deps.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { testConfig } from '../harness/env.ts';
+import { startConsoleOverHttp, uploadThroughConsole, type ConsoleOverHttp } from '../web/console-http.ts';
 
 /**
  * A console batch sent again after its answer was lost (docs/decisions.md, "Console batches: one
@@ -28,63 +15,27 @@ import { testConfig } from '../harness/env.ts';
  * and the same id gets the batch it made.
  */
 let p: Pipeline;
-let web: FastifyInstance;
+let web: ConsoleOverHttp;
 let url: string;
-let mail: MailCatcher;
-let closeMailer: () => void;
 
 beforeAll(async () => {
   // No worker: the batches are stored and started, none of their photos runs.
   p = await startPipeline({ worker: false });
-  const blobs = new FsBlobStore(p.config.BLOB_DIR);
-  mail = await startMailCatcher();
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  const config = testConfig({ WEB_PORT: port, WEB_URL: url, SMTP_URL: mail.url, AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789' });
-  const mailer = smtpMailer(mail.url, config.MAIL_FROM);
-  closeMailer = () => mailer.close();
-  const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
-  const uploads = createUploads({ db: p.db, blobs, config: p.config, onSettled: signalUploadWaiters({ db: p.db, temporal: p.temporal }) });
-  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), limiter: noRateLimits, batches: { pipeline: { config: p.config, db: p.db, blobs, temporal: p.temporal, fetchPolicy: PUBLIC_INTERNET, uploads, metrics: createApiMetrics() } } });
-  await web.listen({ host: '127.0.0.1', port });
+  web = await startConsoleOverHttp(p, { batches: true });
+  url = web.url;
 }, 120_000);
 afterAll(async () => {
   await web?.close();
-  closeMailer?.();
-  await mail?.close();
   await p?.close();
 });
 
-interface Person {
-  cookie: string;
-  workspaceId: string;
-}
+type Person = Awaited<ReturnType<ConsoleOverHttp['signIn']>>;
 
 /** A person signed in by a mailed link, with their personal workspace (its sign-up credits). */
-async function person(): Promise<Person> {
-  const email = `resend-${randomBytes(5).toString('hex')}@example.test`;
-  const asked = await fetch(`${url}/api/v1/auth/sign-in/magic-link`, { method: 'POST', headers: { origin: url, 'content-type': 'application/json' }, body: JSON.stringify({ email, callbackURL: '/' }) });
-  expect(asked.status, await asked.clone().text()).toBe(200);
-  const sent = await mail.waitFor((m) => m.to.includes(email) && m.subject === 'Your Lenstack sign-in link');
-  const verified = await fetch(/https?:\/\/\S+/.exec(sent.text)![0], { redirect: 'manual' });
-  const cookie = verified.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-  const session = (await (await fetch(`${url}/api/v1/session`, { headers: { cookie } })).json()) as { workspaces: Array<{ id: string; kind: string }> };
-  return { cookie, workspaceId: session.workspaces.find((w) => w.kind === 'personal')!.id };
-}
+const person = () => web.signIn(`resend-${randomBytes(5).toString('hex')}@example.test`);
 
 /** A finished console upload of the photo into the person's workspace: its id. */
-async function upload(who: Person, photo: Buffer): Promise<string> {
-  const tus = { cookie: who.cookie, origin: url, 'tus-resumable': '1.0.0' };
-  const created = await fetch(`${url}/api/v1/uploads`, {
-    method: 'POST',
-    headers: { ...tus, 'upload-length': String(photo.length), 'upload-metadata': `workspace ${Buffer.from(who.workspaceId).toString('base64')}` },
-  });
-  expect(created.status).toBe(201);
-  const location = new URL(created.headers.get('location')!, url);
-  const sent = await fetch(location, { method: 'PATCH', headers: { ...tus, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: photo });
-  expect(sent.status).toBe(204);
-  return location.pathname.split('/').pop()!;
-}
+const upload = (who: Person, photo: Buffer) => uploadThroughConsole(url, who, who.workspaceId, photo);
 
 const submit = (who: Person, body: unknown, requestId?: string) =>
   fetch(`${url}/api/v1/workspaces/${who.workspaceId}/batches`, {

@@ -1,16 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensurePersonalWorkspace } from '../../accounts/workspaces.ts';
-import { KeyCache } from '../../auth/cache.ts';
 import { createBatch, markBatchStarted, setBatchStatus } from '../../batches/repository.ts';
-import { freePort } from '../../tools/scripts/temporal.ts';
-import { buildWebApp } from '../../web/app.ts';
-import { createConsoleAuth } from '../../web/auth.ts';
-import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { startPipeline, type Pipeline } from '../helpers/pipeline.ts';
-import { testConfig } from '../harness/env.ts';
-import { noRateLimits } from '../helpers/deps.ts';
+import { startConsoleOverHttp, type ConsoleOverHttp } from './console-http.ts';
 
 /**
  * The console's live batch list (`GET …/workspaces/{id}/batches/events`, web/routes/batches.ts over
@@ -19,45 +11,23 @@ import { noRateLimits } from '../helpers/deps.ts';
  * client goes. The Dashboard follows it in Chromium (test/web/console.test.ts); this reads the wire.
  */
 let p: Pipeline;
-let web: FastifyInstance;
+let site: ConsoleOverHttp;
 let url: string;
-let mail: MailCatcher;
-let closeMailer: () => void;
 
 beforeAll(async () => {
   // No worker: the batch here is moved by hand.
   p = await startPipeline({ worker: false });
-  mail = await startMailCatcher();
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  const config = testConfig({ WEB_PORT: port, WEB_URL: url, SMTP_URL: mail.url, AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789' });
-  const mailer = smtpMailer(mail.url, config.MAIL_FROM);
-  closeMailer = () => mailer.close();
-  const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
-  web = await buildWebApp({ config, db: p.db, auth, mailer, keyCache: new KeyCache(), limiter: noRateLimits });
-  await web.listen({ host: '127.0.0.1', port });
+  site = await startConsoleOverHttp(p);
+  url = site.url;
 }, 120_000);
 afterAll(async () => {
-  // Every stream has ended by now; what stays open are the test's own keep-alive sockets (fetch's
-  // pool), idle, which the server's close would otherwise wait on.
-  const closing = web?.close();
-  web?.server.closeAllConnections();
-  await closing;
-  closeMailer?.();
-  await mail?.close();
+  // Every stream has ended by now; the close cuts the test's own idle keep-alive sockets.
+  await site?.close();
   await p?.close();
 });
 
 /** A person signed in by a mailed link: their session cookie and personal workspace. */
-async function signIn(email: string): Promise<{ cookie: string; workspaceId: string }> {
-  const asked = await fetch(`${url}/api/v1/auth/sign-in/magic-link`, { method: 'POST', headers: { origin: url, 'content-type': 'application/json' }, body: JSON.stringify({ email, callbackURL: '/' }) });
-  expect(asked.status, await asked.clone().text()).toBe(200);
-  const sent = await mail.waitFor((m) => m.to.includes(email) && m.subject === 'Your Lenstack sign-in link');
-  const verified = await fetch(/https?:\/\/\S+/.exec(sent.text)![0], { redirect: 'manual' });
-  const cookie = verified.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-  const session = (await (await fetch(`${url}/api/v1/session`, { headers: { cookie } })).json()) as { workspaces: Array<{ id: string }> };
-  return { cookie, workspaceId: session.workspaces[0]!.id };
-}
+const signIn = (email: string) => site.signIn(email);
 
 /** An open event stream: its response, the events read so far, and a way to hang up. */
 function open(cookie: string, workspaceId: string) {

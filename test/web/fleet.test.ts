@@ -15,6 +15,7 @@ import { expectEnvelope } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { screenshot, seriousA11yViolations } from './browser.ts';
 import { consoleSuite, type ConsoleStack } from './console-stack.ts';
+import { uploadThroughConsole } from './console-http.ts';
 import { browserCookies, consoleCall, emailMaker, joinWorkspace, type Person, signUpOverHttp } from './people.ts';
 
 /**
@@ -171,17 +172,9 @@ describe('a fleet from the console', () => {
   }, 300_000);
 });
 
-/** One file uploaded by tus through a console server (`base`): created, then sent whole. Its upload id. */
-async function uploadVia(base: string, person: Person, workspaceId: string, bytes: Buffer, name = 'photo.jpg'): Promise<string> {
-  const headers = { cookie: person.cookie, origin: stack.url, 'tus-resumable': '1.0.0' };
-  const meta = `workspace ${Buffer.from(workspaceId).toString('base64')},filename ${Buffer.from(name).toString('base64')}`;
-  const created = await fetch(`${base}/api/v1/uploads`, { method: 'POST', headers: { ...headers, 'upload-length': String(bytes.length), 'upload-metadata': meta } });
-  expect(created.status, await created.clone().text()).toBe(201);
-  const at = new URL(created.headers.get('location')!, base);
-  const sent = await fetch(at, { method: 'PATCH', headers: { ...headers, 'upload-offset': '0', 'content-type': 'application/offset+octet-stream' }, body: bytes });
-  expect(sent.status, await sent.clone().text()).toBe(204);
-  return at.pathname.split('/').pop()!;
-}
+/** One file uploaded by tus through a console server (`base`, this stack or its replica). Its upload id. */
+const uploadVia = (base: string, person: Person, workspaceId: string, bytes: Buffer, name?: string) =>
+  uploadThroughConsole(base, person, workspaceId, bytes, { origin: stack.url, ...(name ? { name } : {}) });
 
 const completedBatch = async (person: Person, id: string) =>
   expect.poll(async () => ((await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${id}`)).json()) as { batch: { status: string } }).batch.status, { timeout: 120_000, interval: 250 }).toBe('completed');
