@@ -74,7 +74,7 @@ export const configSchema = z.object({
   /** Where `npm start` keeps its local state: the Temporal dev server's SQLite file and log, the secrets it generates. */
   DATA_DIR: z.string().default('.data'),
   BLOB_DIR: z.string().default('.data/blobs'),
-  /** Bytes of unfinished or untaken console uploads one person may hold at once (over the account's own quota). */
+  /** Bytes of unfinished or untaken console uploads one person may hold at once in workspaces that never bought credits (besides the account's own quota). */
   UPLOAD_QUOTA_BYTES: z.coerce.number().int().min(1).default(2 * 1024 ** 3),
   /**
    * Bytes of uploads one account may hold over the API at once (POST /v1/uploads: unfinished ones

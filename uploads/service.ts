@@ -46,7 +46,7 @@ export interface ConsoleDoor {
   path: string;
   signedIn: (request: FastifyRequest) => Promise<{ id: string }>;
   mayStart: (personId: string, workspaceId: string) => Promise<unknown>;
-  /** Bytes of unfinished and untaken uploads one person may hold over all their workspaces (UPLOAD_QUOTA_BYTES). */
+  /** Bytes of unfinished and untaken uploads one person may hold over all their workspaces that never bought credits (UPLOAD_QUOTA_BYTES). */
   personQuotaBytes: number;
 }
 
@@ -178,20 +178,32 @@ export function createUploads(deps: {
 
   /**
    * The quota check and the row are one statement per account at a time (advisory lock). A console
-   * upload also counts against its person's own quota, over all their workspaces (their lock first).
+   * upload to a workspace that never bought credits also counts against its person's own quota, over
+   * all their such workspaces (their lock first).
    */
   async function reserve(accountId: string, id: string, size: number, person?: { id: string; quotaBytes: number }): Promise<void> {
     const { client: c, release } = await checkOut(db);
     try {
       await c.query('BEGIN');
-      if (person) {
+      // An account that never bought credits gets the small quota (docs/decisions.md, "No storage without payment").
+      // purchased_granted only grows, so it is read before the locks.
+      const paid = Boolean((await c.query<{ paid: boolean }>('SELECT purchased_granted > 0 AS paid FROM credit_accounts WHERE user_id = $1', [accountId])).rows[0]?.paid);
+      // The person's own quota holds in workspaces that never paid: it keeps one person from
+      // multiplying free storage over many free workspaces. A workspace that paid holds a fleet up to
+      // its account quota, whoever of its admins uploads it (docs/decisions.md, "A console fleet
+      // in a workspace that paid").
+      if (person && !paid) {
         await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`console-uploads:${person.id}`]);
         const mine = await c.query<{ n: string }>(
-          'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n FROM uploads WHERE person_id = $1 AND expired_at IS NULL AND taken_at IS NULL',
+          `SELECT coalesce(sum(greatest(u.size, $2)), 0)::text AS n FROM uploads u JOIN credit_accounts a ON a.user_id = u.user_id
+            WHERE u.person_id = $1 AND u.expired_at IS NULL AND u.taken_at IS NULL AND a.purchased_granted = 0`,
           [person.id, MIN_CHARGE],
         );
         if (Number(mine.rows[0]!.n) + Math.max(size, MIN_CHARGE) > person.quotaBytes) {
-          throw new AppError('PAYLOAD_TOO_LARGE', `Your unfinished and untaken uploads would pass ${Math.round(person.quotaBytes / 1024 ** 2)} MiB: start a batch with the finished ones first`);
+          throw new AppError(
+            'PAYLOAD_TOO_LARGE',
+            `Your unfinished and untaken uploads in workspaces that have not bought credits would pass ${Math.round(person.quotaBytes / 1024 ** 2)} MiB: start a batch with the finished ones first (a workspace that has bought credits takes a whole fleet)`,
+          );
         }
       }
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`api-uploads:${accountId}`]);
@@ -199,13 +211,11 @@ export function createUploads(deps: {
         'SELECT coalesce(sum(greatest(size, $2)), 0)::text AS n, count(*)::int AS held FROM uploads WHERE user_id = $1 AND expired_at IS NULL',
         [accountId, MIN_CHARGE],
       );
-      // An account that never bought credits gets the small quota (docs/decisions.md, "No storage without payment").
-      const paid = await c.query<{ paid: boolean }>('SELECT purchased_granted > 0 AS paid FROM credit_accounts WHERE user_id = $1', [accountId]);
-      const quota = paid.rows[0]?.paid ? config.ACCOUNT_UPLOAD_QUOTA_BYTES : Math.min(config.ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES, config.ACCOUNT_UPLOAD_QUOTA_BYTES);
+      const quota = paid ? config.ACCOUNT_UPLOAD_QUOTA_BYTES : Math.min(config.ACCOUNT_UPLOAD_QUOTA_UNPAID_BYTES, config.ACCOUNT_UPLOAD_QUOTA_BYTES);
       if (Number(used.rows[0]!.n) + Math.max(size, MIN_CHARGE) > quota || used.rows[0]!.held >= MAX_HELD) {
         throw new AppError(
           'PAYLOAD_TOO_LARGE',
-          `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads${paid.rows[0]?.paid ? '' : '; an account that has bought credits gets more'}): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
+          `Your uploads would pass this account's upload quota (${Math.round(quota / 1024 ** 2)} MiB or ${MAX_HELD} uploads${paid ? '' : '; an account that has bought credits gets more'}): use the finished ones in a request (a batch takes up to 10,000 photos), delete the ones you no longer need (DELETE ${UPLOADS_ROUTE}/{id}), or wait for unused ones to expire`,
         );
       }
       // An id the client chose (Upload-Metadata uploadId) may be taken: a collision changes nothing.

@@ -13,7 +13,7 @@ import { createConsoleAuth } from '../../web/auth.ts';
 import { smtpMailer, startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { noRateLimits } from '../helpers/deps.ts';
 import type { Pipeline } from '../helpers/pipeline.ts';
-import { testConfig } from '../harness/env.ts';
+import { testConfig, type ConfigOverrides } from '../harness/env.ts';
 
 /** The console's real server over a test pipeline, read on the wire (no browser). */
 export interface ConsoleOverHttp {
@@ -27,13 +27,14 @@ export interface ConsoleOverHttp {
 
 /**
  * Start the console on a free port against the pipeline's database, with a mail catcher for its
- * sign-in links; `batches` gives it the batch pipeline (uploads into the pipeline's blob store).
+ * sign-in links; `batches` gives it the batch pipeline (uploads into the pipeline's blob store);
+ * `config` overrides the console's own settings.
  */
-export async function startConsoleOverHttp(p: Pipeline, opts: { batches?: boolean } = {}): Promise<ConsoleOverHttp> {
+export async function startConsoleOverHttp(p: Pipeline, opts: { batches?: boolean; config?: ConfigOverrides } = {}): Promise<ConsoleOverHttp> {
   const mail = await startMailCatcher();
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const config = testConfig({ WEB_PORT: port, WEB_URL: url, SMTP_URL: mail.url, AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789' });
+  const config = testConfig({ ...opts.config, WEB_PORT: port, WEB_URL: url, SMTP_URL: mail.url, AUTH_SECRET: 'test-auth-secret-0123456789abcdef0123456789' });
   const mailer = smtpMailer(mail.url, config.MAIL_FROM);
   const auth = createConsoleAuth({ config, pool: p.db, mailer, onEmailVerified: async (u) => void (await ensurePersonalWorkspace(p.db, { id: u.id, email: u.email })) });
   let batches;

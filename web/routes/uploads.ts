@@ -8,7 +8,8 @@ export const CONSOLE_UPLOADS_PATH = '/api/v1/uploads';
 /**
  * Resumable uploads (tus) from the console's pages, through the upload service the API mounts too
  * (uploads/service.ts): a person uploads into a workspace where they may start batches (owners and
- * admins: a batch spends its credits), within UPLOAD_QUOTA_BYTES of their own.
+ * admins: a batch spends its credits), within UPLOAD_QUOTA_BYTES of their own in workspaces that never
+ * bought credits, and within the workspace's account quota.
  *
  * Registered without a scope of its own (`skip-override`, as fastify-plugin marks a plugin): the tus
  * body parser (`application/offset+octet-stream`) stays the whole console's, as it was before the
