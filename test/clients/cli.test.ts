@@ -850,7 +850,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     ]);
   }, 90_000);
 
-  it('--vehicles: the batch is submitted before the photos go up, one request each; killed with one half sent, run again: it resumes from the offset, no photo goes twice, no second batch', async () => {
+  it('--vehicles with --manifest and --export: the batch is submitted before the photos go up, one request each; killed with one half sent, the same command again: it resumes from the offset, no photo goes twice, no second batch, the export read back', async () => {
     const fleet = join(work, 'fleet-resume');
     await mkdir(join(fleet, 'van-a'), { recursive: true });
     await mkdir(join(fleet, 'van-b'));
@@ -858,6 +858,11 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     await writeFile(join(fleet, 'van-a', 'a-big.jpg'), big);
     const small = ['Canon_40D.jpg', 'Nikon_D70.jpg', 'Pentax_K10D.jpg', 'gps-DSCN0021.jpg', 'orientation-landscape_6.jpg'];
     for (const [i, name] of small.entries()) await copyFile(photo(name), join(fleet, i < 2 ? 'van-a' : 'van-b', name));
+    // The spreadsheet kept apart from the photos (--manifest), and the export the run writes at its end.
+    const manifest = join(work, 'fleet-resume-manifest.csv');
+    await writeFile(manifest, 'folder,VIN,mileage,make,model,year\nvan-a,WVWZZZ1JZ3W386752,84000,Volkswagen,Golf,2003\nvan-b,1HGCM82633A004352,120500,Honda,Accord,2003\n');
+    const exported = join(work, 'fleet-resume.csv');
+    const command = ['batch', '--vehicles', fleet, '--manifest', manifest, '--export', exported, '--json'];
     const fleetAccount = await createTestAccount(p.db, { community: 20 });
     const env = { LENSTACK_API_KEY: fleetAccount.liveKey };
     const uploadsOf = async () => (await p.db.query<{ id: string; size: string; sha256: string | null; finished_at: Date | null }>('SELECT id, size::text, sha256, finished_at FROM uploads WHERE user_id = $1', [fleetAccount.userId])).rows;
@@ -865,7 +870,7 @@ describe('lenstack batch: fleets over resumable uploads', () => {
 
     const first = await startFleetProxy(baseUrl, 'a-big.jpg');
     try {
-      const child = spawn(process.execPath, [BIN, 'batch', '--vehicles', fleet, '--json'], {
+      const child = spawn(process.execPath, [BIN, ...command], {
         cwd: work,
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LENSTACK_BASE_URL: first.url, ...env },
       });
@@ -892,7 +897,9 @@ describe('lenstack batch: fleets over resumable uploads', () => {
     const second = await startFleetProxy(baseUrl);
     let result;
     try {
-      const run = await lenstack(['batch', '--vehicles', fleet, '--json'], { ...env, LENSTACK_BASE_URL: second.url });
+      // Killed before its end, the first run wrote no export.
+      expect(await stat(exported).catch(() => null)).toBeNull();
+      const run = await lenstack(command, { ...env, LENSTACK_BASE_URL: second.url });
       expect(run.code, `${run.stderr}\n${await readFile(join(fleet, '.lenstack-batch.json'), 'utf8')}`).toBe(0);
       expect(run.stderr).toContain(`batch ${batch!.id} was submitted by an earlier run`);
       result = JSON.parse(run.stdout);
@@ -935,6 +942,12 @@ describe('lenstack batch: fleets over resumable uploads', () => {
       // In the order of their names (code points: capitals first).
       ['van-a', [sha256(photoBytes(small[0]!)), sha256(photoBytes(small[1]!)), sha256(big)]],
       ['van-b', small.slice(2).map((n) => sha256(photoBytes(n)))],
+    ]);
+    // The export the second run wrote, read back: each vehicle done, with its manifest's VIN and mileage.
+    const rows2 = parseCsv((await readFile(exported, 'utf8')).replace(/^\uFEFF/, ''), { columns: true }) as Array<Record<string, string>>;
+    expect(rows2.map((r) => [r.Source, r.Status, r.VIN, r.Mileage, r.Make, r.Model])).toEqual([
+      ['van-a', 'done', 'WVWZZZ1JZ3W386752', '84000', 'Volkswagen', 'Golf'],
+      ['van-b', 'done', '1HGCM82633A004352', '120500', 'Honda', 'Accord'],
     ]);
   }, 120_000);
 
