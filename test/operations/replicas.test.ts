@@ -3,6 +3,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { request as httpRequest } from 'node:http';
+import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Db } from '../../db/pool.ts';
 import { startTopology, type Topology } from '../../tools/replicas/topology.ts';
@@ -106,25 +108,55 @@ describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
     expect(usage.map((u) => [u.community.balance, u.reserved])).toEqual([[48, 0], [48, 0]]);
   });
 
-  it('finishes on the second API replica an upload started on the first, and either analyses it', async () => {
+  it('finishes on the second API replica, by tus-js-client, an upload whose PATCH was cut in the middle on the first; either analyses it', async () => {
     const user = await createTestAccount(db, { community: 10 });
     const bytes = photoBytes('Nikon_D70.jpg');
     const created = await fetch(`${api(0)}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length) } });
     expect(created.status).toBe(201);
     const path = new URL(created.headers.get('location')!, api(0)).pathname;
-    const half = Math.floor(bytes.length / 2);
-    const patch = (base: string, from: number, to: number) =>
-      fetch(`${base}${path}`, {
+    // A PATCH to the first process that announces every byte, sends half of them, and drops.
+    await new Promise<void>((resolve) => {
+      const { hostname, port } = new URL(api(0));
+      const req = httpRequest({
+        host: hostname,
+        port,
         method: 'PATCH',
-        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': String(from), 'content-type': 'application/offset+octet-stream' },
-        body: bytes.subarray(from, to),
+        path,
+        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) },
       });
-    expect((await patch(api(0), 0, half)).status).toBe(204);
-    const head = await fetch(`${api(1)}${path}`, { method: 'HEAD', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0' } });
-    expect(head.headers.get('upload-offset')).toBe(String(half));
-    const rest = await patch(api(1), half, bytes.length);
-    expect(rest.status).toBe(204);
-    expect(rest.headers.get('upload-offset')).toBe(String(bytes.length));
+      req.on('error', () => resolve());
+      req.on('close', () => resolve());
+      req.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => setImmediate(() => req.destroy()));
+    });
+    // The other process knows the upload (its row and the bucket's object): HEAD answers its offset.
+    const known = await fetch(`${api(1)}${path}`, { method: 'HEAD', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0' } });
+    expect(known.status).toBe(200);
+    expect(Number(known.headers.get('upload-offset'))).toBeLessThanOrEqual(Math.floor(bytes.length / 2));
+    // The official client resumes it on the other process, from the offset the bucket holds.
+    const patchedFrom: number[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const up = new tus.Upload(bytes, {
+        endpoint: `${api(1)}/v1/uploads`,
+        uploadUrl: `${api(1)}${path}`,
+        headers: bearer(user.liveKey),
+        retryDelays: [200, 500, 1000, 2000],
+        onBeforeRequest: (req) => {
+          if (req.getMethod() === 'PATCH') patchedFrom.push(Number(req.getHeader('Upload-Offset')));
+        },
+        onSuccess: () => resolve(),
+        onError: reject,
+      });
+      up.start();
+    });
+    // The same upload went on (no second one was created) from the offset the bucket held. The S3
+    // store writes in parts of megabytes and a cut PATCH may keep none of the part it was gathering:
+    // for this 14 kB photo that offset is 0 here; the directory store keeps every byte that arrived
+    // (test/uploads/tus.test.ts).
+    expect(patchedFrom.length).toBeGreaterThanOrEqual(1);
+    expect(patchedFrom[0]).toBe(Number(known.headers.get('upload-offset')));
+    expect((await db.query('SELECT count(*)::int AS n FROM uploads WHERE user_id = $1', [user.userId])).rows[0].n).toBe(1);
+    const head = await fetch(`${api(0)}${path}`, { method: 'HEAD', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0' } });
+    expect(head.headers.get('upload-offset')).toBe(String(bytes.length));
     const uploadId = path.split('/').pop()!;
     const analysed = await post(api(0), user.liveKey, '/v1/analyze', { images: [{ uploadId }], modules: ['dating'], options: { includeFingerprint: true } });
     expect(analysed.status, await analysed.clone().text()).toBe(200);
