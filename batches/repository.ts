@@ -318,9 +318,10 @@ export interface BatchItemRow {
 
 /**
  * The batch's items in order, `pageSize` at a time (keyset pages: memory stays flat however many
- * there are), each done item with its lens outputs read from the caller's registry, or its report.
+ * there are), each done item with its lens outputs read from the caller's registry, or its report;
+ * with `status`, only the items in that state.
  */
-export async function* batchItems(db: Db, args: { accountId: string; batchId: string; lenses: string[]; afterIndex?: number; limit?: number; pageSize?: number }): AsyncIterable<BatchItemRow> {
+export async function* batchItems(db: Db, args: { accountId: string; batchId: string; lenses: string[]; afterIndex?: number; limit?: number; pageSize?: number; status?: BatchItemRow['status'] }): AsyncIterable<BatchItemRow> {
   let after = args.afterIndex ?? -1;
   let left = args.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = args.pageSize ?? 500;
@@ -334,8 +335,8 @@ export async function* batchItems(db: Db, args: { accountId: string; batchId: st
               (SELECT jsonb_object_agg(l.lens, l.output) FROM lens_records l
                 WHERE i.status = 'done' AND i.ref IS NOT NULL AND l.user_id = $4 AND l.sha256 = i.ref->>'sha256' AND l.lens = ANY($5::text[])) AS outputs
          FROM batch_items i LEFT JOIN vehicle_reports v ON v.id = i.report_id AND v.user_id = $4
-        WHERE i.batch_id = $1 AND i.index > $2 ORDER BY i.index LIMIT $3`,
-      [args.batchId, after, Math.min(pageSize, left), args.accountId, args.lenses],
+        WHERE i.batch_id = $1 AND i.index > $2 AND ($6::text IS NULL OR i.status = $6) ORDER BY i.index LIMIT $3`,
+      [args.batchId, after, Math.min(pageSize, left), args.accountId, args.lenses, args.status ?? null],
     );
     for (const row of r.rows) {
       const photos = row.photos?.map((p) => ({ source: p.source, sha256: p.ref?.sha256 ?? null })) ?? null;

@@ -388,6 +388,14 @@ describe('a photo batch’s page', () => {
     const detail = (await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${batchId}`)).json()) as { batch: { lenses: string[] } };
     expect((await done.locator('summary').allTextContents()).sort()).toEqual([...detail.batch.lenses].sort());
     expect(await done.getByRole('button').count()).toBe(0);
+    // A failure past the pages loaded is still shown first: the first page carries the batch's first
+    // failed items wherever they are (here a page of one photo; the failed one is the second).
+    const firstPage = (await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${batchId}?limit=1`)).json()) as { items: Array<{ index: number; status: string }>; failed: Array<{ index: number; source: string; status: string; error: { code: string } | null }>; nextAfter: number | null };
+    expect(firstPage.items.map((i) => [i.index, i.status])).toEqual([[0, 'done']]);
+    expect(firstPage.nextAfter).toBe(0);
+    expect(firstPage.failed.map((i) => [i.index, i.source, i.status, i.error?.code])).toEqual([[1, 'mobile-jolla.jpg', 'failed', 'PROVIDER_ERROR']]);
+    const nextPage = (await (await consoleCall(stack, person, 'GET', `/api/v1/batch/${batchId}?after=0&limit=1`)).json()) as { failed: unknown[] };
+    expect(nextPage.failed).toEqual([]);
     expect(await page.getByRole('status').filter({ hasText: 'runs again' }).textContent()).toBe('gps-DSCN0010.jpg runs again.');
     expect(await seriousA11yViolations(page)).toEqual([]);
     // Phone: a vendor's long reason wraps inside its card; nothing scrolls sideways.

@@ -5,7 +5,7 @@ import { contextSchema } from '../../analysis/contract.ts';
 import { requestFingerprint } from '../../analysis/request-binding.ts';
 import { callerRequestId } from '../../api/request-id.ts';
 import { ExportSlots, prepareBatchExport, sendBatchExport } from '../../batches/export.ts';
-import { batchItems, batchOwner, batchSummary, getBatch, recentBatches } from '../../batches/repository.ts';
+import { batchItems, batchOwner, batchSummary, getBatch, recentBatches, type BatchItemRow } from '../../batches/repository.ts';
 import { retryBatchItem } from '../../batches/retry.ts';
 import { submitConsoleBatch } from '../../batches/console-submit.ts';
 import { batchBodySchema, MAX_BATCH_ITEMS, MAX_BATCH_VEHICLES, MAX_VEHICLE_PHOTOS, type BatchSubmission } from '../../batches/submit.ts';
@@ -41,6 +41,9 @@ const newBatchBody = batchBodySchema.pick({ preset: true, modules: true, columns
 });
 
 const batchParams = z.object({ batchId: z.string().min(1).max(100) });
+/** Failed items the batch page's first answer carries ahead of its pages. */
+const FAILED_FIRST = 200;
+
 const itemsQuery = z.object({ after: z.coerce.number().int().min(-1).max(100_000).default(-1), limit: z.coerce.number().int().min(1).max(500).default(200) });
 
 /** Open live batch lists per person, on each console process. */
@@ -184,9 +187,7 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
       const { workspaceId, role } = await batchWorkspace(person.id, batchId);
       const batch = await getBatch(db, workspaceId, batchId);
       const summary = await batchSummary(db, workspaceId, batchId);
-      const items = [];
-      for await (const it of batchItems(db, { accountId: workspaceId, batchId, lenses: batch.spec.lenses, afterIndex: q.data.after, limit: q.data.limit })) {
-        items.push({
+      const toItem = (it: BatchItemRow) => ({
           index: it.index,
           source: it.source,
           sha256: it.sha256,
@@ -197,10 +198,17 @@ export function batchRoutes(ctx: WebContext): FastifyPluginAsync {
           report: batch.kind === 'vehicles' ? it.output : null,
           photos: it.photos,
         });
+      const items = [];
+      for await (const it of batchItems(db, { accountId: workspaceId, batchId, lenses: batch.spec.lenses, afterIndex: q.data.after, limit: q.data.limit })) items.push(toItem(it));
+      // The first page also carries the batch's first failed items wherever they are (what needs the
+      // person is shown first, not only the failures of the pages loaded); the rest are in the pages.
+      const failed = [];
+      if (q.data.after === -1 && summary.counts.failed > 0) {
+        for await (const it of batchItems(db, { accountId: workspaceId, batchId, lenses: batch.spec.lenses, limit: FAILED_FIRST, status: 'failed' })) failed.push(toItem(it));
       }
       reply.header('cache-control', 'no-store');
       // Retrying spends credits: owners and admins (the page shows members no retry button).
-      return { workspaceId, mayRetry: role !== 'member', batch: { ...summary, kind: batch.kind }, items, nextAfter: items.length === q.data.limit ? items[items.length - 1]!.index : null };
+      return { workspaceId, mayRetry: role !== 'member', batch: { ...summary, kind: batch.kind }, failed, items, nextAfter: items.length === q.data.limit ? items[items.length - 1]!.index : null };
     });
 
     app.post('/api/v1/batch/:batchId/items/:index/retry', async (request, reply) => {

@@ -28,6 +28,8 @@ interface BatchPageData {
   workspaceId: string;
   mayRetry: boolean;
   batch: BatchSummary & { lenses: string[] };
+  /** The batch's first failed items, wherever they are (first page only). */
+  failed: BatchItem[];
   items: BatchItem[];
   nextAfter: number | null;
 }
@@ -111,8 +113,10 @@ export function BatchPage({ id }: { id: string }) {
     const r = await call<BatchPageData>('GET', `/api/v1/batch/${encodeURIComponent(id)}?after=${after}&limit=${PAGE}`);
     setMore((m) => [...m, ...r.items]);
   };
-  // Failed ones first (what needs the person), then in the batch's order.
-  const ordered = [...items.filter((i) => i.status === 'failed'), ...items.filter((i) => i.status !== 'failed')];
+  // Failed ones first (what needs the person): the batch's first failures, whichever page they are
+  // on, and any other of the pages loaded; then the rest in the batch's order.
+  const failedFirst = new Map([...data.failed, ...items.filter((i) => i.status === 'failed')].map((i) => [i.index, i]));
+  const ordered = [...[...failedFirst.values()].sort((a, b) => a.index - b.index), ...items.filter((i) => i.status !== 'failed')];
 
   return (
     <div className="batch-page">
