@@ -89,7 +89,16 @@ export const batchBodySchema = z
     columns: z.array(columnSchema.extend({ label: z.string().min(1).max(200), jsonPath: z.string().min(1).max(500) })).min(1).max(200).optional()
       .describe('Export columns chosen now; without them exports use the default columns of the lenses the batch runs'),
   })
-  .meta({ id: 'BatchRequest' });
+  .meta({
+    id: 'BatchRequest',
+    examples: [
+      { preset: 'quick-scan', items: [{ uploadId: 'upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917', name: 'IMG_0001.jpg' }, { url: 'https://example.com/photo.jpg' }] },
+      {
+        awaitUploads: true,
+        vehicles: [{ name: 'van-1', vehicle: { vin: 'WVWZZZ1JZ3W386752', mileage: 84000 }, items: [{ uploadId: 'upl_0b7d1e2f3a4c5d6e7f8091a2b3c4d5e6', name: 'front.jpg' }, { uploadId: 'upl_9a8b7c6d5e4f30211203f4e5d6c7b8a9', name: 'rear.jpg' }] }],
+      },
+    ],
+  });
 export type BatchBody = z.infer<typeof batchBodySchema>;
 
 /** A photo the console already holds (a finished upload): read when its turn at intake comes. */

@@ -44,7 +44,8 @@ export function analyzeRoutes(deps: AppDeps): FastifyPluginAsync {
             operationId: version === 'v1' ? 'analyzeV1' : 'analyzeV2',
             summary: version === 'v1' ? 'Analyze a photo (or up to 50)' : 'Analyze, with bespoke extraction',
             description:
-              'Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.',
+              'Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.\n\n' +
+              'The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F \'request={"modules":["dating"]}\'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.',
             tags: ['analyze'],
             security: [{ bearer: [] }],
             body: version === 'v1' ? analyzeBodyV1 : analyzeBodyV2,

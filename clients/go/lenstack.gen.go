@@ -3702,7 +3702,7 @@ type BatchPhoto struct {
 	Url      *string `json:"url,omitempty"`
 }
 
-// BatchRequest defines model for BatchRequest.
+// BatchRequest Examples: {"items":[{"name":"IMG_0001.jpg","uploadId":"upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917"},{"url":"https://example.com/photo.jpg"}],"preset":"quick-scan"}, {"awaitUploads":true,"vehicles":[{"items":[{"name":"front.jpg","uploadId":"upl_0b7d1e2f3a4c5d6e7f8091a2b3c4d5e6"},{"name":"rear.jpg","uploadId":"upl_9a8b7c6d5e4f30211203f4e5d6c7b8a9"}],"name":"van-1","vehicle":{"mileage":84000,"vin":"WVWZZZ1JZ3W386752"}}]}
 type BatchRequest struct {
 	// AwaitUploads A vehicle batch only: its `uploadId`s may name uploads still arriving, or not made yet (an id the client chose, Upload-Metadata `uploadId`). The batch starts at once; each vehicle waits at its turn until its uploads finished (up to 10 minutes), and fails if one was refused, expired or did not finish
 	AwaitUploads *bool `json:"awaitUploads,omitempty"`
@@ -6267,6 +6267,8 @@ type ClientInterface interface {
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/analyze (the `AnalyzeV1` operationId).
@@ -6275,6 +6277,8 @@ type ClientInterface interface {
 	// AnalyzeV1 Analyze a photo (or up to 50)
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6414,6 +6418,8 @@ type ClientInterface interface {
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v2/analyze (the `AnalyzeV2` operationId).
@@ -6422,6 +6428,8 @@ type ClientInterface interface {
 	// AnalyzeV2 Analyze, with bespoke extraction
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6491,6 +6499,8 @@ func (c *GeneratedClient) GetDiscovery(ctx context.Context, params *GetDiscovery
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 //
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/analyze (the `AnalyzeV1` operationId).
@@ -6509,6 +6519,8 @@ func (c *GeneratedClient) AnalyzeV1WithBody(ctx context.Context, params *Analyze
 // AnalyzeV1 Analyze a photo (or up to 50)
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+//
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6848,6 +6860,8 @@ func (c *GeneratedClient) GetUsage(ctx context.Context, params *GetUsageParams, 
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 //
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v2/analyze (the `AnalyzeV2` operationId).
@@ -6866,6 +6880,8 @@ func (c *GeneratedClient) AnalyzeV2WithBody(ctx context.Context, params *Analyze
 // AnalyzeV2 Analyze, with bespoke extraction
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+//
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8338,6 +8354,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/analyze (the `AnalyzeV1` operationId).
@@ -8346,6 +8364,8 @@ type ClientWithResponsesInterface interface {
 	// AnalyzeV1WithResponse Analyze a photo (or up to 50)
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8519,6 +8539,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v2/analyze (the `AnalyzeV2` operationId).
@@ -8527,6 +8549,8 @@ type ClientWithResponsesInterface interface {
 	// AnalyzeV2WithResponse Analyze, with bespoke extraction
 	//
 	// Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+	//
+	// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11885,6 +11909,8 @@ func (c *ClientWithResponses) GetDiscoveryWithResponse(ctx context.Context, para
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 //
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/analyze (the `AnalyzeV1` operationId).
@@ -11899,6 +11925,8 @@ func (c *ClientWithResponses) AnalyzeV1WithBodyWithResponse(ctx context.Context,
 // AnalyzeV1WithResponse Analyze a photo (or up to 50)
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+//
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12192,6 +12220,8 @@ func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
 //
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v2/analyze (the `AnalyzeV2` operationId).
@@ -12206,6 +12236,8 @@ func (c *ClientWithResponses) AnalyzeV2WithBodyWithResponse(ctx context.Context,
 // AnalyzeV2WithResponse Analyze, with bespoke extraction
 //
 // Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+//
+// The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

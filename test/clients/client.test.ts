@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { request as httpRequest, createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import ExcelJS from 'exceljs';
+import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Lenstack, LenstackError, photoOutput, type Batch } from '@lenstack/client';
 import { ANONYMOUS_SANDBOX_KEY } from '../../auth/keys.ts';
@@ -96,6 +97,36 @@ describe('@lenstack/client against the running stack', () => {
     expect(byPHash.results[first.fingerprint!.pHash]).toMatchObject({ matchType: 'fuzzy', hammingDistance: 0, photo: { sha256: first.fingerprint!.sha256 } });
     const unknown = await c.lookupByFingerprint({ sha256: 'f'.repeat(64) });
     expect(unknown.results['f'.repeat(64)]).toEqual({ matchType: 'none' });
+  });
+
+  it('names photos uploaded by tus-js-client by their uploadId in analyze, lookup and a batch: the typed bodies take them', async () => {
+    const account = await createTestAccount(p.db, { community: 20 });
+    const typed = new Lenstack({ apiKey: account.liveKey, baseUrl });
+    // The README's way: tus-js-client uploads the file, its URL ends in the uploadId.
+    const upload = (bytes: Buffer) =>
+      new Promise<string>((resolve, reject) => {
+        const up = new tus.Upload(bytes, {
+          endpoint: `${baseUrl}/v1/uploads`,
+          headers: { authorization: `Bearer ${account.liveKey}` },
+          onSuccess: () => resolve(up.url!.split('/').pop()!),
+          onError: reject,
+        });
+        up.start();
+      });
+    const nikon = photoBytes('Nikon_D70.jpg');
+    const [first, second] = [await upload(nikon), await upload(photoBytes('Pentax_K10D.jpg'))];
+    expect(first).toMatch(/^upl_[0-9a-f]{32}$/);
+
+    const analysis = await typed.analyze({ images: [{ uploadId: first }], modules: ['dating'], options: { includeFingerprint: true } });
+    expect(analysis.fingerprint!.sha256).toBe(sha256(nikon));
+    expect(analysis.usage.creditsCharged).toBe(1);
+    const found = await typed.lookup({ uploadIds: [first] });
+    expect(found.results[sha256(nikon)]).toMatchObject({ matchType: 'exact' });
+    const batch = await typed.batches.create({ modules: ['dating'], items: [{ uploadId: first, name: 'nikon.jpg' }, { uploadId: second, name: 'pentax.jpg' }] });
+    const ended = await typed.batches.wait(batch.id);
+    // The Nikon's dating is in the registry already: only the Pentax is billed.
+    expect(ended).toMatchObject({ status: 'completed', counts: { total: 2, done: 2, failed: 0 }, creditsCharged: 1 });
+    expect((await getBalance(p.db, account.userId)).community).toBe(18);
   });
 
   it('runs bespoke extraction on /v2/analyze and enriches the analyzed photo', async () => {

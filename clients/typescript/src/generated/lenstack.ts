@@ -107,6 +107,8 @@ export type paths = {
         /**
          * Analyze a photo (or up to 50)
          * @description Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+         *
+         *     The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
          */
         post: operations["analyzeV1"];
         delete?: never;
@@ -127,6 +129,8 @@ export type paths = {
         /**
          * Analyze, with bespoke extraction
          * @description Runs the requested lenses. Lenses already run on the same photo (same SHA-256, same account) are served from the registry and bill 0 credits unless `refresh` is true. `moderation` always runs and is free.
+         *
+         *     The body is JSON (below), or `multipart/form-data` for a few photos sent as files: each file part is one photo (up to 50), and one optional part named `request` holds the other JSON fields (`curl -F photo=@car.jpg -F 'request={"modules":["dating"]}'`). For many or large photos, upload them first (`POST /v1/uploads`) and name them by `uploadId`.
          */
         post: operations["analyzeV2"];
         delete?: never;
@@ -920,6 +924,42 @@ export type components = {
             uploadId?: string;
             name?: string;
         };
+        /**
+         * @example {
+         *       "preset": "quick-scan",
+         *       "items": [
+         *         {
+         *           "uploadId": "upl_4f1c9a0be27d4c55a1f0e3b8d6c2a917",
+         *           "name": "IMG_0001.jpg"
+         *         },
+         *         {
+         *           "url": "https://example.com/photo.jpg"
+         *         }
+         *       ]
+         *     }
+         * @example {
+         *       "awaitUploads": true,
+         *       "vehicles": [
+         *         {
+         *           "name": "van-1",
+         *           "vehicle": {
+         *             "vin": "WVWZZZ1JZ3W386752",
+         *             "mileage": 84000
+         *           },
+         *           "items": [
+         *             {
+         *               "uploadId": "upl_0b7d1e2f3a4c5d6e7f8091a2b3c4d5e6",
+         *               "name": "front.jpg"
+         *             },
+         *             {
+         *               "uploadId": "upl_9a8b7c6d5e4f30211203f4e5d6c7b8a9",
+         *               "name": "rear.jpg"
+         *             }
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
         BatchRequest: {
             /** @description The photos, each a URL, base64 bytes or an `uploadId` (POST /v1/uploads); up to 10,000. Or `vehicles` */
             items?: components["schemas"]["BatchPhoto"][];
