@@ -104,7 +104,7 @@ describe('upload ids', () => {
     expect(lookup.json().results[sha(bytes)]).toMatchObject({ matchType: 'none' });
   });
 
-  it('an expired upload is a clear 404 saying it expired on analyze and batches', async () => {
+  it('an expired upload is a clear 404 saying it expired on analyze, lookup, enrich and both kinds of batch, and changes nothing', async () => {
     const user = await createTestAccount(p.db, { community: 10 });
     const id = await upload(user.liveKey, photoBytes('gps-DSCN0010.jpg'));
     // Its own clock moved back past the TTL (a sweep dated ahead would expire the uploads of every
@@ -113,14 +113,19 @@ describe('upload ids', () => {
     await createUploads({ db: p.db, blobs: blobStoreFromConfig(p.config), config: p.config, onSettled: noUploadWaiters }).sweep();
     for (const [url, body] of [
       ['/v1/analyze', { images: [{ uploadId: id }], modules: ['dating'] }],
+      ['/v2/lookup', { uploadIds: [id] }],
+      ['/v2/enrich', { uploadId: id, formats: ['xmp'] }],
       ['/v1/batches', { items: [{ uploadId: id }], modules: ['dating'] }],
+      ['/v1/batches', { vehicles: [{ name: 'van', items: [{ uploadId: id }] }] }],
     ] as const) {
       const res = await post(user.liveKey, url, body);
-      expect(res.statusCode, res.body).toBe(404);
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(404);
       const error = expectEnvelope(res.json());
       expect(error.code).toBe('NOT_FOUND');
-      expect(error.message).toMatch(/expired .*upload the photo again/);
+      expect(error.message, url).toMatch(/expired .*upload the photo again/);
     }
+    expect(await getBalance(p.db, user.userId)).toMatchObject({ community: 10, reserved: 0 });
+    expect((await p.db.query('SELECT count(*)::int AS n FROM batches WHERE user_id = $1', [user.userId])).rows[0].n).toBe(0);
   });
 
   it('a photo batch and a vehicle batch take upload ids and run them to completion', async () => {
