@@ -110,6 +110,7 @@ export const vehicleCondition = defineLens({
   defaultColumns: [
     { label: 'Make', jsonPath: 'output.vehicleContext.make', format: 'string' },
     { label: 'Model', jsonPath: 'output.vehicleContext.model', format: 'string' },
+    { label: 'Year', jsonPath: 'output.vehicleContext.year', format: 'number' },
     { label: 'VIN', jsonPath: 'output.vehicleContext.vin', format: 'string' },
     { label: 'Mileage', jsonPath: 'output.vehicleContext.mileage', format: 'number' },
     { label: 'Condition grade', jsonPath: 'output.overallCondition.grade', format: 'string' },

@@ -74,10 +74,10 @@ describe('a vehicle batch', () => {
     const csv = await p.app.inject({ method: 'GET', url: `/v1/batches/${batch.id}/export?format=csv`, headers: bearer(user.liveKey) });
     expect(csv.statusCode).toBe(200);
     const records = parse(csv.rawPayload, { bom: true }) as string[][];
-    expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Accident likelihood', 'Missing views']);
+    expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'Year', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Accident likelihood', 'Missing views']);
     expect(records).toHaveLength(22);
-    expect(records.slice(1, 21).map((r) => r[7])).toEqual(vehicles.map((v) => v.vehicle.vin));
-    expect(records.slice(1, 21).map((r) => r[8])).toEqual(vehicles.map((v) => String(v.vehicle.mileage)));
+    expect(records.slice(1, 21).map((r) => r[8])).toEqual(vehicles.map((v) => v.vehicle.vin));
+    expect(records.slice(1, 21).map((r) => r[9])).toEqual(vehicles.map((v) => String(v.vehicle.mileage)));
 
     // The same vehicle again, its photos in another order: the stored report, renumbered, for nothing.
     const again = vehicles[3]!;

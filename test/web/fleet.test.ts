@@ -161,7 +161,7 @@ describe('a fleet from the console', () => {
     // The export: the columns chosen at submit time, one row per vehicle.
     const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'csv' }).click()]);
     const records = parseCsv(readFileSync((await file.path())!), { bom: true }) as string[][];
-    expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Missing views']);
+    expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'Year', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Missing views']);
     expect(records.slice(1).map((r) => [r[1], r[2], r[7], r[8]])).toEqual([
       ['van-1', 'done', VIN_1, '84000'],
       ['van-2', 'done', VIN_2, '13000'],
