@@ -162,9 +162,9 @@ describe('a fleet from the console', () => {
     const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'csv' }).click()]);
     const records = parseCsv(readFileSync((await file.path())!), { bom: true }) as string[][];
     expect(records[0]).toEqual(['#', 'Source', 'Status', 'SHA-256', 'Error', 'Make', 'Model', 'Year', 'VIN', 'Mileage', 'Condition grade', 'Condition score', 'Missing views']);
-    expect(records.slice(1).map((r) => [r[1], r[2], r[7], r[8]])).toEqual([
-      ['van-1', 'done', VIN_1, '84000'],
-      ['van-2', 'done', VIN_2, '13000'],
+    expect(records.slice(1).map((r) => [r[1], r[2], r[7], r[8], r[9]])).toEqual([
+      ['van-1', 'done', '2003', VIN_1, '84000'],
+      ['van-2', 'done', '2019', VIN_2, '13000'],
     ]);
     expect(await getBalance(stack.pipeline.db, ws)).toMatchObject({ community: 998, reserved: 0 });
     expect(await checkInvariants(stack.pipeline.db, ws)).toEqual([{ userId: ws, ok: true, problems: [] }]);
