@@ -122,6 +122,7 @@ describe('a fleet from the console', () => {
     expect(await page.getByTestId('fleet-progress').locator('p').first().textContent()).toBe(`90 of 90 photos uploaded · ${(bytes / 1024 ** 2).toFixed(1)} of ${(bytes / 1024 ** 2).toFixed(1)} MB`);
     // The uploads went into the batch: none left counting against a quota.
     expect((await stack.pipeline.db.query('SELECT 1 FROM uploads WHERE user_id = $1', [ws])).rowCount).toBe(0);
+    await screenshot(page, 'fleet-uploaded');
 
     // The batch's own page follows it to the end.
     await page.getByRole('link', { name: 'Open the batch’s page' }).click();
