@@ -78,29 +78,10 @@ function useSubmissionId() {
 const nameOf = (f: File) => (f.webkitRelativePath || f.name).slice(0, 500).replace(/[\r\n]+/g, ' ');
 const mb = (n: number) => (n / 1024 ** 2).toFixed(1);
 
-/** Where tus-js-client keeps a file's upload URL in localStorage: its fingerprint, resumed only into the same workspace. */
-const fingerprintOf = (workspaceId: string, f: File) => ['lenstack', workspaceId, nameOf(f), f.type, f.size, f.lastModified].join('-');
-
-/**
- * Forget the upload URLs of files a batch has taken (their uploads are gone now): the entries
- * tus-js-client's localStorage keeps under each file's fingerprint ("tus::<fingerprint>::<n>").
- */
-function forgetUploads(workspaceId: string, files: File[]): void {
-  try {
-    const prefixes = files.map((f) => `tus::${fingerprintOf(workspaceId, f)}::`);
-    for (const key of Object.keys(localStorage)) if (prefixes.some((p) => key.startsWith(p))) localStorage.removeItem(key);
-  } catch {
-    // No localStorage (a private window may refuse it): nothing was kept either.
-  }
-}
-
 /**
  * Upload one file by the tus protocol into the workspace (resumable: a dropped connection carries
  * on from the bytes the server has; a reloaded page picks up the same file where it stopped, its
- * upload URL kept in localStorage under the fingerprint below). A file that finished stays
- * remembered until its batch is made (`forgetUploads`): after a reload before the batch started,
- * the same files chosen again are found finished on the server (HEAD) and none is sent again
- * (docs/decisions.md, "A console fleet after a reload").
+ * upload URL kept in localStorage under the fingerprint below).
  */
 function tusUpload(workspaceId: string, file: File, name: string, onProgress: (sent: number) => void): Promise<{ uploadId: string } | { error: string }> {
   return new Promise((resolve) => {
@@ -109,9 +90,9 @@ function tusUpload(workspaceId: string, file: File, name: string, onProgress: (s
       // Retried on a dropped connection, each time from the offset the server reports.
       retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
       metadata: { workspace: workspaceId, filename: name, filetype: file.type },
-      removeFingerprintOnSuccess: false,
+      removeFingerprintOnSuccess: true,
       // Resumed only into the same workspace: the same file dropped into another starts afresh.
-      fingerprint: async (f) => fingerprintOf(workspaceId, f as File),
+      fingerprint: async (f) => ['lenstack', workspaceId, nameOf(f as File), (f as File).type, (f as File).size, (f as File).lastModified].join('-'),
       onProgress: (sent) => onProgress(sent),
       onSuccess: () => resolve({ uploadId: upload.url!.split('/').pop()! }),
       onError: (err) => {
@@ -275,7 +256,6 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
       const body = { preset: stack, ...columnsBody(columns, chosen), uploads: done.map((it) => ({ id: it.uploadId!, name: it.name })) };
       const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
       submission.done();
-      forgetUploads(workspaceId, done.map((it) => it.file));
       setItems([]);
       setMessage({ kind: 'ok', text: `Batch ${batch.id} started with ${fmt.format(batch.counts.total)} photos.`, batchId: batch.id });
       onSubmitted();
@@ -459,7 +439,6 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
       };
       const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
       submission.done();
-      forgetUploads(workspaceId, photos.map((p) => p.file));
       // The upload's figures stay shown under the outcome; the fleet is cleared for the next one.
       setFiles([]);
       setSheet(null);
