@@ -195,8 +195,9 @@ export function createUploads(deps: {
       if (person && !paid) {
         await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`console-uploads:${person.id}`]);
         const mine = await c.query<{ n: string }>(
-          `SELECT coalesce(sum(greatest(u.size, $2)), 0)::text AS n FROM uploads u JOIN credit_accounts a ON a.user_id = u.user_id
-            WHERE u.person_id = $1 AND u.expired_at IS NULL AND u.taken_at IS NULL AND a.purchased_granted = 0`,
+          `SELECT coalesce(sum(greatest(u.size, $2)), 0)::text AS n FROM uploads u
+            WHERE u.person_id = $1 AND u.expired_at IS NULL AND u.taken_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM credit_accounts a WHERE a.user_id = u.user_id AND a.purchased_granted > 0)`,
           [person.id, MIN_CHARGE],
         );
         if (Number(mine.rows[0]!.n) + Math.max(size, MIN_CHARGE) > person.quotaBytes) {
