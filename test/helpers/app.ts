@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
 import type { AppDeps } from '../../api/deps.ts';
@@ -85,6 +86,18 @@ export const uploadUnderId = (app: FastifyInstance, key: string, id: string, byt
     url: '/v1/uploads',
     headers: { ...bearer(key), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': `uploadId ${Buffer.from(id).toString('base64')}`, 'content-type': 'application/offset+octet-stream' },
     payload: bytes,
+  });
+
+/**
+ * A request that announces every byte of `bytes` (Content-Length) but sends only the first `cutAt`,
+ * then drops its connection: an upload cut off mid-body. Settles once the connection is gone.
+ */
+export const sendCut = (url: string, opts: { method: 'POST' | 'PATCH'; headers: Record<string, string>; bytes: Buffer; cutAt: number }) =>
+  new Promise<void>((resolve) => {
+    const req = httpRequest(url, { method: opts.method, headers: { ...opts.headers, 'content-type': 'application/offset+octet-stream', 'content-length': String(opts.bytes.length) } });
+    req.on('error', () => resolve());
+    req.on('close', () => resolve());
+    req.write(opts.bytes.subarray(0, opts.cutAt), () => setImmediate(() => req.destroy()));
   });
 
 /** Asserts the error envelope of docs/contract.md and returns its `error`. */

@@ -3,7 +3,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { request as httpRequest } from 'node:http';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, type Db } from '../../db/pool.ts';
@@ -13,7 +12,7 @@ import { ensureConsoleBuilt } from '../../tools/scripts/build-web.ts';
 import { startSimVendor } from '../../tools/sim/index.ts';
 import { startMailCatcher, type MailCatcher } from '../../web/mail.ts';
 import { testConfig } from '../harness/env.ts';
-import { bearer, createTestAccount, INTERNAL_SECRET } from '../helpers/app.ts';
+import { bearer, createTestAccount, INTERNAL_SECRET, sendCut } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { serviceEnv } from '../helpers/processes.ts';
 import { cookieFrom, PASSWORD } from '../web/people.ts';
@@ -115,19 +114,7 @@ describe('replicas as processes (2 API, 2 workers, 2 consoles)', () => {
     expect(created.status).toBe(201);
     const path = new URL(created.headers.get('location')!, api(0)).pathname;
     // A PATCH to the first process that announces every byte, sends half of them, and drops.
-    await new Promise<void>((resolve) => {
-      const { hostname, port } = new URL(api(0));
-      const req = httpRequest({
-        host: hostname,
-        port,
-        method: 'PATCH',
-        path,
-        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) },
-      });
-      req.on('error', () => resolve());
-      req.on('close', () => resolve());
-      req.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => setImmediate(() => req.destroy()));
-    });
+    await sendCut(`${api(0)}${path}`, { method: 'PATCH', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0' }, bytes, cutAt: Math.floor(bytes.length / 2) });
     // The other process knows the upload (its row and the bucket's object): HEAD answers its offset.
     const known = await fetch(`${api(1)}${path}`, { method: 'HEAD', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0' } });
     expect(known.status).toBe(200);

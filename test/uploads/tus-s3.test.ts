@@ -1,7 +1,6 @@
 import { noUploadWaiters } from '../helpers/deps.ts';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +9,7 @@ import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobStoreFromConfig } from '../../images/blobstore-from-config.ts';
 import { startS3Server, type S3Server } from '../../tools/scripts/s3-server.ts';
-import { bearer, buildTestApp, createTestAccount, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, type TestApp, sendCut } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { Readable } from 'node:stream';
 import { createUploads } from '../../uploads/service.ts';
@@ -65,18 +64,7 @@ describe('tus uploads in the S3-compatible store', () => {
     const created = await fetch(`${urlOf(a)}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length) } });
     expect(created.status).toBe(201);
     const location = created.headers.get('location')!;
-    await new Promise<void>((resolve) => {
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port: (a.app.server.address() as AddressInfo).port,
-        method: 'PATCH',
-        path: location,
-        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) },
-      });
-      req.on('error', () => resolve());
-      req.on('close', () => resolve());
-      req.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => setImmediate(() => req.destroy()));
-    });
+    await sendCut(`${urlOf(a)}${location}`, { method: 'PATCH', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0' }, bytes, cutAt: Math.floor(bytes.length / 2) });
     const patchedFrom: string[] = [];
     await new Promise<void>((resolve, reject) => {
       const up = new tus.Upload(bytes, {

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import * as tus from 'tus-js-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsBlobStore } from '../../images/blobstore.ts';
-import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp } from '../helpers/app.ts';
+import { bearer, buildTestApp, createTestAccount, expectEnvelope, type TestApp, sendCut } from '../helpers/app.ts';
 import { photoBytes } from '../helpers/photos.ts';
 import { createUploads } from '../../uploads/service.ts';
 
@@ -96,19 +96,7 @@ describe('tus uploads on the API', () => {
     const location = created.headers.get('location')!;
     // A PATCH that announces every byte but sends a third of them, then the connection drops.
     const cutAt = Math.floor(bytes.length / 3);
-    await new Promise<void>((resolve) => {
-      const { port } = a.app.server.address() as AddressInfo;
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port,
-        method: 'PATCH',
-        path: new URL(location, urlA).pathname,
-        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0', 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) },
-      });
-      req.on('error', () => resolve());
-      req.on('close', () => resolve());
-      req.write(bytes.subarray(0, cutAt), () => setImmediate(() => req.destroy()));
-    });
+    await sendCut(new URL(location, urlA).toString(), { method: 'PATCH', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-offset': '0' }, bytes, cutAt });
     // The bytes that arrived are kept: the second process sees them. The client closed its side
     // after the kernel took every byte it wrote, so the first process stores all of them; polling
     // for exactly that many (not "more than none") waits until it has finished writing them.
@@ -142,19 +130,7 @@ describe('tus uploads on the API', () => {
     const metadata = `filename ${Buffer.from('car.jpg').toString('base64')},uploadId ${Buffer.from(id).toString('base64')}`;
     // The POST announces every byte and carries a third of them, then the connection drops: no answer, no Location.
     const cutAt = Math.floor(bytes.length / 3);
-    await new Promise<void>((resolve) => {
-      const { port } = a.app.server.address() as AddressInfo;
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/v1/uploads',
-        headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': metadata, 'content-type': 'application/offset+octet-stream', 'content-length': String(bytes.length) },
-      });
-      req.on('error', () => resolve());
-      req.on('close', () => resolve());
-      req.write(bytes.subarray(0, cutAt), () => setImmediate(() => req.destroy()));
-    });
+    await sendCut(`${urlA}/v1/uploads`, { method: 'POST', headers: { ...bearer(user.liveKey), 'tus-resumable': '1.0.0', 'upload-length': String(bytes.length), 'upload-metadata': metadata }, bytes, cutAt });
     // The client knows the URL without the answer: the id it chose. What arrived is kept (the row too).
     const location = `/v1/uploads/${id}`;
     let offset = 0;
