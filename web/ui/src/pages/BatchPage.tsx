@@ -116,7 +116,7 @@ export function BatchPage({ id }: { id: string }) {
   // Failed ones first (what needs the person): the batch's first failures, whichever page they are
   // on, and any other of the pages loaded; then the rest in the batch's order.
   const failedFirst = new Map([...data.failed, ...items.filter((i) => i.status === 'failed')].map((i) => [i.index, i]));
-  const ordered = [...[...failedFirst.values()].sort((a, b) => a.index - b.index), ...items.filter((i) => i.status !== 'failed')];
+  const ordered = [...[...failedFirst.values()].sort((a, b) => a.index - b.index), ...items.filter((i) => !failedFirst.has(i.index))];
 
   return (
     <div className="batch-page">
