@@ -14,6 +14,13 @@ export interface BlobStore {
    * every other caller leaves it out.
    */
   put(sha256: string, bytes: Buffer, opts?: PutOptions): Promise<boolean>;
+  /**
+   * `put` in two halves, for a caller that must hold the blob (an intake lease) before it may
+   * appear but need not wait for that to write it: the bytes are written and synced where no
+   * reader sees them, and `commit` names them (true when it created the blob, as `put`). A store
+   * that writes in one step (S3) has none; its callers `put` once they may.
+   */
+  stage?(sha256: string, bytes: Buffer, opts?: PutOptions): Promise<StagedBlob>;
   /** The stored bytes; rejects with BlobNotFoundError when absent. */
   get(sha256: string): Promise<Buffer>;
   has(sha256: string): Promise<boolean>;
@@ -26,6 +33,12 @@ export interface BlobStore {
 export interface PutOptions {
   /** The key is the SHA-256 of exactly these bytes, computed by the caller: not hashed again. */
   verified?: boolean;
+}
+
+/** Bytes written but not yet named (`BlobStore.stage`): exactly one of `commit` or `discard` follows. */
+export interface StagedBlob {
+  commit(): Promise<boolean>;
+  discard(): Promise<void>;
 }
 
 export class BlobNotFoundError extends Error {
@@ -54,10 +67,16 @@ export class FsBlobStore implements BlobStore {
   }
 
   async put(sha256: string, bytes: Buffer, opts: PutOptions = {}): Promise<boolean> {
+    return (await this.stage(sha256, bytes, opts)).commit();
+  }
+
+  async stage(sha256: string, bytes: Buffer, opts: PutOptions = {}): Promise<StagedBlob> {
     const target = this.pathOf(sha256);
     // Stored already: nothing is written, so nothing needs checking (a cache hit of a large photo
-    // does not hash its bytes a second time).
-    if (await this.has(sha256)) return false;
+    // does not hash its bytes a second time). Gone again by the commit, it is written then.
+    if (await this.has(sha256)) {
+      return { commit: async () => (await this.has(sha256)) ? false : this.put(sha256, bytes, opts), discard: async () => {} };
+    }
     // A wrong key would poison every later reader of that hash, so the store checks it before
     // writing, unless its caller computed it from these bytes.
     if (!opts.verified) {
@@ -76,12 +95,30 @@ export class FsBlobStore implements BlobStore {
       } finally {
         await fh.close();
       }
-      await rename(tmp, target); // concurrent puts of one blob both succeed; the content is identical
-      return true;
     } catch (err) {
       await rm(tmp, { force: true });
       throw err;
     }
+    let settled = false;
+    const discard = async () => {
+      if (settled) return;
+      settled = true;
+      await rm(tmp, { force: true });
+    };
+    return {
+      commit: async () => {
+        if (settled) throw new Error(`blob ${sha256}: staged bytes already committed or discarded`);
+        try {
+          await rename(tmp, target); // concurrent puts of one blob both succeed; the content is identical
+          settled = true;
+          return true;
+        } catch (err) {
+          await discard();
+          throw err;
+        }
+      },
+      discard,
+    };
   }
 
   async get(sha256: string): Promise<Buffer> {

@@ -81,6 +81,12 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
   // another account sent these bytes must not change what this request costs or how long it takes.
   // Asked while the header is read, as the lease is taken; a refused header makes the answer moot
   // and gives the lease back, so a refused photo leaves nothing behind.
+  // The bytes are written meanwhile where nobody sees them, and named only once the lease holds
+  // them (a store that writes in one step is written then): a blob must not appear before its
+  // lease, or another request's clean-up could take it under this one (registry/blob-leases.ts).
+  // The key was computed from these very bytes just above, so the store does not hash them again.
+  const staging = deps.blobs.stage?.(sha256, bytes, { verified: true });
+  staging?.catch(() => {}); // awaited below, or discarded with the refusal
   const [header, registry, leased] = await Promise.allSettled([
     probeImage(bytes, { maxPixels: deps.maxPixels, decode: false }),
     opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
@@ -88,23 +94,27 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
   ]);
   if (header.status === 'rejected' || registry.status === 'rejected' || leased.status === 'rejected') {
     // The refusal is the answer: a failed release is left to the lease's expiry, never a 500.
-    if (leased.status === 'fulfilled') await deps.lease?.release(sha256).catch(() => {});
+    await Promise.all([
+      leased.status === 'fulfilled' ? deps.lease?.release(sha256).catch(() => {}) : undefined,
+      staging?.then((s) => s.discard()).catch(() => {}),
+    ]);
     throw [header, registry, leased].find((r) => r.status === 'rejected')!.reason;
   }
+  const store = async () => (staging ? (await staging).commit() : deps.blobs.put(sha256, bytes, { verified: true }));
   const probed = header.value;
   const known = registry.value;
   const base = { sha256, format: probed.format, width: probed.width, height: probed.height, bytes: bytes.length };
   if (known) {
-    const stored = await deps.blobs.put(sha256, bytes);
+    const stored = await store();
     return { ...base, pHash: known.pHash, dHash: known.dHash, stored, registered: true };
   }
   if (!opts.embedding) {
-    const stored = await deps.blobs.put(sha256, bytes);
+    const stored = await store();
     return { ...base, pHash: null, dHash: null, stored, ...(known === null ? { registered: false } : {}) };
   }
-  // The embedding needs the decode here. The blob is written while the image decodes; an image that fails the decode check takes back
+  // The embedding needs the decode here. The blob is named while the image decodes; an image that fails the decode check takes back
   // the blob it wrote unless another request holds it (a crash in between leaves it to the blob collector).
-  const [hashes, put] = await Promise.allSettled([checkedHashes(bytes, deps.maxPixels, opts), deps.blobs.put(sha256, bytes)]);
+  const [hashes, put] = await Promise.allSettled([checkedHashes(bytes, deps.maxPixels, opts), store()]);
   if (hashes.status === 'rejected') {
     if (put.status === 'fulfilled' && put.value) await (deps.lease ? deps.lease.forget(sha256) : deps.blobs.delete(sha256));
     throw hashes.reason;

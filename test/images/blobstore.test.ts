@@ -192,6 +192,40 @@ describe('FsBlobStore specifics', () => {
     expect((await store.get(other)).equals(bytes)).toBe(true);
   });
 
+  it('stages bytes unseen until committed; a discard leaves nothing; a blob stored meanwhile is not created twice', async () => {
+    const shard = join(root, key.slice(0, 2), key.slice(2, 4));
+    const staged = await store.stage(key, bytes);
+    // Written and synced, but under no name a reader or the collector sees.
+    expect(await store.has(key)).toBe(false);
+    const listed: string[] = [];
+    for await (const b of store.list()) listed.push(b.sha256);
+    expect(listed).toEqual([]);
+    expect((await readdir(shard)).filter((n) => n.endsWith('.tmp'))).toHaveLength(1);
+    expect(await staged.commit()).toBe(true);
+    expect((await store.get(key)).equals(bytes)).toBe(true);
+    await expect(staged.commit()).rejects.toThrow(/already committed or discarded/);
+    expect(await readdir(shard)).toEqual([key]);
+
+    // Stored already when staged: nothing is written, and the commit says it created nothing.
+    const again = await store.stage(key, bytes);
+    expect(await readdir(shard)).toEqual([key]);
+    expect(await again.commit()).toBe(false);
+    // Gone again between the stage and the commit (another request's clean-up): the commit writes it.
+    const third = await store.stage(key, bytes);
+    await store.delete(key);
+    expect(await third.commit()).toBe(true);
+    expect((await store.get(key)).equals(bytes)).toBe(true);
+
+    const other = photo('Canon_40D.jpg');
+    const dropped = await store.stage(sha(other), other);
+    await dropped.discard();
+    await dropped.discard();
+    expect(await store.has(sha(other))).toBe(false);
+    expect(await readdir(join(root, sha(other).slice(0, 2), sha(other).slice(2, 4)))).toEqual([]);
+    // The key is checked at the stage, as for a put.
+    await expect(store.stage(sha(other), bytes)).rejects.toThrow(/hashes to/);
+  });
+
   it('is idempotent, also under concurrent puts, and leaves no temp files', async () => {
     await Promise.all([store.put(key, bytes), store.put(key, bytes), store.put(key, bytes)]);
     await store.put(key, bytes);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { utimes } from 'node:fs/promises';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FsBlobStore, type BlobStore } from '../../images/blobstore.ts';
+import { FsBlobStore, type BlobStore, type PutOptions, type StagedBlob } from '../../images/blobstore.ts';
 import { leaseBlob } from '../../registry/blob-leases.ts';
 import { takeBatchPhoto } from '../../registry/intake.ts';
 import { PUBLIC_INTERNET } from '../../images/fetch.ts';
@@ -25,14 +25,28 @@ const deferred = () => {
   return { promise, resolve };
 };
 
-/** The real store, with a hook after each put of one watched blob: the test orders the requests there. */
+/**
+ * The real store, with a hook after each put of one watched blob (a staged write's commit, as
+ * intake stores a photo, or a plain put): the test orders the requests there.
+ */
 class OrderedStore implements BlobStore {
   watch: { sha256: string; afterPut(created: boolean): Promise<void> } | null = null;
   constructor(readonly inner: FsBlobStore) {}
-  async put(sha256: string, bytes: Buffer) {
-    const created = await this.inner.put(sha256, bytes);
+  async put(sha256: string, bytes: Buffer, opts?: PutOptions) {
+    const created = await this.inner.put(sha256, bytes, opts);
     if (this.watch?.sha256 === sha256) await this.watch.afterPut(created);
     return created;
+  }
+  async stage(sha256: string, bytes: Buffer, opts?: PutOptions): Promise<StagedBlob> {
+    const staged = await this.inner.stage(sha256, bytes, opts);
+    return {
+      commit: async () => {
+        const created = await staged.commit();
+        if (this.watch?.sha256 === sha256) await this.watch.afterPut(created);
+        return created;
+      },
+      discard: () => staged.discard(),
+    };
   }
   get(sha256: string) {
     return this.inner.get(sha256);
@@ -82,6 +96,9 @@ describe('a blob an intake found stored is not deleted under it', () => {
     store.watch = {
       sha256: sha(img),
       async afterPut(created) {
+        // A blob is named only once the lease of the request naming it holds it (the bytes are
+        // written beside the lease, and named after it).
+        expect(await leases(sha(img))).toBe(created ? 1 : 2);
         if (created) {
           attackerStored.resolve();
           await victimFoundIt.promise;
