@@ -44,12 +44,17 @@ export async function runStartIn(
   c: DbClient,
   args: { workflowId: string; accountId: string; sha256s: string[]; lenses: string[] },
 ): Promise<{ persisted: boolean; cached: Record<string, string[]> }> {
-  const r = await c.query<{ persisted: boolean }>(
+  // One round trip: the run's check and the cached lenses (the same rows `cachedLensesIn` reads).
+  const r = await c.query<{ persisted: boolean; cached: Array<[string, string]> }>(
     `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
-              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted`,
-    [args.workflowId],
+              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted,
+            (SELECT coalesce(json_agg(json_build_array(sha256, lens)), '[]'::json)
+               FROM lens_records WHERE user_id = $2 AND sha256 = ANY($3) AND lens = ANY($4)) AS cached`,
+    [args.workflowId, args.accountId, args.sha256s, args.lenses],
   );
-  return { persisted: r.rows[0]!.persisted, cached: await cachedLensesIn(c, args) };
+  const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
+  for (const [sha256, lens] of r.rows[0]!.cached) cached[sha256]!.push(lens);
+  return { persisted: r.rows[0]!.persisted, cached };
 }
 
 /**
