@@ -144,7 +144,7 @@ export function billingActivities(deps: ActivityDeps) {
         const persisted = await persistRun(c, input);
         if (!input.settle) return { persisted, closed: null };
         const charge = persisted.charged + input.settle.extraCharge;
-        return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge }) };
+        return { persisted, closed: await settleIn(c, { id: input.settle.reservationId, charge, lockedAccount: input.userId }) };
       }).catch(rethrowDomain);
       if (input.settle) countSettled(input.settle.reservationId, closed);
       return persisted;
@@ -164,7 +164,7 @@ export function billingActivities(deps: ActivityDeps) {
         await refuseDeletedIn(c, input.userId);
         await persistRun(c, input);
         const reportId = await saveVehicleReportIn(c, { ...input.report, workflowId: input.workflowId, accountId: input.userId });
-        return { reportId, closed: await settleIn(c, { id: input.reservationId, charge: input.report.credits }) };
+        return { reportId, closed: await settleIn(c, { id: input.reservationId, charge: input.report.credits, lockedAccount: input.userId }) };
       }).catch(rethrowDomain);
       countSettled(input.reservationId, closed);
       return { reportId };

@@ -286,14 +286,20 @@ async function close(db: Db, id: string, outcome: CloseOutcome): Promise<Closed>
   return inTransaction(db, (c) => closeIn(c, id, outcome));
 }
 
-async function closeIn(c: DbClient, id: string, outcome: CloseOutcome): Promise<Closed> {
-  // Account lock first, same order as reserve (no deadlock), then the reservation row.
-  const locked = await c.query<{ user_id: string }>(
-    'SELECT user_id FROM credit_accounts WHERE user_id = (SELECT user_id FROM reservations WHERE id = $1) FOR UPDATE',
-    [id],
-  );
-  if (!locked.rows[0]) return { applied: false, reservation: null };
+async function closeIn(c: DbClient, id: string, outcome: CloseOutcome, lockedAccount?: string): Promise<Closed> {
+  // Account lock first, same order as reserve (no deadlock), then the reservation row. A caller
+  // whose transaction holds the account's lock already (refuseDeletedIn) names it: no second lock.
+  if (lockedAccount === undefined) {
+    const locked = await c.query<{ user_id: string }>(
+      'SELECT user_id FROM credit_accounts WHERE user_id = (SELECT user_id FROM reservations WHERE id = $1) FOR UPDATE',
+      [id],
+    );
+    if (!locked.rows[0]) return { applied: false, reservation: null };
+  }
   const res = await findReservation(c, id, true);
+  if (res && lockedAccount !== undefined && res.userId !== lockedAccount) {
+    throw new Error(`reservation ${id} belongs to another account than the one this transaction locked`);
+  }
   if (!res || res.status !== 'open') return { applied: false, reservation: res };
   const charge = outcome.kind === 'settle' ? outcome.charge : 0;
   if (!Number.isSafeInteger(charge) || charge < 0 || charge > res.amount) {
@@ -323,9 +329,13 @@ async function closeIn(c: DbClient, id: string, outcome: CloseOutcome): Promise<
   return { applied: true, reservation: { ...res, status, settledAmount } };
 }
 
-/** `settle` inside a caller's transaction (persisting an analysis and charging for it commit together). */
-export const settleIn = (c: DbClient, args: { id: string; charge: number; reason?: string }) =>
-  closeIn(c, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) });
+/**
+ * `settle` inside a caller's transaction (persisting an analysis and charging for it commit
+ * together). `lockedAccount`: the reservation's account, whose row this transaction has locked
+ * already (refuseDeletedIn); the settle then does not lock it again.
+ */
+export const settleIn = (c: DbClient, args: { id: string; charge: number; reason?: string; lockedAccount?: string }) =>
+  closeIn(c, args.id, { kind: 'settle', charge: args.charge, ...(args.reason !== undefined ? { reason: args.reason } : {}) }, args.lockedAccount);
 export const settle = (db: Db, args: { id: string; charge: number; reason?: string }) => inTransaction(db, (c) => settleIn(c, args));
 export const release = (db: Db, args: { id: string; reason: string }) => close(db, args.id, { kind: 'release', reason: args.reason });
 
