@@ -8,6 +8,7 @@
  * Real Postgres, Redis, a Temporal dev server, one in-process worker, the simulated vendors.
  * Writes bench/results/analyze.txt.
  */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -120,7 +121,7 @@ try {
 
   // Distinct 640×480 photos, so every fresh request is really fresh.
   const source = await sharp(PHOTO).resize(640, 480).raw().toBuffer({ resolveWithObject: true });
-  const total = N_FRESH + N_THROUGHPUT + 60;
+  const total = N_FRESH + N_THROUGHPUT + 100;
   const photos: string[] = [];
   for (let i = 0; i < total; i++) {
     const px = Buffer.from(source.data);
@@ -220,6 +221,59 @@ try {
   const floorParts = await breakdown(floorShapeRuns);
   say(`breakdown, p50 of each part:${' '.repeat(33)}fresh analysis  saga shape, no-op steps`);
   for (const [k, v] of freshParts) say(`  ${k.padEnd(60)} ${pct(v, 50).toFixed(0).padStart(5)} ms  ${pct(floorParts.get(k)!, 50).toFixed(0).padStart(5)} ms`);
+
+  // 1b) Where the machine's CPU goes: per fresh analysis, per direct vendor call and per floor run,
+  // each a block of runs in a row, CPU read from /proc (Linux) before and after each block: this
+  // process's threads by name (the API, the worker's activities and the simulator share the main
+  // thread), and the other processes by name (the Temporal dev server, Postgres, Redis). On a
+  // machine whose cores are all busy during a request, CPU anywhere is time on the request's path.
+  if (existsSync('/proc/self/task')) {
+    const N_CPU = 40;
+    const cpuSnapshot = () => {
+      const m = new Map<string, number>();
+      const add = (k: string, statText: string) => {
+        const f = statText.slice(statText.lastIndexOf(')') + 2).split(' ');
+        m.set(k, (m.get(k) ?? 0) + ((Number(f[11]) + Number(f[12])) * 1000) / 100);
+      };
+      const comm = (t: string) => t.slice(t.indexOf('(') + 1, t.lastIndexOf(')'));
+      for (const tid of readdirSync('/proc/self/task')) {
+        try {
+          const t = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+          add(`this process: ${comm(t).replace(/[-:]?\d+$/, '').replace('tokio-runtime-w', 'Temporal SDK core (tokio)').replace('V8Worker', 'V8 helpers (GC)').replace('WorkerThread', 'workflow thread')}`, t);
+        } catch {
+          // a thread that ended meanwhile
+        }
+      }
+      for (const pid of readdirSync('/proc')) {
+        if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+        try {
+          const t = readFileSync(`/proc/${pid}/stat`, 'utf8');
+          const name = comm(t);
+          if (/^(temporal|postgres|redis-server)/.test(name)) add(name.startsWith('postgres') ? 'postgres' : name, t);
+        } catch {
+          // a process that ended meanwhile
+        }
+      }
+      return m;
+    };
+    const perRun = async (run: (i: number) => Promise<unknown>) => {
+      const before = cpuSnapshot();
+      const t0 = performance.now();
+      for (let i = 0; i < N_CPU; i++) await run(i);
+      const wall = (performance.now() - t0) / N_CPU;
+      const after = cpuSnapshot();
+      const parts = new Map([...after].map(([k, v]) => [k, (v - (before.get(k) ?? 0)) / N_CPU]));
+      return { wall, parts, total: [...parts.values()].reduce((a, b) => a + b, 0) };
+    };
+    const cpuFresh = await perRun(() => post(full(photos[next++]!)));
+    const cpuDirect = await perRun(() => client.analyze({ image, system: built.system, prompt: built.prompt, schemaName: 'lenstack_analysis', jsonSchema: schema }));
+    const cpuFloor = await perRun((i) => floor('sagaShapeWorkflow', N_FRESH + i));
+    say(`CPU per run, ${N_CPU} in a row each (/proc, 10 ms ticks: ±0.3 ms per run):  fresh analysis  direct call  saga floor`);
+    say(`  wall clock per run${' '.repeat(43)}${cpuFresh.wall.toFixed(1).padStart(8)} ms ${cpuDirect.wall.toFixed(1).padStart(8)} ms ${cpuFloor.wall.toFixed(1).padStart(8)} ms`);
+    say(`  CPU, all of it${' '.repeat(47)}${cpuFresh.total.toFixed(1).padStart(8)} ms ${cpuDirect.total.toFixed(1).padStart(8)} ms ${cpuFloor.total.toFixed(1).padStart(8)} ms`);
+    const keys = [...cpuFresh.parts.keys()].filter((k) => cpuFresh.parts.get(k)! >= 0.5 || (cpuFloor.parts.get(k) ?? 0) >= 0.5).sort((a, b) => cpuFresh.parts.get(b)! - cpuFresh.parts.get(a)!);
+    for (const k of keys) say(`  ${k.padEnd(60)}${cpuFresh.parts.get(k)!.toFixed(1).padStart(8)} ms ${(cpuDirect.parts.get(k) ?? 0).toFixed(1).padStart(8)} ms ${(cpuFloor.parts.get(k) ?? 0).toFixed(1).padStart(8)} ms`);
+  }
 
   // 2) Full cache hits of one analyzed photo.
   const hitPhoto = photos[1]!;
