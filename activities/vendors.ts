@@ -37,7 +37,7 @@ const OUTPUT_TOKENS_ESTIMATE = 1000;
  * Tokens a call will bill, for the vendor budget before it is made: the image at the size the
  * vendor bills (vendors/resize.ts), the text at ~4 characters a token, and an answer's guess.
  */
-export function estimateCallTokens(v: Vendor, image: Buffer | Pick<WorkCopy, 'source'> | PreparedImage, text: string): number {
+export function estimateCallTokens(v: Vendor, image: Buffer | WorkCopy | PreparedImage, text: string): number {
   let tokens = 1000;
   if (isPrepared(image)) tokens = image.tokens;
   else if (!Buffer.isBuffer(image)) {
@@ -97,36 +97,23 @@ export function vendorActivities(deps: ActivityDeps) {
     let preparedAhead: PreparedUpload | undefined;
     try {
       // Prepared during an earlier call of the chain, for this vendor: its upload as it was made.
-      const usePrepared = input.prepared?.vendor === v && input.prepared.sha256 === input.sha256;
-      // The slot in the vendor's budget is asked for while the copy is made, when the photo's size
-      // is known (intake's header): its estimate is the copy's (docs/decisions.md, "The budget's
-      // slot beside the work copy").
-      const slotting = input.size && !usePrepared ? takeSlot(v, input, { source: input.size }, call, signal, started) : undefined;
-      slotting?.catch(() => {}); // awaited below, or given back with the copy's failure
+      const prepared = input.prepared?.vendor === v && input.prepared.sha256 === input.sha256 ? await readPrepared(input.prepared) : null;
       let image: Buffer | WorkCopy | PreparedImage;
-      try {
-        const prepared = usePrepared ? await readPrepared(input.prepared!) : null;
-        if (prepared) {
-          image = prepared.image;
-          if (input.fingerprint) hashes = prepared.hashes ?? (await deps.workCopies.hashes(input.sha256));
-        } else if (input.fingerprint) {
-          // A photo new to the caller's registry: its hashes come from the same read as the copy,
-          // made while the vendor answers and awaited after it (docs/decisions.md, "Hashes while the vendor answers").
-          ({ copy: image, hashes: hashing } = await deps.workCopies.copyThenHashes(input.sha256, v));
-        } else {
-          image = await deps.workCopies.get(input.sha256, v);
-        }
-      } catch (err) {
-        // No call is made for a photo that cannot be read or prepared: the slot's tokens go back.
-        const early = await slotting?.catch(() => null);
-        if (early) await budgetStep(() => deps.budget!.settle(v, { estimatedTokens: early.estimatedTokens, usedTokens: 0 }));
-        throw err;
+      if (prepared) {
+        image = prepared.image;
+        if (input.fingerprint) hashes = prepared.hashes ?? (await deps.workCopies.hashes(input.sha256));
+      } else if (input.fingerprint) {
+        // A photo new to the caller's registry: its hashes come from the same read as the copy,
+        // made while the vendor answers and awaited after it (docs/decisions.md, "Hashes while the vendor answers").
+        ({ copy: image, hashes: hashing } = await deps.workCopies.copyThenHashes(input.sha256, v));
+      } else {
+        image = await deps.workCopies.get(input.sha256, v);
       }
       // The chain's next photo is prepared while this call waits for the vendor: its own call then
       // starts with its upload made (docs/decisions.md, "A vehicle's next photo prepared during the call").
       if (input.ahead) ahead = prepareAhead(v, input.ahead);
       phase = 'waiting for the vendor budget';
-      slot = slotting ? await slotting : await takeSlot(v, input, image, call, signal, started);
+      slot = await takeSlot(v, input, image, call, signal, started);
       phase = 'awaiting the vendor';
       res = await client.analyze({ image, system: call.system, prompt: call.prompt, schemaName: call.schemaName, jsonSchema: call.jsonSchema, signal });
       // The hashes made while the vendor answered, awaited here so the heartbeats go on while a
@@ -241,7 +228,7 @@ export function vendorActivities(deps: ActivityDeps) {
    * takes at most half the attempt: then the attempt fails VENDOR_QUOTA without calling the
    * vendor, and the workflow decides whether to wait again or overflow (workflows/steps.ts).
    */
-  async function takeSlot(v: Vendor, input: VendorCallInput, image: Buffer | Pick<WorkCopy, 'source'> | PreparedImage, call: ReturnType<typeof planVendorCall>, signal: AbortSignal, started: number) {
+  async function takeSlot(v: Vendor, input: VendorCallInput, image: Buffer | WorkCopy | PreparedImage, call: ReturnType<typeof planVendorCall>, signal: AbortSignal, started: number) {
     const budget = deps.budget;
     if (!budget) return null;
     const ctx = Context.current();

@@ -52,7 +52,7 @@ export function imageTokens(vendor: VendorName, width: number, height: number): 
 export const orientedSize = uprightSize;
 
 /** An upload prepared already (it carries its encoded bytes), as opposed to an original or a work copy. */
-export function isPrepared(image: Buffer | Pick<WorkCopy, 'source'> | PreparedImage): image is PreparedImage {
+export function isPrepared(image: Buffer | WorkCopy | PreparedImage): image is PreparedImage {
   return !Buffer.isBuffer(image) && 'data' in image;
 }
 

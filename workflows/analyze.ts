@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
 import { imageResults, persistedImages, type ImageCall } from './analysis-result.ts';
-import { callWithFallback, dbSteps, hashesWanted, short, sizeOf, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
+import { callWithFallback, dbSteps, hashesWanted, short, startSaga, vendorChain, withHashes, type VendorChain } from './steps.ts';
 import type { AnalyzeInput, AnalyzeResult, BespokeTask } from './types.ts';
 import { BESPOKE_CREDITS } from '../credits/price-book.ts';
 
@@ -48,7 +48,6 @@ export async function analyzeWorkflow(input: AnalyzeInput): Promise<AnalyzeResul
           ...(input.context ? { context: input.context } : {}),
           ...(input.moduleOptions ? { moduleOptions: input.moduleOptions } : {}),
           ...hashesWanted(img),
-          ...sizeOf(img),
         },
         `image ${i + 1}/${plans.length} ${short(img.sha256)}: ${what}`,
       );

@@ -179,6 +179,3 @@ export async function withHashes(accountId: string, images: readonly ImageRef[],
 
 /** What a vendor call on `img` asks for besides its task: the hashes, when the image has none yet. */
 export const hashesWanted = (img: ImageRef): { fingerprint?: true } => (img.pHash === null ? { fingerprint: true } : {});
-
-/** The photo's upright size for its vendor call (the budget's estimate before the copy is made). */
-export const sizeOf = (img: ImageRef): { size: { width: number; height: number } } => ({ size: { width: img.width, height: img.height } });

@@ -88,11 +88,6 @@ export interface VendorCallInput {
   /** Also make the photo's perceptual hashes, from the same read of its bytes as the work copy. */
   fingerprint?: boolean;
   /**
-   * The photo's upright size, from intake's header: the vendor budget's slot is then asked for
-   * while the work copy is made, not after it (activities/vendors.ts).
-   */
-  size?: { width: number; height: number };
-  /**
    * The next photo of the same chain, prepared for this vendor while this call waits for its
    * answer (its upload stored; `fingerprint`: its hashes made too). The result's `preparedAhead`
    * hands it to the photo's own call (docs/decisions.md, "A vehicle's next photo prepared during

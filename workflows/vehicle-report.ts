@@ -1,6 +1,6 @@
 import { patched } from '@temporalio/workflow';
 import { mapBounded } from '../core/map-bounded.ts';
-import { callWithFallback, dbSteps, hashesWanted, short, sizeOf, startSaga, vendorChain, withHashes } from './steps.ts';
+import { callWithFallback, dbSteps, hashesWanted, short, startSaga, vendorChain, withHashes } from './steps.ts';
 import type { PreparedUpload, Vendor, VehicleReportInput, VehicleReportResult, VendorCallResult } from './types.ts';
 import { VEHICLE_REPORT_CREDITS } from '../credits/price-book.ts';
 
@@ -45,7 +45,6 @@ export async function vehicleReportWorkflow(input: VehicleReportInput): Promise<
           task: { kind: 'vehicle-photo', photoIndex: index, photoCount: count },
           ...(input.context ? { context: input.context } : {}),
           ...hashesWanted(input.images[index]!),
-          ...sizeOf(input.images[index]!),
           ...(prepared ? { prepared } : {}),
           ...(ahead !== undefined ? { ahead: { sha256: ahead, ...hashesWanted(input.images[indexOf(ahead)]!) } } : {}),
         },
