@@ -81,14 +81,16 @@ export async function intakeImage(input: IntakeInput, deps: IntakeDeps, opts: In
   // another account sent these bytes must not change what this request costs or how long it takes.
   // Asked while the header is read, as the lease is taken; a refused header makes the answer moot
   // and gives the lease back, so a refused photo leaves nothing behind.
-  // The bytes are written meanwhile where nobody sees them, and named only once the lease holds
-  // them (a store that writes in one step is written then): a blob must not appear before its
-  // lease, or another request's clean-up could take it under this one (registry/blob-leases.ts).
-  // The key was computed from these very bytes just above, so the store does not hash them again.
-  const staging = deps.blobs.stage?.(sha256, bytes, { verified: true });
+  // Once the header passes, the bytes are written where nobody sees them while the registry and
+  // the lease answer, and named only once the lease holds them (a store that writes in one step
+  // is written then): a blob must not appear before its lease, or another request's clean-up
+  // could take it under this one (registry/blob-leases.ts). A photo refused at its header writes
+  // nothing. The key was computed from these very bytes just above: the store does not hash them again.
+  const probing = probeImage(bytes, { maxPixels: deps.maxPixels, decode: false });
+  const staging = deps.blobs.stage ? probing.then(() => deps.blobs.stage!(sha256, bytes, { verified: true })) : undefined;
   staging?.catch(() => {}); // awaited below, or discarded with the refusal
   const [header, registry, leased] = await Promise.allSettled([
-    probeImage(bytes, { maxPixels: deps.maxPixels, decode: false }),
+    probing,
     opts.embedding ? undefined : deps.knownFingerprint?.(sha256),
     deps.lease?.take(sha256),
   ]);

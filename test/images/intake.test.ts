@@ -107,4 +107,37 @@ describe('intakeImage', () => {
     expect(await storedFiles()).toEqual([]);
     expect(canary.connections()).toBe(0);
   });
+
+  it('writes nothing for a photo refused at its header, and writes a new photo beside its lease but names it only after', async () => {
+    const order: string[] = [];
+    const watched: IntakeDeps = {
+      ...deps,
+      blobs: Object.assign(Object.create(blobs) as FsBlobStore, {
+        stage: async (key: string, bytes: Buffer, o?: { verified?: boolean }) => {
+          order.push('stage');
+          const staged = await blobs.stage(key, bytes, o);
+          return { commit: async () => (order.push('commit'), staged.commit()), discard: () => staged.discard() };
+        },
+      }),
+      lease: {
+        take: async () => {
+          order.push('lease');
+          await new Promise((r) => setImmediate(r));
+          order.push('leased');
+        },
+        release: async () => {},
+        forget: async () => {},
+      },
+    };
+    await expect(intakeImage({ base64: Buffer.from('not an image at all').toString('base64') }, watched)).rejects.toMatchObject({ code: 'IMAGE_INVALID' });
+    await expect(intakeImage({ base64: jpeg.toString('base64') }, { ...watched, maxPixels: 450 * 600 - 1 })).rejects.toMatchObject({ code: 'IMAGE_TOO_LARGE' });
+    expect(order.filter((o) => o === 'stage')).toEqual([]);
+    expect(await storedFiles().catch(() => [])).toEqual([]);
+    order.length = 0;
+    const ref = await intakeImage({ base64: jpeg.toString('base64') }, watched);
+    expect(ref.stored).toBe(true);
+    expect(order.indexOf('commit')).toBeGreaterThan(order.indexOf('leased'));
+    expect(order).toContain('stage');
+    expect((await blobs.get(sha)).equals(jpeg)).toBe(true);
+  });
 });
