@@ -28,6 +28,11 @@ export interface BlobStore {
   delete(sha256: string): Promise<void>;
   /** Every stored blob with when it was written, for the collector of unreferenced blobs. */
   list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }>;
+  /**
+   * Removes the temporary files of writes begun before `before` and never named (a process that
+   * died between a stage and its commit); the collector calls it with its grace. Returns how many.
+   */
+  sweepTemporary?(before: Date): Promise<number>;
 }
 
 export interface PutOptions {
@@ -50,6 +55,9 @@ export class BlobNotFoundError extends Error {
 }
 
 export const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/** A write under way (`stage`, `put`): `.<sha256>.<12 hex>.tmp` beside where the blob will be named. */
+const TEMP_NAME = /^\.[0-9a-f]{64}\.[0-9a-f]{12}\.tmp$/;
 
 /** A blob key is a lowercase hex SHA-256 and nothing else (no path tricks), in every store. */
 export function assertSha256(sha256: string): void {
@@ -135,14 +143,32 @@ export class FsBlobStore implements BlobStore {
   }
 
   async *list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }> {
+    for await (const { dir, name } of this.files()) {
+      if (!SHA256_HEX.test(name)) continue; // temp files of a put in progress
+      const info = await stat(path.join(dir, name)).catch(() => null);
+      if (info?.isFile()) yield { sha256: name, writtenAt: info.mtime, bytes: info.size };
+    }
+  }
+
+  async sweepTemporary(before: Date): Promise<number> {
+    let removed = 0;
+    for await (const { dir, name } of this.files()) {
+      if (!TEMP_NAME.test(name)) continue;
+      const info = await stat(path.join(dir, name)).catch(() => null);
+      if (info?.isFile() && info.mtime < before) {
+        await rm(path.join(dir, name), { force: true });
+        removed += 1;
+      }
+    }
+    return removed;
+  }
+
+  /** Every file name in the two shard levels. */
+  private async *files(): AsyncIterable<{ dir: string; name: string }> {
     const level = async (dir: string) => (await readdir(dir, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name));
     for (const first of await level(this.rootDir)) {
       for (const second of await level(first)) {
-        for (const name of await readdir(second).catch(() => [] as string[])) {
-          if (!SHA256_HEX.test(name)) continue; // temp files of a put in progress
-          const info = await stat(path.join(second, name)).catch(() => null);
-          if (info?.isFile()) yield { sha256: name, writtenAt: info.mtime, bytes: info.size };
-        }
+        for (const name of await readdir(second).catch(() => [] as string[])) yield { dir: second, name };
       }
     }
   }

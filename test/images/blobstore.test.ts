@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -224,6 +224,24 @@ describe('FsBlobStore specifics', () => {
     expect(await readdir(join(root, sha(other).slice(0, 2), sha(other).slice(2, 4)))).toEqual([]);
     // The key is checked at the stage, as for a put.
     await expect(store.stage(sha(other), bytes)).rejects.toThrow(/hashes to/);
+  });
+
+  it('sweeps the temporary files of writes never named, once they are older than asked, and nothing else', async () => {
+    const shard = join(root, key.slice(0, 2), key.slice(2, 4));
+    await store.put(key, bytes);
+    const abandoned = await store.stage(sha(photo('Canon_40D.jpg')), photo('Canon_40D.jpg')); // its process "died": never committed
+    const otherShard = join(root, sha(photo('Canon_40D.jpg')).slice(0, 2), sha(photo('Canon_40D.jpg')).slice(2, 4));
+    const tmp = (await readdir(otherShard))[0]!;
+    expect(tmp).toMatch(/\.tmp$/);
+    expect(await store.sweepTemporary(new Date(Date.now() - 3600_000))).toBe(0); // younger than the grace: kept
+    const old = new Date(Date.now() - 2 * 3600_000);
+    await utimes(join(otherShard, tmp), old, old);
+    await utimes(store.pathOf(key), old, old);
+    expect(await store.sweepTemporary(new Date(Date.now() - 3600_000))).toBe(1);
+    expect(await readdir(otherShard)).toEqual([]);
+    // A named blob is never a temporary file, however old.
+    expect(await readdir(shard)).toEqual([key]);
+    await expect(abandoned.commit()).rejects.toThrow();
   });
 
   it('is idempotent, also under concurrent puts, and leaves no temp files', async () => {
