@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -409,6 +409,94 @@ describe('a photo batch’s page', () => {
 });
 
 describe('an upload across a page reload', () => {
+  /** The upload URLs the page keeps (web/ui/src/upload-urls.ts: IndexedDB `lenstack-uploads`, store `urls`). */
+  const keptUrls = (page: import('playwright-core').Page): Promise<string[]> =>
+    page.evaluate(`new Promise((resolve, reject) => {
+      const open = indexedDB.open('lenstack-uploads');
+      open.onerror = () => reject(open.error);
+      open.onsuccess = () => {
+        const db = open.result;
+        if (!db.objectStoreNames.contains('urls')) return resolve([]);
+        const req = db.transaction('urls').objectStore('urls').getAllKeys();
+        req.onsuccess = () => resolve(req.result.map(String));
+        req.onerror = () => reject(req.error);
+      };
+    })`);
+
+  it('a fleet whose photos all finished before a reload is not sent again: the same folder chosen again makes the batch from the same uploads', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const ws = person.workspaceId;
+    const root = path.join(mkdtempSync(path.join(tmpdir(), 'lenstack-fleet-reload-')), 'fleet');
+    const photos = (await distinctPhotos(9100, 6)).map((b64) => Buffer.from(b64, 'base64'));
+    // Two vehicles' folders holding a photo of the same name, size and time: one upload each all the same.
+    photos.forEach((bytes, k) => {
+      const folder = path.join(root, k < 3 ? 'car-a' : 'car-b');
+      mkdirSync(folder, { recursive: true });
+      writeFileSync(path.join(folder, `${k % 3}.jpg`), k === 3 ? photos[0]! : bytes);
+      utimesSync(path.join(folder, `${k % 3}.jpg`), new Date(1_700_000_000_000), new Date(1_700_000_000_000));
+    });
+    const context = await signedInContext(person);
+    const page = await context.newPage();
+    // The first submission is refused on its way (as a lost tab or a failed start would leave it):
+    // every photo is uploaded, no batch is made.
+    let held = 0;
+    await page.route(/\/api\/v1\/workspaces\/[^/]+\/batches$/, async (route) => {
+      if (route.request().method() !== 'POST' || held++ > 0) return route.fallback();
+      await route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 'VALIDATION_FAILED', message: 'Held back by the test', retryable: false, requestId: 'test' } }) });
+    });
+    const chooseFleet = async () => {
+      await page.getByRole('button', { name: 'New batch' }).click();
+      await page.getByLabel('Vehicles (a folder per vehicle)').check();
+      await page.getByLabel('Choose the fleet folder').setInputFiles(root);
+      await page.getByRole('button', { name: 'Upload 6 photos and analyze 2 vehicle(s)' }).click();
+    };
+    await page.goto(`${stack.url}/batches`);
+    await chooseFleet();
+    await expect.poll(() => page.getByText('Held back by the test').count(), { timeout: 60_000 }).toBe(1);
+    const before = (await stack.pipeline.db.query<{ id: string }>('SELECT id FROM uploads WHERE user_id = $1 AND sha256 IS NOT NULL ORDER BY id', [ws])).rows.map((r) => r.id);
+    expect(before).toHaveLength(6);
+    expect(await keptUrls(page)).toHaveLength(6);
+    const creations = () => stack.logs.map((l) => JSON.parse(l) as { req?: { method: string; url: string } }).filter((l) => l.req?.method === 'POST' && l.req.url === '/api/v1/uploads').length;
+    const made = creations();
+
+    await page.reload();
+    await chooseFleet();
+    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
+    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
+    expect(await started.textContent()).toMatch(/^Batch bat_\S+ started with 2 vehicles\.$/);
+    // No photo was created or sent again: each was found finished (HEAD) and the batch took the six.
+    expect(creations()).toBe(made);
+    const requests = stack.logs.map((l) => JSON.parse(l) as { req?: { method: string; url: string } }).filter((l) => l.req?.method === 'HEAD');
+    for (const id of before) expect(requests.some((l) => l.req!.url === `/api/v1/uploads/${id}`), id).toBe(true);
+    expect((await stack.pipeline.db.query('SELECT 1 FROM uploads WHERE user_id = $1', [ws])).rowCount).toBe(0);
+    // Taken, they are forgotten: the page keeps no upload URL for them.
+    await expect.poll(() => keptUrls(page)).toEqual([]);
+    await context.close();
+  }, 180_000);
+
+  it('a browser whose storage for upload URLs is full still uploads every photo and starts the batch (they are only not resumable)', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-full-storage-'));
+    const files = (await distinctPhotos(9200, 3)).map((b64, k) => {
+      const file = path.join(dir, `${k}.jpg`);
+      writeFileSync(file, Buffer.from(b64, 'base64'));
+      return file;
+    });
+    const context = await signedInContext(person);
+    // Every write to IndexedDB fails as a full origin's does.
+    await context.addInitScript(`IDBObjectStore.prototype.put = function () { throw new DOMException('The quota has been exceeded.', 'QuotaExceededError'); };`);
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/batches`);
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(files);
+    await page.getByRole('button', { name: 'Upload 3 and start the batch' }).click();
+    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
+    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
+    expect(await started.textContent()).toMatch(/^Batch bat_\S+ started with 3 photos\.$/);
+    expect(await keptUrls(page)).toEqual([]);
+    await context.close();
+  }, 180_000);
+
   it('the same file chosen again after a reload continues its upload from the bytes the server has, not from zero', async () => {
     const person = await signUpOverHttp(stack, newEmail());
     const ws = person.workspaceId;
@@ -437,7 +525,7 @@ describe('an upload across a page reload', () => {
     const before = held();
     expect(before).toBeLessThan(bytes.length);
 
-    // After the reload, at full speed: the same file, the same upload (its URL kept in localStorage).
+    // After the reload, at full speed: the same file, the same upload (its URL kept in IndexedDB).
     await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
     await page.getByRole('button', { name: 'New batch' }).click();
     await page.getByLabel('Choose photos').setInputFiles(file);

@@ -4,6 +4,7 @@ import { Upload } from 'tus-js-client';
 import { call, ConsoleError, newRequestId, postOnce } from '../api.ts';
 import { DropZone } from '../DropZone.tsx';
 import { groupFleet, pathOf, readSheet, reviewFleet, type FleetFile, type SheetRow, type Vehicle } from '../fleet.ts';
+import { fingerprints, forgetUploads, sweepUploads, uploadUrls } from '../upload-urls.ts';
 
 interface Column {
   label: string;
@@ -21,6 +22,8 @@ interface Item {
   key: string;
   file: File;
   name: string;
+  /** Where its upload URL is kept across a reload (upload-urls.ts). */
+  fingerprint: string;
   sent: number;
   status: 'waiting' | 'uploading' | 'done' | 'failed';
   uploadId?: string;
@@ -75,24 +78,29 @@ function useSubmissionId() {
   };
 }
 
-const nameOf = (f: File) => (f.webkitRelativePath || f.name).slice(0, 500).replace(/[\r\n]+/g, ' ');
+/** The name a batch gives a file: its path in a chosen or dropped folder, or its name. */
+const nameOf = (path: string) => path.slice(0, 500).replace(/[\r\n]+/g, ' ');
 const mb = (n: number) => (n / 1024 ** 2).toFixed(1);
 
 /**
  * Upload one file by the tus protocol into the workspace (resumable: a dropped connection carries
- * on from the bytes the server has; a reloaded page picks up the same file where it stopped, its
- * upload URL kept in localStorage under the fingerprint below).
+ * on from the bytes the server has). Its upload URL is kept under its fingerprint (upload-urls.ts)
+ * until a batch takes it: the same file chosen again after a reload carries on where it stopped,
+ * and one that had finished is found finished (HEAD) and not sent again (docs/decisions.md, "A
+ * console fleet after a reload").
  */
-function tusUpload(workspaceId: string, file: File, name: string, onProgress: (sent: number) => void): Promise<{ uploadId: string } | { error: string }> {
+function tusUpload(workspaceId: string, file: File, name: string, fingerprint: string, onProgress: (sent: number) => void): Promise<{ uploadId: string } | { error: string }> {
   return new Promise((resolve) => {
     const upload = new Upload(file, {
       endpoint: '/api/v1/uploads',
       // Retried on a dropped connection, each time from the offset the server reports.
       retryDelays: [0, 1000, 3000, 5000, 10000, 20000],
       metadata: { workspace: workspaceId, filename: name, filetype: file.type },
-      removeFingerprintOnSuccess: true,
+      urlStorage: uploadUrls,
+      // Kept once finished too: forgotten when a batch takes the file (forgetUploads).
+      removeFingerprintOnSuccess: false,
       // Resumed only into the same workspace: the same file dropped into another starts afresh.
-      fingerprint: async (f) => ['lenstack', workspaceId, nameOf(f as File), (f as File).type, (f as File).size, (f as File).lastModified].join('-'),
+      fingerprint: async () => fingerprint,
       onProgress: (sent) => onProgress(sent),
       onSuccess: () => resolve({ uploadId: upload.url!.split('/').pop()! }),
       onError: (err) => {
@@ -164,6 +172,7 @@ export default function NewBatch({ workspaceId, onSubmitted }: { workspaceId: st
   const [kind, setKind] = useState<'photos' | 'vehicles'>('photos');
   useEffect(() => {
     void call<Catalog>('GET', '/api/v1/catalog').then(setCatalog);
+    void sweepUploads();
   }, []);
   if (!catalog) return <p aria-busy="true">Loading…</p>;
   if (!catalog.batches) return <p className="hint">Batches cannot be started from this console server (it is not connected to the analysis pipeline).</p>;
@@ -201,11 +210,14 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
   const submission = useSubmissionId();
   itemsRef.current = items;
 
-  const add = (files: File[]) => {
+  const add = (files: FleetFile[]) => {
     setMessage(null);
-    const images = files.filter((f) => f.type.startsWith('image/') || IMAGE.test(f.name));
+    const images = files.filter(({ file: f }) => f.type.startsWith('image/') || IMAGE.test(f.name));
     const skipped = files.length - images.length;
-    const next = [...itemsRef.current, ...images.map((file, i) => ({ key: `${Date.now()}-${i}-${file.name}`, file, name: nameOf(file), sent: 0, status: 'waiting' as const }))];
+    const added = images.map(({ file, path }, i) => ({ key: `${Date.now()}-${i}-${file.name}`, file, name: nameOf(path), sent: 0, status: 'waiting' as const }));
+    // Over the whole selection, in order: the files already listed keep their fingerprints.
+    const fps = fingerprints(workspaceId, [...itemsRef.current, ...added]);
+    const next: Item[] = [...itemsRef.current, ...added.map((it, i) => ({ ...it, fingerprint: fps[itemsRef.current.length + i]! }))];
     if (next.length > MAX_FILES) {
       setMessage({ kind: 'error', text: `A batch holds up to ${fmt.format(MAX_FILES)} photos; ${fmt.format(next.length)} were chosen. Split the folder.` });
       return;
@@ -216,7 +228,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
 
   const onDrop = async (e: DragEvent) => {
     const entries = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry()).filter((x): x is FileSystemEntry => x !== null);
-    const files = entries.length ? (await Promise.all(entries.map(filesOf))).flat().map((f) => f.file) : [...e.dataTransfer.files];
+    const files = entries.length ? (await Promise.all(entries.map(filesOf))).flat() : [...e.dataTransfer.files].map((file) => ({ file, path: pathOf(file) }));
     add(files);
   };
 
@@ -224,7 +236,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
 
   const uploadOne = async (item: Item): Promise<Item> => {
     update(item.key, { status: 'uploading', sent: 0 });
-    const r = await tusUpload(workspaceId, item.file, item.name, (sent) => update(item.key, { sent }));
+    const r = await tusUpload(workspaceId, item.file, item.name, item.fingerprint, (sent) => update(item.key, { sent }));
     const patch = 'uploadId' in r ? { status: 'done' as const, sent: item.file.size, uploadId: r.uploadId } : { status: 'failed' as const, error: r.error };
     update(item.key, patch);
     return { ...item, ...patch };
@@ -256,6 +268,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
       const body = { preset: stack, ...columnsBody(columns, chosen), uploads: done.map((it) => ({ id: it.uploadId!, name: it.name })) };
       const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
       submission.done();
+      void forgetUploads(done.map((it) => it.fingerprint));
       setItems([]);
       setMessage({ kind: 'ok', text: `Batch ${batch.id} started with ${fmt.format(batch.counts.total)} photos.`, batchId: batch.id });
       onSubmitted();
@@ -278,11 +291,11 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
         <p className="actions">
           <label className="button secondary">
             Choose photos
-            <input type="file" multiple accept="image/*,.heic,.heif" className="visually-hidden" disabled={busy} onChange={(e) => add([...(e.target.files ?? [])])} />
+            <input type="file" multiple accept="image/*,.heic,.heif" className="visually-hidden" disabled={busy} onChange={(e) => add([...(e.target.files ?? [])].map((file) => ({ file, path: pathOf(file) })))} />
           </label>
           <label className="button secondary">
             Choose a folder
-            <input type="file" className="visually-hidden" disabled={busy} {...{ webkitdirectory: '' }} onChange={(e) => add([...(e.target.files ?? [])])} />
+            <input type="file" className="visually-hidden" disabled={busy} {...{ webkitdirectory: '' }} onChange={(e) => add([...(e.target.files ?? [])].map((file) => ({ file, path: pathOf(file) })))} />
           </label>
         </p>
       </DropZone>
@@ -399,6 +412,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
     setMessage(null);
     setPhase('uploading');
     const photos = going.flatMap((v) => v.photos);
+    const fps = new Map(fingerprints(workspaceId, photos.map((p) => ({ file: p.file, name: nameOf(p.path) }))).map((fp, i) => [photos[i]!, fp]));
     const totalBytes = photos.reduce((n, p) => n + p.file.size, 0);
     const sentOf = new Map<File, number>();
     const failed: string[] = [];
@@ -407,7 +421,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
     report();
     await inParallel(photos, async (p) => {
       if (!uploaded.current.has(p.file)) {
-        const r = await tusUpload(workspaceId, p.file, p.path.slice(0, 500), (sent) => {
+        const r = await tusUpload(workspaceId, p.file, nameOf(p.path), fps.get(p)!, (sent) => {
           sentOf.set(p.file, sent);
           report();
         });
@@ -439,6 +453,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
       };
       const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
       submission.done();
+      void forgetUploads([...fps.values()]);
       // The upload's figures stay shown under the outcome; the fleet is cleared for the next one.
       setFiles([]);
       setSheet(null);
