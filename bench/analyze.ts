@@ -268,7 +268,7 @@ try {
     const cpuFresh = await perRun(() => post(full(photos[next++]!)));
     const cpuDirect = await perRun(() => client.analyze({ image, system: built.system, prompt: built.prompt, schemaName: 'lenstack_analysis', jsonSchema: schema }));
     const cpuFloor = await perRun((i) => floor('sagaShapeWorkflow', N_FRESH + i));
-    say(`CPU per run, ${N_CPU} in a row each (/proc, 10 ms ticks: ±0.3 ms per run):  fresh analysis  direct call  saga floor`);
+    say(`CPU per run, ${N_CPU} in a row each (/proc, 10 ms ticks: ±0.3 ms per row and run):  fresh analysis  direct call  saga floor`);
     say(`  wall clock per run${' '.repeat(43)}${cpuFresh.wall.toFixed(1).padStart(8)} ms ${cpuDirect.wall.toFixed(1).padStart(8)} ms ${cpuFloor.wall.toFixed(1).padStart(8)} ms`);
     say(`  CPU, all of it${' '.repeat(47)}${cpuFresh.total.toFixed(1).padStart(8)} ms ${cpuDirect.total.toFixed(1).padStart(8)} ms ${cpuFloor.total.toFixed(1).padStart(8)} ms`);
     const keys = [...cpuFresh.parts.keys()].filter((k) => cpuFresh.parts.get(k)! >= 0.5 || (cpuFloor.parts.get(k) ?? 0) >= 0.5).sort((a, b) => cpuFresh.parts.get(b)! - cpuFresh.parts.get(a)!);

@@ -10,8 +10,8 @@ export interface BlobStore {
   /**
    * Stores bytes under their hash; storing the same blob again is a no-op. True when this call
    * created it. The store hashes the bytes to check the key, unless `verified`: the caller computed
-   * the key from these very bytes (uploads/service.ts `complete`, which hashes what it read back);
-   * every other caller leaves it out.
+   * the key from these very bytes (uploads/service.ts `complete`, which hashes what it read back;
+   * images/intake.ts, which hashed the request's bytes a moment before); every other caller leaves it out.
    */
   put(sha256: string, bytes: Buffer, opts?: PutOptions): Promise<boolean>;
   /**

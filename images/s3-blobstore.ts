@@ -52,7 +52,7 @@ export class S3BlobStore implements BlobStore {
     // The key checked here, unless the caller computed it from these bytes; a server that honours
     // ChecksumSHA256 (AWS S3, MinIO, versitygw) checks the bytes against it again and refuses a
     // mismatch. One that ignores it does not: `verified` is passed only by a caller that hashed
-    // these very bytes (uploads/service.ts `complete`).
+    // these very bytes (uploads/service.ts `complete`, images/intake.ts).
     const digest = opts.verified ? Buffer.from(sha256, 'hex') : createHash('sha256').update(bytes).digest();
     const actual = digest.toString('hex');
     if (actual !== sha256) throw new Error(`Blob content hashes to ${actual}, not ${sha256}`);
