@@ -497,6 +497,56 @@ describe('an upload across a page reload', () => {
     await context.close();
   }, 180_000);
 
+  it('a browser whose IndexedDB never answers still uploads every photo and starts the batch', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-stuck-storage-'));
+    const files = (await distinctPhotos(9400, 6)).map((b64, k) => {
+      const file = path.join(dir, `${k}.jpg`);
+      writeFileSync(file, Buffer.from(b64, 'base64'));
+      return file;
+    });
+    const context = await signedInContext(person);
+    // Opening the database gives a request whose events never come.
+    await context.addInitScript(`indexedDB.open = () => ({})`);
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/batches`);
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(files);
+    await page.getByRole('button', { name: 'Upload 6 and start the batch' }).click();
+    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
+    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
+    expect(await started.textContent()).toMatch(/^Batch bat_\S+ started with 6 photos\.$/);
+    await context.close();
+  }, 180_000);
+
+  it('signing out forgets the upload URLs the page kept (workspaces and folder paths stay with nobody)', async () => {
+    const person = await signUpOverHttp(stack, newEmail());
+    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-sign-out-'));
+    const files = (await distinctPhotos(9300, 2)).map((b64, k) => {
+      const file = path.join(dir, `${k}.jpg`);
+      writeFileSync(file, Buffer.from(b64, 'base64'));
+      return file;
+    });
+    const context = await signedInContext(person);
+    const page = await context.newPage();
+    // The submission is refused on its way: both photos uploaded, their URLs kept for a retry.
+    await page.route(/\/api\/v1\/workspaces\/[^/]+\/batches$/, (route) =>
+      route.request().method() === 'POST'
+        ? route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 'VALIDATION_FAILED', message: 'Held back by the test', retryable: false, requestId: 'test' } }) })
+        : route.fallback(),
+    );
+    await page.goto(`${stack.url}/batches`);
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(files);
+    await page.getByRole('button', { name: 'Upload 2 and start the batch' }).click();
+    await expect.poll(() => page.getByText('Held back by the test').count(), { timeout: 60_000 }).toBe(1);
+    expect(await keptUrls(page)).toHaveLength(2);
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.waitForURL(/\/sign-in$/);
+    expect(await keptUrls(page)).toEqual([]);
+    await context.close();
+  }, 180_000);
+
   it('the same file chosen again after a reload continues its upload from the bytes the server has, not from zero', async () => {
     const person = await signUpOverHttp(stack, newEmail());
     const ws = person.workspaceId;

@@ -57,9 +57,13 @@ function preloadSection(path: string) {
   void chunks.queries().catch(() => undefined);
 }
 
-/** Empties the data cache (when someone signs out), if a section ever loaded it. */
+/**
+ * Empties the data cache (when someone signs out), if a section ever loaded it, and the upload
+ * URLs the batch form keeps (web/ui/src/upload-urls.ts: workspaces and folder paths).
+ */
 async function forgetCachedData() {
   (await import('./query.ts')).queryClient.clear();
+  await (await import('./upload-urls.ts')).forgetAllUploads();
 }
 
 /** The signed-in console's sections, each at its own address (issue 26 §1). */

@@ -1,4 +1,4 @@
-import { createStore, del, delMany, entries, get, set, type UseStore } from 'idb-keyval';
+import { clear, createStore, del, delMany, entries, get, set, type UseStore } from 'idb-keyval';
 import type { PreviousUpload, UrlStorage } from 'tus-js-client';
 
 /**
@@ -48,36 +48,47 @@ const previous = (fingerprint: string, kept: Kept): PreviousUpload => ({
   parallelUploadUrls: null,
 });
 
+/**
+ * Every request to IndexedDB sits on a file's way to its upload (looked up before it starts, kept
+ * before its first bytes): one that never answers (a stuck database) must not stall the fleet, so
+ * after WAIT_MS it counts as answered with nothing, and the page stops asking for its life.
+ */
+const WAIT_MS = 3_000;
+function within<T>(request: () => Promise<T>, fallback: T): Promise<T> {
+  return new Promise<T>((resolve) => {
+    const timer = setTimeout(() => {
+      store = null;
+      resolve(fallback);
+    }, WAIT_MS);
+    request().then(
+      (value) => resolve(value),
+      () => resolve(fallback),
+    ).finally(() => clearTimeout(timer));
+  });
+}
+
 const fresh = (kept: Kept | undefined): kept is Kept => kept !== undefined && typeof kept.keptAt === 'number' && Date.now() - kept.keptAt < KEEP_MS;
 
 export const uploadUrls: UrlStorage = {
   async findAllUploads() {
     const s = db();
     if (!s) return [];
-    try {
-      return (await entries<string, Kept>(s)).filter(([, kept]) => fresh(kept)).map(([fp, kept]) => previous(fp, kept));
-    } catch {
-      return [];
-    }
+    const all = await within(() => entries<string, Kept>(s), []);
+    return all.filter(([, kept]) => fresh(kept)).map(([fp, kept]) => previous(fp, kept));
   },
   async findUploadsByFingerprint(fingerprint) {
     const s = db();
     if (!s) return [];
-    try {
-      const kept = await get<Kept>(fingerprint, s);
-      return fresh(kept) ? [previous(fingerprint, kept)] : [];
-    } catch {
-      return [];
-    }
+    const kept = await within(() => get<Kept>(fingerprint, s), undefined);
+    return fresh(kept) ? [previous(fingerprint, kept)] : [];
   },
   async removeUpload(urlStorageKey) {
     const s = db();
-    if (!s) return;
-    await del(urlStorageKey, s).catch(() => {});
+    if (s) await within(() => del(urlStorageKey, s), undefined);
   },
   async addUpload(fingerprint, upload) {
     const s = db();
-    if (s) await set(fingerprint, { url: upload.uploadUrl, size: upload.size, keptAt: Date.now() } satisfies Kept, s).catch(() => {});
+    if (s) await within(() => set(fingerprint, { url: upload.uploadUrl, size: upload.size, keptAt: Date.now() } satisfies Kept, s), undefined);
     return fingerprint;
   },
 };
@@ -85,8 +96,16 @@ export const uploadUrls: UrlStorage = {
 /** Forget the files a batch has taken: their uploads are the batch's now (and deleted as uploads). */
 export async function forgetUploads(fingerprints: string[]): Promise<void> {
   const s = db();
-  if (!s || fingerprints.length === 0) return;
-  await delMany(fingerprints, s).catch(() => {});
+  if (s && fingerprints.length) await within(() => delMany(fingerprints, s), undefined);
+}
+
+/**
+ * Forget every kept upload (sign-out): nothing of the person, their workspaces or their folders'
+ * paths stays in the browser for whoever uses it next.
+ */
+export async function forgetAllUploads(): Promise<void> {
+  const s = db();
+  if (s) await within(() => clear(s), undefined);
 }
 
 /** Drop the entries older than KEEP_MS (a fleet chosen once and never submitted), once per page. */
@@ -95,12 +114,8 @@ export async function sweepUploads(): Promise<void> {
   const s = db();
   if (!s || swept) return;
   swept = true;
-  try {
-    const old = (await entries<string, Kept>(s)).filter(([, kept]) => !fresh(kept)).map(([fp]) => fp);
-    if (old.length) await delMany(old, s);
-  } catch {
-    // Kept for another page.
-  }
+  const old = (await within(() => entries<string, Kept>(s), [])).filter(([, kept]) => !fresh(kept)).map(([fp]) => fp);
+  if (old.length) await within(() => delMany(old, s), undefined);
 }
 
 /**

@@ -448,7 +448,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
         vehicles: going.map((v) => ({
           name: v.name,
           vehicle: { ...(v.vin ? { vin: v.vin } : {}), ...(v.mileage !== undefined ? { mileage: v.mileage } : {}), ...(v.make ? { make: v.make } : {}), ...(v.model ? { model: v.model } : {}), ...(v.year !== undefined ? { year: v.year } : {}) },
-          uploads: v.photos.map((p) => ({ id: uploaded.current.get(p.file)!, name: p.path.slice(0, 500) })),
+          uploads: v.photos.map((p) => ({ id: uploaded.current.get(p.file)!, name: nameOf(p.path) })),
         })),
       };
       const batch = await postOnce<{ id: string; counts: { total: number } }>(`/api/v1/workspaces/${workspaceId}/batches`, body, submission.idFor(body));
