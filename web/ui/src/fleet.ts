@@ -47,6 +47,9 @@ const oneLine = (s: string) => s.replace(/[\r\n\t]+/g, ' ').trim();
 /** The path of a chosen or dropped file under the folder (webkitRelativePath, or the drop's own). */
 export const pathOf = (f: File, dropped?: string) => (dropped ?? (f.webkitRelativePath || f.name)).replace(/^\/+/, '');
 
+/** Files a picker (or a drop without folder entries) handed over, each with its path. */
+export const fleetFiles = (files: Iterable<File> | null): FleetFile[] => [...(files ?? [])].map((file) => ({ file, path: pathOf(file) }));
+
 /**
  * Group files into vehicles: the first folder level below the dropped folder names the vehicle
  * (deeper folders count as the same vehicle). Photos lying in the dropped folder itself belong to no

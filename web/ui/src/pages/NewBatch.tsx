@@ -3,7 +3,7 @@ import { Link } from 'wouter';
 import { Upload } from 'tus-js-client';
 import { call, ConsoleError, newRequestId, postOnce } from '../api.ts';
 import { DropZone } from '../DropZone.tsx';
-import { groupFleet, pathOf, readSheet, reviewFleet, type FleetFile, type SheetRow, type Vehicle } from '../fleet.ts';
+import { fleetFiles, groupFleet, pathOf, readSheet, reviewFleet, type FleetFile, type SheetRow, type Vehicle } from '../fleet.ts';
 import { fingerprints, forgetUploads, sweepUploads, uploadUrls } from '../upload-urls.ts';
 
 interface Column {
@@ -228,7 +228,7 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
 
   const onDrop = async (e: DragEvent) => {
     const entries = [...e.dataTransfer.items].map((i) => i.webkitGetAsEntry()).filter((x): x is FileSystemEntry => x !== null);
-    const files = entries.length ? (await Promise.all(entries.map(filesOf))).flat() : [...e.dataTransfer.files].map((file) => ({ file, path: pathOf(file) }));
+    const files = entries.length ? (await Promise.all(entries.map(filesOf))).flat() : fleetFiles(e.dataTransfer.files);
     add(files);
   };
 
@@ -291,11 +291,11 @@ function PhotoBatch({ workspaceId, catalog, onSubmitted }: { workspaceId: string
         <p className="actions">
           <label className="button secondary">
             Choose photos
-            <input type="file" multiple accept="image/*,.heic,.heif" className="visually-hidden" disabled={busy} onChange={(e) => add([...(e.target.files ?? [])].map((file) => ({ file, path: pathOf(file) })))} />
+            <input type="file" multiple accept="image/*,.heic,.heif" className="visually-hidden" disabled={busy} onChange={(e) => add(fleetFiles(e.target.files))} />
           </label>
           <label className="button secondary">
             Choose a folder
-            <input type="file" className="visually-hidden" disabled={busy} {...{ webkitdirectory: '' }} onChange={(e) => add([...(e.target.files ?? [])].map((file) => ({ file, path: pathOf(file) })))} />
+            <input type="file" className="visually-hidden" disabled={busy} {...{ webkitdirectory: '' }} onChange={(e) => add(fleetFiles(e.target.files))} />
           </label>
         </p>
       </DropZone>
@@ -479,7 +479,7 @@ function VehicleBatch({ workspaceId, offer, onSubmitted }: { workspaceId: string
               className="visually-hidden"
               disabled={busy}
               {...{ webkitdirectory: '' }}
-              onChange={(e) => void choose([...(e.target.files ?? [])].map((file) => ({ file, path: pathOf(file) })))}
+              onChange={(e) => void choose(fleetFiles(e.target.files))}
             />
           </label>
           <label className="button secondary">
