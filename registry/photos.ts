@@ -36,43 +36,48 @@ export interface LensOrigin {
 }
 
 /**
+ * The lens records `cachedLensesIn` and `runStartIn` read: the caller's ($1), of the photos $2,
+ * among the lenses $3.
+ */
+const CACHED_LENS_RECORDS = 'FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)';
+
+/** Each photo's cached lenses, every photo asked for present (none cached: an empty list). */
+function byPhoto(sha256s: string[], rows: Iterable<readonly [string, string]>): Record<string, string[]> {
+  const cached: Record<string, string[]> = Object.fromEntries(sha256s.map((s) => [s, []]));
+  for (const [sha256, lens] of rows) cached[sha256]!.push(lens);
+  return cached;
+}
+
+/**
  * Where a run starts from, in one statement of the caller's transaction: whether the workflow
  * `workflowId` already persisted a run (an analysis or a vehicle report), and for each photo which
- * of `lenses` the caller's projection holds (none asked for when `lenses` is empty).
+ * of `lenses` the caller's projection holds (none asked for when `lenses` is empty), as
+ * `cachedLensesIn` reads them.
  */
 export async function runStartIn(
   c: DbClient,
   args: { workflowId: string; accountId: string; sha256s: string[]; lenses: string[] },
 ): Promise<{ persisted: boolean; cached: Record<string, string[]> }> {
-  // One round trip: the run's check and the cached lenses (the same rows `cachedLensesIn` reads).
   const r = await c.query<{ persisted: boolean; cached: Array<[string, string]> }>(
-    `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $1)
-              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $1) AS persisted,
-            (SELECT coalesce(json_agg(json_build_array(sha256, lens)), '[]'::json)
-               FROM lens_records WHERE user_id = $2 AND sha256 = ANY($3) AND lens = ANY($4)) AS cached`,
-    [args.workflowId, args.accountId, args.sha256s, args.lenses],
+    `SELECT EXISTS (SELECT 1 FROM analysis_runs WHERE workflow_id = $4)
+              OR EXISTS (SELECT 1 FROM vehicle_reports WHERE workflow_id = $4) AS persisted,
+            (SELECT coalesce(json_agg(json_build_array(sha256, lens)), '[]'::json) ${CACHED_LENS_RECORDS}) AS cached`,
+    [args.accountId, args.sha256s, args.lenses, args.workflowId],
   );
-  const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
-  for (const [sha256, lens] of r.rows[0]!.cached) cached[sha256]!.push(lens);
-  return { persisted: r.rows[0]!.persisted, cached };
+  return { persisted: r.rows[0]!.persisted, cached: byPhoto(args.sha256s, r.rows[0]!.cached) };
 }
 
 /**
  * For each photo, which of `lenses` the caller's projection holds (none asked for when `lenses` is
- * empty): what the delta plan (credits/delta.ts) does not bill again. The one reader of it, for the
- * reservation (`runStartIn`) and the console's cost preview (analysis/preview.ts) alike.
+ * empty): what the delta plan (credits/delta.ts) does not bill again. The reservation reads the
+ * same rows (`runStartIn`); the console's cost preview (analysis/preview.ts) reads them here.
  */
 export async function cachedLensesIn(
   c: Pick<DbClient, 'query'>,
   args: { accountId: string; sha256s: string[]; lenses: string[] },
 ): Promise<Record<string, string[]>> {
-  const r = await c.query<{ sha256: string; lens: string }>(
-    'SELECT sha256, lens FROM lens_records WHERE user_id = $1 AND sha256 = ANY($2) AND lens = ANY($3)',
-    [args.accountId, args.sha256s, args.lenses],
-  );
-  const cached: Record<string, string[]> = Object.fromEntries(args.sha256s.map((s) => [s, []]));
-  for (const row of r.rows) cached[row.sha256]!.push(row.lens);
-  return cached;
+  const r = await c.query<{ sha256: string; lens: string }>(`SELECT sha256, lens ${CACHED_LENS_RECORDS}`, [args.accountId, args.sha256s, args.lenses]);
+  return byPhoto(args.sha256s, r.rows.map((row) => [row.sha256, row.lens] as const));
 }
 
 /** The perceptual hashes the caller's registry holds for a photo, if it holds the photo. */
