@@ -423,6 +423,39 @@ describe('an upload across a page reload', () => {
       };
     })`);
 
+  /** `n` distinct photos written as files into a fresh folder, for the picker. */
+  const photoFiles = async (seed: number, n: number): Promise<string[]> => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-photos-'));
+    return (await distinctPhotos(seed, n)).map((b64, k) => {
+      const file = path.join(dir, `${k}.jpg`);
+      writeFileSync(file, Buffer.from(b64, 'base64'));
+      return file;
+    });
+  };
+
+  /** The page's first batch submission is refused on its way (as a lost tab or a failed start would leave it): its photos are uploaded, no batch is made. */
+  const holdBackFirstBatch = async (page: import('playwright-core').Page) => {
+    let held = 0;
+    await page.route(/\/api\/v1\/workspaces\/[^/]+\/batches$/, async (route) => {
+      if (route.request().method() !== 'POST' || held++ > 0) return route.fallback();
+      await route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 'VALIDATION_FAILED', message: 'Held back by the test', retryable: false, requestId: 'test' } }) });
+    });
+  };
+
+  /** Picks `files` on the photo batch form of a browser whose IndexedDB `breakStorage` breaks, and waits for the batch to start. */
+  const startWithBrokenStorage = async (breakStorage: string, files: string[]) => {
+    const context = await signedInContext(await signUpOverHttp(stack, newEmail()));
+    await context.addInitScript(breakStorage);
+    const page = await context.newPage();
+    await page.goto(`${stack.url}/batches`);
+    await page.getByRole('button', { name: 'New batch' }).click();
+    await page.getByLabel('Choose photos').setInputFiles(files);
+    await page.getByRole('button', { name: `Upload ${files.length} and start the batch` }).click();
+    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
+    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
+    return { context, page, text: await started.textContent() };
+  };
+
   it('a fleet whose photos all finished before a reload is not sent again: the same folder chosen again makes the batch from the same uploads', async () => {
     const person = await signUpOverHttp(stack, newEmail());
     const ws = person.workspaceId;
@@ -437,13 +470,7 @@ describe('an upload across a page reload', () => {
     });
     const context = await signedInContext(person);
     const page = await context.newPage();
-    // The first submission is refused on its way (as a lost tab or a failed start would leave it):
-    // every photo is uploaded, no batch is made.
-    let held = 0;
-    await page.route(/\/api\/v1\/workspaces\/[^/]+\/batches$/, async (route) => {
-      if (route.request().method() !== 'POST' || held++ > 0) return route.fallback();
-      await route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 'VALIDATION_FAILED', message: 'Held back by the test', retryable: false, requestId: 'test' } }) });
-    });
+    await holdBackFirstBatch(page);
     const chooseFleet = async () => {
       await page.getByRole('button', { name: 'New batch' }).click();
       await page.getByLabel('Vehicles (a folder per vehicle)').check();
@@ -475,66 +502,29 @@ describe('an upload across a page reload', () => {
   }, 180_000);
 
   it('a browser whose storage for upload URLs is full still uploads every photo and starts the batch (they are only not resumable)', async () => {
-    const person = await signUpOverHttp(stack, newEmail());
-    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-full-storage-'));
-    const files = (await distinctPhotos(9200, 3)).map((b64, k) => {
-      const file = path.join(dir, `${k}.jpg`);
-      writeFileSync(file, Buffer.from(b64, 'base64'));
-      return file;
-    });
-    const context = await signedInContext(person);
     // Every write to IndexedDB fails as a full origin's does.
-    await context.addInitScript(`IDBObjectStore.prototype.put = function () { throw new DOMException('The quota has been exceeded.', 'QuotaExceededError'); };`);
-    const page = await context.newPage();
-    await page.goto(`${stack.url}/batches`);
-    await page.getByRole('button', { name: 'New batch' }).click();
-    await page.getByLabel('Choose photos').setInputFiles(files);
-    await page.getByRole('button', { name: 'Upload 3 and start the batch' }).click();
-    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
-    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
-    expect(await started.textContent()).toMatch(/^Batch bat_\S+ started with 3 photos\.$/);
+    const { context, page, text } = await startWithBrokenStorage(
+      `IDBObjectStore.prototype.put = function () { throw new DOMException('The quota has been exceeded.', 'QuotaExceededError'); };`,
+      await photoFiles(9200, 3),
+    );
+    expect(text).toMatch(/^Batch bat_\S+ started with 3 photos\.$/);
     expect(await keptUrls(page)).toEqual([]);
     await context.close();
   }, 180_000);
 
   it('a browser whose IndexedDB never answers still uploads every photo and starts the batch', async () => {
-    const person = await signUpOverHttp(stack, newEmail());
-    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-stuck-storage-'));
-    const files = (await distinctPhotos(9400, 6)).map((b64, k) => {
-      const file = path.join(dir, `${k}.jpg`);
-      writeFileSync(file, Buffer.from(b64, 'base64'));
-      return file;
-    });
-    const context = await signedInContext(person);
     // Opening the database gives a request whose events never come.
-    await context.addInitScript(`indexedDB.open = () => ({})`);
-    const page = await context.newPage();
-    await page.goto(`${stack.url}/batches`);
-    await page.getByRole('button', { name: 'New batch' }).click();
-    await page.getByLabel('Choose photos').setInputFiles(files);
-    await page.getByRole('button', { name: 'Upload 6 and start the batch' }).click();
-    const started = page.getByRole('status').filter({ hasText: /^Batch bat_/ });
-    await expect.poll(() => started.count(), { timeout: 60_000 }).toBe(1);
-    expect(await started.textContent()).toMatch(/^Batch bat_\S+ started with 6 photos\.$/);
+    const { context, text } = await startWithBrokenStorage(`indexedDB.open = () => ({})`, await photoFiles(9400, 6));
+    expect(text).toMatch(/^Batch bat_\S+ started with 6 photos\.$/);
     await context.close();
   }, 180_000);
 
   it('signing out forgets the upload URLs the page kept (workspaces and folder paths stay with nobody)', async () => {
-    const person = await signUpOverHttp(stack, newEmail());
-    const dir = mkdtempSync(path.join(tmpdir(), 'lenstack-sign-out-'));
-    const files = (await distinctPhotos(9300, 2)).map((b64, k) => {
-      const file = path.join(dir, `${k}.jpg`);
-      writeFileSync(file, Buffer.from(b64, 'base64'));
-      return file;
-    });
-    const context = await signedInContext(person);
+    const files = await photoFiles(9300, 2);
+    const context = await signedInContext(await signUpOverHttp(stack, newEmail()));
     const page = await context.newPage();
-    // The submission is refused on its way: both photos uploaded, their URLs kept for a retry.
-    await page.route(/\/api\/v1\/workspaces\/[^/]+\/batches$/, (route) =>
-      route.request().method() === 'POST'
-        ? route.fulfill({ status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 'VALIDATION_FAILED', message: 'Held back by the test', retryable: false, requestId: 'test' } }) })
-        : route.fallback(),
-    );
+    // Both photos uploaded, their URLs kept for a retry.
+    await holdBackFirstBatch(page);
     await page.goto(`${stack.url}/batches`);
     await page.getByRole('button', { name: 'New batch' }).click();
     await page.getByLabel('Choose photos').setInputFiles(files);
