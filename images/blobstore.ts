@@ -26,13 +26,13 @@ export interface BlobStore {
   has(sha256: string): Promise<boolean>;
   /** Removes a blob; removing an absent one is a no-op. */
   delete(sha256: string): Promise<void>;
-  /** Every stored blob with when it was written, for the collector of unreferenced blobs. */
-  list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }>;
   /**
-   * Removes the temporary files of writes begun before `before` and never named (a process that
-   * died between a stage and its commit); the collector calls it with its grace. Returns how many.
+   * Every stored blob with when it was written, for the collector of unreferenced blobs. With
+   * `removeTemporaryBefore` (the collector's grace), a store that writes through temporary files
+   * (the filesystem's) also removes, in the same walk, those of writes begun before it and never
+   * named: a process that died between a stage and its commit.
    */
-  sweepTemporary?(before: Date): Promise<number>;
+  list(opts?: { removeTemporaryBefore?: Date }): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }>;
 }
 
 export interface PutOptions {
@@ -142,33 +142,22 @@ export class FsBlobStore implements BlobStore {
     await rm(this.pathOf(sha256), { force: true });
   }
 
-  async *list(): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }> {
-    for await (const { dir, name } of this.files()) {
-      if (!SHA256_HEX.test(name)) continue; // temp files of a put in progress
-      const info = await stat(path.join(dir, name)).catch(() => null);
-      if (info?.isFile()) yield { sha256: name, writtenAt: info.mtime, bytes: info.size };
-    }
-  }
-
-  async sweepTemporary(before: Date): Promise<number> {
-    let removed = 0;
-    for await (const { dir, name } of this.files()) {
-      if (!TEMP_NAME.test(name)) continue;
-      const info = await stat(path.join(dir, name)).catch(() => null);
-      if (info?.isFile() && info.mtime < before) {
-        await rm(path.join(dir, name), { force: true });
-        removed += 1;
-      }
-    }
-    return removed;
-  }
-
-  /** Every file name in the two shard levels. */
-  private async *files(): AsyncIterable<{ dir: string; name: string }> {
+  async *list(opts: { removeTemporaryBefore?: Date } = {}): AsyncIterable<{ sha256: string; writtenAt: Date; bytes: number }> {
     const level = async (dir: string) => (await readdir(dir, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name));
+    const before = opts.removeTemporaryBefore;
     for (const first of await level(this.rootDir)) {
       for (const second of await level(first)) {
-        for (const name of await readdir(second).catch(() => [] as string[])) yield { dir: second, name };
+        for (const name of await readdir(second).catch(() => [] as string[])) {
+          const file = path.join(second, name);
+          if (SHA256_HEX.test(name)) {
+            const info = await stat(file).catch(() => null);
+            if (info?.isFile()) yield { sha256: name, writtenAt: info.mtime, bytes: info.size };
+          } else if (before && TEMP_NAME.test(name)) {
+            // A write under way is not listed; one begun before `before` and never named is removed.
+            const info = await stat(file).catch(() => null);
+            if (info?.isFile() && info.mtime < before) await rm(file, { force: true });
+          }
+        }
       }
     }
   }

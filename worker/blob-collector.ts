@@ -32,9 +32,6 @@ export async function collectBlobs(
   // The console's request log keeps 30 days (requestlog/repository.ts); the same pass sweeps it.
   const swept = await sweepRequestLog(db, opts.now);
   if (swept) opts.log?.(`blob collector swept ${swept} request log row(s) older than 30 days`);
-  // Writes begun past the grace and never named: their process died between writing and naming.
-  const abandoned = (await blobs.sweepTemporary?.(new Date(cutoff))) ?? 0;
-  if (abandoned) opts.log?.(`blob collector removed ${abandoned} abandoned temporary file(s)`);
   const out = { deleted: 0, bytes: 0 };
   let batch: Array<{ sha256: string; bytes: number }> = [];
   const flush = async () => {
@@ -45,7 +42,9 @@ export async function collectBlobs(
     }
     batch = [];
   };
-  for await (const blob of blobs.list()) {
+  // The same walk removes writes begun past the grace and never named (their process died between
+  // writing and naming).
+  for await (const blob of blobs.list({ removeTemporaryBefore: new Date(cutoff) })) {
     if (blob.writtenAt.getTime() > cutoff) continue;
     batch.push({ sha256: blob.sha256, bytes: blob.bytes });
     if (batch.length >= BATCH) await flush();

@@ -226,18 +226,26 @@ describe('FsBlobStore specifics', () => {
     await expect(store.stage(sha(other), bytes)).rejects.toThrow(/hashes to/);
   });
 
-  it('sweeps the temporary files of writes never named, once they are older than asked, and nothing else', async () => {
+  it('a listing asked to remove the temporary files of writes never named, once they are older than asked, and nothing else', async () => {
     const shard = join(root, key.slice(0, 2), key.slice(2, 4));
     await store.put(key, bytes);
     const abandoned = await store.stage(sha(photo('Canon_40D.jpg')), photo('Canon_40D.jpg')); // its process "died": never committed
     const otherShard = join(root, sha(photo('Canon_40D.jpg')).slice(0, 2), sha(photo('Canon_40D.jpg')).slice(2, 4));
     const tmp = (await readdir(otherShard))[0]!;
     expect(tmp).toMatch(/\.tmp$/);
-    expect(await store.sweepTemporary(new Date(Date.now() - 3600_000))).toBe(0); // younger than the grace: kept
+    const listed = async (removeTemporaryBefore?: Date) => {
+      const out: string[] = [];
+      for await (const b of store.list(removeTemporaryBefore ? { removeTemporaryBefore } : {})) out.push(b.sha256);
+      return out;
+    };
+    expect(await listed(new Date(Date.now() - 3600_000))).toEqual([key]);
+    expect(await readdir(otherShard)).toEqual([tmp]); // younger than the grace: kept
     const old = new Date(Date.now() - 2 * 3600_000);
     await utimes(join(otherShard, tmp), old, old);
     await utimes(store.pathOf(key), old, old);
-    expect(await store.sweepTemporary(new Date(Date.now() - 3600_000))).toBe(1);
+    expect(await listed()).toEqual([key]);
+    expect(await readdir(otherShard)).toEqual([tmp]); // a plain listing removes nothing
+    expect(await listed(new Date(Date.now() - 3600_000))).toEqual([key]);
     expect(await readdir(otherShard)).toEqual([]);
     // A named blob is never a temporary file, however old.
     expect(await readdir(shard)).toEqual([key]);
