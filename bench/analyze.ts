@@ -36,6 +36,7 @@ import { startWorker } from '../worker/main.ts';
 import { PUBLIC_INTERNET } from '../images/fetch.ts';
 import { createApiMetrics } from '../metrics/api.ts';
 import { noRateLimits } from '../test/helpers/deps.ts';
+import { commOf, cpuMsOf } from './proc-stat.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PHOTO = path.join(ROOT, 'test/fixtures/photos/gps-DSCN0010.jpg');
@@ -231,15 +232,11 @@ try {
     const N_CPU = 40;
     const cpuSnapshot = () => {
       const m = new Map<string, number>();
-      const add = (k: string, statText: string) => {
-        const f = statText.slice(statText.lastIndexOf(')') + 2).split(' ');
-        m.set(k, (m.get(k) ?? 0) + ((Number(f[11]) + Number(f[12])) * 1000) / 100);
-      };
-      const comm = (t: string) => t.slice(t.indexOf('(') + 1, t.lastIndexOf(')'));
+      const add = (k: string, stat: string) => m.set(k, (m.get(k) ?? 0) + cpuMsOf(stat));
       for (const tid of readdirSync('/proc/self/task')) {
         try {
           const t = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-          add(`this process: ${comm(t).replace(/[-:]?\d+$/, '').replace('tokio-runtime-w', 'Temporal SDK core (tokio)').replace('V8Worker', 'V8 helpers (GC)').replace('WorkerThread', 'workflow thread')}`, t);
+          add(`this process: ${commOf(t).replace(/[-:]?\d+$/, '').replace('tokio-runtime-w', 'Temporal SDK core (tokio)').replace('V8Worker', 'V8 helpers (GC)').replace('WorkerThread', 'workflow thread')}`, t);
         } catch {
           // a thread that ended meanwhile
         }
@@ -248,7 +245,7 @@ try {
         if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
         try {
           const t = readFileSync(`/proc/${pid}/stat`, 'utf8');
-          const name = comm(t);
+          const name = commOf(t);
           if (/^(temporal|postgres|redis-server)/.test(name)) add(name.startsWith('postgres') ? 'postgres' : name, t);
         } catch {
           // a process that ended meanwhile

@@ -66,6 +66,7 @@ import { freePort, startTemporalDevServer, type DevServer } from '../tools/scrip
 import { startSimVendor, type SimVendor } from '../tools/sim/index.ts';
 import { vehicleLanes } from '../workflows/batch.ts';
 import { cameraPhotos } from './camera-photos.ts';
+import { CLK_TCK, cpuMsOf } from './proc-stat.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = path.join(ROOT, 'clients/cli/bin/lenstack.js');
@@ -217,18 +218,13 @@ async function countingProxy(target: string): Promise<{ url: string; bytes: () =
 }
 
 const hwmMb = (pid: number) => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-const TICK = 100; // CLK_TCK on Linux
 /** Busy CPU seconds of the whole machine so far (all cores; /proc/stat less idle and iowait). */
 function machineBusySeconds(): number {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  return (f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) / TICK;
+  return (f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) / CLK_TCK;
 }
 /** CPU seconds (user + system) of a process so far. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / TICK;
-}
+const cpuSeconds = (pid: number): number => cpuMsOf(readFileSync(`/proc/${pid}/stat`, 'utf8')) / 1000;
 
 interface CliRun { code: number | null; signal: NodeJS.Signals | null; ms: number; submittedMs: number | null; maxRssKb: number | null; cpuS: number | null; stdout: string; stderr: string }
 
